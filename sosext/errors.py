@@ -1,0 +1,38 @@
+"""The one error family that reaches users: every message is a single line."""
+
+
+class SosError(Exception):
+    """A failure the user can act on; hosts print ``error: <message>``."""
+
+
+class TargetError(SosError):
+    """Memory, module or thread information could not be obtained from the target."""
+
+
+class MemoryReadError(TargetError):
+    """An address range is not readable in the target."""
+
+    def __init__(self, address: int, size: int, detail: str = "") -> None:
+        self.address = address
+        self.size = size
+        msg = f"cannot read {size} bytes at {address:#x}"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class DacError(SosError):
+    """The runtime's DAC could not be found, loaded or answered a call with a failure."""
+
+
+class NotDotNetError(SosError):
+    """The target has no CoreCLR runtime loaded."""
+
+
+class UsageError(SosError):
+    """A command was called with options or values it does not accept."""
+
+
+class Interrupted(SosError):
+    """The user pressed Ctrl-C during long work."""
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")

@@ -1,0 +1,145 @@
+"""The Target protocol: where the bytes, modules and threads of a debuggee come from.
+
+Every host (LLDB, GDB, the standalone CLI) supplies one Target; everything above this
+layer (the DAC bridge, the CLR model, the commands) is written against this protocol only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol, runtime_checkable
+
+from ..errors import MemoryReadError
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    """A file mapped into the target: a native library or a managed assembly."""
+
+    name: str  # file name without directory, e.g. "libcoreclr.so"
+    path: str  # full path as the target saw it
+    base: int  # lowest mapped address
+    size: int  # span from base to the end of the last mapping of this file
+    build_id: bytes | None = None
+
+
+# Register names follow Linux x86_64 user_regs_struct (lowercase); ARM64 uses x0..x30, sp, pc.
+Registers = dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """An OS thread of the target."""
+
+    tid: int  # OS thread id (LWP)
+    index: int = 0  # the debugger's own thread number, 1-based; 0 when unknown
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRange:
+    start: int
+    end: int
+    readable: bool = True
+    path: str = ""
+
+
+@runtime_checkable
+class Target(Protocol):
+    """What sosext needs of a debuggee. Implementations never write target memory."""
+
+    pointer_size: int
+    arch: str  # "x86_64" or "aarch64"
+    is_live: bool
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever a live process has run; every cache keys on it."""
+        ...
+
+    def read(self, address: int, size: int) -> bytes:
+        """Exactly ``size`` bytes at ``address``; raises MemoryReadError otherwise."""
+        ...
+
+    def read_partial(self, address: int, size: int) -> bytes | memoryview:
+        """As many bytes as can be read from ``address`` on (possibly none).
+
+        May return a memoryview into a mapped file (zero-copy); callers treat it as read-only."""
+        ...
+
+    def modules(self) -> list[Module]:
+        ...
+
+    def threads(self) -> list[ThreadInfo]:
+        ...
+
+    def registers(self, tid: int) -> Registers:
+        ...
+
+    def describe(self) -> str:
+        """One line naming the target for messages ("process 1234", "core /tmp/x")."""
+        ...
+
+
+class TargetBase:
+    """Shared conveniences for Target implementations (read helpers, module lookup)."""
+
+    pointer_size: int = 8
+    arch: str = "x86_64"
+    is_live: bool = False
+    _generation: int = 0
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def read_partial(self, address: int, size: int) -> bytes:
+        raise NotImplementedError
+
+    def read(self, address: int, size: int) -> bytes:
+        data = self.read_partial(address, size)
+        if len(data) != size:
+            raise MemoryReadError(address, size)
+        return data
+
+    def read_pointer(self, address: int) -> int:
+        return int.from_bytes(self.read(address, self.pointer_size), "little")
+
+    def read_u32(self, address: int) -> int:
+        return int.from_bytes(self.read(address, 4), "little")
+
+    def modules(self) -> list[Module]:
+        raise NotImplementedError
+
+    def find_module(self, name: str) -> Module | None:
+        """The module whose file name (or full path) is ``name``; None if not loaded."""
+        for m in self.modules():
+            if m.name == name or m.path == name:
+                return m
+        return None
+
+    def module_at(self, address: int) -> Module | None:
+        for m in self.modules():
+            if m.base <= address < m.base + m.size:
+                return m
+        return None
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+def modules_from_mappings(mappings: Iterable[tuple[int, int, str]]) -> list[Module]:
+    """Group (start, end, path) file mappings into one Module per path, sorted by base."""
+    spans: dict[str, list[int]] = {}
+    for start, end, path in mappings:
+        if not path or not path.startswith("/"):
+            continue
+        span = spans.setdefault(path, [start, end])
+        span[0] = min(span[0], start)
+        span[1] = max(span[1], end)
+    mods = [Module(name=p.rsplit("/", 1)[-1], path=p, base=s, size=e - s)
+            for p, (s, e) in spans.items()]
+    mods.sort(key=lambda m: m.base)
+    return mods
+
+
+__all__ = ["Module", "ThreadInfo", "MemoryRange", "Registers", "Target", "TargetBase",
+           "modules_from_mappings"]
