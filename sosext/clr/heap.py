@@ -1,0 +1,285 @@
+"""The managed heap: subheaps, segments/regions, allocation contexts and the walk.
+
+``ClrHeap`` discovers the heap's shape from the DAC once per target generation and walks
+it into a :class:`HeapIndex` (every object's address, MethodTable and size), which the
+commands then filter instead of walking again.
+"""
+from __future__ import annotations
+
+import bisect
+from array import array
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+
+from ..dac.structs import GcHeapDetails, GenerationData
+from ..errors import SosError
+from .index import HeapIndex, SegmentSlice
+from .progress import Progress
+from .segments import (SEGMENT_FLAG_READONLY, ClrSegment, Generation, GenerationRange,
+                       SegmentKind)
+from .types import MIN_OBJECT_SIZE, ClrType, TypeCache
+from .walk import SizeTable, WalkError, object_facts, walk_words
+
+if TYPE_CHECKING:
+    from .runtime import ClrRuntime
+
+# Reading a large-object segment in bulk would read every byte of every big array only
+# to look at their headers; read headers one object at a time there instead.
+_HEADER = 16
+
+
+@dataclass(frozen=True, slots=True)
+class ClrSubHeap:
+    """One GC heap: the only one with workstation GC, one per core with server GC."""
+
+    index: int
+    address: int  # gc_heap* with server GC, 0 with workstation GC
+    details: GcHeapDetails
+    generations: tuple[GenerationData, ...]  # gen0, gen1, gen2, LOH and (.NET 5+) POH
+    fill_pointers: tuple[int, ...]  # the finalization queue's partition
+
+
+class ClrHeap:
+    def __init__(self, runtime: "ClrRuntime") -> None:
+        self.runtime = runtime
+        dac = runtime.dac
+        self.dac = dac
+        data = dac.gc_heap_data()
+        self.is_server = bool(data.server_mode)
+        self.can_walk = bool(data.gc_structures_valid)
+        self.max_generation = data.max_generation
+        g = dac.useful_globals()
+        self.free_mt = g.free_method_table
+        self.string_mt = g.string_method_table
+        self.object_mt = g.object_method_table
+        self.array_mt = g.array_method_table
+        self.exception_mt = g.exception_method_table
+        self.types = TypeCache(dac, self.string_mt, self.free_mt)
+        self.subheaps = self._load_subheaps(data.heap_count)
+        gens = self.subheaps[0].generations
+        self.uses_regions = gens[0].start_segment != gens[1].start_segment
+        self.segments = self._load_segments()
+        self._starts = [s.start for s in self.segments]
+        self.alloc_contexts = self._load_alloc_contexts()
+        self._index: HeapIndex | None = None
+
+    # -- discovery ----------------------------------------------------------------------
+
+    def _load_subheaps(self, count: int) -> list[ClrSubHeap]:
+        dac = self.dac
+        heaps: list[ClrSubHeap] = []
+        if self.is_server:
+            addresses = dac.gc_heap_list(count)
+        else:
+            addresses = [0]
+        for i, addr in enumerate(addresses):
+            details = dac.gc_heap_details(addr) if self.is_server else dac.gc_heap_static_data()
+            # ISOSDacInterface8 knows every generation (the fixed struct stops at LOH).
+            gens = dac.generation_table(addr if self.is_server else None) or list(details.generation_table)
+            fill = dac.finalization_fill_pointers(addr if self.is_server else None) \
+                or list(details.finalization_fill_pointers)
+            heaps.append(ClrSubHeap(i, addr, details, tuple(gens), tuple(fill)))
+        return heaps
+
+    def _chain(self, first: int) -> Iterator[tuple[int, object]]:
+        seen: set[int] = set()
+        seg = first
+        while seg and seg not in seen:
+            seen.add(seg)
+            data = self.dac.heap_segment_data(seg)
+            yield seg, data
+            seg = data.next
+
+    def _load_segments(self) -> list[ClrSegment]:
+        out: list[ClrSegment] = []
+        seen: set[int] = set()
+        for heap in self.subheaps:
+            det = heap.details
+            gens = heap.generations
+            for gen_no, gen in enumerate(gens):
+                if not self.uses_regions and gen_no < 2:
+                    continue  # with segments gen0/gen1 live inside gen2's ephemeral segment
+                for addr, d in self._chain(gen.start_segment):
+                    if addr in seen:
+                        continue
+                    seen.add(addr)
+                    end = det.alloc_allocated if addr == det.ephemeral_heap_segment else d.allocated
+                    out.append(self._segment(heap, gen_no, addr, d, end))
+        out.sort(key=lambda s: s.start)
+        return out
+
+    def _segment(self, heap: ClrSubHeap, gen_no: int, addr: int, d, end: int) -> ClrSegment:
+        if d.flags & SEGMENT_FLAG_READONLY:
+            kind, gen = SegmentKind.FROZEN, Generation.FROZEN
+        elif gen_no == 3:
+            kind, gen = SegmentKind.LOH, Generation.LOH
+        elif gen_no == 4:
+            kind, gen = SegmentKind.POH, Generation.POH
+        else:
+            kind, gen = SegmentKind.SOH, Generation(gen_no)
+        start = d.mem
+        if self.uses_regions or kind is not SegmentKind.SOH:
+            ranges = (GenerationRange(gen, start, end),)
+            return ClrSegment(addr, heap.index, kind, start, end, d.committed, d.reserved, d.flags, gen, ranges)
+        if addr != heap.details.ephemeral_heap_segment:
+            ranges = (GenerationRange(Generation.GEN2, start, end),)
+            return ClrSegment(addr, heap.index, kind, start, end, d.committed, d.reserved, d.flags,
+                              Generation.GEN2, ranges)
+        g1 = min(max(heap.generations[1].allocation_start, start), end)
+        g0 = min(max(heap.generations[0].allocation_start, g1), end)
+        ranges = (GenerationRange(Generation.GEN2, start, g1), GenerationRange(Generation.GEN1, g1, g0),
+                  GenerationRange(Generation.GEN0, g0, end))
+        return ClrSegment(addr, heap.index, kind, start, end, d.committed, d.reserved, d.flags, None, ranges)
+
+    def _load_alloc_contexts(self) -> list[tuple[int, int]]:
+        """Every [ptr, limit) the runtime is allocating into: not yet objects."""
+        ctx: set[tuple[int, int]] = set()
+        for _addr, t in self.dac.threads():
+            if t.alloc_context_ptr:
+                ctx.add((t.alloc_context_ptr, t.alloc_context_limit))
+        for heap in self.subheaps:
+            g0 = heap.generations[0]
+            if g0.alloc_context_ptr:
+                ctx.add((g0.alloc_context_ptr, g0.alloc_context_limit))
+        glob = self.dac.global_allocation_context()
+        if glob and glob[0]:
+            ctx.add(glob)
+        return sorted(ctx)
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def segment_of(self, address: int) -> ClrSegment | None:
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i >= 0:
+            seg = self.segments[i]
+            if seg.start <= address < max(seg.end, seg.committed):
+                return seg
+        return None
+
+    def generation_of(self, address: int) -> Generation | None:
+        seg = self.segment_of(address)
+        return seg.generation_of(address) if seg else None
+
+    def get_type(self, mt: int) -> ClrType | None:
+        return self.types.get(mt)
+
+    def _sizes_of(self, mt: int) -> tuple[int, int] | None:
+        t = self.types.get(mt)
+        if t is None or t.base_size < 17 or t.base_size > 1 << 31:
+            return None  # not a MethodTable: treat the header as corrupt
+        return t.base_size, t.component_size
+
+    # -- the walk -------------------------------------------------------------------------
+
+    def index(self, progress: Progress | None = None) -> HeapIndex:
+        """Every object on the heap, walked once and cached for this target generation."""
+        if self._index is None:
+            self._index = self._walk(progress or Progress.silent())
+        return self._index
+
+    def _pieces(self, seg: ClrSegment) -> list[tuple[int, int]]:
+        """The segment's object range minus the allocation contexts inside it."""
+        pieces = []
+        pos = seg.start
+        for ptr, limit in self.alloc_contexts:
+            if ptr < pos or ptr >= seg.end:
+                continue
+            pieces.append((pos, ptr))
+            pos = limit + MIN_OBJECT_SIZE
+        if pos < seg.end:
+            pieces.append((pos, seg.end))
+        return [(a, b) for a, b in pieces if b > a]
+
+    def _walk(self, progress: Progress) -> HeapIndex:
+        sizes = SizeTable(self._sizes_of)
+        total = sum(s.length for s in self.segments)
+        progress.start("Scanning heap", total)
+        addr_parts: list[np.ndarray] = []
+        mt_parts: list[np.ndarray] = []
+        size_parts: list[np.ndarray] = []
+        slices: list[SegmentSlice] = []
+        errors: list[WalkError] = []
+        count = 0
+        done = 0
+        target = self.runtime.target
+        for seg in self.segments:
+            first = count
+            if seg.kind is SegmentKind.LOH:
+                parts = self._walk_headers(seg, sizes, errors)
+            else:
+                parts = self._walk_bulk(target, seg, sizes, errors)
+            for a, m, s in parts:
+                addr_parts.append(a)
+                mt_parts.append(m)
+                size_parts.append(s)
+                count += len(a)
+            slices.append(SegmentSlice(seg, first, count))
+            done += seg.length
+            progress.update(done)
+        progress.finish()
+        return HeapIndex.build(self, addr_parts, mt_parts, size_parts, slices, errors)
+
+    def _walk_bulk(self, target, seg: ClrSegment, sizes: SizeTable, errors: list[WalkError]):
+        pieces = self._pieces(seg)
+        if not pieces:
+            return []
+        lo = pieces[0][0]
+        data = target.read_partial(lo, seg.end - lo)
+        avail = len(data) & ~7
+        if avail < seg.end - lo:
+            errors.append(WalkError(lo + avail, 0, "memory not readable"))
+        buf = memoryview(data)[:avail]
+        words = buf.cast("B").cast("Q") if avail else memoryview(b"").cast("Q")
+        out = []
+        for a, b in pieces:
+            first = (a - lo) >> 3
+            stop = min((b - lo) >> 3, avail >> 3)
+            if first >= stop:
+                continue
+            idx = array("q")
+            end, bad = walk_words(words, first, stop, sizes, idx)
+            if bad is not None:
+                mt = words[bad] if bad < len(words) else 0
+                errors.append(WalkError(lo + bad * 8, mt, "invalid object header"))
+            out.append(object_facts(buf, lo, idx, end))
+        return out
+
+    def _walk_headers(self, seg: ClrSegment, sizes: SizeTable, errors: list[WalkError]):
+        target = self.runtime.target
+        out = []
+        for a, b in self._pieces(seg):
+            addrs: list[int] = []
+            mts: list[int] = []
+            lens: list[int] = []
+            pos = a
+            while pos < b:
+                head = target.read_partial(pos, _HEADER)
+                if len(head) < _HEADER:
+                    errors.append(WalkError(pos, 0, "memory not readable"))
+                    break
+                raw = int.from_bytes(head[:8], "little")
+                info = sizes.varying.get(raw)
+                fixed = sizes.fixed.get(raw)
+                if info is None and fixed is None:
+                    if not sizes.learn(raw):
+                        errors.append(WalkError(pos, raw, "invalid object header"))
+                        break
+                    continue
+                if fixed is not None:
+                    size = fixed << 3
+                else:
+                    n = int.from_bytes(head[8:12], "little")
+                    size = ((info[0] + info[1] * n) >> 3) << 3
+                addrs.append(pos)
+                mts.append(raw & ~7)
+                lens.append(size)
+                pos += size
+            out.append((np.array(addrs, dtype=np.uint64), np.array(mts, dtype=np.uint64),
+                        np.array(lens, dtype=np.uint64)))
+        return out
+
+    def check_walkable(self, ignore_gc_state: bool = False) -> None:
+        if not self.can_walk and not ignore_gc_state:
+            raise SosError("The GC heap is not in a valid state for traversal.  (Use -ignoreGCState to override.)")

@@ -1,0 +1,141 @@
+"""The heap index: every object of one heap walk, in compact numpy arrays.
+
+One walk fills it; dumpheap's filters, statistics, generation queries and later root and
+diff queries read it without touching target memory again. Objects are stored in address
+order, segment by segment. Per object it costs 8 (address) + 4 (type id) + 8 (size) + 1
+(generation) bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+
+from .segments import ClrSegment, Generation
+from .walk import WalkError
+
+if TYPE_CHECKING:
+    from .heap import ClrHeap
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSlice:
+    segment: ClrSegment
+    first: int  # index of the segment's first object
+    stop: int  # one past its last object
+
+
+@dataclass(frozen=True, slots=True)
+class TypeStat:
+    method_table: int
+    count: int
+    total_size: int
+
+
+class HeapIndex:
+    def __init__(self, heap: "ClrHeap", addresses: np.ndarray, type_ids: np.ndarray,
+                 method_tables: np.ndarray, sizes: np.ndarray, generations: np.ndarray,
+                 slices: list[SegmentSlice], errors: list[WalkError]) -> None:
+        self.heap = heap
+        self.addresses = addresses  # uint64, ascending
+        self.type_ids = type_ids  # uint32 index into method_tables
+        self.method_tables = method_tables  # uint64, unique
+        self.sizes = sizes  # uint64 bytes
+        self.generations = generations  # uint8 Generation values
+        self.slices = slices
+        self.errors = errors
+
+    @classmethod
+    def build(cls, heap: "ClrHeap", addr_parts: list[np.ndarray], mt_parts: list[np.ndarray],
+              size_parts: list[np.ndarray], slices: list[SegmentSlice], errors: list[WalkError]) -> "HeapIndex":
+        def cat(parts: list[np.ndarray]) -> np.ndarray:
+            return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+        addresses = cat(addr_parts)
+        mts = cat(mt_parts)
+        sizes = cat(size_parts)
+        method_tables, type_ids = np.unique(mts, return_inverse=True)
+        generations = np.empty(len(addresses), dtype=np.uint8)
+        for sl in slices:
+            seg = sl.segment
+            part = addresses[sl.first:sl.stop]
+            if len(seg.ranges) == 1:
+                generations[sl.first:sl.stop] = seg.ranges[0].generation
+                continue
+            gens = generations[sl.first:sl.stop]
+            gens[:] = seg.ranges[-1].generation
+            for r in seg.ranges:
+                lo, hi = np.searchsorted(part, [r.start, r.end])
+                gens[lo:hi] = r.generation
+        return cls(heap, addresses, type_ids.astype(np.uint32), method_tables, sizes, generations,
+                   slices, errors)
+
+    def __len__(self) -> int:
+        return len(self.addresses)
+
+    @property
+    def total_size(self) -> int:
+        return int(self.sizes.sum())
+
+    # -- selections: boolean masks over the objects ----------------------------------------
+
+    def all(self) -> np.ndarray:
+        return np.ones(len(self.addresses), dtype=bool)
+
+    def mask_method_tables(self, mts: Iterable[int]) -> np.ndarray:
+        wanted = np.nonzero(np.isin(self.method_tables, np.fromiter(mts, dtype=np.uint64)))[0]
+        return np.isin(self.type_ids, wanted.astype(np.uint32))
+
+    def mask_type_ids(self, ids: Iterable[int]) -> np.ndarray:
+        return np.isin(self.type_ids, np.fromiter(ids, dtype=np.uint32))
+
+    def mask_generation(self, gen: Generation) -> np.ndarray:
+        return self.generations == np.uint8(gen)
+
+    def mask_size(self, min_size: int | None, max_size: int | None) -> np.ndarray:
+        m = self.all()
+        if min_size is not None:
+            m &= self.sizes >= np.uint64(min_size)
+        if max_size is not None:
+            m &= self.sizes <= np.uint64(max_size)
+        return m
+
+    def mask_range(self, start: int, end: int | None) -> np.ndarray:
+        lo = np.searchsorted(self.addresses, np.uint64(start))
+        hi = len(self.addresses) if end is None else np.searchsorted(self.addresses, np.uint64(end))
+        m = np.zeros(len(self.addresses), dtype=bool)
+        m[lo:hi] = True
+        return m
+
+    def mask_slices(self, keep) -> np.ndarray:
+        m = np.zeros(len(self.addresses), dtype=bool)
+        for sl in self.slices:
+            if keep(sl.segment):
+                m[sl.first:sl.stop] = True
+        return m
+
+    # -- answers ------------------------------------------------------------------------------
+
+    def stats(self, mask: np.ndarray | None = None) -> list[TypeStat]:
+        ids = self.type_ids if mask is None else self.type_ids[mask]
+        sizes = self.sizes if mask is None else self.sizes[mask]
+        n = len(self.method_tables)
+        counts = np.bincount(ids, minlength=n)
+        totals = np.bincount(ids, weights=sizes.astype(np.float64), minlength=n)
+        # float64 sums are exact below 2**53 bytes (8 PiB): far beyond any heap.
+        return [TypeStat(int(self.method_tables[i]), int(counts[i]), int(totals[i]))
+                for i in np.nonzero(counts)[0]]
+
+    def find(self, address: int) -> int | None:
+        """Index of the object that starts exactly at ``address``."""
+        i = int(np.searchsorted(self.addresses, np.uint64(address)))
+        if i < len(self.addresses) and int(self.addresses[i]) == address:
+            return i
+        return None
+
+    def containing(self, address: int) -> int | None:
+        """Index of the object whose bytes include ``address``."""
+        i = int(np.searchsorted(self.addresses, np.uint64(address), side="right")) - 1
+        if i >= 0 and int(self.addresses[i]) + int(self.sizes[i]) > address:
+            return i
+        return None

@@ -1,0 +1,71 @@
+"""ClrRuntime: the .NET runtime inside one target, the root of the object model.
+
+A runtime is created once per target and survives the process running: when the target's
+generation changes (a live process ran), the DAC's caches are flushed and the heap model
+is rebuilt on next use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..dac.loader import DacLocation, file_version, locate_dac
+from ..dac.sos import SosDac, open_dac
+from ..targets.base import Target
+
+if TYPE_CHECKING:
+    from .heap import ClrHeap
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeInfo:
+    version: str  # file version of the runtime, e.g. "10.0.1226.42308"
+    runtime_path: str
+    dac_path: str
+    runtime_base: int
+
+
+class ClrRuntime:
+    def __init__(self, target: Target, location: DacLocation | None = None) -> None:
+        self.target = target
+        self.location = location or locate_dac(target)
+        self.dac: SosDac = open_dac(target, self.location)
+        self._generation = target.generation
+        self._heap: "ClrHeap | None" = None
+        self._caches: dict[str, object] = {}
+
+    @property
+    def info(self) -> RuntimeInfo:
+        loc = self.location
+        version = file_version(loc.runtime.path) or loc.version
+        return RuntimeInfo(version, loc.runtime.path, loc.dac_path, loc.runtime.base)
+
+    def rebind(self, target: Target) -> None:
+        """Read through ``target`` from now on: a new host wrapper of the same process."""
+        if target is not self.target:
+            self.target = target
+            self.dac.data_target.target = target
+
+    def refresh(self) -> None:
+        """Forget everything derived from target memory if the process has run since."""
+        gen = self.target.generation
+        if gen != self._generation:
+            self._generation = gen
+            self.dac.flush()
+            self._heap = None
+            self._caches.clear()
+
+    @property
+    def heap(self) -> "ClrHeap":
+        self.refresh()
+        if self._heap is None:
+            from .heap import ClrHeap
+            self._heap = ClrHeap(self)
+        return self._heap
+
+    def cache(self, key: str, factory):  # type: ignore[no-untyped-def]
+        """A per-target-generation cache for models built on top of the heap."""
+        self.refresh()
+        if key not in self._caches:
+            self._caches[key] = factory()
+        return self._caches[key]

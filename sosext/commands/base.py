@@ -1,0 +1,204 @@
+"""The command registry and SOS-style option parsing.
+
+A command is a class with its names, a one-line summary, a help text with an example, and
+declared options; ``run`` gets a :class:`CommandContext` and the parsed options. Hosts
+look commands up here and call :func:`execute`, so each command is written once for LLDB,
+GDB and the CLI.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from .context import CommandContext
+
+
+def parse_address(text: str) -> int:
+    """A pointer as SOS accepts it: hex with or without 0x, WinDbg's ` separator allowed."""
+    t = text.strip().replace("`", "").replace("_", "")
+    if t.lower().startswith("0x"):
+        t = t[2:]
+    try:
+        value = int(t, 16)
+    except ValueError:
+        raise UsageError(f"invalid address: {text}") from None
+    if value < 0 or value >= 1 << 64:
+        raise UsageError(f"invalid address: {text}")
+    return value
+
+
+def parse_count(text: str) -> int:
+    """A size or count: decimal, or hex with 0x."""
+    t = text.strip().replace(",", "").replace("_", "")
+    try:
+        value = int(t, 16) if t.lower().startswith("0x") else int(t, 10)
+    except ValueError:
+        raise UsageError(f"invalid number: {text}") from None
+    if value < 0:
+        raise UsageError(f"invalid number: {text}")
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """``-name`` flag (``parse`` None) or ``-name <value>`` option."""
+
+    name: str
+    help: str
+    parse: Callable[[str], Any] | None = None
+    metavar: str = "value"
+    aliases: tuple[str, ...] = ()
+    dest: str = ""
+    repeat: bool = False  # collect every occurrence in a list
+
+    @property
+    def key(self) -> str:
+        return self.dest or self.name.lstrip("-").replace("-", "_").lower()
+
+
+@dataclass(frozen=True)
+class Positional:
+    name: str
+    help: str
+    parse: Callable[[str], Any] = str
+    required: bool = False
+    rest: bool = False  # swallow every remaining word
+
+
+@dataclass
+class Parsed:
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Command:
+    names: ClassVar[tuple[str, ...]] = ()
+    summary: ClassVar[str] = ""
+    usage: ClassVar[str] = ""
+    details: ClassVar[str] = ""  # longer help; include an example
+    options: ClassVar[tuple[Option, ...]] = ()
+    positionals: ClassVar[tuple[Positional, ...]] = ()
+    needs_runtime: ClassVar[bool] = True
+
+    def run(self, ctx: "CommandContext", args: Parsed) -> None:
+        raise NotImplementedError
+
+    # -- parsing -------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, words: list[str]) -> Parsed:
+        by_name: dict[str, Option] = {}
+        for opt in cls.options:
+            for n in (opt.name, *opt.aliases):
+                by_name[n.lower()] = opt
+        out = Parsed({opt.key: ([] if opt.repeat else (None if opt.parse else False)) for opt in cls.options})
+        free: list[str] = []
+        i = 0
+        while i < len(words):
+            w = words[i]
+            opt = by_name.get(w.lower()) if w.startswith("-") and len(w) > 1 else None
+            if opt is None and w.startswith("-") and len(w) > 1 and not _looks_numeric(w):
+                if w == "--":
+                    free.extend(words[i + 1:])
+                    break
+                raise UsageError(f"unknown option {w} (see: soshelp {cls.names[0]})")
+            if opt is None:
+                free.append(w)
+            elif opt.parse is None:
+                out.values[opt.key] = True
+            else:
+                if i + 1 >= len(words):
+                    raise UsageError(f"option {opt.name} needs a {opt.metavar}")
+                i += 1
+                value = opt.parse(words[i])
+                if opt.repeat:
+                    out.values[opt.key].append(value)
+                else:
+                    out.values[opt.key] = value
+            i += 1
+        cls._bind_positionals(free, out)
+        return out
+
+    @classmethod
+    def _bind_positionals(cls, free: list[str], out: Parsed) -> None:
+        pos = list(cls.positionals)
+        for p in pos:
+            if p.rest:
+                out.values[p.name] = [p.parse(w) for w in free]
+                free = []
+            elif free:
+                out.values[p.name] = p.parse(free.pop(0))
+            elif p.required:
+                raise UsageError(f"missing argument <{p.name}> (usage: {cls.usage or cls.names[0]})")
+            else:
+                out.values[p.name] = None
+        if free:
+            raise UsageError(f"unexpected argument: {free[0]} (usage: {cls.usage or cls.names[0]})")
+
+    @classmethod
+    def help_text(cls) -> str:
+        lines = [f"{cls.usage or cls.names[0]}", "", cls.summary]
+        if len(cls.names) > 1:
+            lines.append(f"Aliases: {', '.join(cls.names[1:])}")
+        if cls.options:
+            lines.append("")
+            lines.append("Options:")
+            width = max(len(_opt_usage(o)) for o in cls.options)
+            for o in cls.options:
+                lines.append(f"  {_opt_usage(o).ljust(width)}  {o.help}")
+        if cls.details:
+            lines.append("")
+            lines.append(cls.details.strip("\n"))
+        return "\n".join(lines)
+
+
+def _opt_usage(o: Option) -> str:
+    names = " | ".join((o.name, *o.aliases))
+    return names if o.parse is None else f"{names} <{o.metavar}>"
+
+
+def _looks_numeric(word: str) -> bool:
+    try:
+        int(word, 0)
+        return True
+    except ValueError:
+        return False
+
+
+REGISTRY: dict[str, type[Command]] = {}
+
+
+def register(cls: type[Command]) -> type[Command]:
+    for n in cls.names:
+        if n in REGISTRY and REGISTRY[n] is not cls:
+            raise RuntimeError(f"command name {n} registered twice")
+        REGISTRY[n] = cls
+    return cls
+
+
+def split_words(line: str) -> list[str]:
+    try:
+        return shlex.split(line, posix=True)
+    except ValueError as e:
+        raise UsageError(f"cannot parse arguments: {e}") from None
+
+
+def lookup(name: str) -> type[Command] | None:
+    return REGISTRY.get(name) or REGISTRY.get(name.lower())
+
+
+def primary_commands() -> list[type[Command]]:
+    """Each command once, sorted by its main name."""
+    seen: dict[int, type[Command]] = {}
+    for cls in REGISTRY.values():
+        seen[id(cls)] = cls
+    return sorted(seen.values(), key=lambda c: c.names[0])

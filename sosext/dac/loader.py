@@ -1,0 +1,160 @@
+"""Finding and loading the runtime's DAC (libmscordaccore.so).
+
+The DAC must be the exact build of the target's runtime. It lives next to the target's
+libcoreclr.so; ``setclrpath`` names another directory (a copy of the runtime, e.g. for a
+core from another machine). We compare the libcoreclr.so build id seen in the target with
+the one next to the DAC we load, and refuse a mismatch with one clear line.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import struct
+import threading
+from dataclasses import dataclass
+
+from ..errors import DacError, NotDotNetError
+from ..targets.base import Module, Target
+
+RUNTIME_MODULE = "libcoreclr.so"
+DAC_NAME = "libmscordaccore.so"
+_VERSION_MARKER = re.compile(rb"@\(#\)Version ([0-9][0-9.]*)")
+
+_lock = threading.Lock()
+_loaded: dict[str, ctypes.CDLL] = {}  # path -> library; never unloaded (see dac.md)
+_clr_path_override: str | None = None
+
+
+def set_clr_path(directory: str | None) -> None:
+    """``setclrpath``: look for the DAC in ``directory`` instead of beside libcoreclr.so."""
+    global _clr_path_override
+    if directory is not None and not os.path.isdir(directory):
+        raise DacError(f"not a directory: {directory}")
+    _clr_path_override = directory
+
+
+def clr_path_override() -> str | None:
+    return _clr_path_override
+
+
+@dataclass(frozen=True, slots=True)
+class DacLocation:
+    dac_path: str
+    runtime: Module  # libcoreclr.so as mapped in the target
+    version: str  # the DAC's file version, e.g. "10.0.1226.42308"
+
+
+def find_runtime(target: Target) -> Module:
+    for m in target.modules():
+        if m.name == RUNTIME_MODULE:
+            return m
+    raise NotDotNetError(f"no .NET runtime ({RUNTIME_MODULE}) is loaded in {target.describe()}")
+
+
+def file_version(path: str) -> str | None:
+    """The ``@(#)Version x.y.z.w`` marker the runtime's build embeds in every native binary."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    m = _VERSION_MARKER.search(data)
+    return m.group(1).decode() if m else None
+
+
+def elf_build_id(data: bytes | memoryview) -> bytes | None:
+    """The GNU build id from an ELF image's program headers (file or memory layout)."""
+    mv = memoryview(data)
+    if len(mv) < 64 or bytes(mv[:4]) != b"\x7fELF" or mv[4] != 2:
+        return None
+    phoff, = struct.unpack_from("<Q", mv, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", mv, 0x36)
+    for i in range(phnum):
+        off = phoff + i * phentsize
+        if off + 56 > len(mv):
+            return None
+        p_type, _flags, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from("<IIQQQQ", mv, off)
+        if p_type != 4:  # PT_NOTE
+            continue
+        # In a file p_offset locates the notes; in memory it is p_vaddr (relative to base for PIC).
+        for start in (p_offset, p_vaddr):
+            bid = _scan_notes(mv, start, p_filesz)
+            if bid:
+                return bid
+    return None
+
+
+def _scan_notes(mv: memoryview, start: int, size: int) -> bytes | None:
+    pos, end = start, min(start + size, len(mv))
+    while pos + 12 <= end:
+        namesz, descsz, ntype = struct.unpack_from("<III", mv, pos)
+        name_end = pos + 12 + ((namesz + 3) & ~3)
+        desc_end = name_end + ((descsz + 3) & ~3)
+        if desc_end > len(mv) or namesz > 256 or descsz > 4096:
+            return None
+        if ntype == 3 and bytes(mv[pos + 12:pos + 12 + namesz]).rstrip(b"\0") == b"GNU":
+            return bytes(mv[name_end:name_end + descsz])
+        pos = desc_end
+    return None
+
+
+def _file_build_id(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return None
+    return elf_build_id(head)
+
+
+def _target_build_id(target: Target, runtime: Module) -> bytes | None:
+    if runtime.build_id:
+        return runtime.build_id
+    try:
+        head = target.read_partial(runtime.base, 1 << 16)
+    except Exception:  # noqa: BLE001 - a missing page only means "unknown"
+        return None
+    return elf_build_id(head)
+
+
+def locate_dac(target: Target) -> DacLocation:
+    runtime = find_runtime(target)
+    directory = _clr_path_override or os.path.dirname(runtime.path)
+    dac_path = os.path.join(directory, DAC_NAME)
+    if not os.path.isfile(dac_path):
+        hint = "" if _clr_path_override else " (use setclrpath <dir> to name a copy of the target's runtime)"
+        raise DacError(f"DAC not found: {dac_path}{hint}")
+    local_runtime = os.path.join(directory, RUNTIME_MODULE)
+    want = _target_build_id(target, runtime)
+    have = _file_build_id(local_runtime)
+    if want and have and want != have:
+        raise DacError(
+            f"DAC mismatch: the target's {RUNTIME_MODULE} has build id {want.hex()}, "
+            f"but {local_runtime} has {have.hex()}; setclrpath <dir> to the target's runtime")
+    version = file_version(dac_path) or "unknown"
+    runtime_version = file_version(local_runtime)
+    if runtime_version and version != "unknown" and runtime_version != version:
+        raise DacError(f"DAC mismatch: {dac_path} is version {version}, {local_runtime} is {runtime_version}")
+    return DacLocation(dac_path=dac_path, runtime=runtime, version=version)
+
+
+def load_dac(path: str) -> ctypes.CDLL:
+    """dlopen the DAC once per path and run its PAL initialisation."""
+    with _lock:
+        lib = _loaded.get(path)
+        if lib is not None:
+            return lib
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOW)
+        except OSError as e:
+            raise DacError(f"cannot load {path}: {e}") from None
+        # A DAC built with its own PAL initialises it from DllMain(PROCESS_ATTACH).
+        has_pal = any(hasattr(lib, n) for n in ("DAC_PAL_InitializeDLL", "PAL_InitializeDLL"))
+        dllmain = getattr(lib, "DllMain", None)
+        if has_pal and dllmain is not None:
+            dllmain.restype = ctypes.c_int
+            dllmain.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p]
+            dllmain(lib._handle, 1, None)  # DLL_PROCESS_ATTACH
+        _loaded[path] = lib
+        return lib

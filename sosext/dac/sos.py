@@ -1,0 +1,441 @@
+"""ISOSDacInterface and friends, wrapped as Python methods returning records.
+
+Slot numbers are derived from the method lists below, which follow sospriv.idl's
+declaration order exactly (IUnknown's three slots come first). Every call goes through a
+lock: the DAC is not thread-safe.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Iterator
+
+from ..errors import DacError
+from . import structs as st
+from .com import GUID, ComPtr, hresult_text, utf16_buffer, utf16_text
+from .datatarget import DataTarget
+from .loader import DacLocation, load_dac
+
+IID_IXCLRDataProcess = GUID.parse("5c552ab6-fc09-4cb3-8e36-22fa03c798b7")
+IID_ISOSDacInterface = GUID.parse("436f00f2-b42a-4b9f-870c-e73db66ae930")
+IID_ISOSDacInterface2 = GUID.parse("A16026EC-96F4-40BA-87FB-5575986FB7AF")
+IID_ISOSDacInterface8 = GUID.parse("c12f35a9-e55c-4520-a894-b3dc5165dfce")
+IID_ISOSDacInterface12 = GUID.parse("1b93bacc-8ca4-432d-943a-3e6e7ec0b0a3")
+
+
+def _slots(*names: str) -> dict[str, int]:
+    return {n: i + 3 for i, n in enumerate(names)}
+
+
+SOS = _slots(
+    "GetThreadStoreData", "GetAppDomainStoreData", "GetAppDomainList", "GetAppDomainData",
+    "GetAppDomainName", "GetDomainFromContext", "GetAssemblyList", "GetAssemblyData",
+    "GetAssemblyName", "GetModule", "GetModuleData", "TraverseModuleMap",
+    "GetAssemblyModuleList", "GetILForModule", "GetThreadData", "GetThreadFromThinlockID",
+    "GetStackLimits", "GetMethodDescData", "GetMethodDescPtrFromIP", "GetMethodDescName",
+    "GetMethodDescPtrFromFrame", "GetMethodDescFromToken", "GetMethodDescTransparencyData",
+    "GetCodeHeaderData", "GetJitManagerList", "GetJitHelperFunctionName", "GetJumpThunkTarget",
+    "GetThreadpoolData", "GetWorkRequestData", "GetHillClimbingLogEntry", "GetObjectData",
+    "GetObjectStringData", "GetObjectClassName", "GetMethodTableName", "GetMethodTableData",
+    "GetMethodTableSlot", "GetMethodTableFieldData", "GetMethodTableTransparencyData",
+    "GetMethodTableForEEClass", "GetFieldDescData", "GetFrameName", "GetPEFileBase",
+    "GetPEFileName", "GetGCHeapData", "GetGCHeapList", "GetGCHeapDetails",
+    "GetGCHeapStaticData", "GetHeapSegmentData", "GetOOMData", "GetOOMStaticData",
+    "GetHeapAnalyzeData", "GetHeapAnalyzeStaticData", "GetDomainLocalModuleData",
+    "GetDomainLocalModuleDataFromAppDomain", "GetDomainLocalModuleDataFromModule",
+    "GetThreadLocalModuleData", "GetSyncBlockData", "GetSyncBlockCleanupData", "GetHandleEnum",
+    "GetHandleEnumForTypes", "GetHandleEnumForGC", "TraverseEHInfo", "GetNestedExceptionData",
+    "GetStressLogAddress", "TraverseLoaderHeap", "GetCodeHeapList", "TraverseVirtCallStubHeap",
+    "GetUsefulGlobals", "GetClrWatsonBuckets", "GetTLSIndex", "GetDacModuleHandle",
+    "GetRCWData", "GetRCWInterfaces", "GetCCWData", "GetCCWInterfaces",
+    "TraverseRCWCleanupList", "GetStackReferences", "GetRegisterName", "GetThreadAllocData",
+    "GetHeapAllocData", "GetFailedAssemblyList", "GetPrivateBinPaths", "GetAssemblyLocation",
+    "GetAppDomainConfigFile", "GetApplicationBase", "GetFailedAssemblyData",
+    "GetFailedAssemblyLocation", "GetFailedAssemblyDisplayName",
+)
+SOS2 = _slots("GetObjectExceptionData", "IsRCWDCOMProxy")
+SOS8 = _slots("GetNumberGenerations", "GetGenerationTable", "GetFinalizationFillPointers",
+              "GetGenerationTableSvr", "GetFinalizationFillPointersSvr", "GetAssemblyLoadContext")
+SOS12 = _slots("GetGlobalAllocationContext")
+ENUM = _slots("Skip", "Reset", "GetCount", "Next")  # ISOSEnum + Next of the typed enumerators
+XCLR_PROCESS_FLUSH = 3
+
+_A = ctypes.c_uint64
+_PA = ctypes.POINTER(ctypes.c_uint64)
+_U32 = ctypes.c_uint32
+_PU32 = ctypes.POINTER(ctypes.c_uint32)
+_I32 = ctypes.c_int32
+_PI32 = ctypes.POINTER(ctypes.c_int32)
+_P = ctypes.c_void_p
+_PP = ctypes.POINTER(ctypes.c_void_p)
+_PW = ctypes.POINTER(ctypes.c_uint16)
+
+MODULEMAPTRAVERSE = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p)
+
+HANDLE_TYPES = {
+    0: "weak short", 1: "weak long", 2: "strong", 3: "pinned", 4: "variable",
+    5: "ref counted", 6: "dependent", 7: "async pinned", 8: "sizedref", 9: "weak WinRT",
+    10: "weak interior pointer", 11: "cross reference",
+}
+
+
+class SosDac:
+    """One DAC instance bound to one target. Create with :func:`open_dac`."""
+
+    def __init__(self, location: DacLocation, data_target: DataTarget, process: ComPtr) -> None:
+        self.location = location
+        self.data_target = data_target
+        self.process = process
+        self.lock = threading.RLock()
+        sos = process.query(IID_ISOSDacInterface, "ISOSDacInterface")
+        if sos is None:
+            raise DacError("the DAC does not offer ISOSDacInterface")
+        self.sos = sos
+        self.sos2 = process.query(IID_ISOSDacInterface2, "ISOSDacInterface2")
+        self.sos8 = process.query(IID_ISOSDacInterface8, "ISOSDacInterface8")
+        self.sos12 = process.query(IID_ISOSDacInterface12, "ISOSDacInterface12")
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _call(self, iface: ComPtr, what: str, slot: int, argtypes: tuple[Any, ...], *args: Any) -> int:
+        with self.lock:
+            return iface.check(what, slot, argtypes, *args)
+
+    def _try(self, iface: ComPtr, slot: int, argtypes: tuple[Any, ...], *args: Any) -> int:
+        with self.lock:
+            return iface.call(slot, argtypes, *args)
+
+    def _record(self, name: str, rec: Any, *lead: tuple[Any, Any]) -> Any:
+        c = rec.C()
+        types = tuple(t for t, _ in lead) + (ctypes.POINTER(rec.C),)
+        args = tuple(v for _, v in lead) + (ctypes.byref(c),)
+        self._call(self.sos, name, SOS[name], types, *args)
+        return rec.from_c(c)
+
+    def _record_or_none(self, name: str, rec: Any, *lead: tuple[Any, Any]) -> Any:
+        try:
+            return self._record(name, rec, *lead)
+        except DacError:
+            return None
+
+    def _text(self, iface: ComPtr, name: str, slot: int, lead: tuple[tuple[Any, Any], ...]) -> str | None:
+        """The two-call WCHAR pattern: ask for the size, then fill."""
+        types = tuple(t for t, _ in lead) + (_U32, _PW, _PU32)
+        vals = tuple(v for _, v in lead)
+        needed = _U32(0)
+        with self.lock:
+            hr = iface.call(slot, types, *vals, 0, None, ctypes.byref(needed))
+            if hr & 0x80000000 or needed.value == 0:
+                return None
+            buf = utf16_buffer(needed.value)
+            hr = iface.call(slot, types, *vals, needed.value, buf, ctypes.byref(needed))
+        if hr & 0x80000000:
+            return None
+        return utf16_text(buf, needed.value)
+
+    def _addresses(self, name: str, *lead: tuple[Any, Any], signed: bool = False) -> list[int]:
+        """The (count, values[], pNeeded) pattern for arrays of CLRDATA_ADDRESS."""
+        cnt_t, pcnt_t = (_I32, _PI32) if signed else (_U32, _PU32)
+        types = tuple(t for t, _ in lead) + (cnt_t, _PA, pcnt_t)
+        vals = tuple(v for _, v in lead)
+        needed = cnt_t(0)
+        with self.lock:
+            self.sos.check(name, SOS[name], types, *vals, 0, None, ctypes.byref(needed))
+            n = needed.value
+            if n <= 0:
+                return []
+            arr = (_A * n)()
+            self.sos.check(name, SOS[name], types, *vals, n, arr, ctypes.byref(needed))
+        return list(arr[: needed.value])
+
+    def flush(self) -> None:
+        """Drop the DAC's cached view of target memory (after a live process ran)."""
+        self._try(self.process, XCLR_PROCESS_FLUSH, ())
+
+    # -- GC heap ----------------------------------------------------------------------
+
+    def gc_heap_data(self) -> st.GcHeapData:
+        return self._record("GetGCHeapData", st.GcHeapData)
+
+    def gc_heap_list(self, count: int) -> list[int]:
+        arr = (_A * max(count, 1))()
+        needed = _U32(0)
+        self._call(self.sos, "GetGCHeapList", SOS["GetGCHeapList"], (_U32, _PA, _PU32),
+                   count, arr, ctypes.byref(needed))
+        return list(arr[: min(count, needed.value)])
+
+    def gc_heap_details(self, heap: int) -> st.GcHeapDetails:
+        return self._record("GetGCHeapDetails", st.GcHeapDetails, (_A, heap))
+
+    def gc_heap_static_data(self) -> st.GcHeapDetails:
+        return self._record("GetGCHeapStaticData", st.GcHeapDetails)
+
+    def heap_segment_data(self, segment: int) -> st.HeapSegmentData:
+        return self._record("GetHeapSegmentData", st.HeapSegmentData, (_A, segment))
+
+    def number_generations(self) -> int | None:
+        if self.sos8 is None:
+            return None
+        n = _U32(0)
+        if self._try(self.sos8, SOS8["GetNumberGenerations"], (_PU32,), ctypes.byref(n)) & 0x80000000:
+            return None
+        return n.value
+
+    def generation_table(self, heap: int | None = None) -> list[st.GenerationData] | None:
+        """All generations (gen0..2, LOH, POH on .NET 5+), or None without ISOSDacInterface8."""
+        n = self.number_generations()
+        if not n:
+            return None
+        arr = (st.GenerationData.C * n)()
+        needed = _U32(0)
+        if heap is None:
+            hr = self._try(self.sos8, SOS8["GetGenerationTable"], (_U32, _P, _PU32), n, arr, ctypes.byref(needed))
+        else:
+            hr = self._try(self.sos8, SOS8["GetGenerationTableSvr"], (_A, _U32, _P, _PU32),
+                           heap, n, arr, ctypes.byref(needed))
+        if hr & 0x80000000:
+            return None
+        return [st.GenerationData.from_c(g) for g in arr[: needed.value]]
+
+    def finalization_fill_pointers(self, heap: int | None = None) -> list[int] | None:
+        if self.sos8 is None:
+            return None
+        needed = _U32(0)
+        name = "GetFinalizationFillPointers" if heap is None else "GetFinalizationFillPointersSvr"
+        lead: tuple[Any, ...] = () if heap is None else (heap,)
+        types: tuple[Any, ...] = (() if heap is None else (_A,)) + (_U32, _PA, _PU32)
+        with self.lock:
+            hr = self.sos8.call(SOS8[name], types, *lead, 0, None, ctypes.byref(needed))
+            if hr & 0x80000000 or not needed.value:
+                return None
+            arr = (_A * needed.value)()
+            hr = self.sos8.call(SOS8[name], types, *lead, needed.value, arr, ctypes.byref(needed))
+        if hr & 0x80000000:
+            return None
+        return list(arr[: needed.value])
+
+    def global_allocation_context(self) -> tuple[int, int] | None:
+        if self.sos12 is None:
+            return None
+        p, lim = _A(0), _A(0)
+        if self._try(self.sos12, SOS12["GetGlobalAllocationContext"], (_PA, _PA),
+                     ctypes.byref(p), ctypes.byref(lim)) & 0x80000000:
+            return None
+        return p.value, lim.value
+
+    def useful_globals(self) -> st.UsefulGlobals:
+        return self._record("GetUsefulGlobals", st.UsefulGlobals)
+
+    # -- types and objects ------------------------------------------------------------
+
+    def method_table_data(self, mt: int) -> st.MethodTableData | None:
+        return self._record_or_none("GetMethodTableData", st.MethodTableData, (_A, mt))
+
+    def method_table_name(self, mt: int) -> str | None:
+        return self._text(self.sos, "GetMethodTableName", SOS["GetMethodTableName"], ((_A, mt),))
+
+    def method_table_field_data(self, mt: int) -> st.MethodTableFieldData | None:
+        return self._record_or_none("GetMethodTableFieldData", st.MethodTableFieldData, (_A, mt))
+
+    def method_table_for_eeclass(self, eeclass: int) -> int | None:
+        out = _A(0)
+        if self._try(self.sos, SOS["GetMethodTableForEEClass"], (_A, _PA), eeclass, ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value
+
+    def method_table_slot(self, mt: int, slot: int) -> int | None:
+        out = _A(0)
+        if self._try(self.sos, SOS["GetMethodTableSlot"], (_A, _U32, _PA), mt, slot, ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value
+
+    def field_desc_data(self, fd: int) -> st.FieldDescData | None:
+        return self._record_or_none("GetFieldDescData", st.FieldDescData, (_A, fd))
+
+    def object_data(self, address: int) -> st.ObjectData | None:
+        return self._record_or_none("GetObjectData", st.ObjectData, (_A, address))
+
+    def object_class_name(self, address: int) -> str | None:
+        return self._text(self.sos, "GetObjectClassName", SOS["GetObjectClassName"], ((_A, address),))
+
+    def object_string(self, address: int) -> str | None:
+        return self._text(self.sos, "GetObjectStringData", SOS["GetObjectStringData"], ((_A, address),))
+
+    def exception_object_data(self, address: int) -> st.ExceptionObjectData | None:
+        if self.sos2 is None:
+            return None
+        c = st.ExceptionObjectData.C()
+        if self._try(self.sos2, SOS2["GetObjectExceptionData"], (_A, _P), address, ctypes.byref(c)) & 0x80000000:
+            return None
+        return st.ExceptionObjectData.from_c(c)
+
+    # -- threads ----------------------------------------------------------------------
+
+    def thread_store_data(self) -> st.ThreadStoreData:
+        return self._record("GetThreadStoreData", st.ThreadStoreData)
+
+    def thread_data(self, thread: int) -> st.ThreadData:
+        return self._record("GetThreadData", st.ThreadData, (_A, thread))
+
+    def threads(self) -> Iterator[tuple[int, st.ThreadData]]:
+        """Every runtime Thread object with its data, following the store's list."""
+        addr = self.thread_store_data().first_thread
+        seen: set[int] = set()
+        while addr and addr not in seen:
+            seen.add(addr)
+            data = self.thread_data(addr)
+            yield addr, data
+            addr = data.next_thread
+
+    def stack_limits(self, thread: int) -> tuple[int, int] | None:
+        lo, hi, fp = _A(0), _A(0), _A(0)
+        if self._try(self.sos, SOS["GetStackLimits"], (_A, _PA, _PA, _PA), thread,
+                     ctypes.byref(lo), ctypes.byref(hi), ctypes.byref(fp)) & 0x80000000:
+            return None
+        return lo.value, hi.value
+
+    # -- roots ------------------------------------------------------------------------
+
+    def _drain(self, enum: ComPtr, rec: Any, batch: int = 512) -> list[Any]:
+        out: list[Any] = []
+        arr = (rec.C * batch)()
+        fetched = _U32(0)
+        try:
+            while True:
+                with self.lock:
+                    hr = enum.call(ENUM["Next"], (_U32, _P, _PU32), batch, arr, ctypes.byref(fetched))
+                n = fetched.value
+                out.extend(rec.from_c(arr[i]) for i in range(n))
+                if hr & 0x80000000 or n < batch:
+                    break
+        finally:
+            enum.release()
+        return out
+
+    def handles(self) -> list[st.HandleData]:
+        out = _P()
+        self._call(self.sos, "GetHandleEnum", SOS["GetHandleEnum"], (_PP,), ctypes.byref(out))
+        return self._drain(ComPtr(out.value, "ISOSHandleEnum"), st.HandleData)
+
+    def stack_references(self, os_tid: int) -> list[st.StackRefData]:
+        out = _P()
+        hr = self._try(self.sos, SOS["GetStackReferences"], (_U32, _PP), os_tid, ctypes.byref(out))
+        if hr & 0x80000000 or not out.value:
+            raise DacError(f"GetStackReferences({os_tid:#x}) failed: {hresult_text(hr)}")
+        return self._drain(ComPtr(out.value, "ISOSStackRefEnum"), st.StackRefData)
+
+    def register_name(self, reg: int) -> str | None:
+        return self._text(self.sos, "GetRegisterName", SOS["GetRegisterName"], ((_I32, reg),))
+
+    # -- domains, assemblies, modules, methods --------------------------------------
+
+    def app_domain_store_data(self) -> st.AppDomainStoreData:
+        return self._record("GetAppDomainStoreData", st.AppDomainStoreData)
+
+    def app_domain_list(self) -> list[int]:
+        return self._addresses("GetAppDomainList")
+
+    def app_domain_data(self, domain: int) -> st.AppDomainData | None:
+        return self._record_or_none("GetAppDomainData", st.AppDomainData, (_A, domain))
+
+    def app_domain_name(self, domain: int) -> str | None:
+        return self._text(self.sos, "GetAppDomainName", SOS["GetAppDomainName"], ((_A, domain),))
+
+    def assembly_list(self, domain: int) -> list[int]:
+        return self._addresses("GetAssemblyList", (_A, domain), signed=True)
+
+    def assembly_data(self, domain: int, assembly: int) -> st.AssemblyData | None:
+        return self._record_or_none("GetAssemblyData", st.AssemblyData, (_A, domain), (_A, assembly))
+
+    def assembly_name(self, assembly: int) -> str | None:
+        return self._text(self.sos, "GetAssemblyName", SOS["GetAssemblyName"], ((_A, assembly),))
+
+    def assembly_module_list(self, assembly: int) -> list[int]:
+        return self._addresses("GetAssemblyModuleList", (_A, assembly))
+
+    def module_data(self, module: int) -> st.ModuleData | None:
+        return self._record_or_none("GetModuleData", st.ModuleData, (_A, module))
+
+    def pe_file_name(self, pe: int) -> str | None:
+        return self._text(self.sos, "GetPEFileName", SOS["GetPEFileName"], ((_A, pe),))
+
+    def pe_file_base(self, pe: int) -> int | None:
+        out = _A(0)
+        if self._try(self.sos, SOS["GetPEFileBase"], (_A, _PA), pe, ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value
+
+    def traverse_module_map(self, module: int, kind: int = 0) -> list[tuple[int, int]]:
+        """(rid, MethodTable) pairs of a module's TypeDef (kind 0) or TypeRef (1) map."""
+        found: list[tuple[int, int]] = []
+
+        def visit(index: int, mt: int, _token: Any) -> None:
+            found.append((index, mt))
+
+        cb = MODULEMAPTRAVERSE(visit)
+        self._call(self.sos, "TraverseModuleMap", SOS["TraverseModuleMap"],
+                   (_U32, _A, MODULEMAPTRAVERSE, _P), kind, module, cb, None)
+        return found
+
+    def method_desc_data(self, md: int) -> st.MethodDescData | None:
+        c = st.MethodDescData.C()
+        hr = self._try(self.sos, SOS["GetMethodDescData"], (_A, _A, _P, _U32, _P, _PU32),
+                       md, 0, ctypes.byref(c), 0, None, None)
+        if hr & 0x80000000:
+            return None
+        return st.MethodDescData.from_c(c)
+
+    def method_desc_name(self, md: int) -> str | None:
+        return self._text(self.sos, "GetMethodDescName", SOS["GetMethodDescName"], ((_A, md),))
+
+    def method_desc_from_ip(self, ip: int) -> int | None:
+        out = _A(0)
+        if self._try(self.sos, SOS["GetMethodDescPtrFromIP"], (_A, _PA), ip, ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value or None
+
+    def method_desc_from_frame(self, frame: int) -> int | None:
+        out = _A(0)
+        if self._try(self.sos, SOS["GetMethodDescPtrFromFrame"], (_A, _PA), frame, ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value or None
+
+    def method_desc_from_token(self, module: int, token: int) -> int | None:
+        out = _A(0)
+        if self._try(self.sos, SOS["GetMethodDescFromToken"], (_A, _U32, _PA), module, token,
+                     ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value or None
+
+    def code_header_data(self, ip: int) -> st.CodeHeaderData | None:
+        return self._record_or_none("GetCodeHeaderData", st.CodeHeaderData, (_A, ip))
+
+    def frame_name(self, vtable: int) -> str | None:
+        return self._text(self.sos, "GetFrameName", SOS["GetFrameName"], ((_A, vtable),))
+
+    def threadpool_data(self) -> st.ThreadpoolData | None:
+        return self._record_or_none("GetThreadpoolData", st.ThreadpoolData)
+
+    def sync_block_data(self, number: int) -> st.SyncBlockData | None:
+        return self._record_or_none("GetSyncBlockData", st.SyncBlockData, (_U32, number))
+
+    def nested_exception(self, exception: int) -> tuple[int, int] | None:
+        obj, nxt = _A(0), _A(0)
+        if self._try(self.sos, SOS["GetNestedExceptionData"], (_A, _PA, _PA), exception,
+                     ctypes.byref(obj), ctypes.byref(nxt)) & 0x80000000:
+            return None
+        return obj.value, nxt.value
+
+
+def open_dac(target: Any, location: DacLocation) -> SosDac:
+    """Load the DAC at ``location`` and create an IXCLRDataProcess over ``target``."""
+    lib = load_dac(location.dac_path)
+    data_target = DataTarget(target, location.runtime.base)
+    create = lib.CLRDataCreateInstance
+    create.restype = ctypes.c_int32
+    create.argtypes = [ctypes.POINTER(GUID), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    out = ctypes.c_void_p()
+    hr = create(ctypes.byref(IID_IXCLRDataProcess), data_target.pointer, ctypes.byref(out)) & 0xFFFFFFFF
+    if hr & 0x80000000 or not out.value:
+        raise DacError(f"CLRDataCreateInstance failed: {hresult_text(hr)}")
+    return SosDac(location, data_target, ComPtr(out.value, "IXCLRDataProcess"))

@@ -1,0 +1,376 @@
+"""The DAC's data structures (dacprivate.h, sospriv.idl), each defined once.
+
+A class body lists fields with their ctypes types in header order; ``@dac_struct(size)``
+builds the matching ctypes Structure (as ``.C``), checks its size against the header's
+static_assert, and turns the class into a frozen record of plain Python ints.
+Field names are snake_case versions of the header's names.
+"""
+import ctypes
+import dataclasses
+from typing import Any, Callable, TypeVar
+
+ADDR = ctypes.c_uint64  # CLRDATA_ADDRESS
+U64 = ctypes.c_uint64
+U32 = ctypes.c_uint32
+I32 = ctypes.c_int32
+U16 = ctypes.c_uint16
+BOOL = ctypes.c_int32
+
+T = TypeVar("T")
+_RECORD_OF_C: dict[type, Any] = {}  # ctypes Structure -> record class, for nested structs
+
+
+def _convert(v: Any) -> Any:
+    if isinstance(v, ctypes.Array):
+        return tuple(_convert(x) for x in v)
+    rec = _RECORD_OF_C.get(type(v))
+    return rec.from_c(v) if rec is not None else v
+
+
+def dac_struct(size: int) -> Callable[[type[T]], type[T]]:
+    def wrap(cls: type[T]) -> type[T]:
+        layout = list(cls.__dict__.get("__annotations__", {}).items())
+        cstruct = type(cls.__name__ + "C", (ctypes.Structure,), {"_fields_": layout})
+        if ctypes.sizeof(cstruct) != size:
+            raise AssertionError(f"{cls.__name__}: size {ctypes.sizeof(cstruct):#x}, header says {size:#x}")
+        names = [n for n, _ in layout]
+        record = dataclasses.make_dataclass(
+            cls.__name__, [(n, int) for n in names], frozen=True, slots=True)
+        record.__doc__ = cls.__doc__
+        record.__module__ = cls.__module__
+
+        def from_c(c: Any, _names: list[str] = names) -> Any:
+            return record(*[_convert(getattr(c, n)) for n in _names])
+
+        record.C = cstruct  # type: ignore[attr-defined]
+        _RECORD_OF_C[cstruct] = record
+        record.from_c = staticmethod(from_c)  # type: ignore[attr-defined]
+        return record  # type: ignore[return-value]
+    return wrap
+
+
+@dac_struct(0x10)
+class GcHeapData:
+    server_mode: BOOL
+    gc_structures_valid: BOOL
+    heap_count: U32
+    max_generation: U32
+
+
+@dac_struct(0x20)
+class GenerationData:
+    start_segment: ADDR
+    allocation_start: ADDR
+    alloc_context_ptr: ADDR  # generation 0 only
+    alloc_context_limit: ADDR
+
+
+@dac_struct(0x120)
+class GcHeapDetails:
+    heap_addr: ADDR  # server GC only
+    alloc_allocated: ADDR
+    mark_array: ADDR
+    current_c_gc_state: ADDR
+    next_sweep_obj: ADDR
+    saved_sweep_ephemeral_seg: ADDR
+    saved_sweep_ephemeral_start: ADDR
+    background_saved_lowest_address: ADDR
+    background_saved_highest_address: ADDR
+    generation_table: GenerationData.C * 4  # type: ignore[name-defined]
+    ephemeral_heap_segment: ADDR
+    finalization_fill_pointers: ADDR * 7
+    lowest_address: ADDR
+    highest_address: ADDR
+    card_table: ADDR
+
+
+@dac_struct(0x58)
+class HeapSegmentData:
+    segment_addr: ADDR
+    allocated: ADDR
+    committed: ADDR
+    reserved: ADDR
+    used: ADDR
+    mem: ADDR
+    next: ADDR
+    gc_heap: ADDR
+    high_alloc_mark: ADDR
+    flags: U64  # size_t; bit 1 (heap_segment_flags_readonly) marks frozen segments
+    background_allocated: ADDR
+
+
+@dac_struct(0x28)
+class UsefulGlobals:
+    array_method_table: ADDR
+    string_method_table: ADDR
+    object_method_table: ADDR
+    exception_method_table: ADDR
+    free_method_table: ADDR
+
+
+@dac_struct(0x48)
+class MethodTableData:
+    is_free: BOOL
+    module: ADDR
+    klass: ADDR  # "Class": the canonical MethodTable on .NET 9+, the EEClass before
+    parent_method_table: ADDR
+    num_interfaces: U16
+    num_methods: U16
+    num_vtable_slots: U16
+    num_virtuals: U16
+    base_size: U32
+    component_size: U32
+    token: U32  # "cl"
+    attr_class: U32
+    is_shared: BOOL
+    is_dynamic: BOOL
+    contains_pointers: BOOL
+
+
+@dac_struct(0x18)
+class MethodTableFieldData:
+    num_instance_fields: U16
+    num_static_fields: U16
+    num_thread_static_fields: U16
+    first_field: ADDR
+    context_static_offset: U16
+    context_statics_size: U16
+
+
+@dac_struct(0x40)
+class FieldDescData:
+    type: U32  # CorElementType
+    sig_type: U32
+    mt_of_type: ADDR
+    module_of_type: ADDR
+    token_of_type: U32
+    token: U32  # "mb": the field's mdFieldDef
+    mt_of_enclosing_class: ADDR
+    offset: U32
+    is_thread_local: BOOL
+    is_context_local: BOOL
+    is_static: BOOL
+    next_field: ADDR
+
+
+@dac_struct(0x60)
+class ObjectData:
+    method_table: ADDR
+    object_type: U32  # 0 string, 1 free, 2 object, 3 array, 4 other
+    size: U64
+    element_type_handle: ADDR
+    element_type: U32
+    rank: U32
+    num_components: U64
+    component_size: U64
+    array_data_ptr: ADDR
+    array_bounds_ptr: ADDR
+    array_lower_bounds_ptr: ADDR
+    rcw: ADDR
+    ccw: ADDR
+
+
+@dac_struct(0x38)
+class ThreadStoreData:
+    thread_count: I32
+    unstarted_thread_count: I32
+    background_thread_count: I32
+    pending_thread_count: I32
+    dead_thread_count: I32
+    first_thread: ADDR
+    finalizer_thread: ADDR
+    gc_thread: ADDR
+    host_config: U32
+
+
+@dac_struct(0x68)
+class ThreadData:
+    cor_thread_id: U32
+    os_thread_id: U32
+    state: I32
+    preemptive_gc_disabled: U32
+    alloc_context_ptr: ADDR
+    alloc_context_limit: ADDR
+    context: ADDR
+    domain: ADDR
+    frame: ADDR
+    lock_count: U32
+    first_nested_exception: ADDR
+    teb: ADDR
+    fiber_data: ADDR
+    last_thrown_object_handle: ADDR
+    next_thread: ADDR
+
+
+@dac_struct(0x18)
+class AppDomainStoreData:
+    shared_domain: ADDR
+    system_domain: ADDR
+    domain_count: I32
+
+
+@dac_struct(0x48)
+class AppDomainData:
+    app_domain_ptr: ADDR
+    app_sec_desc: ADDR
+    low_frequency_heap: ADDR
+    high_frequency_heap: ADDR
+    stub_heap: ADDR
+    domain_local_block: ADDR
+    domain_local_modules: ADDR
+    id: U32
+    assembly_count: I32
+    failed_assembly_count: I32
+    stage: U32
+
+
+@dac_struct(0x40)
+class AssemblyData:
+    assembly_ptr: ADDR
+    class_loader: ADDR
+    parent_domain: ADDR
+    domain_ptr: ADDR
+    assembly_sec_desc: ADDR
+    is_dynamic: BOOL
+    module_count: U32
+    load_context: U32
+    is_domain_neutral: BOOL
+    location_flags: U32
+
+
+@dac_struct(0xA0)
+class ModuleData:
+    address: ADDR
+    pe_assembly: ADDR
+    il_base: ADDR
+    metadata_start: ADDR
+    metadata_size: U64
+    assembly: ADDR
+    is_reflection: BOOL
+    is_pe_file: BOOL
+    base_class_index: U64
+    module_id: U64
+    transient_flags: U32
+    type_def_to_method_table_map: ADDR
+    type_ref_to_method_table_map: ADDR
+    method_def_to_desc_map: ADDR
+    field_def_to_desc_map: ADDR
+    member_ref_to_desc_map: ADDR
+    file_references_map: ADDR
+    manifest_module_references_map: ADDR
+    loader_allocator: ADDR
+    thunk_heap: ADDR
+    module_index: U64
+
+
+@dac_struct(0x18)
+class ReJitData:
+    rejit_id: ADDR
+    flags: U32
+    native_code_addr: ADDR
+
+
+@dac_struct(0x98)
+class MethodDescData:
+    has_native_code: BOOL
+    is_dynamic: BOOL
+    slot_number: U16
+    native_code_addr: ADDR
+    address_of_native_code_slot: ADDR
+    method_desc_ptr: ADDR
+    method_table_ptr: ADDR
+    module_ptr: ADDR
+    token: U32
+    gc_info: ADDR
+    gc_stress_code_copy: ADDR
+    managed_dynamic_method_object: ADDR
+    requested_ip: ADDR
+    rejit_data_current: ReJitData.C  # type: ignore[name-defined]
+    rejit_data_requested: ReJitData.C  # type: ignore[name-defined]
+    jitted_rejit_versions: U32
+
+
+@dac_struct(0x38)
+class CodeHeaderData:
+    gc_info: ADDR
+    jit_type: U32  # 1 JIT, 2 pre-JIT (ReadyToRun), 3 interpreter
+    method_desc_ptr: ADDR
+    method_start: ADDR
+    method_size: U32
+    cold_region_start: ADDR
+    cold_region_size: U32
+    hot_region_size: U32
+
+
+@dac_struct(0x38)
+class ExceptionObjectData:
+    message: ADDR
+    inner_exception: ADDR
+    stack_trace: ADDR
+    watson_buckets: ADDR
+    stack_trace_string: ADDR
+    remote_stack_trace_string: ADDR
+    hresult: I32
+    xcode: I32
+
+
+@dac_struct(0x58)
+class ThreadpoolData:
+    cpu_utilization: I32
+    num_idle_worker_threads: I32
+    num_working_worker_threads: I32
+    num_retired_worker_threads: I32
+    min_limit_total_worker_threads: I32
+    max_limit_total_worker_threads: I32
+    first_unmanaged_work_request: ADDR
+    hill_climbing_log: ADDR
+    hill_climbing_log_first_index: I32
+    hill_climbing_log_size: I32
+    num_timers: U32
+    num_cp_threads: I32
+    num_free_cp_threads: I32
+    max_free_cp_threads: I32
+    num_retired_cp_threads: I32
+    max_limit_total_cp_threads: I32
+    current_limit_total_cp_threads: I32
+    min_limit_total_cp_threads: I32
+    async_timer_callback_completion_fptr: ADDR
+
+
+@dac_struct(0x48)
+class SyncBlockData:
+    object: ADDR
+    free: BOOL
+    sync_block_pointer: ADDR
+    com_flags: U32
+    monitor_held: U32
+    recursion: U32
+    holding_thread: ADDR
+    additional_thread_count: U32
+    app_domain_ptr: ADDR
+    sync_block_count: U32
+
+
+@dac_struct(0x30)
+class HandleData:
+    app_domain: ADDR
+    handle: ADDR
+    secondary: ADDR
+    type: U32
+    strong_reference: BOOL
+    ref_count: U32
+    jupiter_ref_count: U32
+    is_pegged: BOOL
+
+
+@dac_struct(0x38)
+class StackRefData:
+    has_register_information: BOOL
+    register: I32
+    offset: I32
+    address: ADDR
+    object: ADDR
+    flags: U32  # 1 interior, 2 pinned
+    source_type: U32  # 0 IP (managed frame), 1 clr!Frame
+    source: ADDR
+    stack_pointer: ADDR

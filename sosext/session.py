@@ -1,0 +1,46 @@
+"""A Session ties a host to the runtimes of its targets.
+
+Hosts create one Session and hand it a function that returns the current Target (the
+debugger's selected process or core, or the CLI's core file). The session keeps one
+ClrRuntime per target, so a second command on the same target reuses the DAC instance,
+the heap model and its index.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .clr.runtime import ClrRuntime
+from .errors import SosError
+from .targets.base import Target
+
+
+class Session:
+    def __init__(self, current_target: Callable[[], Target]) -> None:
+        self._current_target = current_target
+        self._runtimes: dict[Any, ClrRuntime] = {}
+        self.settings: dict[str, Any] = {}
+
+    def target(self) -> Target:
+        return self._current_target()
+
+    def runtime(self) -> ClrRuntime:
+        target = self.target()
+        key = getattr(target, "key", None) or id(target)
+        rt = self._runtimes.get(key)
+        if rt is None:
+            rt = ClrRuntime(target)
+            self._runtimes[key] = rt
+        else:
+            # The host may hand us a fresh wrapper object for the same process each time:
+            # keep the runtime, but read through the newest wrapper.
+            rt.rebind(target)
+        return rt
+
+    def forget(self) -> None:
+        """Drop every runtime (after setclrpath, or when targets went away)."""
+        self._runtimes.clear()
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise SosError(message)
