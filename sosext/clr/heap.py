@@ -15,7 +15,9 @@ import numpy as np
 
 from ..dac.structs import GcHeapDetails, GenerationData
 from ..errors import SosError
+from .graph import ReferenceGraph, build_graph
 from .index import HeapIndex, SegmentSlice
+from .objects import ClrObject, gcdesc_reader
 from .progress import Progress
 from .segments import (SEGMENT_FLAG_READONLY, ClrSegment, Generation, GenerationRange,
                        SegmentKind)
@@ -63,7 +65,9 @@ class ClrHeap:
         self.segments = self._load_segments()
         self._starts = [s.start for s in self.segments]
         self.alloc_contexts = self._load_alloc_contexts()
+        self.gcdesc = gcdesc_reader(self)
         self._index: HeapIndex | None = None
+        self._graph: "ReferenceGraph | None" = None
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -178,6 +182,16 @@ class ClrHeap:
         if self._index is None:
             self._index = self._walk(progress or Progress.silent())
         return self._index
+
+    def graph(self, progress: Progress | None = None) -> ReferenceGraph:
+        """Who references whom, for the whole heap; built once per target generation."""
+        if self._graph is None:
+            p = progress or Progress.silent()
+            self._graph = build_graph(self, self.index(p), p)
+        return self._graph
+
+    def get_object(self, address: int) -> ClrObject:
+        return ClrObject(self, address)
 
     def _pieces(self, seg: ClrSegment) -> list[tuple[int, int]]:
         """The segment's object range minus the allocation contexts inside it."""

@@ -1,0 +1,103 @@
+"""ClrObject: one managed object, read on demand.
+
+Commands that look at a few objects (dumpobj, gcroot's chains, objsize's start) use this;
+whole-heap questions go through the HeapIndex and the reference graph instead.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import SosError
+from .gcdesc import GCDesc, parse_gcdesc
+from .types import ClrType
+
+if TYPE_CHECKING:
+    from .heap import ClrHeap
+
+
+class ClrObject:
+    __slots__ = ("heap", "address", "_type", "_length")
+
+    def __init__(self, heap: "ClrHeap", address: int) -> None:
+        self.heap = heap
+        self.address = address
+        self._type: ClrType | None = None
+        self._length: int | None = None
+
+    def __repr__(self) -> str:
+        return f"ClrObject({self.address:#x}, {self.type.name if self.is_valid else '?'})"
+
+    @property
+    def method_table(self) -> int:
+        return self.heap.runtime.target.read_pointer(self.address) & ~7
+
+    @property
+    def is_valid(self) -> bool:
+        try:
+            return self.type is not None
+        except SosError:
+            return False
+
+    @property
+    def type(self) -> ClrType:
+        if self._type is None:
+            t = self.heap.types.get(self.method_table)
+            if t is None:
+                raise SosError(f"{self.address:x} is not a valid object")
+            self._type = t
+        return self._type
+
+    @property
+    def length(self) -> int:
+        """Element count for arrays and strings, 0 otherwise."""
+        if self._length is None:
+            t = self.type
+            self._length = self.heap.runtime.target.read_u32(self.address + 8) if t.component_size else 0
+        return self._length
+
+    @property
+    def raw_size(self) -> int:
+        t = self.type
+        return t.base_size + t.component_size * self.length
+
+    @property
+    def size(self) -> int:
+        return (self.raw_size + 7) & ~7
+
+    def gcdesc(self) -> GCDesc | None:
+        return self.heap.gcdesc(self.type.method_table)
+
+    def reference_slots(self) -> list[tuple[int, int]]:
+        """(offset, referenced address) for every non-null reference field/element."""
+        t = self.type
+        if not t.contains_pointers:
+            return []
+        desc = self.heap.gcdesc(t.method_table)
+        if desc is None:
+            return []
+        raw_size = self.raw_size
+        data = self.heap.runtime.target.read_partial(self.address, raw_size)
+        mv = memoryview(data)
+        out = []
+        for off in desc.offsets(raw_size):
+            if off + 8 <= len(mv):
+                v = int.from_bytes(mv[off:off + 8], "little")
+                if v:
+                    out.append((off, v))
+        return out
+
+    def references(self) -> list[int]:
+        return [v for _o, v in self.reference_slots()]
+
+
+def gcdesc_reader(heap: "ClrHeap"):  # type: ignore[no-untyped-def]
+    cache: dict[int, GCDesc | None] = {}
+
+    def get(mt: int) -> GCDesc | None:
+        if mt not in cache:
+            try:
+                cache[mt] = parse_gcdesc(heap.runtime.target.read, mt)
+            except SosError:
+                cache[mt] = None
+        return cache[mt]
+    return get
