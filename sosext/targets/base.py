@@ -126,17 +126,28 @@ class TargetBase:
         return type(self).__name__
 
 
-def modules_from_mappings(mappings: Iterable[tuple[int, int, str]]) -> list[Module]:
-    """Group (start, end, path) file mappings into one Module per path, sorted by base."""
-    spans: dict[str, list[int]] = {}
-    for start, end, path in mappings:
+def modules_from_mappings(mappings: Iterable[tuple]) -> list[Module]:
+    """One Module per mapped image from (start, end, path[, file offset]) mappings.
+
+    A file can be mapped more than once: the runtime maps a managed assembly as a flat
+    copy and again as a loaded image, each starting at file offset 0. A mapping at offset
+    0 of a path already seen therefore starts a new image instead of widening the old one.
+    """
+    spans: list[list] = []  # [start, end, path]
+    current: dict[str, list] = {}
+    for m in sorted(mappings, key=lambda m: m[0]):
+        start, end, path = m[0], m[1], m[2]
+        offset = m[3] if len(m) > 3 else None
         if not path or not path.startswith("/"):
             continue
-        span = spans.setdefault(path, [start, end])
-        span[0] = min(span[0], start)
-        span[1] = max(span[1], end)
-    mods = [Module(name=p.rsplit("/", 1)[-1], path=p, base=s, size=e - s)
-            for p, (s, e) in spans.items()]
+        span = current.get(path)
+        if span is None or offset == 0:
+            span = [start, end, path]
+            current[path] = span
+            spans.append(span)
+        else:
+            span[1] = max(span[1], end)
+    mods = [Module(name=p.rsplit("/", 1)[-1], path=p, base=s, size=e - s) for s, e, p in spans]
     mods.sort(key=lambda m: m.base)
     return mods
 

@@ -97,7 +97,7 @@ class LldbTarget(TargetBase):
         if self.core is not None:
             return self.core.modules()
         if self.proc_mem is not None:
-            return modules_from_mappings((s, e, p) for s, e, _perm, p in read_maps(self.pid))
+            return modules_from_mappings((s, e, p, off) for s, e, _perm, p, off in read_maps(self.pid))
         mods = []
         for m in self.sbtarget.module_iter():
             spec = m.GetFileSpec()

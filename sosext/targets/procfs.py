@@ -48,20 +48,20 @@ class ProcMemory:
             self.fd = -1
 
 
-def read_maps(pid: int) -> list[tuple[int, int, str, str]]:
-    """(start, end, perms, path) for every mapping in /proc/<pid>/maps."""
+def read_maps(pid: int) -> list[tuple[int, int, str, str, int]]:
+    """(start, end, perms, path, file offset) for every mapping in /proc/<pid>/maps."""
     out = []
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
             parts = line.split(None, 5)
             start, end = (int(x, 16) for x in parts[0].split("-"))
             path = parts[5].strip() if len(parts) > 5 else ""
-            out.append((start, end, parts[1], path))
+            out.append((start, end, parts[1], path, int(parts[2], 16)))
     return out
 
 
 def modules_of(pid: int) -> list[Module]:
-    return modules_from_mappings((s, e, p) for s, e, _perm, p in read_maps(pid))
+    return modules_from_mappings((s, e, p, off) for s, e, _perm, p, off in read_maps(pid))
 
 
 class ProcessTarget(TargetBase):
