@@ -1,0 +1,137 @@
+"""The standalone command line: ``python3 -m sosext`` (or the ``sosext`` script).
+
+    sosext analyze CORE [-c CMD]...   every sosext command over a core file, no debugger
+    sosext collect PID [--type heap|full|mini|triage] [-o FILE]
+    sosext ps                         .NET processes with a diagnostics socket
+    sosext diff OLD NEW [opts]        heap diff of two cores (heapdiff)
+    sosext leaks OLD NEW [opts]       growth report with retention paths
+    sosext install | uninstall        add/remove the import line in ~/.lldbinit and ~/.gdbinit
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import Sequence
+
+from .errors import SosError
+
+
+def _session_for_core(path: str, search_dirs: Sequence[str] = ()):  # type: ignore[no-untyped-def]
+    from .session import Session
+    from .targets.elfcore import CoreTarget
+    target = CoreTarget(path, search_dirs=list(search_dirs) or None)
+    target.key = ("core", os.path.realpath(path))  # type: ignore[attr-defined]
+    return Session(lambda: target)
+
+
+def _print(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _eprint(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def run_command_line(session, line: str) -> bool:  # type: ignore[no-untyped-def]
+    from .hosts.common import execute
+    line = line.strip()
+    if not line:
+        return True
+    name, _, rest = line.partition(" ")
+    if name.startswith("!"):
+        name = name[1:]  # WinDbg habit: !dumpheap
+    return execute(session, name, rest, _print, _eprint, color=False, progress_stream=sys.stderr)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from .clr.progress import set_interrupt_source
+    session = _session_for_core(args.core, args.search_dir)
+    flag = {"hit": False}
+
+    def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
+        flag["hit"] = True
+        raise KeyboardInterrupt
+    set_interrupt_source(lambda: flag["hit"])
+    signal.signal(signal.SIGINT, on_sigint)
+    if args.command:
+        ok = True
+        for line in args.command:
+            flag["hit"] = False
+            ok = run_command_line(session, line) and ok
+        return 0 if ok else 1
+    from .repl import repl
+    return repl(session, lambda line: run_command_line(session, line), flag)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from .ipc import DumpType, collect_dump
+    kinds = {"heap": DumpType.WITH_HEAP, "full": DumpType.FULL, "mini": DumpType.NORMAL,
+             "triage": DumpType.TRIAGE}
+    out = args.output or f"core_{args.pid}_%t".replace("%t", _stamp())
+    path = collect_dump(args.pid, out, kinds[args.type])
+    _print(f"Writing {args.type} dump to {path}")
+    _print(f"Complete: {os.path.getsize(path):,} bytes")
+    return 0
+
+
+def _stamp() -> str:
+    import time
+    return time.strftime("%Y%m%d_%H%M%S")
+
+
+def cmd_ps(args: argparse.Namespace) -> int:
+    from .ipc import list_processes
+    rows = list_processes()
+    if not rows:
+        _print("No .NET processes with a diagnostics socket were found.")
+        return 0
+    width = max(len(str(r.pid)) for r in rows)
+    for r in rows:
+        name = r.name or "?"
+        version = r.runtime_version or "?"
+        _print(f"{str(r.pid).rjust(width)} {name:<16} {version:<10} {r.command_line}")
+    return 0
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from .install import install, uninstall
+    for line in (uninstall() if args.action == "uninstall" else install()):
+        _print(line)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sosext", description="SOS-style .NET heap analysis for Linux cores and processes.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("analyze", help="analyze a core file (REPL, or -c commands)")
+    a.add_argument("core")
+    a.add_argument("-c", "--command", action="append", help="run this command and exit (repeatable)")
+    a.add_argument("--search-dir", action="append", default=[],
+                   help="directory to look for module files the core names but this machine lacks")
+    a.set_defaults(func=cmd_analyze)
+    c = sub.add_parser("collect", help="write a dump of a .NET process through its diagnostics socket")
+    c.add_argument("pid", type=int)
+    c.add_argument("--type", choices=["heap", "full", "mini", "triage"], default="heap")
+    c.add_argument("-o", "--output", help="dump file path (default core_<pid>_<time> here)")
+    c.set_defaults(func=cmd_collect)
+    ps = sub.add_parser("ps", help="list .NET processes that can be collected")
+    ps.set_defaults(func=cmd_ps)
+    for action in ("install", "uninstall"):
+        i = sub.add_parser(action, help=f"{action} the import line in ~/.lldbinit and ~/.gdbinit")
+        i.set_defaults(func=cmd_install, action=action)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SosError as e:
+        _eprint(f"error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        _eprint("error: interrupted")
+        return 130

@@ -1,0 +1,102 @@
+"""Finding the metadata root inside a PE image (ECMA-335 II.25).
+
+An image is seen in one of two layouts: as the file on disk (sections at their
+PointerToRawData) or as the loader mapped it into a process (sections at their RVA).
+The runtime maps IL-only and ReadyToRun images both ways, so a core file may hold
+either; the caller says which one it has.
+"""
+from __future__ import annotations
+
+import struct
+
+from .errors import MetadataError
+from .root import METADATA_SIGNATURE
+
+_PE32 = 0x10B
+_PE32_PLUS = 0x20B
+_CLI_HEADER_DIRECTORY = 14  # IMAGE_DIRECTORY_ENTRY_COM_DESCRIPTOR
+_SECTION_HEADER_SIZE = 40
+_MAX_SECTIONS = 96  # the PE/COFF limit
+
+
+class _Image:
+    """Bounds-checked little-endian reads from an image."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, view: memoryview) -> None:
+        self.view = view
+
+    def unpack(self, fmt: str, offset: int) -> tuple[int, ...]:
+        size = struct.calcsize(fmt)
+        if offset < 0 or offset + size > len(self.view):
+            raise MetadataError(f"PE image truncated (need {size} bytes at {offset:#x})")
+        return struct.unpack_from(fmt, self.view, offset)
+
+
+def metadata_from_pe(image: bytes | bytearray | memoryview, mapped: bool) -> memoryview:
+    """Return a view of the metadata root (starting with "BSJB") inside ``image``.
+
+    ``mapped`` is True for an image laid out as loaded (an offset is an RVA) and False for
+    the file layout (RVAs are translated through the section table).
+    """
+    view = memoryview(image)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    img = _Image(view)
+    (mz,) = img.unpack("<H", 0)
+    if mz != 0x5A4D:
+        raise MetadataError("not a PE image (no MZ header)")
+    (pe_offset,) = img.unpack("<I", 0x3C)
+    (pe_sig,) = img.unpack("<I", pe_offset)
+    if pe_sig != 0x00004550:
+        raise MetadataError("not a PE image (no PE signature)")
+    _, n_sections, _, _, _, opt_size, _ = img.unpack("<HHIIIHH", pe_offset + 4)
+    opt = pe_offset + 24
+    (magic,) = img.unpack("<H", opt)
+    if magic == _PE32:
+        count_at, dirs_at = 92, 96
+    elif magic == _PE32_PLUS:
+        count_at, dirs_at = 108, 112
+    else:
+        raise MetadataError(f"unknown PE optional header magic {magic:#06x}")
+    (n_dirs,) = img.unpack("<I", opt + count_at)
+    dir_end = dirs_at + (_CLI_HEADER_DIRECTORY + 1) * 8
+    if n_dirs <= _CLI_HEADER_DIRECTORY or dir_end > opt_size:
+        raise MetadataError("PE image has no CLI header directory (not a .NET assembly)")
+    cli_rva, cli_size = img.unpack("<II", opt + dirs_at + _CLI_HEADER_DIRECTORY * 8)
+    if cli_rva == 0 or cli_size < 16:
+        raise MetadataError("PE image has no CLI header (not a .NET assembly)")
+    if n_sections > _MAX_SECTIONS:
+        raise MetadataError(f"PE image claims {n_sections} sections")
+
+    sections = []
+    first = opt + opt_size
+    for i in range(n_sections):
+        _, _, va, raw_size, raw_ptr = img.unpack("<8sIIII", first + i * _SECTION_HEADER_SIZE)
+        sections.append((va, raw_size, raw_ptr))
+
+    def to_offset(rva: int, size: int) -> int:
+        if mapped:
+            offset = rva
+        else:
+            for va, raw_size, raw_ptr in sections:
+                # Bytes past SizeOfRawData are zero-fill that the file does not hold.
+                if va <= rva and rva - va + size <= raw_size:
+                    offset = raw_ptr + (rva - va)
+                    break
+            else:
+                raise MetadataError(f"RVA {rva:#x} (+{size:#x}) is in no section of the PE file")
+        if offset + size > len(img.view):
+            raise MetadataError(f"RVA {rva:#x} (+{size:#x}) lies past the end of the PE image")
+        return offset
+
+    cli = to_offset(cli_rva, 16)
+    md_rva, md_size = img.unpack("<II", cli + 8)
+    if md_rva == 0 or md_size < 16:
+        raise MetadataError("CLI header has no metadata directory")
+    md = to_offset(md_rva, md_size)
+    (signature,) = img.unpack("<I", md)
+    if signature != METADATA_SIGNATURE:
+        raise MetadataError(f"bad metadata signature {signature:#010x} in PE image")
+    return img.view[md : md + md_size]

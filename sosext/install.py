@@ -1,0 +1,58 @@
+"""``sosext install`` / ``uninstall``: the debuggers' init files load sosext at start.
+
+Like ``dotnet-sos install`` for LLDB, plus GDB. Each added line carries a marker comment
+so that uninstall removes exactly what install added, and install run twice adds nothing.
+"""
+from __future__ import annotations
+
+import os
+
+MARKER = "# added by 'sosext install'"
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def _lines() -> dict[str, str]:
+    return {
+        os.path.expanduser("~/.lldbinit"):
+            f"command script import {os.path.join(ROOT, 'lldbinit', 'sosext.py')} {MARKER}",
+        os.path.expanduser("~/.gdbinit"):
+            f"source {os.path.join(ROOT, 'gdbinit', 'sosext.py')} {MARKER}",
+    }
+
+
+def _read(path: str) -> list[str]:
+    try:
+        with open(path) as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def _write(path: str, lines: list[str]) -> None:
+    tmp = path + ".sosext-tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + ("\n" if lines else ""))
+    os.replace(tmp, path)
+
+
+def install() -> list[str]:
+    report = []
+    for path, line in _lines().items():
+        lines = [ln for ln in _read(path) if MARKER not in ln]
+        lines.append(line)
+        _write(path, lines)
+        report.append(f"Added to {path}: {line.split(' #')[0]}")
+    return report
+
+
+def uninstall() -> list[str]:
+    report = []
+    for path in _lines():
+        lines = _read(path)
+        kept = [ln for ln in lines if MARKER not in ln]
+        if len(kept) != len(lines):
+            _write(path, kept)
+            report.append(f"Removed sosext from {path}")
+        else:
+            report.append(f"Nothing to remove in {path}")
+    return report

@@ -1,0 +1,73 @@
+"""The analyzer's interactive prompt: history, completion of command names, help."""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from .commands import load_all
+from .commands.base import REGISTRY
+
+HISTORY = os.path.expanduser("~/.sosext_history")
+
+
+def _setup_readline() -> None:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - readline ships with Debian's python
+        return
+    try:
+        readline.read_history_file(HISTORY)
+    except OSError:
+        pass
+    names = sorted(set(REGISTRY) | {"help", "quit", "exit"})
+
+    def complete(text: str, state: int):  # type: ignore[no-untyped-def]
+        buf = readline.get_line_buffer()
+        if " " in buf.lstrip():
+            cmd = REGISTRY.get(buf.split()[0])
+            opts = [o.name for o in cmd.options] if cmd else []
+            matches = [o for o in opts if o.lower().startswith(text.lower())]
+        else:
+            matches = [n for n in names if n.startswith(text)]
+        return matches[state] if state < len(matches) else None
+    readline.set_completer(complete)
+    readline.set_completer_delims(" \t")
+    readline.parse_and_bind("tab: complete")
+
+
+def _save_history() -> None:
+    try:
+        import readline
+        readline.set_history_length(2000)
+        readline.write_history_file(HISTORY)
+    except (ImportError, OSError):
+        pass
+
+
+def repl(session, run: Callable[[str], bool], interrupt_flag: dict) -> int:  # type: ignore[no-untyped-def]
+    load_all()
+    _setup_readline()
+    print(f"sosext analyzer: {session.target().describe()}. Type 'soshelp' for commands, 'quit' to leave.")
+    try:
+        while True:
+            try:
+                line = input("> ")
+            except KeyboardInterrupt:
+                print()
+                continue
+            except EOFError:
+                print()
+                break
+            stripped = line.strip()
+            if stripped in ("quit", "exit", "q"):
+                break
+            if stripped == "help" or stripped.startswith("help "):
+                stripped = "soshelp" + stripped[4:]
+            interrupt_flag["hit"] = False
+            try:
+                run(stripped)
+            except KeyboardInterrupt:
+                print("error: interrupted")
+    finally:
+        _save_history()
+    return 0
