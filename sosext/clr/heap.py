@@ -17,7 +17,9 @@ from ..dac.structs import GcHeapDetails, GenerationData
 from ..errors import SosError
 from .graph import ReferenceGraph, build_graph
 from .index import HeapIndex, SegmentSlice
+from .liveness import live_mask
 from .objects import ClrObject, gcdesc_reader
+from .roots import RootSet, gather_roots
 from .progress import Progress
 from .segments import (SEGMENT_FLAG_READONLY, ClrSegment, Generation, GenerationRange,
                        SegmentKind)
@@ -68,6 +70,8 @@ class ClrHeap:
         self.gcdesc = gcdesc_reader(self)
         self._index: HeapIndex | None = None
         self._graph: "ReferenceGraph | None" = None
+        self._roots: dict[bool, RootSet] = {}
+        self._live: np.ndarray | None = None
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -189,6 +193,25 @@ class ClrHeap:
             p = progress or Progress.silent()
             self._graph = build_graph(self, self.index(p), p)
         return self._graph
+
+    def roots(self, include_stacks: bool = True) -> RootSet:
+        """Handles, stack roots (optional: they need thread contexts) and the f-reachable queue."""
+        if include_stacks not in self._roots:
+            self._roots[include_stacks] = gather_roots(self, include_stacks)
+        return self._roots[include_stacks]
+
+    def live(self, progress: Progress | None = None) -> np.ndarray:
+        """Boolean mask over the index: True where the object is reachable from a root."""
+        if self._live is None:
+            self._live = live_mask(self.index(progress), self.graph(progress), self.roots())
+        return self._live
+
+    def dac_thread_from_thinlock(self, thin_id: int) -> tuple[int, int] | None:
+        """(Thread address, OS thread id) of the managed thread with this thin-lock id."""
+        for addr, t in self.dac.threads():
+            if t.cor_thread_id == thin_id:
+                return addr, t.os_thread_id
+        return None
 
     def get_object(self, address: int) -> ClrObject:
         return ClrObject(self, address)

@@ -1,23 +1,571 @@
-"""Heap commands: dumpheap (draft)."""
+"""Heap commands: dumpheap, eeheap, gcheapstat, gcwhere."""
 from __future__ import annotations
 
-from ..render.numbers import count, hexptr
-from .base import Command, Option, Parsed, register
+import sys
+import unicodedata
+
+import numpy as np
+
+from ..clr.heap import ClrHeap
+from ..clr.index import HeapIndex
+from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
+from ..errors import SosError, UsageError
+from ..render.json import emit_json
+from ..render.numbers import hex_and_dec
+from ..render.table import (Column, Integer, IntegerWithoutCommas, Pointer, Table, Text, TypeName,
+                            fmt_integer, fmt_pointer)
+from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
 from .context import CommandContext
+
+_FRAGMENT_MIN = 512 * 1024
+
+
+def parse_generation(text: str) -> Generation:
+    g = GENERATION_NAMES.get(text.lower())
+    if g is None:
+        raise UsageError(f"Unknown generation: {text}. Only gen0, gen1, gen2, loh (large), "
+                         "poh (pinned) and foh (frozen) are supported")
+    return g
+
+
+def parse_range(start: str | None, end: str | None) -> tuple[int | None, int | None]:
+    """dumpheap/eeheap's [start [end]]: hex addresses; ``end`` may be ``L<length>``."""
+    if start is None:
+        return None, None
+    try:
+        lo = parse_address(start)
+    except UsageError:
+        raise UsageError(f"Invalid start address: {start}") from None
+    if end is None:
+        return lo, None
+    try:
+        hi = lo + parse_address(end[1:]) if end[:1] in ("L", "l") else parse_address(end)
+    except UsageError:
+        raise UsageError(f"Invalid end address: {end.lstrip('Ll')}") from None
+    if hi <= lo:
+        raise UsageError(f"Start address must be before end address: '{start}' < '{end}'")
+    return lo, hi
+
+
+def segment_matches(seg: ClrSegment, value: int) -> bool:
+    return seg.address == value or committed_start(seg) <= value < seg.committed
+
+
+def committed_start(seg: ClrSegment) -> int:
+    """Where the segment's committed memory begins (SOS shows committed length from here)."""
+    if seg.kind is SegmentKind.FROZEN:
+        return seg.start - 8
+    return seg.start & ~0xFFF
+
+
+def select_objects(heap: ClrHeap, ix: HeapIndex, *, heap_no: int | None = None, segment: int | None = None,
+                   start: int | None = None, end: int | None = None, gen: Generation | None = None,
+                   min_size: int | None = None, max_size: int | None = None,
+                   mt: int | None = None, type_substring: str | None = None) -> np.ndarray:
+    """The objects dumpheap's filters keep, as a mask over the index."""
+    mask = ix.all()
+    if heap_no is not None:
+        if not any(sh.index == heap_no for sh in heap.subheaps):
+            raise SosError(f"No GC heap with index of {heap_no}")
+        mask &= ix.mask_slices(lambda s: s.heap == heap_no)
+    if segment:
+        mask &= ix.mask_slices(lambda s: segment_matches(s, segment))
+    if start is not None:
+        if not any(committed_start(s) < (end or 1 << 64) and s.committed > start for s in heap.segments):
+            raise SosError(f"No segments or objects in range [{start:x},{(end or (1 << 64) - 1):x})")
+        mask &= ix.mask_range(start, end)
+    if gen is not None:
+        mask &= ix.mask_generation(gen)
+    if min_size or max_size:
+        mask &= ix.mask_size(min_size or None, max_size or None)
+    if type_substring is not None:
+        ids = [i for i, m in enumerate(ix.method_tables.tolist())
+               if type_substring in heap.types.name_of(m)]
+        mask &= ix.mask_type_ids(ids)
+    if mt is not None:
+        mask &= ix.mask_method_tables([mt])
+    return mask
+
+
+def type_stats(heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, by_count: bool = False) -> list[tuple[int, int, int]]:
+    """(MethodTable, count, total size) sorted as SOS does: ascending, ties in walk order."""
+    ids = ix.type_ids[mask]
+    if not len(ids):
+        return []
+    n = len(ix.method_tables)
+    counts = np.bincount(ids, minlength=n)
+    totals = np.bincount(ids, weights=ix.sizes[mask].astype(np.float64), minlength=n)
+    present, first_seen = np.unique(ids, return_index=True)
+    key = counts[present] if by_count else totals[present]
+    order = np.lexsort((first_seen, key))
+    return [(int(ix.method_tables[present[i]]), int(counts[present[i]]), int(totals[present[i]]))
+            for i in order]
+
+
+def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, int]]) -> None:
+    names = [heap.types.name_of(mt) for mt, _c, _t in stats]
+    t = Table(Column(16, True, fmt_pointer), Integer(), Integer(), TypeName())
+    t.fit(0, (mt for mt, _c, _t in stats)).fit(1, (c for _m, c, _t in stats)).fit(2, (tt for _m, _c, tt in stats))
+    ctx.out.line("Statistics:")
+    ctx.out.line(t.header("MT", "Count", "TotalSize", "Class Name"))
+    for (mt, c, tot), name in zip(stats, names):
+        ctx.out.line(t.row(mt, c, tot, name))
+    ctx.out.line(f"Total {sum(c for _m, c, _t in stats):,} objects, {sum(tt for _m, _c, tt in stats):,} bytes")
 
 
 @register
 class DumpHeap(Command):
-    names = ("dumpheap",)
-    summary = "Display objects on the managed heap, or statistics of them."
-    usage = "dumpheap [-stat] [-mt <MT>] [-type <partial name>]"
-    options = (Option("-stat", "statistics only"),)
+    names = ("dumpheap", "DumpHeap")
+    summary = "Display the objects on the managed heap, or statistics of them."
+    usage = "dumpheap [options] [start [end | L<length>]]"
+    details = """\
+Walks the GC heap (every subheap, segment or region, LOH, POH and the NonGC/frozen heap)
+and lists each object's address, MethodTable and size, then per-type statistics sorted
+by total size. Filters combine. The walk is done once per stop of the process and reused.
+
+Examples:
+  dumpheap -stat
+  dumpheap -type CacheEntry
+  dumpheap -mt 00007f3a1c2d4e80 -min 1000
+  dumpheap -gen loh -stat
+  dumpheap -strings
+  dumpheap -dead -stat
+  dumpheap -stat --json"""
+    options = (
+        Option("-stat", "show only the statistics table"),
+        Option("-strings", "statistics of string values (or list strings without -stat)"),
+        Option("-short", "print only the addresses, one per line"),
+        Option("-mt", "only objects with this MethodTable", parse_address, "MT"),
+        Option("-type", "only objects whose type name contains this (case-sensitive) text", str, "partial name"),
+        Option("-min", "only objects of at least this many bytes", parse_count, "size"),
+        Option("-max", "only objects of at most this many bytes", parse_count, "size"),
+        Option("-gen", "only objects in gen0, gen1, gen2, loh (large), poh (pinned) or foh (frozen)", str, "generation"),
+        Option("-heap", "only objects of GC heap number n", parse_count, "n"),
+        Option("-segment", "only objects of the segment at (or containing) this address", parse_address, "address"),
+        Option("-live", "only objects reachable from a root"),
+        Option("-dead", "only objects no root reaches"),
+        Option("-thinlock", "list objects that hold a thin lock"),
+        Option("-bycount", "sort the statistics by count instead of total size"),
+        Option("-ignoreGCState", "walk even if the GC says the heap is not walkable now"),
+        Option("-noprogress", "do not print progress of long walks"),
+        Option("--json", "print the result as JSON", dest="json"),
+    )
+    positionals = (Positional("start", "hex address to start at"), Positional("end", "hex end address or L<length>"))
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        gen = parse_generation(args.gen) if args.gen is not None else None
+        start, end = parse_range(args.start, args.end)
+        heap = ctx.heap
+        heap.check_walkable(args.ignoregcstate)
+        progress = ctx.progress if not args.noprogress else None
+        ix = heap.index(progress)
+        mt = heap.string_mt if args.strings else args.mt
+        mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end, gen=gen,
+                              min_size=args.min, max_size=args.max, mt=mt, type_substring=args.type)
+        if args.live != args.dead:
+            if not args.short:
+                ctx.out.line("Calculating live objects, this may take a while...")
+            live = heap.live(progress)
+            mask &= live if args.live else ~live
+            if not args.short:
+                ctx.out.line(f"Calculating live objects complete: {int(live.sum()):,} objects from "
+                             f"{len(heap.roots().roots):,} roots")
+        if args.thinlock:
+            self._thinlocks(ctx, heap, ix, mask)
+            return
+        if args.json:
+            self._json(ctx, heap, ix, mask, args)
+            return
+        sel = np.nonzero(mask)[0]
+        if args.short:
+            ctx.out.lines(f"{a:012x}" for a in ix.addresses[sel].tolist())
+            return
+        if not len(sel):
+            return
+        if not args.stat:
+            self._list(ctx, heap, ix, sel)
+            ctx.out.line()
+        if args.strings:
+            self._string_stats(ctx, heap, ix, sel)
+            return
+        write_stats(ctx, heap, type_stats(heap, ix, mask, args.bycount))
+        self._fragmentation(ctx, heap, ix, sel)
+
+    @staticmethod
+    def _list(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
+        t = Table(Pointer(), Pointer(), Integer(), Text())
+        ctx.out.line(t.header("Address", "MT", "Size"))
+        free_id = _type_id(ix, heap.free_mt)
+        addrs = ix.addresses[sel].tolist()
+        tids = ix.type_ids[sel].tolist()
+        sizes = ix.sizes[sel].tolist()
+        mts = ix.method_tables.tolist()
+        for a, tid, size in zip(addrs, tids, sizes):
+            ctx.out.line(t.row(a, mts[tid], size, "Free" if tid == free_id else ""))
+
+    @staticmethod
+    def _fragmentation(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
+        free_id = _type_id(ix, heap.free_mt)
+        if free_id is None or len(sel) < 2:
+            return
+        tids = ix.type_ids[sel]
+        cand = np.nonzero((tids[:-1] == free_id) & (ix.sizes[sel[:-1]] >= _FRAGMENT_MIN) & (tids[1:] != free_id))[0]
+        rows = []
+        for k in cand.tolist():
+            i, j = int(sel[k]), int(sel[k + 1])
+            if int(ix.addresses[i]) + int(ix.sizes[i]) != int(ix.addresses[j]):
+                continue
+            seg = heap.segment_of(int(ix.addresses[j]))
+            if seg is not None and seg.kind is SegmentKind.LOH:
+                continue
+            rows.append((int(ix.addresses[i]), int(ix.sizes[i]), int(ix.addresses[j]),
+                         heap.types.name_of(int(ix.method_tables[ix.type_ids[j]]))))
+        if not rows:
+            return
+        ctx.out.line()
+        ctx.out.line("Fragmented blocks larger than 0.5 MB:")
+        t = Table(Pointer(), Integer(), Pointer(), TypeName())
+        ctx.out.line(t.header("Address", "Size", "Followed By"))
+        for r in rows:
+            ctx.out.line(t.row(*r))
+
+    @staticmethod
+    def _string_stats(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
+        target = heap.runtime.target
+        groups: dict[tuple[str, int], int] = {}
+        for a, size in zip(ix.addresses[sel].tolist(), ix.sizes[sel].tolist()):
+            n = target.read_u32(a + 8)
+            raw = target.read_partial(a + 12, 2 * min(n, 1024))
+            text = bytes(raw).decode("utf-16-le", errors="replace")
+            key = (text, size)
+            groups[key] = groups.get(key, 0) + 1
+        rows = sorted(((c * size, i, c, text) for i, ((text, size), c) in enumerate(groups.items())))
+        ctx.out.line("Statistics:")
+        t = Table(Integer(), Integer(), Text())
+        for total, _i, c, text in rows:
+            ctx.out.line(t.row(c, total, _string_cell(text)))
+
+    @staticmethod
+    def _thinlocks(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray) -> None:
+        target = heap.runtime.target
+        t = Table(Pointer(), Pointer(), Column(18, True, lambda v: f"0x{int(v):02x}"), Integer())
+        header = False
+        for a in ix.addresses[mask].tolist():
+            word = target.read_u32(a - 4)  # the object header's sync block index / thin lock bits
+            if word & 0x08000000 or not word & 0xFFFF:
+                continue  # a hash code or sync block index, or no owner
+            owner_id, recursion = word & 0xFFFF, (word >> 16) & 0x3F
+            thread = heap.dac_thread_from_thinlock(owner_id)
+            if not header:
+                ctx.out.line(t.header("Object", "Thread", "OSId", "Recursion"))
+                header = True
+            ctx.out.line(t.row(a, thread[0] if thread else None, thread[1] if thread else 0, recursion))
+
+    @staticmethod
+    def _json(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, args: Parsed) -> None:
+        stats = type_stats(heap, ix, mask, args.bycount)
+        doc = {
+            "command": "dumpheap",
+            "types": [{"mt": f"0x{mt:x}", "count": c, "total_size": tot, "name": heap.types.name_of(mt)}
+                      for mt, c, tot in stats],
+            "total_objects": sum(c for _m, c, _t in stats),
+            "total_size": sum(tot for _m, _c, tot in stats),
+        }
+        if not args.stat:
+            sel = np.nonzero(mask)[0]
+            doc["objects"] = [{"address": f"0x{a:x}", "mt": f"0x{int(ix.method_tables[t]):x}", "size": s}
+                              for a, t, s in zip(ix.addresses[sel].tolist(), ix.type_ids[sel].tolist(),
+                                                 ix.sizes[sel].tolist())]
+        emit_json(ctx.out, doc)
+
+
+def _type_id(ix: HeapIndex, mt: int) -> int | None:
+    i = int(np.searchsorted(ix.method_tables, np.uint64(mt)))
+    if i < len(ix.method_tables) and int(ix.method_tables[i]) == mt:
+        return i
+    return None
+
+
+def _string_cell(text: str, limit: int = 128) -> str:
+    """SOS shows plain alphanumeric strings whole; others cut to 128 characters, with
+    characters that are not letters, digits, punctuation or spaces replaced by '.'."""
+    if all(c.isalnum() for c in text):
+        return text
+    out = []
+    for c in text[:limit]:
+        if c.isalnum() or c == " " or unicodedata.category(c).startswith("P"):
+            out.append(c)
+        else:
+            out.append(".")
+    return "".join(out)
+
+
+# -- eeheap -gc -----------------------------------------------------------------------------
+
+
+@register
+class EEHeap(Command):
+    names = ("eeheap", "EEHeap")
+    summary = "Display the GC heap's segments and regions with their sizes (the -gc part of SOS's eeheap)."
+    usage = "eeheap [-gc] [-heap <n>] [-segment <addr>] [start [end]]"
+    details = """\
+Per GC heap: the small object heap's regions by generation (or segments), the NonGC
+(frozen) heap, the large and pinned object heaps, with each segment's address, object
+range, committed end and sizes; then the allocated and committed totals.
+
+Examples:
+  eeheap -gc
+  eeheap -gc -heap 1"""
+    options = (
+        Option("-gc", "the GC heap part (the only part sosext shows)"),
+        Option("-loader", "the loader heaps (not supported by sosext)"),
+        Option("-heap", "only GC heap number n", parse_count, "n"),
+        Option("-segment", "only the segment at (or containing) this address", parse_address, "address"),
+    )
+    positionals = (Positional("start", "hex start address"), Positional("end", "hex end address or L<length>"))
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.loader and not args.gc:
+            raise SosError("eeheap -loader is not supported by sosext; use eeheap -gc")
+        start, end = parse_range(args.start, args.end)
+        heap = ctx.heap
+        if args.heap is not None and not any(sh.index == args.heap for sh in heap.subheaps):
+            raise SosError(f"No GC heap with index of {args.heap}")
+        filtered = args.heap is not None or bool(args.segment) or start is not None
+        word = "Partial" if filtered else "Total"
+
+        def keep(seg: ClrSegment) -> bool:
+            if args.heap is not None and seg.heap != args.heap:
+                return False
+            if args.segment and not segment_matches(seg, args.segment):
+                return False
+            if start is not None and not (committed_start(seg) < (end or 1 << 64) and seg.committed > start):
+                return False
+            return True
+
+        segs = [s for s in heap.segments if keep(s)]
+        width = max([len(_size_text(s.committed - committed_start(s))) for s in heap.segments] + [0])
+        width = min(max(width, 14), 32)
+        out = ctx.out
+        out.line()
+        out.line("DATAS = ")
+        out.line("=" * 40)
+        out.line(f"Number of GC Heaps: {len(heap.subheaps)}")
+        out.line("-" * 40)
+        total_alloc = total_commit = 0
+        for sh in heap.subheaps:
+            mine = [s for s in segs if s.heap == sh.index]
+            if args.heap is not None and sh.index != args.heap:
+                continue
+            if heap.is_server:
+                out.line(f"Heap {sh.index} ({sh.address:016x})")
+            if not heap.uses_regions:
+                for g in range(3):
+                    out.line(f"generation {g} starts at {sh.generations[g].allocation_start:x}")
+                g0 = sh.generations[0]
+                out.line("ephemeral segment allocation context: none" if not g0.alloc_context_ptr else
+                         f"ephemeral segment allocation context: (0x{g0.alloc_context_ptr:x}, "
+                         f"0x{g0.alloc_context_limit})")
+            soh = [s for s in mine if s.kind is SegmentKind.SOH]
+            out.line("Small object heap")
+            out.line(_seg_table(width).header("segment", "begin", "allocated", "committed",
+                                              "allocated size", "committed size"))
+            for g in (Generation.GEN0, Generation.GEN1, Generation.GEN2, None):
+                group = [s for s in soh if s.generation == g]
+                if not group:
+                    continue
+                if heap.uses_regions and g is not None:
+                    out.line(f"generation {int(g)}:")
+                for s in sorted(group, key=lambda s: s.start):
+                    out.line(_seg_row(width, s))
+            frozen = [s for s in mine if s.kind is SegmentKind.FROZEN]
+            if frozen:
+                out.line("NonGC heap")
+                out.line(_seg_table(width).header("segment", "begin", "allocated", "committed",
+                                                  "allocated size", "committed size"))
+                for s in frozen:
+                    out.line(_seg_row(width, s))
+            for kind, title, gen_no in ((SegmentKind.LOH, "Large object heap", 3),
+                                        (SegmentKind.POH, "Pinned object heap", 4)):
+                group = [s for s in mine if s.kind is kind]
+                if kind is SegmentKind.POH and not group:
+                    continue
+                if heap.uses_regions or gen_no >= len(sh.generations):
+                    out.line(title)
+                else:
+                    out.line(f"{title} starts at {sh.generations[gen_no].allocation_start:x}")
+                out.line(_seg_table(width).header("segment", "begin", "allocated", "committed",
+                                                  "allocated size", "committed size"))
+                for s in group:
+                    out.line(_seg_row(width, s))
+            alloc = sum(s.length for s in mine)
+            commit = sum(s.committed - committed_start(s) for s in mine)
+            total_alloc += alloc
+            total_commit += commit
+            if filtered:
+                out.line(f"Partial Allocated Size:              Size: {_size_text(alloc)} bytes.")
+                out.line(f"Partial Committed Size:              Size: {_size_text(commit)} bytes.")
+            out.line("-" * 30)
+        prefix = "Partial " if filtered else ""
+        out.line(f"{prefix}GC Allocated Heap Size:    Size: {_size_text(total_alloc)} bytes.")
+        out.line(f"{prefix}GC Committed Heap Size:    Size: {_size_text(total_commit)} bytes.")
+        del word
+
+
+def _size_text(n: int) -> str:
+    return hex_and_dec(n) if n else ""
+
+
+def _seg_table(width: int) -> Table:
+    return Table(Pointer(), Pointer(), Pointer(), Pointer(), Text(width), Text(width))
+
+
+def _seg_row(width: int, s: ClrSegment) -> str:
+    cstart = committed_start(s)
+    return _seg_table(width).row(s.address, s.start, s.end, s.committed,
+                                 _size_text(s.length), _size_text(s.committed - cstart))
+
+
+# -- gcheapstat -------------------------------------------------------------------------------
+
+
+@register
+class GCHeapStat(Command):
+    names = ("gcheapstat", "GCHeapStat")
+    summary = "Display per-heap, per-generation allocated, free and committed bytes."
+    usage = "gcheapstat [-unreachable | -iu]"
+    details = """\
+Rows per GC heap and a Total row; columns gen0, gen1, gen2, LOH, POH. Free space counts
+the Free objects; with -iu also the bytes of objects no root reaches.
+
+Examples:
+  gcheapstat
+  gcheapstat -iu"""
+    options = (Option("-unreachable", "also show bytes of unreachable objects", aliases=("-inclUnrooted", "-iu")),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         heap = ctx.heap
         ix = heap.index(ctx.progress)
-        stats = sorted(ix.stats(), key=lambda s: (s.total_size, s.count))
-        ctx.out.line("Statistics:")
-        for s in stats:
-            ctx.out.line(f"{hexptr(s.method_table):>16} {count(s.count):>7} {count(s.total_size):>11} {heap.types.name_of(s.method_table)}")
-        ctx.out.line(f"Total {count(len(ix))} objects, {count(ix.total_size)} bytes")
+        nheaps = len(heap.subheaps)
+        gens = (Generation.GEN0, Generation.GEN1, Generation.GEN2, Generation.LOH, Generation.POH)
+        alloc = np.zeros((nheaps, 5), dtype=np.int64)
+        commit = np.zeros((nheaps, 5), dtype=np.int64)
+        has_frozen = any(s.kind is SegmentKind.FROZEN and s.committed > committed_start(s) for s in heap.segments)
+        for s in heap.segments:
+            if s.kind is SegmentKind.FROZEN:
+                continue
+            for r in s.ranges:
+                alloc[s.heap, gens.index(r.generation)] += r.end - r.start
+            col = gens.index(s.generation) if s.generation is not None else 2
+            commit[s.heap, col] += s.committed - committed_start(s)
+        heap_of = np.zeros(len(ix), dtype=np.int64)
+        for sl in ix.slices:
+            heap_of[sl.first:sl.stop] = sl.segment.heap
+        free_id = _type_id(ix, heap.free_mt)
+        free = self._by_heap_gen(ix, heap_of, ix.type_ids == free_id if free_id is not None else None, nheaps, gens)
+        out = ctx.out
+        titles = ["Heap", "Gen0", "Gen1", "Gen2", "LOH", "POH"] + (["FRZ"] if has_frozen else [])
+        table = Table(Text(8), *[Column(10, False, _plain) for _ in range(5 + has_frozen)],
+                      Text(8), Text(8), Text(8))
+
+        def section(values: np.ndarray, pct: bool) -> None:
+            out.line(table.header(*titles))
+            for h in range(nheaps):
+                cells: list = [f"Heap{h}", *values[h].tolist()]
+                if pct:
+                    cells += _percent_cells(values[h], alloc[h])
+                out.line(table.row(*cells))
+            out.line(table.row("Total", *values.sum(axis=0).tolist()))
+
+        section(alloc, False)
+        out.line()
+        out.line("Free space:")
+        section(free, True)
+        out.line()
+        if args.unreachable:
+            live = heap.live(ctx.progress)
+            dead_mask = ~live
+            if free_id is not None:
+                dead_mask &= ix.type_ids != free_id
+            unrooted = self._by_heap_gen(ix, heap_of, dead_mask, nheaps, gens)
+            out.line("Unrooted objects:")
+            out.line(table.header(*titles))
+            for h in range(nheaps):
+                out.line(table.row(f"Heap{h}", *unrooted[h].tolist(), *_percent_cells(unrooted[h], alloc[h])))
+            out.line()
+            out.line(table.row("Total", *unrooted.sum(axis=0).tolist()))
+            out.line()
+        out.line("Committed space:")
+        section(commit, False)
+        out.line()
+
+    @staticmethod
+    def _by_heap_gen(ix: HeapIndex, heap_of: np.ndarray, mask, nheaps: int, gens) -> np.ndarray:
+        out = np.zeros((nheaps, 5), dtype=np.int64)
+        if mask is None:
+            return out
+        for gi, g in enumerate(gens):
+            m = mask & (ix.generations == np.uint8(g))
+            if m.any():
+                out[:, gi] = np.bincount(heap_of[m], weights=ix.sizes[m].astype(np.float64), minlength=nheaps)
+        return out
+
+
+def _plain(v) -> str:  # type: ignore[no-untyped-def]
+    return str(v) if isinstance(v, str) else f"{int(v)}"
+
+
+def _percent_cells(values: np.ndarray, alloc: np.ndarray) -> list[str]:
+    cells = []
+    soh_alloc = int(alloc[:3].sum())
+    cells.append(f"SOH:{int(values[:3].sum()) * 100 // soh_alloc}%" if soh_alloc else "")
+    cells.append(f"LOH:{int(values[3]) * 100 // int(alloc[3])}%" if alloc[3] else "")
+    cells.append(f"POH:{int(values[4]) * 100 // int(alloc[4])}%" if alloc[4] else "")
+    return cells
+
+
+# -- gcwhere -----------------------------------------------------------------------------------
+
+
+@register
+class GCWhere(Command):
+    names = ("gcwhere", "GCWhere")
+    summary = "Show the GC heap, segment and generation an address belongs to."
+    usage = "gcwhere <address>"
+    details = "Example:\n  gcwhere 7f3a1c000040"
+    positionals = (Positional("address", "an address in the GC heap", str, required=True),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        try:
+            addr = parse_address(args.address)
+        except UsageError:
+            raise SosError(f"Could not parse address: {args.address}") from None
+        heap = ctx.heap
+        hits = [s for s in heap.segments
+                if s.start <= addr < s.end or committed_start(s) <= addr < s.committed
+                or committed_start(s) <= addr < s.reserved]
+        if not hits:
+            raise SosError(f"Address {addr:x} not found in the managed heap.")
+        hits.sort(key=lambda s: (s.heap, s.address))
+        rng = lambda a, b: f"{a:x}-{b:x}"  # noqa: E731
+        rows = []
+        for s in hits:
+            if s.start <= addr < max(s.end, s.committed):
+                g = s.generation_of(addr)
+                label = {Generation.LOH: "large", Generation.POH: "pinned", Generation.FROZEN: "frozen"}.get(
+                    g, str(int(g)) if g is not None else "???")
+            else:
+                label = "reserve"
+            rows.append((addr, s.heap, s.address, label, rng(s.start, s.end),
+                         rng(committed_start(s), s.committed), rng(s.committed, s.reserved)))
+        t = Table(Column(16, False, fmt_pointer), Column(6, False, lambda v: f"{int(v)}"),
+                  Column(16, False, fmt_pointer), Text(6), Text(), Text(), Text())
+        for i in (4, 5, 6):
+            t.fit(i, [r[i] for r in rows])
+            t.columns[i].right = False
+        ctx.out.line(t.header("Address", "Heap", "Segment", "Generation", "Allocated", "Committed", "Reserved"))
+        for r in rows:
+            ctx.out.line(t.row(*r))
+
+
+del sys, IntegerWithoutCommas, fmt_integer
