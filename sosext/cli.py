@@ -60,6 +60,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for line in args.command:
             flag["hit"] = False
             ok = run_command_line(session, line) and ok
+            if args.separator is not None:
+                sys.stderr.flush()
+                _print(args.separator)
         return 0 if ok else 1
     from .repl import repl
     return repl(session, lambda line: run_command_line(session, line), flag)
@@ -108,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="analyze a core file (REPL, or -c commands)")
     a.add_argument("core")
     a.add_argument("-c", "--command", action="append", help="run this command and exit (repeatable)")
+    a.add_argument("--separator", help="print this line after each -c command's output (for scripts)")
     a.add_argument("--search-dir", action="append", default=[],
                    help="directory to look for module files the core names but this machine lacks")
     a.set_defaults(func=cmd_analyze)

@@ -235,7 +235,7 @@ class ClrHeap:
         progress.start("Scanning heap", total)
         addr_parts: list[np.ndarray] = []
         mt_parts: list[np.ndarray] = []
-        size_parts: list[np.ndarray] = []
+        len_parts: list[np.ndarray] = []
         slices: list[SegmentSlice] = []
         errors: list[WalkError] = []
         count = 0
@@ -247,16 +247,16 @@ class ClrHeap:
                 parts = self._walk_headers(seg, sizes, errors)
             else:
                 parts = self._walk_bulk(target, seg, sizes, errors)
-            for a, m, s in parts:
+            for a, m, _footprint, n in parts:
                 addr_parts.append(a)
                 mt_parts.append(m)
-                size_parts.append(s)
+                len_parts.append(n)
                 count += len(a)
             slices.append(SegmentSlice(seg, first, count))
             done += seg.length
             progress.update(done)
         progress.finish()
-        return HeapIndex.build(self, addr_parts, mt_parts, size_parts, slices, errors)
+        return HeapIndex.build(self, addr_parts, mt_parts, len_parts, slices, errors)
 
     def _walk_bulk(self, target, seg: ClrSegment, sizes: SizeTable, errors: list[WalkError]):
         pieces = self._pieces(seg)
@@ -290,6 +290,7 @@ class ClrHeap:
             addrs: list[int] = []
             mts: list[int] = []
             lens: list[int] = []
+            counts: list[int] = []
             pos = a
             while pos < b:
                 head = target.read_partial(pos, _HEADER)
@@ -304,17 +305,18 @@ class ClrHeap:
                         errors.append(WalkError(pos, raw, "invalid object header"))
                         break
                     continue
+                n = int.from_bytes(head[8:12], "little")
                 if fixed is not None:
                     size = fixed << 3
                 else:
-                    n = int.from_bytes(head[8:12], "little")
                     size = ((info[0] + info[1] * n) >> 3) << 3
                 addrs.append(pos)
                 mts.append(raw & ~7)
                 lens.append(size)
+                counts.append(n)
                 pos += size
             out.append((np.array(addrs, dtype=np.uint64), np.array(mts, dtype=np.uint64),
-                        np.array(lens, dtype=np.uint64)))
+                        np.array(lens, dtype=np.uint64), np.array(counts, dtype=np.uint64)))
         return out
 
     def check_walkable(self, ignore_gc_state: bool = False) -> None:

@@ -4,6 +4,9 @@ One walk fills it; dumpheap's filters, statistics, generation queries and later 
 diff queries read it without touching target memory again. Objects are stored in address
 order, segment by segment. Per object it costs 8 (address) + 4 (type id) + 8 (size) + 1
 (generation) bytes.
+
+Sizes are SOS's: base size plus elements times component size, not rounded up to the
+8-byte step the object takes on the heap (that is ``aligned_sizes``), and at least 24.
 """
 from __future__ import annotations
 
@@ -48,13 +51,20 @@ class HeapIndex:
 
     @classmethod
     def build(cls, heap: "ClrHeap", addr_parts: list[np.ndarray], mt_parts: list[np.ndarray],
-              size_parts: list[np.ndarray], slices: list[SegmentSlice], errors: list[WalkError]) -> "HeapIndex":
+              len_parts: list[np.ndarray], slices: list[SegmentSlice], errors: list[WalkError]) -> "HeapIndex":
         def cat(parts: list[np.ndarray]) -> np.ndarray:
             return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
         addresses = cat(addr_parts)
         mts = cat(mt_parts)
-        sizes = cat(size_parts)
         method_tables, type_ids = np.unique(mts, return_inverse=True)
+        base = np.zeros(len(method_tables), dtype=np.uint64)
+        comp = np.zeros(len(method_tables), dtype=np.uint64)
+        for i, mt in enumerate(method_tables.tolist()):
+            t = heap.types.get(mt)
+            if t is not None:
+                base[i], comp[i] = t.base_size, t.component_size
+        sizes = base[type_ids] + comp[type_ids] * cat(len_parts)
+        np.maximum(sizes, np.uint64(24), out=sizes)
         generations = np.empty(len(addresses), dtype=np.uint8)
         for sl in slices:
             seg = sl.segment
@@ -72,6 +82,11 @@ class HeapIndex:
 
     def __len__(self) -> int:
         return len(self.addresses)
+
+    @property
+    def aligned_sizes(self) -> np.ndarray:
+        """What each object occupies on the heap (its size rounded up to 8 bytes)."""
+        return (self.sizes + np.uint64(7)) & np.uint64(~7 & 0xFFFFFFFFFFFFFFFF)
 
     @property
     def total_size(self) -> int:

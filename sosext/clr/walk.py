@@ -84,15 +84,16 @@ def walk_words(words: memoryview, first: int, stop: int, sizes: SizeTable,
 
 
 def object_facts(buf: memoryview | bytes, base: int, idx: array, end_index: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Addresses, MethodTables and sizes for the objects whose word indices are ``idx``.
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Addresses, MethodTables, heap footprints and length words of the objects at ``idx``.
 
-    ``end_index`` is where the last object ends; objects are contiguous, so each size is
-    the distance to the next object's start.
+    ``end_index`` is where the last object ends; objects are contiguous, so each footprint
+    is the distance to the next object's start. The length word (the u32 after the
+    MethodTable) is only meaningful for arrays and strings.
     """
     if not idx:
         empty = np.empty(0, dtype=np.uint64)
-        return empty, empty, empty
+        return empty, empty, empty, empty
     words = np.frombuffer(buf, dtype=np.uint64, count=len(buf) // 8)
     ix = np.frombuffer(idx, dtype=np.int64)
     mts = words[ix] & np.uint64(~7 & 0xFFFFFFFFFFFFFFFF)
@@ -101,4 +102,6 @@ def object_facts(buf: memoryview | bytes, base: int, idx: array, end_index: int
     bounds[-1] = end_index
     sizes = (np.diff(bounds) * 8).astype(np.uint64)
     addresses = ix.astype(np.uint64) * np.uint64(8) + np.uint64(base)
-    return addresses, mts, sizes
+    after = np.minimum(ix + 1, len(words) - 1)
+    lengths = words[after] & np.uint64(0xFFFFFFFF)
+    return addresses, mts, sizes, lengths

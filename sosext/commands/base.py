@@ -31,6 +31,13 @@ def parse_address(text: str) -> int:
     return value
 
 
+def parse_mt(text: str) -> int:
+    try:
+        return parse_address(text)
+    except UsageError:
+        raise UsageError(f"Invalid MethodTable: {text}") from None
+
+
 def parse_count(text: str) -> int:
     """A size or count: decimal, or hex with 0x."""
     t = text.strip().replace(",", "").replace("_", "")

@@ -14,7 +14,7 @@ from ..render.json import emit_json
 from ..render.numbers import hex_and_dec
 from ..render.table import (Column, Integer, IntegerWithoutCommas, Pointer, Table, Text, TypeName,
                             fmt_integer, fmt_pointer)
-from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
+from .base import Command, Option, Parsed, Positional, parse_address, parse_count, parse_mt, register
 from .context import CommandContext
 
 _FRAGMENT_MIN = 512 * 1024
@@ -135,7 +135,7 @@ Examples:
         Option("-stat", "show only the statistics table"),
         Option("-strings", "statistics of string values (or list strings without -stat)"),
         Option("-short", "print only the addresses, one per line"),
-        Option("-mt", "only objects with this MethodTable", parse_address, "MT"),
+        Option("-mt", "only objects with this MethodTable", parse_mt, "MT"),
         Option("-type", "only objects whose type name contains this (case-sensitive) text", str, "partial name"),
         Option("-min", "only objects of at least this many bytes", parse_count, "size"),
         Option("-max", "only objects of at most this many bytes", parse_count, "size"),
@@ -213,7 +213,7 @@ Examples:
         rows = []
         for k in cand.tolist():
             i, j = int(sel[k]), int(sel[k + 1])
-            if int(ix.addresses[i]) + int(ix.sizes[i]) != int(ix.addresses[j]):
+            if int(ix.addresses[i]) + (int(ix.sizes[i]) + 7 & ~7) != int(ix.addresses[j]):
                 continue
             seg = heap.segment_of(int(ix.addresses[j]))
             if seg is not None and seg.kind is SegmentKind.LOH:

@@ -71,7 +71,9 @@ class _LldbCommand:
             ok = False
             err.append(f"error: {e}")
         if out:
-            result.AppendMessage("\n".join(out))
+            # Print keeps the text as is; AppendMessage would trim trailing blanks that
+            # SOS's tables contain.
+            result.Print("\n".join(out) + "\n")
         if err:
             result.SetError("\n".join(e[7:] if e.startswith("error: ") else e for e in err))
         result.SetStatus(lldb.eReturnStatusSuccessFinishResult if ok else lldb.eReturnStatusFailed)

@@ -41,11 +41,11 @@ class LldbTarget(TargetBase):
             local = debugger.GetSelectedPlatform().GetName() == "host"
             self.proc_mem = ProcMemory.try_open(self.pid) if local else None
         else:
-            from .elfcore import ElfCore
+            from .elfcore import CoreTarget
             path = core_path or find_open_core(self.pid)
             if path is None:
                 raise TargetError("cannot tell which core file LLDB opened; name it with: sosext core <path>")
-            self.core = ElfCore(path)
+            self.core = CoreTarget(path)
         self._modules: list[Module] | None = None
         self._modules_stop = -1
 

@@ -369,6 +369,11 @@ class Debuggee:
             raise DebuggeeError(f"createdump did not write an ELF core at {path}:\n{proc.stdout}")
         return path
 
+    @property
+    def executable(self) -> Path:
+        """The process's executable (the dotnet host, or the apphost of a self-contained app)."""
+        return Path(os.readlink(f"/proc/{self.pid}/exe"))
+
     def read_memory(self, address: int, size: int) -> bytes:
         """Reads the live process's memory through /proc/<pid>/mem (the process must be stopped or idle)."""
         with open(f"/proc/{self.pid}/mem", "rb", buffering=0) as mem:

@@ -24,6 +24,7 @@ namespace DebuggeeHost
             public long Count, Size, UnalignedSize, DeadCount, DeadSize, DeadUnalignedSize;
             public readonly List<nint> Addresses = new List<nint>();
             public readonly List<int> Generations = new List<int>();
+            public readonly List<long> Sizes = new List<long>();  // unaligned, parallel to Addresses
             public readonly List<nint> DeadAddresses = new List<nint>();
             public readonly SortedDictionary<int, long> Gens = new SortedDictionary<int, long>();
         }
@@ -70,6 +71,7 @@ namespace DebuggeeHost
             {
                 e.Addresses.Add(Mem.Addr(o));
                 e.Generations.Add(gen);
+                e.Sizes.Add(Mem.UnalignedSizeOf(o));
             }
         }
 
@@ -87,6 +89,7 @@ namespace DebuggeeHost
             {
                 e.Addresses.Add(address);
                 e.Generations.Add(gen);
+                e.Sizes.Add(size);
             }
         }
 
@@ -144,6 +147,9 @@ namespace DebuggeeHost
                     w.EndArray();
                     w.Name("generations").BeginArray();
                     foreach (int g in e.Generations) w.Value(g);
+                    w.EndArray();
+                    w.Name("sizes").BeginArray();
+                    foreach (long sz in e.Sizes) w.Value(sz);
                     w.EndArray();
                     w.Name("deadAddresses").BeginArray();
                     foreach (nint a in e.DeadAddresses) w.Hex(a);

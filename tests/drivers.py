@@ -1,0 +1,104 @@
+"""Run sosext commands in each host and get each command's output back.
+
+Every host is driven the way a user would drive it: LLDB and GDB read commands on
+stdin (LLDB's -b would stop at the first failing command, and bad input is part of what
+we test), the CLI gets -c options. Each command's text is delimited by marker lines so a
+test can take command N's output exactly.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = "/usr/bin/python3"
+LLDB = shutil.which("lldb-16") or shutil.which("lldb")
+GDB = shutil.which("gdb")
+MARK = "@@SOSEXT-MARK@@"
+DOTNET_HOST = shutil.which("dotnet") and os.path.realpath(shutil.which("dotnet"))
+
+
+@dataclass
+class Output:
+    text: str  # everything the command printed (stdout and stderr), prompts removed
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    @property
+    def errors(self) -> list[str]:
+        return [ln for ln in self.lines if ln.startswith("error:")]
+
+    def __contains__(self, item: str) -> bool:
+        return item in self.text
+
+
+def _split(raw: str, count: int) -> list[Output]:
+    parts = raw.split(MARK + "\n")
+    # parts[0] is the debugger's banner and set-up; then one part per command.
+    outs = [Output(p) for p in parts[1:count + 1]]
+    if len(outs) != count:
+        raise AssertionError(f"expected {count} command outputs, got {len(outs)}; raw output:\n{raw[-4000:]}")
+    return outs
+
+
+def _clean_lldb(text: str) -> str:
+    keep = [ln for ln in text.splitlines() if not ln.startswith("(lldb) ")]
+    return "\n".join(keep) + ("\n" if keep else "")
+
+
+def run_lldb(commands: list[str], *, pid: int | None = None, core: Path | None = None,
+             exe: str | None = None, timeout: float = 600, env: dict | None = None) -> list[Output]:
+    assert LLDB, "lldb-16 is not installed"
+    args = [LLDB, "--no-lldbinit"]
+    if pid is not None:
+        args += ["-p", str(pid)]
+    elif core is not None:
+        args += ["--core", str(core)]
+        args.append(exe or DOTNET_HOST)
+    script = ["settings set auto-confirm true",
+              f"command script import {REPO / 'lldbinit' / 'sosext.py'}",
+              f"script print('{MARK}')"]
+    for c in commands:
+        script += [c, f"script print('{MARK}')"]
+    if pid is not None:
+        script.append("process detach")
+    script.append("quit")
+    proc = subprocess.run(args, input="\n".join(script) + "\n", stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    return [Output(_clean_lldb(o.text)) for o in _split(proc.stdout, len(commands))]
+
+
+def run_gdb(commands: list[str], *, pid: int | None = None, core: Path | None = None,
+            exe: str | None = None, timeout: float = 600, env: dict | None = None) -> list[Output]:
+    assert GDB, "gdb is not installed"
+    args = [GDB, "-nx", "-q", "-batch"]
+    pre = ["set pagination off", "set confirm off", f"source {REPO / 'gdbinit' / 'sosext.py'}"]
+    if pid is not None:
+        args += ["-p", str(pid)]
+    elif core is not None:
+        args += [exe or DOTNET_HOST, str(core)]
+    for p in pre:
+        args += ["-ex", p]
+    args += ["-ex", f"echo {MARK}\\n"]
+    for c in commands:
+        args += ["-ex", c, "-ex", f"echo {MARK}\\n"]
+    if pid is not None:
+        args += ["-ex", "detach"]
+    proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return _split(proc.stdout, len(commands))
+
+
+def run_cli(commands: list[str], *, core: Path, timeout: float = 600, env: dict | None = None) -> list[Output]:
+    args = [PYTHON, "-m", "sosext", "analyze", str(core), "--separator", MARK]
+    for c in commands:
+        args += ["-c", c]
+    proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})})
+    return _split(MARK + "\n" + proc.stdout, len(commands))
