@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("help", "config", "heap")
+FAMILIES = ("help", "config", "heap", "roots")
 
 
 def load_all() -> None:

@@ -1,0 +1,517 @@
+"""Who keeps it alive: gcroot, objsize, gchandles, finalizequeue, dumpstackobjects, verifyheap."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..clr.gcroot import PathFinder, RootPath, retained_set
+from ..clr.heap import ClrHeap
+from ..clr.roots import DEPENDENT, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
+    finalizer_queue_ranges, read_handles, read_pointer_array
+from ..errors import SosError, UsageError
+from ..render.json import emit_json
+from ..render.table import Column, Pointer, Table, Text, TypeName, fmt_pointer
+from .base import Command, Option, Parsed, Positional, parse_address, parse_count, parse_mt, register
+from .context import CommandContext
+from .heap import DumpHeap, select_objects, type_stats, write_stats
+
+# gcroot's wording of handle kinds (SOS's current C# gcroot).
+HANDLE_KIND_TEXT = {
+    0: "weak short handle", 1: "weak long handle", 2: "strong handle", 3: "pinned handle",
+    4: "variable handle", 5: "ref counted handle", 6: "dependent handle", 7: "async pinned handle",
+    8: "sized ref handle", 9: "weak WinRT handle", 10: "weak interior pointer handle",
+}
+# gchandles' column words.
+HANDLE_TYPE_WORD = {
+    0: "WeakShort", 1: "WeakLong", 2: "Strong", 3: "Pinned", 4: "Variable", 5: "RefCounted",
+    6: "Dependent", 7: "AsyncPinned", 8: "SizedRef", 9: "WeakWinRT", 10: "WeakInteriorPointer",
+}
+HANDLE_STAT_LABEL = [
+    (2, "Strong Handles:"), (3, "Pinned Handles:"), (7, "Async Pinned Handles:"), (5, "Ref Count Handles:"),
+    (1, "Weak Long Handles:"), (0, "Weak Short Handles:"), (9, "Weak WinRT Handles:"),
+    (10, "Weak Interior Pointer Handles:"), (4, "Variable Handles:"), (8, "SizedRef Handles:"),
+    (6, "Dependent Handles:"),
+]
+
+
+def parse_object_address(text: str | None) -> int:
+    if text is None:
+        raise UsageError("Could not parse target object address: 0")
+    try:
+        return parse_address(text)
+    except UsageError:
+        raise UsageError(f"Could not parse target object address: {text}") from None
+
+
+def method_name_at(heap: ClrHeap, ip: int) -> str:
+    md = heap.dac.method_desc_from_ip(ip) if ip else None
+    name = heap.dac.method_desc_name(md) if md else None
+    return name or "UnknownType.UnknownMethod()"
+
+
+def frame_name(heap: ClrHeap, frame: int) -> str:
+    try:
+        vtable = heap.runtime.target.read_pointer(frame)
+    except SosError:
+        return "Frame"
+    return heap.dac.frame_name(vtable) or "Frame"
+
+
+def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
+    """The section/thread/frame lines SOS prints before a root's chain, given what was printed before."""
+    lines: list[str] = []
+    if root.kind is RootKind.HANDLE:
+        if state.get("section") != "handle":
+            lines.append("HandleTable:")
+        kind = HANDLE_KIND_TEXT.get(root.handle.handle_type, "handle")
+        if root.handle.handle_type == REFCOUNTED:
+            kind += f" RefCount: {root.handle.ref_count:,}"
+        lines.append(f"    {root.address:016x} ({kind})")
+        state["section"] = "handle"
+    elif root.kind is RootKind.FINALIZER:
+        if state.get("section") != "finalizer":
+            lines.append("Finalizer Queue:")
+        lines.append(f"    {root.address:016x} (finalizer root)")
+        state["section"] = "finalizer"
+    else:
+        if state.get("section") != "stack" or state.get("thread") != root.thread_os_id:
+            lines.append(f"Thread {root.thread_os_id:x}:")
+            state["frame"] = None
+        state["section"] = "stack"
+        state["thread"] = root.thread_os_id
+        frame_key = (root.frame_sp, root.source)
+        if state.get("frame") != frame_key:
+            if root.source_is_frame:
+                md = heap.dac.method_desc_from_frame(root.source)
+                method = heap.dac.method_desc_name(md) if md else None
+                site = f"[{frame_name(heap, root.source)}: {root.source:016x}]"
+                lines.append(f"    {root.frame_sp:x} {site}" + (f"  ({method})" if method else " "))
+            else:
+                lines.append(f"    {root.frame_sp:x} {root.source:x} {method_name_at(heap, root.source)}")
+            state["frame"] = frame_key
+        if root.register:
+            off = f"+{root.offset:x}" if root.offset > 0 else (f"-{-root.offset:x}" if root.offset < 0 else "")
+            lines.append(f"        {root.register}{off}: {root.address:016x}")
+        else:
+            lines.append(f"        {root.address:016x}")
+    return lines
+
+
+def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
+    ix = heap.index()
+    t = Table(Text(2), Column(16, False, fmt_pointer), TypeName(), Text(), indent=" " * 10)
+    out = []
+    for k, i in enumerate(path.chain):
+        addr = int(ix.addresses[i])
+        name = heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))
+        extra = "(dependent handle)" if k > 0 and path.via_dependent[k - 1] else ""
+        out.append(t.row("->", addr, name, extra))
+    return out
+
+
+def require_object(heap: ClrHeap, address: int) -> int:
+    ix = heap.index()
+    i = ix.find(address)
+    if i is None:
+        inside = ix.containing(address)
+        if inside is not None:
+            start = int(ix.addresses[inside])
+            raise SosError(f"{address:x} is not a valid object: it is inside the object at {start:x} "
+                           f"({heap.types.name_of(int(ix.method_tables[ix.type_ids[inside]]))})")
+        raise SosError(f"{address:x} is not a valid object")
+    return i
+
+
+@register
+class GCRoot(Command):
+    names = ("gcroot", "GCRoot")
+    summary = "Show the chains of references from GC roots to an object."
+    usage = "gcroot [-nostacks] [-limit <n>] [--json] <address>"
+    details = """\
+Roots are strong GC handles, the finalizer queue's ready-for-finalization part and the
+references on managed threads' stacks and registers. For each root that reaches the
+object, the chain of objects from the root to it is printed; the last line counts the
+roots. The reverse reference graph is built once per stop, so later gcroots are fast.
+
+Examples:
+  gcroot 7f3a14005678
+  gcroot -nostacks 7f3a14005678
+  gcroot --json 7f3a14005678"""
+    options = (Option("-nostacks", "do not consider thread stacks"),
+               Option("-limit", "print at most n roots", parse_count, "n"),
+               Option("--json", "print the result as JSON", dest="json"))
+    positionals = (Positional("address", "the object"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        address = parse_object_address(args.address)
+        heap = ctx.heap
+        target = require_object(heap, address)
+        finder = PathFinder(heap, target)
+        roots = heap.roots(include_stacks=not args.nostacks).roots
+        ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
+                  [r for r in roots if r.kind is RootKind.FINALIZER] + \
+                  ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
+        paths = []
+        for r in ordered:
+            p = finder.path_from(r)
+            if p is not None:
+                paths.append(p)
+                if args.limit is not None and len(paths) >= args.limit:
+                    break
+        if args.json:
+            emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}",
+                                "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})
+            return
+        state: dict = {}
+        for p in paths:
+            ctx.out.lines(root_header_lines(heap, p.root, state))
+            ctx.out.lines(chain_lines(heap, p))
+            ctx.out.line()
+        ctx.out.line(f"Found {len(paths):,} unique roots.")
+
+    @staticmethod
+    def _json_path(heap: ClrHeap, p: RootPath) -> dict:
+        ix = heap.index()
+        r = p.root
+        root = {"kind": r.kind.value, "address": f"0x{r.address:x}"}
+        if r.handle is not None:
+            root["handle_type"] = HANDLE_KIND_TEXT.get(r.handle.handle_type, str(r.handle.handle_type))
+        if r.kind is RootKind.STACK:
+            root.update(thread=f"0x{r.thread_os_id:x}", register=r.register or None,
+                        method=None if r.source_is_frame else method_name_at(heap, r.source))
+        chain = [{"address": f"0x{int(ix.addresses[i]):x}",
+                  "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))} for i in p.chain]
+        return {"root": root, "chain": chain}
+
+
+@register
+class ObjSize(Command):
+    names = ("objsize", "ObjSize")
+    summary = "List (or count) the objects an object transitively keeps alive."
+    usage = "objsize [-stat] [-short] [-strings] [-mt <MT>] <address>"
+    details = """\
+Everything reachable from the object through references (the object itself included),
+in breadth-first order, with dumpheap's statistics and total.
+
+Examples:
+  objsize 7f3a14005678
+  objsize -stat 7f3a14005678"""
+    options = (Option("-stat", "statistics only", aliases=("-summary",)),
+               Option("-short", "addresses only"),
+               Option("-strings", "string statistics of the retained strings"),
+               Option("-mt", "start from every object of this MethodTable", parse_mt, "MT"))
+    positionals = (Positional("address", "the object"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        heap = ctx.heap
+        ix = heap.index(ctx.progress)
+        if args.mt is not None:
+            starts = np.nonzero(ix.mask_method_tables([args.mt]))[0]
+            t = heap.types.get(args.mt)
+            header = f"Objects which ({t.name if t else '<unknown type>'}) transitively keep alive:"
+        else:
+            address = parse_object_address(args.address)
+            i = require_object(heap, address)
+            starts = np.array([i])
+            header = f"Objects which {address:x} ({heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))}) " \
+                     "transitively keep alive:"
+        order = retained_set(heap, starts)
+        if args.short:
+            ctx.out.lines(f"{a:012x}" for a in ix.addresses[order].tolist())
+            return
+        ctx.out.line(header)
+        ctx.out.line()
+        if not len(order):
+            return
+        if not args.stat:
+            DumpHeap._list(ctx, heap, ix, order)
+            ctx.out.line()
+        if args.strings:
+            strings = order[ix.type_ids[order] == np.searchsorted(ix.method_tables, np.uint64(heap.string_mt))]
+            DumpHeap._string_stats(ctx, heap, ix, strings)
+            return
+        mask = np.zeros(len(ix), dtype=bool)
+        mask[order] = True
+        write_stats(ctx, heap, type_stats(heap, ix, mask))
+
+
+@register
+class GCHandles(Command):
+    names = ("gchandles", "GCHandles")
+    summary = "List the GC handles with their objects, and statistics of them."
+    usage = "gchandles [-type <kind>] [-stat]"
+    details = """\
+Kinds: Strong, Pinned, AsyncPinned, RefCounted, WeakShort, WeakLong, Dependent, SizedRef, WeakWinRT, Variable.
+
+Examples:
+  gchandles -stat
+  gchandles -type Pinned"""
+    options = (Option("-type", "only handles of this kind", str, "kind"),
+               Option("-stat", "statistics only"),
+               Option("-perdomain", "(accepted for compatibility; there is one domain)"))
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        wanted = None
+        if args.type is not None:
+            by_word = {w.lower(): k for k, w in HANDLE_TYPE_WORD.items()}
+            wanted = by_word.get(args.type.lower())
+            if wanted is None:
+                raise UsageError(f"Unknown handle type '{args.type}'.")
+        heap = ctx.heap
+        ix = heap.index(ctx.progress)
+        handles = [h for h in read_handles(heap) if wanted is None or h.handle_type == wanted]
+        stats: dict[int, list[int]] = {}
+        order: list[int] = []
+        rows = []
+        for h in handles:
+            i = ix.find(h.object) if h.object else None
+            if i is not None:
+                mt = int(ix.method_tables[ix.type_ids[i]])
+                size = int(ix.sizes[i])
+                name = heap.types.name_of(mt)
+                if mt not in stats:
+                    stats[mt] = [0, 0]
+                    order.append(mt)
+                stats[mt][0] += 1
+                stats[mt][1] += size
+            else:
+                size, name = 0, "<error>" if h.object else "<free>"
+            data = ""
+            if h.handle_type == REFCOUNTED:
+                data = str(h.ref_count)
+            elif h.handle_type == DEPENDENT:
+                data = f"{h.secondary:016X}"
+            rows.append((h.address, HANDLE_TYPE_WORD.get(h.handle_type, "Unknown"), h.object, size, data, name))
+        if not args.stat:
+            ctx.out.line(f"{'Handle':>16} {'Type':<11} {'Object':>16} {'Size':>8} {'Data':>16} Type")
+            for addr, word, obj, size, data, name in rows:
+                ctx.out.line(f"{addr:016X} {word:<11} {obj:016X} {size:>8} {data:>16} {name}")
+            ctx.out.line()
+        ctx.out.line("Statistics:")
+        ctx.out.line(f"{'MT':>16} {'Count':>8} {'TotalSize':>12} Class Name")
+        for mt in sorted(order, key=lambda m: stats[m][1]):
+            c, tot = stats[mt]
+            ctx.out.line(f"{mt:016x} {c:>8} {tot:>12} {heap.types.name_of(mt)}")
+        ctx.out.line(f"Total {sum(c for c, _t in stats.values())} objects")
+        if wanted is None:
+            counts: dict[int, int] = {}
+            for h in handles:
+                counts[h.handle_type] = counts.get(h.handle_type, 0) + 1
+            ctx.out.line()
+            ctx.out.line("Handles:")
+            for k, label in HANDLE_STAT_LABEL:
+                if counts.get(k):
+                    ctx.out.line(f"    {label[:21]:<21} {counts[k]}")
+
+
+@register
+class FinalizeQueue(Command):
+    names = ("finalizequeue", "fq", "FinalizeQueue")
+    summary = "Show the objects registered for finalization and those ready to be finalized."
+    usage = "finalizequeue [-stat] [-short] [-allReady] [-mt <MT>]"
+    details = """\
+Per GC heap, how many finalizable objects each generation has and how many are ready
+for finalization (unreachable, waiting for the finalizer thread); then the objects and
+their statistics. -allReady keeps only objects that are ready or no longer rooted.
+
+Examples:
+  fq -stat
+  finalizequeue -allReady"""
+    options = (Option("-stat", "statistics only", aliases=("-summary",)),
+               Option("-short", "addresses only"),
+               Option("-allReady", "only objects that are ready for finalization or unrooted"),
+               Option("-detail", "(accepted for compatibility)"),
+               Option("-mt", "only objects of this MethodTable", parse_mt, "MT"))
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.short and args.stat:
+            raise UsageError("Cannot specify both -short and -stat.")
+        heap = ctx.heap
+        ix = heap.index(ctx.progress)
+        ready_slots: list[int] = []
+        all_objects: list[int] = []
+        lines = []
+        ready_ranges = {h: (s, e) for h, s, e in finalizer_queue_ranges(heap)}
+        for sh in heap.subheaps:
+            fill = sh.fill_pointers
+            lines.append(f"Heap {sh.index}")
+            ngen = len(fill) - 2
+            # Generation g's part is [fill[k-1], fill[k]) with k = ngen - g - 1 (oldest first).
+            for g in range(3):
+                k = ngen - g - 1
+                lo = fill[k - 1] if k > 0 else fill[0]
+                hi = fill[k]
+                lines.append(f"generation {g} has {(hi - lo) // 8:,} objects ({lo:x}->{hi:x})")
+            lo, hi = ready_ranges.get(sh.index, (0, 0))
+            lines.append(f"Ready for finalization {(hi - lo) // 8:,} objects ({lo:x}->{hi:x})")
+            lines.append("-" * 30)
+            for _slot, obj in read_pointer_array(heap, lo, hi):
+                if obj:
+                    ready_slots.append(obj)
+        for _h, lo, hi in finalizable_ranges(heap):
+            all_objects.extend(o for _s, o in read_pointer_array(heap, lo, hi) if o)
+        all_objects.extend(ready_slots)
+        idx = [ix.find(o) for o in all_objects]
+        idx = [i for i in idx if i is not None]
+        if args.allready:
+            live = heap.live(ctx.progress)
+            ready_set = {ix.find(o) for o in ready_slots}
+            idx = [i for i in idx if i in ready_set or not live[i]]
+        sel = np.array(sorted(set(idx)), dtype=np.int64)
+        if args.mt is not None and len(sel):
+            sel = sel[ix.mask_method_tables([args.mt])[sel]]
+        if args.short:
+            ctx.out.lines(f"{a:012x}" for a in ix.addresses[sel].tolist())
+            return
+        for w in ("SyncBlocks to be cleaned up: 0", "Free-Threaded Interfaces to be released: 0",
+                  "MTA Interfaces to be released: 0", "STA Interfaces to be released: 0"):
+            ctx.out.line(w)
+        ctx.out.line("-" * 34)
+        ctx.out.line()
+        ctx.out.lines(lines)
+        ctx.out.line("Statistics for all finalizable objects that are no longer rooted:" if args.allready else
+                     "Statistics for all finalizable objects (including all objects ready for finalization):")
+        if not len(sel):
+            return
+        if not args.stat:
+            DumpHeap._list(ctx, heap, ix, sel)
+            ctx.out.line()
+        mask = np.zeros(len(ix), dtype=bool)
+        mask[sel] = True
+        write_stats(ctx, heap, type_stats(heap, ix, mask))
+
+
+@register
+class DumpStackObjects(Command):
+    names = ("dumpstackobjects", "dso", "DumpStackObjects")
+    summary = "List the managed objects referenced from the current thread's registers and stack."
+    usage = "dumpstackobjects [-verify] [<os thread id>]"
+    details = """\
+A conservative scan: every register and every stack slot from the stack pointer to the
+stack's base that holds the exact start of a heap object.
+
+Examples:
+  dso
+  dumpstackobjects 0x2f8a"""
+    options = (Option("-verify", "(accepted for compatibility: only exact object starts are shown)"),)
+    positionals = (Positional("thread", "OS thread id (hex or decimal); default: the current thread"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        heap = ctx.heap
+        target = heap.runtime.target
+        tid = _thread_argument(target, args.thread)
+        ix = heap.index(ctx.progress)
+        regs = target.registers(tid)
+        sp = regs.get("rsp", regs.get("sp"))
+        if sp is None:
+            raise SosError(f"Unable to get the stack pointer for thread {tid:x}.")
+        index_of = {t.tid: t.index for t in target.threads()}
+        ctx.out.line(f"OS Thread Id: 0x{tid:x} ({max(index_of.get(tid, 1) - 1, 0)})")
+        t = Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{int(v):012x}"), Pointer(), TypeName())
+        ctx.out.line(t.header("SP/REG", "Object", "Name"))
+        name_of = lambda i: heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))  # noqa: E731
+        for reg in sorted(regs):
+            i = ix.find(regs[reg])
+            if i is not None and reg not in ("rip", "pc"):
+                ctx.out.line(t.row(reg, regs[reg], name_of(i)))
+        top = _stack_top(heap, tid, sp)
+        data = target.read_partial(sp, top - sp) if top > sp else b""
+        n = len(data) // 8
+        words = np.frombuffer(bytes(data[: n * 8]), dtype=np.uint64)
+        pos = np.searchsorted(ix.addresses, words)
+        pos[pos >= len(ix.addresses)] = 0
+        hits = np.nonzero(ix.addresses[pos] == words)[0] if len(words) else []
+        for k in hits:
+            ctx.out.line(t.row(sp + 8 * int(k), int(words[k]), name_of(int(pos[k]))))
+
+
+def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untyped-def]
+    if text is not None:
+        try:
+            return int(text, 0) if text.lower().startswith("0x") else int(text, 16)
+        except ValueError:
+            raise UsageError(f"invalid thread id: {text}") from None
+    sel = getattr(target, "selected_tid", None) or getattr(target, "selected_thread_tid", None)
+    tid = sel() if sel else None
+    if tid is None:
+        threads = target.threads()
+        if not threads:
+            raise SosError("the target has no threads")
+        tid = threads[0].tid
+    return tid
+
+
+def _stack_top(heap: ClrHeap, tid: int, sp: int) -> int:
+    """The stack's upper end: from the runtime's Thread when managed, else the mapping."""
+    for addr, t in heap.dac.threads():
+        if t.os_thread_id == tid:
+            lim = heap.dac.stack_limits(addr)
+            if lim and lim[0] <= sp < lim[1]:
+                return lim[1]
+    return sp + (1 << 20)
+
+
+@register
+class VerifyHeap(Command):
+    names = ("verifyheap", "VerifyHeap")
+    summary = "Check every object's header and references; report corruption."
+    usage = "verifyheap [-heap <n>] [-segment <addr>] [-ignoreGCState] [-noprogress] [start [end]]"
+    details = """\
+Every object must start with a valid MethodTable, lie within its segment, and every
+reference it holds must point to the start of a heap object (or be null).
+
+Example:
+  verifyheap"""
+    options = (Option("-heap", "only GC heap n", parse_count, "n"),
+               Option("-segment", "only this segment", parse_address, "address"),
+               Option("-ignoreGCState", "verify even if the GC says the heap is not walkable"),
+               Option("-noprogress", "no progress lines"))
+    positionals = (Positional("start", "hex start address"), Positional("end", "hex end address or L<length>"))
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from .heap import parse_range
+        start, end = parse_range(args.start, args.end)
+        heap = ctx.heap
+        heap.check_walkable(args.ignoregcstate)
+        progress = None if args.noprogress else ctx.progress
+        ix = heap.index(progress)
+        mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end)
+        errors: list[tuple[int, int, str, str]] = []
+        for e in ix.errors:
+            seg = heap.segment_of(e.address)
+            errors.append((seg.address if seg else 0, e.address, "InvalidMethodTable",
+                           f"Object {e.address:x} has an invalid method table {e.method_table:x}"))
+        errors.extend(self._bad_references(heap, ix, mask))
+        if errors:
+            t = Table(Column(16, False, lambda v: f"{int(v):012x}" if v else "???"),
+                      Column(16, False, fmt_pointer), Text(32), Text())
+            ctx.out.line(t.header("Segment", "Object", "Failure", "Reason"))
+            for row in errors:
+                ctx.out.line(t.row(*row))
+            ctx.out.line()
+        n = int(mask.sum())
+        ctx.out.line(f"{n:,} objects verified, {len(errors):,} error{'' if len(errors) == 1 else 's'}.")
+        if not errors:
+            ctx.out.line("No heap corruption detected.")
+
+    @staticmethod
+    def _bad_references(heap: ClrHeap, ix, mask: np.ndarray) -> list[tuple[int, int, str, str]]:
+        """References that do not point at an object start: found by re-reading each
+        object's reference slots and comparing with the index."""
+        from ..clr.objects import ClrObject
+        graph = heap.graph()
+        out = []
+        counts = np.diff(graph.offsets)
+        for i in np.nonzero(mask)[0].tolist():
+            t = heap.types.get(int(ix.method_tables[ix.type_ids[i]]))
+            if t is None or not t.contains_pointers:
+                continue
+            obj = ClrObject(heap, int(ix.addresses[i]))
+            slots = obj.reference_slots()
+            if len(slots) == counts[i]:
+                continue  # every non-null reference became an edge: all valid
+            for off, value in slots:
+                if ix.find(value) is None:
+                    seg = heap.segment_of(int(ix.addresses[i]))
+                    out.append((seg.address if seg else 0, int(ix.addresses[i]), "ObjectReferenceNotValid",
+                                f"Object {int(ix.addresses[i]):x} has a bad member at offset {off:x}: {value:x}"))
+        return out
