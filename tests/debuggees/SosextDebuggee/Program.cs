@@ -27,6 +27,7 @@ namespace DebuggeeHost
         {
             "heap" => new HeapScenario(),
             "bigheap" => new BigHeapScenario(),
+            "roots" => new RootsScenario(),
             _ => null,
         };
 
