@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what sosext needs from Debian's packages, only what is missing.
+#   scripts/setup.sh          runtime needs: lldb-16 with its Python module, gdb, numpy, tabulate, pygments, pyelftools
+#   scripts/setup.sh --test   plus pytest and hypothesis
+# The .NET SDK (dotnet) is not a Debian package: it must already be installed.
+set -euo pipefail
+
+pkgs=(lldb-16 python3-lldb-16 gdb python3-numpy python3-tabulate python3-pygments python3-pyelftools)
+if [[ "${1:-}" == "--test" ]]; then
+    pkgs+=(python3-pytest python3-hypothesis)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+    echo "sosext setup: installing ${missing[*]}" >&2
+    SUDO=""
+    if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v dotnet >/dev/null 2>&1; then
+    echo "sosext setup: the .NET SDK (dotnet) is required to build the bundled apps and test debuggees" >&2
+    exit 1
+fi
