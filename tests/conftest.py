@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The package under test is the repository's own sosext, wherever pytest is started from.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import DEFAULT_TFM, Debuggee, DebuggeeFactory, build_debuggee, dotnet_path
 

@@ -14,14 +14,32 @@ from typing import Callable, TextIO
 from ..errors import Interrupted
 
 _interrupt_source: Callable[[], bool] = lambda: False
+_noted = False  # a Ctrl-C that arrived where it could not be raised (inside a DAC callback)
 
 
 def set_interrupt_source(fn: Callable[[], bool]) -> None:
-    global _interrupt_source
+    global _interrupt_source, _noted
     _interrupt_source = fn
+    _noted = False
+
+
+def note_interrupt() -> None:
+    global _noted
+    _noted = True
+
+
+def take_noted_interrupt() -> bool:
+    """Whether a Ctrl-C was swallowed by a callback since the command started (and forget it)."""
+    global _noted
+    hit, _noted = _noted, False
+    return hit
 
 
 def interrupted() -> bool:
+    global _noted
+    if _noted:
+        _noted = False
+        return True
     try:
         return bool(_interrupt_source())
     except Exception:  # noqa: BLE001 - a host API hiccup must not break the work

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("help", "config", "heap", "roots")
+FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads")
 
 
 def load_all() -> None:

@@ -12,6 +12,7 @@ import logging
 import struct
 from typing import Any, Callable
 
+from ..clr.progress import note_interrupt
 from ..targets.base import Target
 from .com import E_FAIL, E_NOINTERFACE, E_NOTIMPL, GUID, HRESULT, S_OK
 
@@ -74,11 +75,19 @@ def _wide_string(p: Any) -> str:
 
 
 def _guarded(fn: Callable[..., int]) -> Callable[..., int]:
-    """An exception must never unwind into the DAC's C++ frames: report E_FAIL instead."""
+    """An exception must never unwind into the DAC's C++ frames: report E_FAIL instead.
+
+    A Ctrl-C (KeyboardInterrupt) arriving inside a callback would be swallowed by ctypes
+    with the call reporting success; it is answered with E_FAIL and remembered so the
+    command stops as soon as control is back in Python.
+    """
     def wrapper(*args: Any) -> int:
         try:
             return fn(*args)
-        except Exception:  # noqa: BLE001 - the boundary to native code
+        except KeyboardInterrupt:
+            note_interrupt()
+            return E_FAIL
+        except BaseException:  # noqa: BLE001 - the boundary to native code
             log.debug("data target callback %s failed", fn.__name__, exc_info=True)
             return E_FAIL
     wrapper.__name__ = fn.__name__

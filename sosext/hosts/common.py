@@ -6,7 +6,7 @@ import sys
 import traceback
 from typing import Callable
 
-from ..clr.progress import Progress
+from ..clr.progress import Progress, take_noted_interrupt
 from ..commands import load_all
 from ..commands.base import lookup, split_words
 from ..commands.context import CommandContext
@@ -21,6 +21,15 @@ def debug_enabled() -> bool:
     return os.environ.get("SOSEXT_DEBUG", "") not in ("", "0")
 
 
+def _flush_quietly(out: Output) -> None:
+    """Hand over what was printed before a failure; the writer itself may be what failed
+    (a pager the user quit), so a second failure only drops the rest."""
+    try:
+        out.flush()
+    except BaseException:  # noqa: BLE001
+        out.discard()
+
+
 def execute(session: Session, name: str, line: str, write: Writer, error: Writer, *,
             color: bool = False, progress_stream=sys.stderr) -> bool:
     """Run command ``name`` with argument string ``line``. Returns False on failure."""
@@ -30,6 +39,7 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         error(f"error: unknown command: {name}")
         return False
     out = Output(write, color=color)
+    take_noted_interrupt()  # a stale note from an earlier command must not be reported now
     try:
         args = cls.parse(split_words(line))
         ctx = CommandContext(session, out, Progress(progress_stream))
@@ -37,13 +47,14 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         out.flush()
         return True
     except SosError as e:
-        out.flush()
-        error(f"error: {e}")
+        _flush_quietly(out)
+        # A Ctrl-C inside a DAC callback surfaces as the DAC call failing: say what happened.
+        error("error: interrupted" if take_noted_interrupt() else f"error: {e}")
     except KeyboardInterrupt:
-        out.flush()
+        _flush_quietly(out)
         error("error: interrupted")
     except Exception as e:  # noqa: BLE001 - the debugger must survive any bug of ours
-        out.flush()
+        _flush_quietly(out)
         if debug_enabled():
             error(traceback.format_exc())
         error(f"error: internal error in {name}: {type(e).__name__}: {e} (SOSEXT_DEBUG=1 shows a traceback)")

@@ -20,10 +20,10 @@ from .common import execute
 
 _session: Session | None = None
 _targets: dict[tuple, Target] = {}
-_core_override: dict[int, str] = {}  # LLDB target index -> core path named by the user
 
 
 def current_target(debugger: "lldb.SBDebugger") -> Target:
+    from ..commands.hostcmds import CORE_PATH
     from ..targets.lldb import LldbTarget
     sbt = debugger.GetSelectedTarget()
     proc = sbt.GetProcess() if sbt and sbt.IsValid() else None
@@ -31,8 +31,8 @@ def current_target(debugger: "lldb.SBDebugger") -> Target:
            proc.GetProcessID() if proc and proc.IsValid() else None)
     t = _targets.get(key)
     if t is None or getattr(t, "process", None) is None or not t.process.IsValid():
-        idx = debugger.GetIndexOfTarget(sbt) if sbt and sbt.IsValid() else -1
-        t = LldbTarget(debugger, core_path=_core_override.get(idx))
+        core_path = _session.settings.get(CORE_PATH) if _session is not None else None
+        t = LldbTarget(debugger, core_path=core_path)
         _targets[key] = t
     return t
 
@@ -77,14 +77,6 @@ class _LldbCommand:
         if err:
             result.SetError("\n".join(e[7:] if e.startswith("error: ") else e for e in err))
         result.SetStatus(lldb.eReturnStatusSuccessFinishResult if ok else lldb.eReturnStatusFailed)
-
-
-def set_core_path(debugger: "lldb.SBDebugger", path: str) -> None:
-    sbt = debugger.GetSelectedTarget()
-    _core_override[debugger.GetIndexOfTarget(sbt)] = path
-    _targets.clear()
-    if _session is not None:
-        _session.forget()
 
 
 def lldb_init(debugger: "lldb.SBDebugger", module_path: str) -> None:

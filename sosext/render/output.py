@@ -26,7 +26,10 @@ class Output:
     def json(self, obj: Any) -> None:
         self.line(json.dumps(obj, indent=2, sort_keys=False))
 
+    def discard(self) -> None:
+        self._lines = []
+
     def flush(self) -> None:
         if self._lines:
-            self._write("\n".join(self._lines))
-            self._lines = []
+            lines, self._lines = self._lines, []
+            self._write("\n".join(lines))

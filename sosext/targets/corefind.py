@@ -54,8 +54,7 @@ def first_thread_pid(path: str) -> int | None:
     except Exception:  # noqa: BLE001 - an unreadable candidate is simply not ours
         return None
     try:
-        threads = core.threads()
-        return threads[0].tid if threads else None
+        return core.threads[0].tid if core.threads else None
     finally:
         core.close()
 

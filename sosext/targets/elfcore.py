@@ -158,11 +158,20 @@ class _MappedFile:
 
     def close(self) -> None:
         if self.view is not None:
-            self.view.release()
+            _release_view(self.view)
             self.view = None
         if self._mm is not None:
             _close_mmap(self._mm)
             self._mm = None
+
+
+def _release_view(view: memoryview) -> None:
+    # numpy arrays built on zero-copy reads may still export this view; then it is freed
+    # with the last of them.
+    try:
+        view.release()
+    except BufferError:
+        pass
 
 
 def _close_mmap(mm: mmap.mmap) -> None:
@@ -652,7 +661,7 @@ class ElfCore:
         self._starts, self._ends, self._deltas = [], [], []
         self._views, self._piece_files, self._piece_map_offsets = [], [], []
         if self._view is not None:
-            self._view.release()
+            _release_view(self._view)
             self._view = None  # type: ignore[assignment]
         if self._mm is not None:
             _close_mmap(self._mm)
