@@ -68,6 +68,19 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return repl(session, lambda line: run_command_line(session, line), flag)
 
 
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    session = _session_for_core(args.core)
+    return 0 if run_command_line(session, "heapsnapshot") else 1
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """sosext diff|leaks OLD NEW [options]: the heapdiff/leaks command on NEW against OLD."""
+    import shlex
+    session = _session_for_core(args.new)
+    line = " ".join([args.command_name, shlex.quote(args.old), *map(shlex.quote, args.options)])
+    return 0 if run_command_line(session, line) else 1
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     from .ipc import DumpType, collect_dump
     kinds = {"heap": DumpType.WITH_HEAP, "full": DumpType.FULL, "mini": DumpType.NORMAL,
@@ -122,6 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_collect)
     ps = sub.add_parser("ps", help="list .NET processes that can be collected")
     ps.set_defaults(func=cmd_ps)
+    snap = sub.add_parser("snapshot", help="per-type statistics of a core as JSON (heapdiff's baseline)")
+    snap.add_argument("core")
+    snap.set_defaults(func=cmd_snapshot)
+    for name, cmd, what in (("diff", "heapdiff", "which types grew from OLD to NEW"),
+                            ("leaks", "leaks", "growth report: what holds the types that grew")):
+        d = sub.add_parser(name, help=what, description=f"{what}. Options as for the '{cmd}' command "
+                           "(-top N, -type TEXT, -min-delta BYTES, --json).")
+        d.add_argument("old")
+        d.add_argument("new")
+        d.add_argument("options", nargs=argparse.REMAINDER)
+        d.set_defaults(func=cmd_compare, command_name=cmd)
     for action in ("install", "uninstall"):
         i = sub.add_parser(action, help=f"{action} the import line in ~/.lldbinit and ~/.gdbinit")
         i.set_defaults(func=cmd_install, action=action)

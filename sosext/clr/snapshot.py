@@ -1,0 +1,137 @@
+"""Heap snapshots and their differences: which types grew between two dumps.
+
+A snapshot is the per-type statistics of one heap keyed by type *name* (MethodTable
+addresses differ between processes and runtimes). A baseline snapshot of another core is
+computed in a child process (``python3 -m sosext snapshot CORE``): it gets its own DAC
+instance, and it runs on the second core while this process walks the current heap.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from ..errors import SosError
+
+if TYPE_CHECKING:
+    from .heap import ClrHeap
+
+SNAPSHOT_SCHEMA = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TypeTotal:
+    name: str
+    count: int
+    size: int
+
+
+@dataclass
+class HeapSnapshot:
+    source: str  # what was walked: "core file /x", "process 123"
+    types: dict[str, TypeTotal]
+
+    @property
+    def total_count(self) -> int:
+        return sum(t.count for t in self.types.values())
+
+    @property
+    def total_size(self) -> int:
+        return sum(t.size for t in self.types.values())
+
+    @classmethod
+    def of_heap(cls, heap: "ClrHeap", source: str, include_free: bool = False) -> "HeapSnapshot":
+        ix = heap.index()
+        types: dict[str, list[int]] = {}
+        for st in ix.stats():
+            name = heap.types.name_of(st.method_table)
+            if name == "Free" and not include_free:
+                continue
+            acc = types.setdefault(name, [0, 0])  # same name, several MTs (collectible, dynamic)
+            acc[0] += st.count
+            acc[1] += st.total_size
+        return cls(source, {n: TypeTotal(n, c, s) for n, (c, s) in types.items()})
+
+    def to_json(self) -> dict:
+        return {"schema": SNAPSHOT_SCHEMA, "source": self.source,
+                "types": [{"name": t.name, "count": t.count, "size": t.size}
+                          for t in sorted(self.types.values(), key=lambda t: t.name)]}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "HeapSnapshot":
+        if doc.get("schema") != SNAPSHOT_SCHEMA:
+            raise SosError("not a sosext heap snapshot (schema mismatch)")
+        return cls(doc["source"], {t["name"]: TypeTotal(t["name"], t["count"], t["size"]) for t in doc["types"]})
+
+
+def python_for_children() -> str:
+    """The Python to run sosext in a child: Debian's, which the debuggers embed, else ours."""
+    for candidate in ("/usr/bin/python3", sys.executable, shutil.which("python3") or ""):
+        if candidate and os.path.basename(candidate).startswith("python") and os.access(candidate, os.X_OK):
+            return candidate
+    raise SosError("no python3 found to analyze the baseline core")
+
+
+class BaselineJob:
+    """A baseline snapshot being computed by a child process."""
+
+    def __init__(self, core: str) -> None:
+        if not os.path.isfile(core):
+            raise SosError(f"no such core file: {core}")
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        self.core = core
+        self.proc = subprocess.Popen([python_for_children(), "-m", "sosext", "snapshot", core],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     text=True, env=env)
+
+    def result(self) -> HeapSnapshot:
+        out, err = self.proc.communicate()
+        if self.proc.returncode != 0:
+            last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), "failed")
+            raise SosError(f"baseline {self.core}: {last.removeprefix('error: ')}")
+        return HeapSnapshot.from_json(json.loads(out))
+
+    def cancel(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@dataclass(frozen=True, slots=True)
+class TypeDelta:
+    name: str
+    old_count: int
+    old_size: int
+    new_count: int
+    new_size: int
+
+    @property
+    def count_delta(self) -> int:
+        return self.new_count - self.old_count
+
+    @property
+    def size_delta(self) -> int:
+        return self.new_size - self.old_size
+
+
+def diff_snapshots(old: HeapSnapshot, new: HeapSnapshot) -> list[TypeDelta]:
+    """Every type in either snapshot, largest growth in bytes first (then by count, name)."""
+    names = set(old.types) | set(new.types)
+    zero = TypeTotal("", 0, 0)
+    rows = [TypeDelta(n, old.types.get(n, zero).count, old.types.get(n, zero).size,
+                      new.types.get(n, zero).count, new.types.get(n, zero).size) for n in names]
+    rows.sort(key=lambda r: (-r.size_delta, -r.count_delta, r.name))
+    return rows
+
+
+def filter_deltas(rows: Iterable[TypeDelta], *, type_substring: str | None = None,
+                  min_delta: int | None = None, top: int | None = None) -> list[TypeDelta]:
+    out = [r for r in rows if (type_substring is None or type_substring in r.name)
+           and (min_delta is None or r.size_delta >= min_delta)]
+    return out[:top] if top is not None else out

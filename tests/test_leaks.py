@@ -1,0 +1,191 @@
+"""Acceptance of the leak-hunting workflow on the bundled leaking service: two dumps taken with
+`sosext collect`, `sosext diff` ranks the leak with the exact count delta the service reports,
+and `sosext leaks` names the retention chain with the exact count; the same inside LLDB and GDB
+(heapdiff/leaks against a baseline core), and as JSON.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import drivers
+from harness.debuggee import dotnet_path, work_dir
+
+pytestmark = pytest.mark.slow
+
+APP = drivers.REPO / "examples" / "LeakyService"
+
+
+def build_leaky() -> Path:
+    import hashlib
+    h = hashlib.sha256()
+    for f in sorted(APP.glob("*.cs*")):
+        h.update(f.name.encode() + f.read_bytes())
+    out = work_dir() / f"leaky-{h.hexdigest()[:16]}"
+    dll = out / "LeakyService.dll"
+    if not dll.exists():
+        subprocess.run(["dotnet", "build", "-c", "Release", "-o", str(out), "--nologo", "-v", "q", str(APP)],
+                       check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return dll
+
+
+class Leaky:
+    """The service, driven through its stdin; replies are `LEAKY {json}` lines."""
+
+    def __init__(self, dll: Path) -> None:
+        self.proc = subprocess.Popen(["dotnet", str(dll)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.started = self._reply()
+
+    def _reply(self) -> dict:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError("LeakyService exited")
+            if line.startswith("LEAKY "):  # createdump, spawned by the runtime, shares stdout
+                return json.loads(line[6:])
+
+    def leak(self, n: int) -> dict:
+        self.proc.stdin.write(f"leak {n}\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def collect(pid: int, path: Path) -> str:
+    out = subprocess.run([drivers.PYTHON, "-m", "sosext", "collect", str(pid), "-o", str(path)], cwd=drivers.REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=True).stdout
+    assert path.exists() and path.stat().st_size > 0
+    return out
+
+
+@dataclass
+class Case:
+    old_core: Path
+    new_core: Path
+    before: dict
+    after: dict
+    outputs: dict
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory) -> Case:
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: this test needs the .NET SDK to build the bundled service")
+    tmp = tmp_path_factory.mktemp("leaks")
+    app = Leaky(build_leaky())
+    try:
+        before = app.leak(100)
+        collect(app.started["pid"], tmp / "old.core")
+        after = app.leak(2000)
+        collect(app.started["pid"], tmp / "new.core")
+        outputs = {}
+        if drivers.LLDB:
+            outputs["lldb-live"] = drivers.run_lldb(
+                [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry"],
+                pid=app.started["pid"])
+    finally:
+        app.stop()
+    if drivers.GDB:
+        outputs["gdb-core"] = drivers.run_gdb(
+            [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry"],
+            core=tmp / "new.core")
+    return Case(tmp / "old.core", tmp / "new.core", before, after, outputs)
+
+
+def sosext(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([drivers.PYTHON, "-m", "sosext", *args], cwd=drivers.REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def diff_rows(text: str) -> list[list[str]]:
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if "CountDelta" in ln) + 1
+    return [ln.split(None, 6) for ln in lines[start:] if not ln.startswith("Total")]
+
+
+def test_diff_ranks_the_leak_first_with_the_exact_delta(case: Case) -> None:
+    res = sosext("diff", str(case.old_core), str(case.new_core), "-top", "6")
+    assert res.returncode == 0, res.stderr
+    rows = diff_rows(res.stdout)
+    leaked = case.after["cacheEntries"] - case.before["cacheEntries"]
+    # The payloads dominate the growth: 10,000 bytes per entry.
+    assert rows[0][6] == "System.Byte[]"
+    assert int(rows[0][2].replace(",", "")) >= leaked
+    entry = next(r for r in rows if r[6] == "LeakyService.CacheEntry")
+    assert int(entry[0].replace(",", "")) == case.before["cacheEntries"]
+    assert int(entry[1].replace(",", "")) == case.after["cacheEntries"]
+    assert int(entry[2].replace(",", "")) == leaked
+
+
+def test_diff_filters_and_json(case: Case) -> None:
+    res = sosext("diff", str(case.old_core), str(case.new_core), "-type", "LeakyService", "--json")
+    doc = json.loads(res.stdout)
+    by_name = {t["name"]: t for t in doc["types"]}
+    assert set(by_name) >= {"LeakyService.CacheEntry", "LeakyService.CacheWarmupWorker"}
+    assert all("LeakyService" in n for n in by_name)
+    assert by_name["LeakyService.CacheEntry"]["count_delta"] == case.after["cacheEntries"] - case.before["cacheEntries"]
+    assert by_name["LeakyService.CacheWarmupWorker"]["count_delta"] == 0
+    res = sosext("diff", str(case.old_core), str(case.new_core), "-min-delta", "1000000", "--json")
+    assert [t["name"] for t in json.loads(res.stdout)["types"]] == ["System.Byte[]"]
+
+
+def test_leaks_names_the_chain_with_the_exact_count(case: Case) -> None:
+    res = sosext("leaks", str(case.old_core), str(case.new_core), "-type", "LeakyService.CacheEntry", "--json")
+    assert res.returncode == 0, res.stderr
+    t = json.loads(res.stdout)["types"][0]
+    assert t["name"] == "LeakyService.CacheEntry"
+    assert t["count_delta"] == case.after["cacheEntries"] - case.before["cacheEntries"]
+    top = t["groups"][0]
+    assert top["count"] == case.after["cacheEntries"]
+    assert top["root"] in ("strong handle", "pinned handle")
+    worker, cache, dictionary, entries, entry = top["path"][-5:]
+    assert (worker, cache, entry) == ("LeakyService.CacheWarmupWorker", "LeakyService.MemoryCache",
+                                      "LeakyService.CacheEntry")
+    assert dictionary.startswith("System.Collections.Generic.Dictionary`2[[System.String")
+    assert entries.startswith("System.Collections.Generic.Dictionary`2+Entry[[System.String")
+
+
+def test_leaks_text_report(case: Case) -> None:
+    res = sosext("leaks", str(case.old_core), str(case.new_core), "-top", "1")
+    text = res.stdout
+    leaked = case.after["cacheEntries"] - case.before["cacheEntries"]
+    assert f"System.Byte[]: {leaked:+,} objects" in text or "System.Byte[]: +" in text
+    assert f"{case.after['cacheEntries']:,} objects" in text
+    assert "-> LeakyService.CacheEntry" in text
+
+
+@pytest.mark.parametrize("host", ["lldb-live", "gdb-core"])
+def test_in_the_debuggers(case: Case, host: str) -> None:
+    if host not in case.outputs:
+        pytest.skip(f"{host.split('-')[0]} is not installed")
+    diff, leaks = case.outputs[host]
+    rows = {r[6]: r for r in diff_rows(diff.text)}
+    leaked = case.after["cacheEntries"] - case.before["cacheEntries"]
+    assert int(rows["LeakyService.CacheEntry"][2].replace(",", "")) == leaked
+    assert f"LeakyService.CacheEntry: {leaked:+,} objects" in leaks.text
+    assert f"  {case.after['cacheEntries']:,} objects, " in leaks.text
+
+
+def test_bad_baseline_gives_one_line(case: Case) -> None:
+    res = sosext("diff", "/nonexistent.core", str(case.new_core))
+    assert res.returncode == 1
+    assert res.stderr.strip() == "error: no such core file: /nonexistent.core"
+    res = sosext("diff", str(drivers.REPO / "README.md"), str(case.new_core))
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1
+    assert "not an ELF core file" in res.stderr
+
+
+def test_collect_and_ps_cli(case: Case, tmp_path) -> None:
+    res = sosext("collect", str(os.getpid()), "-o", str(tmp_path / "x.core"))
+    assert res.returncode == 1 and res.stderr.startswith("error: process ") and len(res.stderr.splitlines()) == 1
+    res = sosext("ps")
+    assert res.returncode == 0
