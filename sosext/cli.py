@@ -57,9 +57,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_sigint)
     if args.command:
         ok = True
+        import time
         for line in args.command:
             flag["hit"] = False
+            t0 = time.perf_counter()
             ok = run_command_line(session, line) and ok
+            if args.timing:
+                sys.stderr.write(f"sosext-timing {time.perf_counter() - t0:.4f} {line}\n")
             if args.separator is not None:
                 sys.stderr.flush()
                 _print(args.separator)
@@ -125,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("core")
     a.add_argument("-c", "--command", action="append", help="run this command and exit (repeatable)")
     a.add_argument("--separator", help="print this line after each -c command's output (for scripts)")
+    a.add_argument("--timing", action="store_true", help="print each -c command's wall time on stderr")
     a.add_argument("--search-dir", action="append", default=[],
                    help="directory to look for module files the core names but this machine lacks")
     a.set_defaults(func=cmd_analyze)

@@ -6,9 +6,11 @@ using SosextDebuggee;
 namespace DebuggeeHost
 {
     /// <summary>
-    /// `bigheap [N]`: N (default 5,000,000) live small objects for speed tests: 60% BigNode in chains,
+    /// `bigheap [N] [mixed]`: N (default 5,000,000) live small objects for speed tests: 60% BigNode in chains,
     /// 30% BigLeaf in BigLeaf[] chunks, 10% byte[] payloads of 8..64 bytes in byte[][] chunks, all under
     /// the static root <see cref="s_root"/>. The truth has per-type counts and sizes, no address lists.
+    /// By default each kind is allocated in one long run; with `mixed` the three are interleaved
+    /// (node, node, leaf, node, payload, ...), so the heap has no long runs of one type.
     /// </summary>
     internal sealed class BigHeapScenario : IScenario
     {
@@ -26,6 +28,11 @@ namespace DebuggeeHost
             long nodes = n * 6 / 10, leaves = n * 3 / 10, payloads = n - nodes - leaves;
 
             s_root = new object[3];
+            if (args.Length > 1 && args[1] == "mixed")
+            {
+                BuildMixed(nodes, leaves, payloads);
+                return;
+            }
             var heads = new BigNode[(nodes + ChainLength - 1) / ChainLength];
             long made = 0;
             for (int c = 0; c < heads.Length; c++)
@@ -56,6 +63,47 @@ namespace DebuggeeHost
                 if (k == 0) payloadChunks[c] = new byte[Math.Min(PayloadChunk, payloads - i)][];
                 ((byte[][])payloadChunks[c])[k] = new byte[8 + (int)(i % 57)];
             }
+            s_root[2] = payloadChunks;
+        }
+
+        /// <summary>The same objects as the default build, allocated interleaved: 6 nodes, 3 leaves
+        /// and 1 payload per round, so neighbours on the heap are of different types.</summary>
+        private static void BuildMixed(long nodes, long leaves, long payloads)
+        {
+            var heads = new BigNode[(nodes + ChainLength - 1) / ChainLength];
+            var leafChunks = new object[(leaves + LeafChunk - 1) / LeafChunk];
+            var payloadChunks = new object[(payloads + PayloadChunk - 1) / PayloadChunk];
+            long madeNodes = 0, madeLeaves = 0, madePayloads = 0;
+            BigNode prev = null;
+            while (madeNodes < nodes || madeLeaves < leaves || madePayloads < payloads)
+            {
+                for (int r = 0; r < 10; r++)
+                {
+                    if (r % 10 == 9 && madePayloads < payloads)
+                    {
+                        long i = madePayloads++;
+                        int c = (int)(i / PayloadChunk), k = (int)(i % PayloadChunk);
+                        if (k == 0) payloadChunks[c] = new byte[Math.Min(PayloadChunk, payloads - i)][];
+                        ((byte[][])payloadChunks[c])[k] = new byte[8 + (int)(i % 57)];
+                    }
+                    else if (r % 3 == 2 && madeLeaves < leaves)
+                    {
+                        long i = madeLeaves++;
+                        int c = (int)(i / LeafChunk), k = (int)(i % LeafChunk);
+                        if (k == 0) leafChunks[c] = new BigLeaf[Math.Min(LeafChunk, leaves - i)];
+                        ((BigLeaf[])leafChunks[c])[k] = new BigLeaf { A = i, B = (int)(i & 0xFFFF) };
+                    }
+                    else if (madeNodes < nodes)
+                    {
+                        var node = new BigNode { Value = (int)madeNodes };
+                        if (madeNodes % ChainLength == 0) heads[madeNodes / ChainLength] = node; else prev.Next = node;
+                        prev = node;
+                        madeNodes++;
+                    }
+                }
+            }
+            s_root[0] = heads;
+            s_root[1] = leafChunks;
             s_root[2] = payloadChunks;
         }
 
