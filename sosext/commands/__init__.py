@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "diff")
+FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads", "diff")
 
 
 def load_all() -> None:

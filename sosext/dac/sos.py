@@ -19,8 +19,14 @@ from .loader import DacLocation, load_dac
 IID_IXCLRDataProcess = GUID.parse("5c552ab6-fc09-4cb3-8e36-22fa03c798b7")
 IID_ISOSDacInterface = GUID.parse("436f00f2-b42a-4b9f-870c-e73db66ae930")
 IID_ISOSDacInterface2 = GUID.parse("A16026EC-96F4-40BA-87FB-5575986FB7AF")
+IID_ISOSDacInterface5 = GUID.parse("127d6abe-6c86-4e48-8e7b-220781c58101")
+IID_ISOSDacInterface6 = GUID.parse("11206399-4B66-4EDB-98EA-85654E59AD45")
+IID_ISOSDacInterface7 = GUID.parse("c1020dde-fe98-4536-a53b-f35a74c327eb")
 IID_ISOSDacInterface8 = GUID.parse("c12f35a9-e55c-4520-a894-b3dc5165dfce")
 IID_ISOSDacInterface12 = GUID.parse("1b93bacc-8ca4-432d-943a-3e6e7ec0b0a3")
+# .NET 9+ (statics without DomainLocalModule; MethodTable slot enumeration).
+IID_ISOSDacInterface14 = GUID.parse("9aa22aca-6dc6-4a0c-b4e0-70d2416b9837")
+IID_ISOSDacInterface15 = GUID.parse("7ed81261-52a9-4a23-a358-c3313dea30a8")
 
 
 def _slots(*names: str) -> dict[str, int]:
@@ -57,6 +63,16 @@ SOS2 = _slots("GetObjectExceptionData", "IsRCWDCOMProxy")
 SOS8 = _slots("GetNumberGenerations", "GetGenerationTable", "GetFinalizationFillPointers",
               "GetGenerationTableSvr", "GetFinalizationFillPointersSvr", "GetAssemblyLoadContext")
 SOS12 = _slots("GetGlobalAllocationContext")
+SOS5 = _slots("GetTieredVersions")
+SOS6 = _slots("GetMethodTableCollectibleData")
+SOS7 = _slots("GetPendingReJITID", "GetReJITInformation", "GetProfilerModifiedILInformation",
+              "GetMethodsWithProfilerModifiedIL")
+SOS14 = _slots("GetStaticBaseAddress", "GetThreadStaticBaseAddress", "GetMethodTableInitializationFlags")
+SOS15 = _slots("GetMethodTableSlotEnumerator")
+# MethodTableInitializationFlags (sospriv.idl); the pre-.NET 9 DomainLocalModule class
+# flags use the same bits, plus 4 for "thread statics allocated".
+MT_INITIALIZED = 1
+MT_INITIALIZATION_FAILED = 2
 ENUM = _slots("Skip", "Reset", "GetCount", "Next")  # ISOSEnum + Next of the typed enumerators
 XCLR_PROCESS_FLUSH = 3
 
@@ -94,6 +110,11 @@ class SosDac:
         self.sos2 = process.query(IID_ISOSDacInterface2, "ISOSDacInterface2")
         self.sos8 = process.query(IID_ISOSDacInterface8, "ISOSDacInterface8")
         self.sos12 = process.query(IID_ISOSDacInterface12, "ISOSDacInterface12")
+        self.sos5 = process.query(IID_ISOSDacInterface5, "ISOSDacInterface5")
+        self.sos6 = process.query(IID_ISOSDacInterface6, "ISOSDacInterface6")
+        self.sos7 = process.query(IID_ISOSDacInterface7, "ISOSDacInterface7")
+        self.sos14 = process.query(IID_ISOSDacInterface14, "ISOSDacInterface14")
+        self.sos15 = process.query(IID_ISOSDacInterface15, "ISOSDacInterface15")
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -133,20 +154,28 @@ class SosDac:
             return None
         return utf16_text(buf, needed.value)
 
-    def _addresses(self, name: str, *lead: tuple[Any, Any], signed: bool = False) -> list[int]:
-        """The (count, values[], pNeeded) pattern for arrays of CLRDATA_ADDRESS."""
+    def _addresses(self, name: str, *lead: tuple[Any, Any], signed: bool = False,
+                   count: int | None = None) -> list[int]:
+        """The (count, values[], pNeeded) pattern for arrays of CLRDATA_ADDRESS.
+
+        With ``count`` (known from a data record) one call fills the array: some of these
+        methods do not report the needed size when asked with an empty buffer."""
         cnt_t, pcnt_t = (_I32, _PI32) if signed else (_U32, _PU32)
         types = tuple(t for t, _ in lead) + (cnt_t, _PA, pcnt_t)
         vals = tuple(v for _, v in lead)
         needed = cnt_t(0)
         with self.lock:
-            self.sos.check(name, SOS[name], types, *vals, 0, None, ctypes.byref(needed))
-            n = needed.value
+            if count is None:
+                self.sos.check(name, SOS[name], types, *vals, 0, None, ctypes.byref(needed))
+                n = needed.value
+            else:
+                n = count
             if n <= 0:
                 return []
             arr = (_A * n)()
             self.sos.check(name, SOS[name], types, *vals, n, arr, ctypes.byref(needed))
-        return list(arr[: needed.value])
+        got = needed.value if 0 < needed.value <= n else n
+        return list(arr[:got])
 
     def flush(self) -> None:
         """Drop the DAC's cached view of target memory (after a live process ran)."""
@@ -294,6 +323,13 @@ class SosDac:
             return None
         return lo.value, hi.value
 
+    def domain_from_context(self, context: int) -> int | None:
+        """The AppDomain of a thread's context (threads whose ThreadData has no domain)."""
+        out = _A(0)
+        if self._try(self.sos, SOS["GetDomainFromContext"], (_A, _PA), context, ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value
+
     # -- roots ------------------------------------------------------------------------
 
     def _drain(self, enum: ComPtr, rec: Any, batch: int = 512) -> list[Any]:
@@ -332,8 +368,10 @@ class SosDac:
     def app_domain_store_data(self) -> st.AppDomainStoreData:
         return self._record("GetAppDomainStoreData", st.AppDomainStoreData)
 
-    def app_domain_list(self) -> list[int]:
-        return self._addresses("GetAppDomainList")
+    def app_domain_list(self, count: int | None = None) -> list[int]:
+        """AppDomain addresses; pass AppDomainStoreData.domain_count (the DAC does not report
+        the needed size for an empty buffer)."""
+        return self._addresses("GetAppDomainList", count=count)
 
     def app_domain_data(self, domain: int) -> st.AppDomainData | None:
         return self._record_or_none("GetAppDomainData", st.AppDomainData, (_A, domain))
@@ -341,8 +379,9 @@ class SosDac:
     def app_domain_name(self, domain: int) -> str | None:
         return self._text(self.sos, "GetAppDomainName", SOS["GetAppDomainName"], ((_A, domain),))
 
-    def assembly_list(self, domain: int) -> list[int]:
-        return self._addresses("GetAssemblyList", (_A, domain), signed=True)
+    def assembly_list(self, domain: int, count: int | None = None) -> list[int]:
+        """Assemblies of a domain; pass AppDomainData.assembly_count when known."""
+        return self._addresses("GetAssemblyList", (_A, domain), signed=True, count=count)
 
     def assembly_data(self, domain: int, assembly: int) -> st.AssemblyData | None:
         return self._record_or_none("GetAssemblyData", st.AssemblyData, (_A, domain), (_A, assembly))
@@ -350,8 +389,9 @@ class SosDac:
     def assembly_name(self, assembly: int) -> str | None:
         return self._text(self.sos, "GetAssemblyName", SOS["GetAssemblyName"], ((_A, assembly),))
 
-    def assembly_module_list(self, assembly: int) -> list[int]:
-        return self._addresses("GetAssemblyModuleList", (_A, assembly))
+    def assembly_module_list(self, assembly: int, count: int | None = None) -> list[int]:
+        """Modules of an assembly; pass AssemblyData.module_count when known."""
+        return self._addresses("GetAssemblyModuleList", (_A, assembly), count=count)
 
     def module_data(self, module: int) -> st.ModuleData | None:
         return self._record_or_none("GetModuleData", st.ModuleData, (_A, module))
@@ -418,6 +458,104 @@ class SosDac:
 
     def sync_block_data(self, number: int) -> st.SyncBlockData | None:
         return self._record_or_none("GetSyncBlockData", st.SyncBlockData, (_U32, number))
+
+    # -- statics, method slots, code versions (objects/types family) -----------------
+
+    def static_base_address(self, mt: int) -> tuple[int, int] | None:
+        """(non-GC statics, GC statics) base of a MethodTable via ISOSDacInterface14 (.NET 9+);
+        None without the interface or when the call fails. A 0 base means not allocated."""
+        if self.sos14 is None:
+            return None
+        non_gc, gc = _A(0), _A(0)
+        if self._try(self.sos14, SOS14["GetStaticBaseAddress"], (_A, _PA, _PA), mt,
+                     ctypes.byref(non_gc), ctypes.byref(gc)) & 0x80000000:
+            return None
+        return non_gc.value, gc.value
+
+    def thread_static_base_address(self, mt: int, thread: int) -> tuple[int, int] | None:
+        """(non-GC, GC) thread-static bases of ``mt`` on runtime Thread ``thread`` (.NET 9+)."""
+        if self.sos14 is None:
+            return None
+        non_gc, gc = _A(0), _A(0)
+        if self._try(self.sos14, SOS14["GetThreadStaticBaseAddress"], (_A, _A, _PA, _PA), mt, thread,
+                     ctypes.byref(non_gc), ctypes.byref(gc)) & 0x80000000:
+            return None
+        return non_gc.value, gc.value
+
+    def method_table_initialization_flags(self, mt: int) -> int | None:
+        """MT_INITIALIZED / MT_INITIALIZATION_FAILED bits (.NET 9+), None if unknown."""
+        if self.sos14 is None:
+            return None
+        flags = _I32(0)
+        if self._try(self.sos14, SOS14["GetMethodTableInitializationFlags"], (_A, _PI32), mt,
+                     ctypes.byref(flags)) & 0x80000000:
+            return None
+        return flags.value
+
+    def domain_local_module_data_from_module(self, module: int) -> st.DomainLocalModuleData | None:
+        """Statics bases of a module on runtimes before .NET 9."""
+        return self._record_or_none("GetDomainLocalModuleDataFromModule", st.DomainLocalModuleData, (_A, module))
+
+    def thread_local_module_data(self, thread: int, module_index: int) -> st.DomainLocalModuleData | None:
+        """DacpThreadLocalModuleData (same layout as the domain one) before .NET 9."""
+        return self._record_or_none("GetThreadLocalModuleData", st.DomainLocalModuleData,
+                                    (_A, thread), (_U32, module_index))
+
+    def method_table_slots(self, mt: int) -> list[st.MethodSlotData] | None:
+        """Every slot of a MethodTable with its MethodDesc and entry point (ISOSDacInterface15),
+        or None when the runtime does not offer the enumerator."""
+        if self.sos15 is None:
+            return None
+        out = _P()
+        if self._try(self.sos15, SOS15["GetMethodTableSlotEnumerator"], (_A, _PP), mt,
+                     ctypes.byref(out)) & 0x80000000 or not out.value:
+            return None
+        return self._drain(ComPtr(out.value, "ISOSMethodEnum"), st.MethodSlotData, batch=64)
+
+    def method_table_collectible_data(self, mt: int) -> st.MethodTableCollectibleData | None:
+        if self.sos6 is None:
+            return None
+        c = st.MethodTableCollectibleData.C()
+        if self._try(self.sos6, SOS6["GetMethodTableCollectibleData"], (_A, _P), mt, ctypes.byref(c)) & 0x80000000:
+            return None
+        return st.MethodTableCollectibleData.from_c(c)
+
+    def assembly_load_context(self, mt: int) -> int | None:
+        """The AssemblyLoadContext object of ``mt``'s assembly; 0 = default ALC not created yet."""
+        if self.sos8 is None:
+            return None
+        out = _A(0)
+        if self._try(self.sos8, SOS8["GetAssemblyLoadContext"], (_A, _PA), mt, ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value
+
+    def tiered_versions(self, md: int, rejit_id: int, limit: int = 10) -> list[st.TieredVersionData] | None:
+        if self.sos5 is None:
+            return None
+        arr = (st.TieredVersionData.C * limit)()
+        n = _I32(0)
+        if self._try(self.sos5, SOS5["GetTieredVersions"], (_A, _I32, _P, _I32, _PI32), md, rejit_id,
+                     arr, limit, ctypes.byref(n)) & 0x80000000:
+            return None
+        return [st.TieredVersionData.from_c(arr[i]) for i in range(min(max(n.value, 0), limit))]
+
+    def rejit_information(self, md: int, rejit_id: int) -> st.ReJitData2 | None:
+        if self.sos7 is None:
+            return None
+        c = st.ReJitData2.C()
+        if self._try(self.sos7, SOS7["GetReJITInformation"], (_A, _I32, _P), md, rejit_id,
+                     ctypes.byref(c)) & 0x80000000:
+            return None
+        return st.ReJitData2.from_c(c)
+
+    def pending_rejit_id(self, md: int) -> int | None:
+        """A rejit requested but not yet jitted (S_OK only when there is one)."""
+        if self.sos7 is None:
+            return None
+        out = _I32(0)
+        if self._try(self.sos7, SOS7["GetPendingReJITID"], (_A, _PI32), md, ctypes.byref(out)) != 0:
+            return None
+        return out.value
 
     def nested_exception(self, exception: int) -> tuple[int, int] | None:
         obj, nxt = _A(0), _A(0)

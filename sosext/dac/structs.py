@@ -374,3 +374,48 @@ class StackRefData:
     source_type: U32  # 0 IP (managed frame), 1 clr!Frame
     source: ADDR
     stack_pointer: ADDR
+
+
+@dac_struct(0x30)
+class DomainLocalModuleData:
+    """Where a module's statics live on runtimes before .NET 9 (DomainLocalModule)."""
+
+    app_domain_addr: ADDR
+    module_id: U64
+    class_data: ADDR  # one flags byte per TypeDef rid: 1 initialized, 2 init failed, 4 allocated
+    dynamic_class_table: ADDR
+    gc_static_data_start: ADDR
+    non_gc_static_data_start: ADDR
+
+
+@dac_struct(0x28)
+class MethodSlotData:
+    """SOSMethodData: one MethodTable slot from ISOSDacInterface15's enumerator."""
+
+    method_desc: ADDR
+    entry_point: ADDR
+    defining_method_table: ADDR
+    defining_module: ADDR
+    token: U32
+    slot: U32  # 0xFFFFFFFF for methods added by Edit and Continue
+
+
+@dac_struct(0x18)
+class TieredVersionData:
+    native_code_addr: ADDR
+    optimization_tier: I32  # DacpTieredVersionData::OptimizationTier
+    native_code_version_node_ptr: ADDR
+
+
+@dac_struct(0x18)
+class ReJitData2:
+    rejit_id: U32
+    flags: U32  # 0 unknown, 1 requested, 2 active, 3 reverted
+    il: ADDR
+    il_code_version_node_ptr: ADDR
+
+
+@dac_struct(0x10)
+class MethodTableCollectibleData:
+    loader_allocator_object_handle: ADDR
+    is_collectible: BOOL

@@ -74,6 +74,11 @@ class Target(Protocol):
     def registers(self, tid: int) -> Registers:
         ...
 
+    def selected_tid(self) -> int | None:
+        """The OS thread id of the debugger's selected thread; None where there is no selection
+        (a core in the CLI): commands then use the thread chosen with setthread, or the first."""
+        ...
+
     def describe(self) -> str:
         """One line naming the target for messages ("process 1234", "core /tmp/x")."""
         ...
@@ -120,6 +125,9 @@ class TargetBase:
         for m in self.modules():
             if m.base <= address < m.base + m.size:
                 return m
+        return None
+
+    def selected_tid(self) -> int | None:
         return None
 
     def describe(self) -> str:

@@ -135,6 +135,9 @@ class LldbTarget(TargetBase):
             break  # the first set holds the general-purpose registers
         return regs
 
-    def selected_thread_tid(self) -> int | None:
+    def selected_tid(self) -> int | None:
+        """The thread selected with ``thread select`` (LLDB's current thread)."""
         t = self.process.GetSelectedThread()
         return t.GetThreadID() if t and t.IsValid() else None
+
+    selected_thread_tid = selected_tid  # the earlier name

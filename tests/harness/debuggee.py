@@ -76,6 +76,16 @@ def source_hash() -> str:
     return h.hexdigest()
 
 
+def runtime_installed(tfm: str) -> bool:
+    """Whether the machine's dotnet has a Microsoft.NETCore.App runtime for `tfm` (net8.0 -> 8.x)."""
+    dotnet = dotnet_path()
+    if dotnet is None:
+        return False
+    major = tfm.removeprefix("net").split(".")[0]
+    out = subprocess.run([dotnet, "--list-runtimes"], stdout=subprocess.PIPE, text=True).stdout
+    return any(ln.startswith(f"Microsoft.NETCore.App {major}.") for ln in out.splitlines())
+
+
 def build_debuggee(tfm: str = DEFAULT_TFM) -> Path:
     """Builds the debuggee for `tfm` once per source hash; returns the path of its dll.
 
@@ -107,10 +117,19 @@ def build_debuggee(tfm: str = DEFAULT_TFM) -> Path:
         common = [f"-p:TargetFramework={tfm}", "--disable-build-servers", "-nodeReuse:false", "-nologo"]
         # Restore separately: `dotnet build`'s implicit restore drops a TargetFramework global property,
         # so a -p:TargetFramework other than the project's would find no assets for it.
-        steps = [
-            [dotnet, "restore", project, *common],
-            [dotnet, "build", project, "--no-restore", "-c", "Release", "-o", str(dest / "out"), *common],
-        ]
+        if runtime_installed(tfm):
+            steps = [
+                [dotnet, "restore", project, *common],
+                [dotnet, "build", project, "--no-restore", "-c", "Release", "-o", str(dest / "out"), *common],
+            ]
+        else:
+            # That runtime is not installed: publish self-contained, with the runtime pack (runtime,
+            # DAC, createdump, libclrgc.so) restored from NuGet next to the app.
+            sc = [*common, "-r", "linux-x64", "-p:SelfContained=true", "-p:UseAppHost=true"]
+            steps = [
+                [dotnet, "restore", project, *sc],
+                [dotnet, "publish", project, "--no-restore", "-c", "Release", "-o", str(dest / "out"), *sc],
+            ]
         env = {**os.environ, **_QUIET_DOTNET_ENV, "MSBUILDDISABLENODEREUSE": "1"}
         started = time.monotonic()
         log: list[str] = []
@@ -248,8 +267,12 @@ class Debuggee:
         self.core_dir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = self.core_dir / f"debuggee-{self.scenario}-{os.getpid()}-{id(self):x}.stderr"
         self._stderr_file = open(self.stderr_path, "wb")
+        # A self-contained build (another runtime version) runs through its own apphost.
+        apphost = dll.with_suffix("")
+        self_contained = apphost.exists() and (dll.parent / "libcoreclr.so").exists()
+        command = [str(apphost)] if self_contained else [dotnet, str(dll)]
         self.proc = subprocess.Popen(
-            [dotnet, str(dll), self.scenario, *self.args],
+            [*command, self.scenario, *self.args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr_file,
             env=self.environment(), cwd=self.core_dir, close_fds=True,
             # PDEATHSIG fires when the *thread* that forked exits: only use it from the main thread.

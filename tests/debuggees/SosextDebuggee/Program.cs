@@ -28,6 +28,7 @@ namespace DebuggeeHost
             "heap" => new HeapScenario(),
             "bigheap" => new BigHeapScenario(),
             "roots" => new RootsScenario(),
+            "threads" => new ThreadsScenario(),
             _ => null,
         };
 

@@ -1,0 +1,186 @@
+"""Exception objects: type, message, inner exception, HResult and the stack trace the runtime recorded.
+
+While an exception propagates, the runtime appends one element per frame to the exception's
+``_stackTrace`` field. On .NET 9+ (verified on 10.0) that field is either a ``byte[]`` or an
+``object[]`` whose element 0 is that ``byte[]`` (the other elements keep collectible or dynamic
+methods alive). The ``byte[]``'s payload starts with a header ``{u32 count; u32
+keepAliveItemsCount; Thread* thread}`` (16 bytes on 64-bit; before .NET 9 ``{size_t count;
+Thread* thread}``, same size, same count position) followed by ``count`` StackTraceElement
+records ``{ip, sp, MethodDesc*, i32 flags}`` padded to 4 pointers (32 bytes on 64-bit).
+"""
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import SosError
+from .stacks import module_file_name
+
+if TYPE_CHECKING:
+    from .runtime import ClrRuntime
+
+STACK_TRACE_HEADER = 16  # 64-bit
+STACK_TRACE_ELEMENT = 32  # 64-bit: ip, sp, pFunc, flags + padding
+EXCEPTION_COMPLUS = 0xE0434352  # the SEH code of a managed throw; anything else came from a fault
+# HResults of exceptions the runtime makes from hardware faults (SOS's "async" exceptions).
+ASYNC_HRESULTS = {0x80070216, 0x80131516, 0x80020012, 0x80131537, 0x80004003, 0x80131541}
+OBJECT_TYPE_ARRAY = 3  # DacpObjectData.ObjectType
+
+
+class StackTraceState(enum.Enum):
+    NONE = "none"  # no stack trace object: never thrown
+    NOT_AVAILABLE = "not available"  # an empty array
+    UNDECIPHERABLE = "undecipherable"  # the header says no frames
+    OK = "ok"
+
+
+@dataclass(frozen=True, slots=True)
+class StackTraceFrame:
+    sp: int
+    ip: int  # as recorded (+1 for faults on x64, as SOS shows it)
+    method_desc: int
+    flags: int
+    module: str  # file name of the method's module, "" when unknown
+    method_name: str  # "Namespace.Type.Method(Args)", "" when unknown
+    offset: int  # ip - start of the method's native code
+
+    @property
+    def is_last_from_foreign_trace(self) -> bool:
+        return bool(self.flags & 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ClrExceptionInfo:
+    address: int
+    method_table: int
+    type_name: str
+    message: str | None  # None: no message object
+    inner: int  # inner exception object, 0 if none
+    inner_type: str | None
+    stack_trace_object: int  # the _stackTrace field's value
+    stack_trace_state: StackTraceState
+    frames: tuple[StackTraceFrame, ...]
+    stack_trace_string: str | None
+    hresult: int  # unsigned 32-bit
+    xcode: int
+
+    @property
+    def is_async(self) -> bool:
+        """Raised by a hardware fault rather than a throw (SOS adjusts IPs of these)."""
+        return self.xcode != EXCEPTION_COMPLUS or self.hresult in ASYNC_HRESULTS
+
+
+class NotAnException(SosError):
+    def __init__(self, address: int) -> None:
+        self.address = address
+        super().__init__("Not a valid exception object")
+
+
+class InvalidExceptionObject(SosError):
+    def __init__(self, address: int) -> None:
+        self.address = address
+        super().__init__(f"Invalid exception object: {address:016x}")
+
+
+def is_exception(runtime: "ClrRuntime", mt: int) -> bool:
+    """True when the MethodTable is System.Exception or derives from it."""
+    heap = runtime.heap
+    seen: set[int] = set()
+    while mt and mt not in seen:
+        if mt == heap.exception_mt:
+            return True
+        seen.add(mt)
+        t = heap.types.get(mt)
+        if t is None:
+            return False
+        mt = t.parent
+    return False
+
+
+def read_exception(runtime: "ClrRuntime", address: int) -> ClrExceptionInfo:
+    """Everything SOS's printexception shows about the exception object at ``address``."""
+    heap = runtime.heap
+    dac = runtime.dac
+    od = dac.object_data(address)
+    if od is None:
+        raise InvalidExceptionObject(address)
+    mt = od.method_table
+    if not is_exception(runtime, mt):
+        raise NotAnException(address)
+    data = dac.exception_object_data(address)
+    if data is None:
+        raise SosError(f"the runtime gives no exception data for {address:x}")
+    message = dac.object_string(data.message) if data.message else None
+    inner_type = None
+    if data.inner_exception:
+        inner_mt = _method_table_of(runtime, data.inner_exception)
+        inner_type = heap.types.name_of(inner_mt) if inner_mt else None
+    hresult = data.hresult & 0xFFFFFFFF
+    xcode = data.xcode & 0xFFFFFFFF
+    is_async = xcode != EXCEPTION_COMPLUS or hresult in ASYNC_HRESULTS
+    state, frames = _stack_trace(runtime, data.stack_trace, is_async)
+    trace_text = dac.object_string(data.stack_trace_string) if data.stack_trace_string else None
+    return ClrExceptionInfo(address, mt, heap.types.name_of(mt), message, data.inner_exception, inner_type,
+                            data.stack_trace, state, frames, trace_text, hresult, xcode)
+
+
+def _method_table_of(runtime: "ClrRuntime", obj: int) -> int:
+    try:
+        return runtime.target.read_pointer(obj) & ~7
+    except SosError:
+        return 0
+
+
+def _stack_trace(runtime: "ClrRuntime", obj: int, is_async: bool) -> tuple[StackTraceState, tuple[StackTraceFrame, ...]]:
+    if not obj:
+        return StackTraceState.NONE, ()
+    dac = runtime.dac
+    heap = runtime.heap
+    od = dac.object_data(obj)
+    if od is None:
+        return StackTraceState.NOT_AVAILABLE, ()
+    if od.object_type == OBJECT_TYPE_ARRAY and od.element_type_handle == heap.object_mt:
+        # object[]: element 0 is the byte[] with the frames, the rest keep methods alive.
+        if not od.num_components:
+            return StackTraceState.NOT_AVAILABLE, ()
+        try:
+            obj = runtime.target.read_pointer(od.array_data_ptr)
+        except SosError:
+            return StackTraceState.NOT_AVAILABLE, ()
+        od = dac.object_data(obj) if obj else None
+        if od is None:
+            return StackTraceState.NOT_AVAILABLE, ()
+    length = od.num_components
+    if not length:
+        return StackTraceState.NOT_AVAILABLE, ()
+    raw = bytes(runtime.target.read_partial(od.array_data_ptr, length))
+    if len(raw) < STACK_TRACE_HEADER:
+        return StackTraceState.NOT_AVAILABLE, ()
+    count = struct.unpack_from("<I", raw, 0)[0]
+    if count == 0:
+        return StackTraceState.UNDECIPHERABLE, ()
+    count = min(count, (len(raw) - STACK_TRACE_HEADER) // STACK_TRACE_ELEMENT)
+    adjust = 1 if is_async and runtime.target.arch == "x86_64" else 0
+    frames = []
+    for i in range(count):
+        ip, sp, md, flags = struct.unpack_from("<QQQi", raw, STACK_TRACE_HEADER + i * STACK_TRACE_ELEMENT)
+        frame = _frame(runtime, sp, ip + adjust, md, flags)
+        if frame is not None:
+            frames.append(frame)
+    return StackTraceState.OK, tuple(frames)
+
+
+def _frame(runtime: "ClrRuntime", sp: int, ip: int, md: int, flags: int) -> StackTraceFrame | None:
+    dac = runtime.dac
+    mdd = dac.method_desc_data(md) if md else None
+    if mdd is None:
+        return None  # SOS leaves out frames whose MethodDesc it cannot read
+    name = dac.method_desc_name(md) or ""
+    module = module_file_name(runtime, mdd.module_ptr)
+    if "!" in name and not module:
+        module, name = name.split("!", 1)
+    return StackTraceFrame(sp, ip, md, flags, module, name, (ip - mdd.native_code_addr) & 0xFFFFFFFFFFFFFFFF)
+
+

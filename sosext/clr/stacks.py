@@ -1,0 +1,219 @@
+"""Managed call stacks: what a thread's frames are, as the runtime's own stack walker sees them.
+
+The walk is the DAC's (IXCLRDataTask::CreateStackWalk), which needs the thread's registers
+from the host (the data target's GetThreadContext). Each stop is either a managed method's
+frame (a stack pointer, an instruction pointer and the method there) or one of the runtime's
+explicit Frames (clr!Frame objects on the stack: InlinedCallFrame for a P/Invoke,
+PrestubMethodFrame …) that mark transitions between managed and native code.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable
+
+from ..dac.xclrdata import VLOC_REGISTER, StackWalk, Value, context_registers, context_sp_ip, task_by_os_thread_id
+from ..errors import SosError
+
+if TYPE_CHECKING:
+    from .runtime import ClrRuntime
+
+# A walk that never ends means a corrupt stack; real stacks are far shorter.
+MAX_FRAMES = 100_000
+
+
+class NotManagedThread(SosError):
+    """The OS thread has no managed (runtime) thread, or the runtime cannot start walking it
+    (``is_managed`` True: e.g. the debugger cannot give the thread's registers)."""
+
+    def __init__(self, os_tid: int, hr: int = 0, is_managed: bool = False) -> None:
+        self.os_tid = os_tid
+        self.hr = hr
+        self.is_managed = is_managed
+        what = "cannot be walked" if is_managed else "is not a managed thread"
+        super().__init__(f"thread {os_tid:#x} {what}")
+
+
+class FrameKind(enum.Enum):
+    MANAGED = "managed"  # a managed method's frame
+    RUNTIME = "runtime"  # an explicit runtime Frame (clr!Frame)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameValue:
+    """An argument or local of a managed frame, as far as the runtime can tell."""
+
+    name: str  # "" when unknown (the runtime keeps no local names)
+    location: int | None  # its stack address when it lives in memory
+    in_register: bool  # it lives in a register (SOS prints <CLR reg>)
+    data: bytes | None  # its raw bytes; None when the runtime has none
+    read_failed: bool = False  # the runtime knows where it is but could not read it
+
+    @property
+    def value(self) -> int | None:
+        """The bytes as an unsigned integer (sizes 1, 2, 4, 8), 0 for other sizes; None without data."""
+        if self.data is None:
+            return None
+        if len(self.data) in (1, 2, 4, 8):
+            return int.from_bytes(self.data, "little")
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClrStackFrame:
+    """One stop of the walk. For a runtime Frame, ``sp`` is the Frame's address (as SOS shows it)."""
+
+    kind: FrameKind
+    sp: int
+    ip: int
+    method_desc: int  # 0 when unknown
+    method_name: str  # "Namespace.Type.Method(ArgTypes)", "" when unknown
+    frame_address: int = 0  # runtime Frames: the clr!Frame
+    frame_name: str = ""  # runtime Frames: "InlinedCallFrame", ...
+    arguments: tuple[FrameValue, ...] | None = None  # None: not asked for, or not available
+    locals: tuple[FrameValue, ...] | None = None
+    registers: dict[str, int] | None = None  # the walk's (unwound) registers here, when asked for
+
+    @property
+    def is_managed(self) -> bool:
+        return self.kind is FrameKind.MANAGED
+
+
+@dataclass(frozen=True, slots=True)
+class ClrStack:
+    os_thread_id: int
+    frames: tuple[ClrStackFrame, ...]
+    complete: bool  # False when the walk failed before the end (the frames so far are valid)
+    interrupted: bool = False
+
+
+def walk_stack(runtime: "ClrRuntime", os_tid: int, *, arguments: bool = False, local_variables: bool = False,
+               registers: bool = False, max_frames: int = 0,
+               interrupted: Callable[[], bool] | None = None) -> ClrStack:
+    """The managed frames of OS thread ``os_tid``, innermost first.
+
+    ``arguments``/``local_variables`` also collect each managed frame's values where the runtime
+    can describe them, ``registers`` each stop's register values (non-volatile ones are exact,
+    volatile ones are whatever unwinding left); ``max_frames`` (0: all) stops early. Raises
+    NotManagedThread when the runtime has no thread on ``os_tid``."""
+    runtime.refresh()
+    dac = runtime.dac
+    arch = runtime.target.arch
+    hr, task = task_by_os_thread_id(dac, os_tid)
+    if task is None:
+        raise NotManagedThread(os_tid, hr)
+    with task:
+        hr, walk = task.create_stack_walk()
+        if walk is None:
+            raise NotManagedThread(os_tid, hr, is_managed=True)
+        with walk:
+            return _walk(runtime, os_tid, walk, arch, arguments, local_variables, registers, max_frames,
+                         interrupted)
+
+
+def _walk(runtime: "ClrRuntime", os_tid: int, walk: StackWalk, arch: str, want_args: bool, want_locals: bool,
+          want_registers: bool, max_frames: int, interrupted: Callable[[], bool] | None) -> ClrStack:
+    frames: list[ClrStackFrame] = []
+    limit = max_frames or MAX_FRAMES
+    hr = 0
+    while True:
+        if interrupted is not None and interrupted():
+            return ClrStack(os_tid, tuple(frames), complete=True, interrupted=True)
+        ctx = walk.context(arch)
+        if ctx is None:
+            hr = 0x80004005  # no context for this stop: the walk cannot go on sensibly
+            break
+        sp, ip = context_sp_ip(arch, ctx)
+        frame_addr = walk.frame_address()
+        if frame_addr:
+            frame = _runtime_frame(runtime, walk, frame_addr, ip)
+        else:
+            frame = _managed_frame(runtime, walk, sp, ip, want_args, want_locals)
+        if want_registers:
+            frame = replace(frame, registers=context_registers(arch, ctx))
+        frames.append(frame)
+        if len(frames) >= limit:
+            break
+        hr = walk.next()
+        if hr != 0:
+            break
+    # Next() answers S_FALSE (1) at the normal end; anything with the failure bit is a broken walk.
+    return ClrStack(os_tid, tuple(frames), complete=not hr & 0x80000000)
+
+
+def _runtime_frame(runtime: "ClrRuntime", walk: StackWalk, frame_addr: int, ip: int) -> ClrStackFrame:
+    dac = runtime.dac
+    try:
+        vtable = runtime.target.read_pointer(frame_addr)
+    except SosError:
+        vtable = 0
+    name = (dac.frame_name(vtable) if vtable else None) or "Frame"
+    md = dac.method_desc_from_frame(frame_addr) or 0
+    method = ""
+    if md:
+        method = dac.method_desc_name(md) or "<unknown method>"
+    else:
+        # No MethodDesc on the Frame itself: the walk's frame may still know its method.
+        frame = walk.frame()
+        if frame is not None:
+            with frame:
+                mi = frame.method_instance()
+                if mi is not None:
+                    with mi:
+                        method = mi.name() or ""
+    return ClrStackFrame(FrameKind.RUNTIME, frame_addr, ip, md, method, frame_address=frame_addr, frame_name=name)
+
+
+def _managed_frame(runtime: "ClrRuntime", walk: StackWalk, sp: int, ip: int, want_args: bool,
+                   want_locals: bool) -> ClrStackFrame:
+    dac = runtime.dac
+    md = dac.method_desc_from_ip(ip) or 0
+    name = (dac.method_desc_name(md) or "") if md else ""
+    args: tuple[FrameValue, ...] | None = None
+    local_values: tuple[FrameValue, ...] | None = None
+    if want_args or want_locals:
+        frame = walk.frame()
+        if frame is not None:
+            with frame:
+                ok = True
+                if want_args:
+                    args, ok = _values(frame.num_arguments(), frame.argument)
+                # As SOS: once the arguments could not be listed, the locals are not tried.
+                if want_locals and ok:
+                    local_values, _ok = _values(frame.num_locals(), frame.local)
+    return ClrStackFrame(FrameKind.MANAGED, sp, ip, md, name, arguments=args, locals=local_values)
+
+
+def _values(count: int | None, get: Callable[[int], tuple[Value | None, str]]
+            ) -> tuple[tuple[FrameValue, ...] | None, bool]:
+    """(values, complete): None and False when the runtime cannot count them."""
+    if count is None:
+        return None, False
+    out = []
+    for i in range(count):
+        value, name = get(i)
+        if value is None:
+            return tuple(out), False  # SOS stops at the first value the runtime cannot give
+        with value:
+            locs = value.locations()
+            location, in_reg = None, False
+            if locs is not None and len(locs) == 1:
+                flags, addr = locs[0]
+                in_reg = flags == VLOC_REGISTER
+                location = None if in_reg else addr
+            data, ok = value.data()
+        out.append(FrameValue(name, location, in_reg, data, read_failed=not ok))
+    return tuple(out), True
+
+
+def module_file_name(runtime: "ClrRuntime", module: int) -> str:
+    """File name (no directory) of a runtime Module, "" when unknown; cached per target generation."""
+    cache: dict[int, str] = runtime.cache("stacks.module_names", dict)
+    name = cache.get(module)
+    if name is None:
+        dac = runtime.dac
+        data = dac.module_data(module) if module else None
+        path = dac.pe_file_name(data.pe_assembly) if data is not None and data.pe_assembly else None
+        name = (path or "").replace("\\", "/").rsplit("/", 1)[-1]
+        cache[module] = name
+    return name

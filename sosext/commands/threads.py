@@ -1,0 +1,569 @@
+"""Thread, stack and exception commands: clrthreads, clrstack, pe, threadpool, setthread, threadstate.
+
+These are SOS's native-era commands: their tables are fixed-width (TableOutput), pointers in
+table cells print as 16 UPPERCASE hex digits and pointers inside text as 16 lowercase ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
+from ..clr.progress import interrupted
+from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
+from ..clr.threadpool import read_threadpool
+from ..clr.threads import ClrThread, clr_threads, thread_by_os_id, thread_store
+from ..errors import SosError, UsageError
+from ..targets.base import ThreadInfo
+from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
+from .context import CommandContext
+
+CURRENT_THREAD = "current_thread"  # Session.settings key: the CLI's selected OS thread id
+
+
+# -- the current thread -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentThread:
+    tid: int
+    index: int  # the debugger's thread number (0 when unknown)
+
+
+def debugger_selected_tid(ctx: CommandContext) -> int | None:
+    """The thread the debugger has selected; None for targets without a selection (the CLI)."""
+    pick = getattr(ctx.session.target(), "selected_tid", None)
+    return pick() if callable(pick) else None
+
+
+def current_thread(ctx: CommandContext) -> CurrentThread | None:
+    """The thread SOS-style commands act on: the debugger's selected thread, else the thread
+    chosen with setthread, else the target's first thread."""
+    target = ctx.session.target()
+    threads = target.threads()
+    tid = debugger_selected_tid(ctx)
+    if tid is None:
+        tid = ctx.session.settings.get(CURRENT_THREAD)
+    if tid is None:
+        if not threads:
+            return None
+        tid = threads[0].tid
+    return CurrentThread(tid, next((t.index for t in threads if t.tid == tid), 0))
+
+
+# -- fixed-width rows as SOS's TableOutput writes them ------------------------------------------
+
+
+def _cells(widths: tuple[int, ...], right: tuple[bool, ...], values: list[str], cut: tuple[int, ...] = ()) -> str:
+    """Every cell but the last padded to its width, one space apart; the last unpadded.
+
+    Text cells (the columns in ``cut``) are also cut to their width, as %-*.*s does; numbers
+    and pointers are printed with %*d / %p, which only pad, so a long one overflows the column."""
+    out = []
+    for i, v in enumerate(values):
+        if i == len(values) - 1:
+            out.append(v)
+            break
+        w = widths[i]
+        if i in cut:
+            v = v[:w]
+        out.append(v.rjust(w) if right[i] else v.ljust(w))
+    return " ".join(out)
+
+
+def _p(v: int) -> str:
+    """%p as SOS's tables print it: 16 uppercase hex digits."""
+    return f"{v & 0xFFFFFFFFFFFFFFFF:016X}"
+
+
+def _lp(v: int) -> str:
+    """A pointer inside text: 16 lowercase hex digits."""
+    return f"{v & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+# -- clrthreads ---------------------------------------------------------------------------------
+
+_THREAD_WIDTHS = (4, 4, 8, 16, 8, 11, 33, 16, 5, 3)
+_THREAD_RIGHT = (True, True, True, False, True, False, False, False, False, False)
+
+
+@register
+class ClrThreads(Command):
+    names = ("clrthreads", "ClrThreads")
+    summary = "List the managed threads: ids, state, GC mode, allocation context, last exception."
+    usage = "clrthreads [-live] [-special]"
+    details = """\
+One row per thread the runtime knows (running, unstarted and dead ones). DBG is the
+debugger's thread number (XXXX: the OS thread is gone), ID the managed thread id, OSID the
+OS thread id in hex, ThreadOBJ the runtime's Thread object, State its state bits (see
+threadstate), Lock Count the monitors it holds. The Exception column names special threads
+((Finalizer), (GC), (Threadpool Worker)) and the last exception the thread threw.
+
+Examples:
+  clrthreads
+  clrthreads -live"""
+    options = (
+        Option("-live", "only threads the debugger knows (running OS threads)"),
+        Option("-special", "special runtime threads (not supported off Windows)"),
+        Option("-managedexception", "switch to the thread with a managed exception (not supported)"),
+    )
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.managedexception:
+            raise SosError("-managedexception is not supported by sosext: find the thread in the "
+                           "Exception column and select it with the debugger")
+        runtime = ctx.runtime
+        store = thread_store(runtime)
+        out = ctx.out
+        host = "no" if not store.host_config & 0x7FFFFFFF else f"yes (0x{store.host_config:x})"
+        for label, value in (("ThreadCount:", store.thread_count), ("UnstartedThread:", store.unstarted),
+                             ("BackgroundThread:", store.background), ("PendingThread:", store.pending),
+                             ("DeadThread:", store.dead), ("Hosted Runtime:", host)):
+            out.line(f"{label:<17} {value}")
+        out.line(" " * 108 + "Lock  ")
+        out.line(_cells(_THREAD_WIDTHS, _THREAD_RIGHT,
+                        ["DBG", "ID", "OSID", "ThreadOBJ", "State", "GC Mode", "GC Alloc Context", "Domain",
+                         "Count", "Apt", "Exception"]))
+        known = {t.tid: t for t in ctx.session.target().threads()}
+        for t in clr_threads(runtime):
+            info = known.get(t.os_id) if t.os_id else None
+            if info is None and args.live:
+                continue
+            out.line(self._row(ctx, t, info))
+        if args.special:
+            out.line()
+            out.line("-special not supported.")
+
+    @staticmethod
+    def _row(ctx: CommandContext, t: ClrThread, info: ThreadInfo | None) -> str:
+        dbg = str(info.index) if info is not None else "XXXX "
+        return _cells(_THREAD_WIDTHS, _THREAD_RIGHT, [
+            dbg, str(t.managed_id), f"{t.os_id:x}", _p(t.address), f"{t.state:x}",
+            "Cooperative" if t.cooperative else "Preemptive",
+            f"{_p(t.alloc_context[0])}:{_p(t.alloc_context[1])}", _p(t.domain), _lock_count(t.lock_count),
+            t.apartment, exception_column(ctx, t)], cut=(0, 5, 9))
+
+
+def _lock_count(n: int) -> str:
+    """SOS's Decimal() of the DWORD lock count: %.*d of the value as a signed int, with the
+    digit count of the unsigned value as precision. .NET 9+ no longer counts locks and
+    reports 0xFFFFFFFF, which SOS therefore prints as -0000000001."""
+    raw = n & 0xFFFFFFFF
+    precision = max(len(str(raw)), 1)
+    signed = raw - (1 << 32) if raw & 0x80000000 else raw
+    return ("-" if signed < 0 else "") + f"{abs(signed):0{precision}d}"
+
+
+def exception_column(ctx: CommandContext, t: ClrThread) -> str:
+    text = ""
+    if t.is_finalizer:
+        text += "(Finalizer) "
+    if t.is_gc:
+        text += "(GC) "
+    if t.is_threadpool_worker:
+        text += "(Threadpool Worker) "
+    elif t.is_completion_port:
+        text += "(Threadpool Completion Port) "
+    if t.last_exception:
+        heap = ctx.runtime.heap
+        try:
+            mt = ctx.runtime.target.read_pointer(t.last_exception) & ~7
+        except SosError:
+            mt = None
+        if mt is not None:
+            name = heap.types.name_of(mt) if heap.types.get(mt) is not None else None
+            text += f"{name} {_lp(t.last_exception)}" if name else f"<Invalid Object> ({_p(t.last_exception)})"
+            if t.first_nested_exception:
+                text += " (nested exceptions)"
+    return text
+
+
+# -- threadstate -------------------------------------------------------------------------------
+
+THREAD_STATE_NAMES = (
+    (0x1, "Abort Requested"), (0x2, "GC Suspend Pending"), (0x4, "User Suspend Pending"),
+    (0x8, "Debug Suspend Pending"), (0x10, "GC On Transitions"), (0x20, "Legal to Join"),
+    (0x40, "Yield Requested"), (0x80, "Hijacked by the GC"), (0x100, "Blocking GC for Stack Overflow"),
+    (0x200, "Background"), (0x400, "Unstarted"), (0x800, "Dead"), (0x1000, "CLR Owns"),
+    (0x2000, "CoInitialized"), (0x4000, "In Single Threaded Apartment"),
+    (0x8000, "In Multi Threaded Apartment"), (0x10000, "Reported Dead"), (0x20000, "Fully initialized"),
+    (0x40000, "Task Reset"), (0x80000, "Sync Suspended"), (0x100000, "Debug Will Sync"),
+    (0x200000, "Stack Crawl Needed"), (0x400000, "Suspend Unstarted"), (0x800000, "Aborted"),
+    (0x1000000, "Thread Pool Worker Thread"), (0x2000000, "Interruptible"), (0x4000000, "Interrupted"),
+    (0x8000000, "Completion Port Thread"), (0x10000000, "Abort Initiated"), (0x20000000, "Finalized"),
+    (0x40000000, "Failed to Start"), (0x80000000, "Detached"),
+)
+
+
+@register
+class ThreadStateCommand(Command):
+    names = ("threadstate", "ThreadState")
+    summary = "Name the bits of a thread's State value (the State column of clrthreads)."
+    usage = "threadstate <state>"
+    details = "Example:\n  threadstate 21220"
+    positionals = (Positional("state", "the State value, hex", str, required=True),)
+    needs_runtime = False
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        try:
+            state = parse_address(args.state)
+        except UsageError:
+            state = 0
+        names = [name for bit, name in THREAD_STATE_NAMES if state & bit]
+        if not names:
+            ctx.out.line(f"    No thread states for '{args.state}'")
+        for n in names:
+            ctx.out.line(f"    {n}")
+
+
+# -- setthread ---------------------------------------------------------------------------------
+
+
+@register
+class SetThread(Command):
+    names = ("setthread",)
+    summary = "List the target's threads, or choose the thread clrstack and pe use (CLI)."
+    usage = "setthread [-t] [<thread>]"
+    details = """\
+Without an argument, lists the threads (* marks the current one) as index and OS thread id.
+With one, makes that thread current for clrstack, pe and dso: <thread> is the thread's
+index, or its OS thread id with -t (hex with 0x, or decimal). In LLDB and GDB select
+threads with the debugger instead (thread select <n> / thread <n>); sosext follows it.
+
+Examples:
+  setthread
+  setthread 8
+  setthread -t 0x7eb5"""
+    options = (Option("-t", "the argument is an OS thread id", aliases=("--tid",), dest="tid"),)
+    positionals = (Positional("thread", "thread index, or OS thread id with -t"),)
+    needs_runtime = False
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        threads = ctx.session.target().threads()
+        if args.thread is None:
+            cur = current_thread(ctx)
+            for t in threads:
+                mark = "*" if cur is not None and t.tid == cur.tid else " "
+                ctx.out.line(f"{mark}{t.index} 0x{t.tid:04X} ({t.tid})")
+            return
+        if debugger_selected_tid(ctx) is not None:
+            raise SosError("the debugger chooses the current thread here: use its own command "
+                           "(LLDB: thread select <n>, GDB: thread <n>)")
+        n = parse_count(args.thread)
+        found = next((t for t in threads if (t.tid if args.tid else t.index) == n), None)
+        if found is None:
+            raise SosError(f"no thread {'with OS id ' if args.tid else ''}{args.thread} in the target")
+        ctx.session.settings[CURRENT_THREAD] = found.tid
+        ctx.out.line(f"Current thread is now {found.index} (OS thread id 0x{found.tid:x})")
+
+
+# -- clrstack ----------------------------------------------------------------------------------
+
+_STACK_WIDTHS = (16, 16)
+_STACK_RIGHT = (True, True)
+
+
+@register
+class ClrStackCommand(Command):
+    names = ("clrstack", "ClrStack")
+    summary = "Show the managed call stack of the current thread (or of every thread with -all)."
+    usage = "clrstack [-a] [-p] [-l] [-n] [-f] [-r] [-all] [-c <count>]"
+    details = """\
+One row per frame, innermost first: the frame's stack pointer, instruction pointer and
+method (Namespace.Type.Method(ArgTypes)). Runtime transition frames appear as
+[FrameName: address]. The current thread is the debugger's selected thread (in the CLI the
+one chosen with setthread, else the first). Source lines are not shown (no PDB reader).
+
+Examples:
+  clrstack
+  clrstack -a
+  clrstack -all
+  clrstack -f -c 5"""
+    options = (
+        Option("-a", "show parameters and locals"),
+        Option("-p", "show parameters"),
+        Option("-l", "show locals (the runtime knows no local names: each shows its location)"),
+        Option("-n", "no source line numbers (sosext shows none anyway)"),
+        Option("-f", "full: module names and code offsets"),
+        Option("-r", "show the registers of every frame"),
+        Option("-all", "every managed thread"),
+        Option("-c", "at most this many frames", parse_count, "count"),
+        Option("-i", "use ICorDebug (not supported)"),
+        Option("-gc", "show GC references per frame (not supported)"),
+    )
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.i or args.gc:
+            raise SosError(f"clrstack {'-i' if args.i else '-gc'} is not supported by sosext")
+        params = args.a or args.p
+        local_vars = args.a or args.l
+        runtime = ctx.runtime
+        if args.all:
+            for t in clr_threads(runtime):
+                if not t.os_id:
+                    continue
+                ctx.out.line(f"OS Thread Id: 0x{t.os_id:x}")
+                self._thread(ctx, t.os_id, params, local_vars, args)
+            return
+        cur = current_thread(ctx)
+        if cur is None:
+            raise SosError("the target has no threads")
+        ctx.out.line(f"OS Thread Id: 0x{cur.tid:x} ({cur.index})")
+        self._thread(ctx, cur.tid, params, local_vars, args)
+
+    def _thread(self, ctx: CommandContext, tid: int, params: bool, local_vars: bool, args: Parsed) -> None:
+        out = ctx.out
+        try:
+            stack = walk_stack(ctx.runtime, tid, arguments=params, local_variables=local_vars,
+                               registers=args.r, max_frames=args.c or 0, interrupted=interrupted)
+        except NotManagedThread as e:
+            if not e.is_managed:
+                out.line("Unable to walk the managed stack. The current thread is likely not a ")
+                out.line("managed thread. You can run clrthreads to get a list of managed threads in")
+                out.line("the process")
+            out.line(f"Failed to start stack walk: {e.hr:x}")
+            return
+        out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, ["Child SP", "IP", "Call Site"]))
+        for f in stack.frames:
+            # With -f SOS leaves a runtime Frame's IP blank (it means little there).
+            ip = "" if args.f and not f.is_managed else _p(f.ip)
+            out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, [_p(f.sp), ip, call_site(ctx, f, args.f)]))
+            if f.is_managed and (params or local_vars):
+                _args_and_locals(ctx, f, params, local_vars)
+            if f.registers is not None:
+                _registers(ctx, f.registers, ctx.runtime.target.arch)
+        if stack.interrupted:
+            out.line("<interrupted>")
+        elif not stack.complete:
+            out.line("<failed>")
+            out.line("Stack Walk failed. Reported stack incomplete.")
+
+
+def call_site(ctx: CommandContext, f: ClrStackFrame, full: bool = False) -> str:
+    """The Call Site column: a method, or a runtime Frame with its method."""
+    runtime = ctx.runtime
+    if not f.is_managed:
+        text = f"[{f.frame_name}: {_lp(f.frame_address)}] "
+        if f.method_name and full and f.method_desc:
+            text += _module_prefix(ctx, f.method_desc)
+        return text + f.method_name
+    if not f.method_desc:
+        return "<unknown>"
+    if not f.method_name:
+        return "<unknown>"
+    if not full:
+        return f.method_name
+    text = _module_prefix(ctx, f.method_desc) + f.method_name
+    mdd = runtime.dac.method_desc_data(f.method_desc)
+    if mdd is not None and f.ip != mdd.native_code_addr:
+        text += f" + {(f.ip - mdd.native_code_addr) & 0xFFFFFFFFFFFFFFFF}"
+    return text
+
+
+def _module_prefix(ctx: CommandContext, md: int) -> str:
+    mdd = ctx.runtime.dac.method_desc_data(md)
+    name = module_file_name(ctx.runtime, mdd.module_ptr) if mdd is not None else ""
+    return f"{name}!" if name else ""
+
+
+def _value_text(v: FrameValue) -> str:
+    if v.read_failed:
+        return "<unable to retrieve data>"
+    n = v.value
+    if n is None:
+        return "<no data>"
+    return f"0x{n:016x}"
+
+
+def _args_and_locals(ctx: CommandContext, f: ClrStackFrame, params: bool, local_vars: bool) -> None:
+    out = ctx.out
+    if params and f.arguments:
+        out.line("    PARAMETERS:")
+        printed_location = False  # SOS never resets this between parameters
+        for v in f.arguments:
+            text = "        "
+            if v.name:
+                text += f"{v.name} "
+            if v.in_register:
+                text += "(<CLR reg>) "
+                printed_location = True
+            elif v.location is not None:
+                text += f"(0x{_p(v.location)}) "
+                printed_location = True
+            if v.name or printed_location:
+                text += "= "
+            out.line(text + _value_text(v))
+    if local_vars and f.locals:
+        out.line("    LOCALS:")
+        for v in f.locals:
+            text = "        "
+            if v.in_register:
+                text += "<CLR reg> = "
+            elif v.location is not None:
+                text += f"0x{_p(v.location)} = "
+            out.line(text + _value_text(v))
+    out.line()
+
+
+def _registers(ctx: CommandContext, regs: dict[str, int], arch: str) -> None:
+    out = ctx.out
+    if arch == "x86_64":
+        rows = (("rsp", "rbp", "rip"), ("rax", "rbx", "rcx"), ("rdx", "rsi", "rdi"), ("r8", "r9", "r10"),
+                ("r11", "r12", "r13"), ("r14", "r15"))
+        for row in rows:
+            out.line("    " + " ".join(f"{r:>3}={regs.get(r, 0):016x}" for r in row))
+        return
+    line = "   "
+    for i in range(29):
+        line += (" " if i < 10 else "") + f" x{i}={regs.get(f'x{i}', 0):016x}"
+        if i % 3 == 2:
+            out.line(line)
+            line = "   "
+    out.line(line + f"  fp={regs.get('fp', 0):016x}")
+    out.line(f"     lr={regs.get('lr', 0):016x}  sp={regs.get('sp', 0):016x}  pc={regs.get('pc', 0):016x}")
+
+
+# -- pe / printexception -----------------------------------------------------------------------
+
+
+@register
+class PrintException(Command):
+    names = ("pe", "printexception", "PrintException")
+    summary = "Show an exception object: type, message, inner exception, stack trace, HResult."
+    usage = "pe [-nested] [<exception object>]"
+    details = """\
+Without an address, shows the last exception the current thread threw. The stack trace is
+the one the runtime recorded while the exception propagated: stack pointer, instruction
+pointer and module!method+offset per frame.
+
+Examples:
+  pe
+  pe 00007f3a1c0123d8
+  pe -nested"""
+    options = (
+        Option("-nested", "also show the current thread's nested exceptions"),
+        Option("-lines", "source lines (not supported: shown without)", aliases=("-l",)),
+        Option("-ccw", "the argument is a COM callable wrapper (Windows only; not supported)"),
+    )
+    positionals = (Positional("object", "address of an exception object"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.ccw:
+            raise SosError("pe -ccw is not supported by sosext (COM interop exists only on Windows)")
+        runtime = ctx.runtime
+        cur = current_thread(ctx)
+        thread = thread_by_os_id(runtime, cur.tid) if cur is not None else None
+        if args.object is None:
+            if thread is None:
+                ctx.out.line("The current thread is unmanaged")
+                return
+            if not thread.last_exception:
+                ctx.out.line("There is no current managed exception on this thread")
+            else:
+                self._print(ctx, thread.last_exception)
+        else:
+            try:
+                address = parse_address(args.object)
+            except UsageError:
+                address = 0
+            if not address:
+                raise SosError(f"Invalid exception object {args.object}")
+            self._print(ctx, address)
+        if thread is not None and thread.first_nested_exception:
+            if not args.nested:
+                ctx.out.line("There are nested exceptions on this thread. Run with -nested for details")
+                return
+            nested = thread.first_nested_exception
+            seen: set[int] = set()
+            while nested and nested not in seen:
+                seen.add(nested)
+                pair = runtime.dac.nested_exception(nested)
+                if pair is None:
+                    ctx.out.line(f"Error retrieving nested exception info {_p(nested)}")
+                    return
+                ctx.out.line()
+                ctx.out.line("Nested exception " + "-" * 61)
+                self._print(ctx, pair[0])
+                nested = pair[1]
+
+    @staticmethod
+    def _print(ctx: CommandContext, address: int) -> None:
+        # NotAnException / InvalidExceptionObject carry SOS's messages for bad addresses.
+        write_exception(ctx, read_exception(ctx.runtime, address))
+
+
+def write_exception(ctx: CommandContext, e: ClrExceptionInfo) -> None:
+    out = ctx.out
+    out.line(f"Exception object: {_lp(e.address)}")
+    out.line(f"Exception type:   {e.type_name or '<Unknown>'}")
+    out.line(f"Message:          {e.message if e.message is not None else '<none>'}")
+    if e.inner:
+        if e.inner_type is not None:
+            out.line(f"InnerException:   {e.inner_type}, Use printexception {_p(e.inner)} to see more.")
+        else:
+            out.line("InnerException:   <invalid MethodTable of inner exception>")
+    else:
+        out.line("InnerException:   <none>")
+    out.line("StackTrace (generated):")
+    if e.stack_trace_state is StackTraceState.NONE:
+        out.line("<none>")
+    elif e.stack_trace_state is StackTraceState.NOT_AVAILABLE:
+        out.line("<Not Available>")
+    elif e.stack_trace_state is StackTraceState.UNDECIPHERABLE:
+        out.line("Unable to decipher generated stack trace")
+    else:
+        out.line("    SP               IP               Function")
+        for f in e.frames:
+            where = f"{f.module or 'UNKNOWN'}!{f.method_name or 'UNKNOWN'}"
+            if f.offset:
+                where += f"+{f.offset:#x}"
+            out.line(f"    {_p(f.sp)} {_p(f.ip)} {where}")
+        out.line()
+    if e.stack_trace_string is not None:
+        out.line(f"StackTraceString: {e.stack_trace_string}")
+        out.line()
+    else:
+        out.line("StackTraceString: <none>")
+    out.line(f"HResult: {e.hresult:x}")
+
+
+# -- threadpool --------------------------------------------------------------------------------
+
+
+@register
+class ThreadPoolCommand(Command):
+    names = ("threadpool", "ThreadPool")
+    summary = "Show the thread pool: CPU utilization, worker counts and limits."
+    usage = "threadpool"
+    details = """\
+Reads the managed thread pool (System.Threading.PortableThreadPool, .NET 6+) the way
+SOS does: its CPU utilization, worker thread counts and limits. Older runtimes answer
+through the DAC's thread-pool data.
+
+Example:
+  threadpool"""
+    options = (
+        Option("-ti", "hill climbing log (not supported)", aliases=("-hc",)),
+        Option("-wi", "queued work items (not supported)"),
+        Option("-stat", "statistics of queued work items (not supported)", aliases=("-summary",)),
+    )
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.ti or args.wi or args.stat:
+            raise SosError("threadpool -ti, -wi and -stat are not supported by sosext yet")
+        pool = read_threadpool(ctx.runtime)
+        out = ctx.out
+        if pool is None:
+            out.line("Failed to obtain ThreadPool data.")
+            return
+        out.line(f"Using the {pool.kind} thread pool.")
+        out.line()
+        if pool.kind == "Windows":
+            out.line(f"{'Thread count:':<17} {pool.windows_thread_count}")
+        else:
+            for label, value in (("CPU utilization:", f"{pool.cpu_utilization}%"),
+                                 ("Workers Total:", pool.workers_total), ("Workers Running:", pool.workers_running),
+                                 ("Workers Idle:", pool.workers_idle), ("Worker Min Limit:", pool.min_workers),
+                                 ("Worker Max Limit:", pool.max_workers)):
+                out.line(f"{label:<17} {value}")
+        out.line()
+

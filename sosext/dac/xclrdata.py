@@ -1,0 +1,295 @@
+"""The DAC's IXCLRData* interfaces that walk stacks: task, stack walk, frame, method instance, value.
+
+Slot numbers are derived from the method lists below, which follow the declaration order of
+dotnet/runtime src/coreclr/inc/xclrdata.idl (each interface derives from IUnknown, so the
+first listed method is slot 3). Every wrapper owns one reference to its interface and
+releases it in ``release()`` (or at the end of a ``with`` block); every call takes the DAC's
+lock, because the DAC is not thread-safe.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import TYPE_CHECKING, Any
+
+from .com import ComPtr, utf16_buffer, utf16_text
+from .sos import _slots
+
+if TYPE_CHECKING:
+    from .sos import SosDac
+
+# IXCLRDataProcess (the object CLRDataCreateInstance returns); only the first slots are used.
+PROCESS = _slots("Flush", "StartEnumTasks", "EnumTask", "EndEnumTasks", "GetTaskByOSThreadID",
+                 "GetTaskByUniqueID", "GetFlags", "IsSameObject", "GetManagedObject",
+                 "GetDesiredExecutionState", "SetDesiredExecutionState", "GetAddressType",
+                 "GetRuntimeNameByAddress")
+TASK = _slots("GetProcess", "GetCurrentAppDomain", "GetUniqueID", "GetFlags", "IsSameObject",
+              "GetManagedObject", "GetDesiredExecutionState", "SetDesiredExecutionState",
+              "CreateStackWalk", "GetOSThreadID", "GetContext", "SetContext",
+              "GetCurrentExceptionState", "Request", "GetName", "GetLastExceptionState")
+STACK_WALK = _slots("GetContext", "SetContext", "Next", "GetStackSizeSkipped", "GetFrameType",
+                    "GetFrame", "Request", "SetContext2")
+FRAME = _slots("GetFrameType", "GetContext", "GetAppDomain", "GetNumArguments", "GetArgumentByIndex",
+               "GetNumLocalVariables", "GetLocalVariableByIndex", "GetCodeName", "GetMethodInstance",
+               "Request", "GetNumTypeArguments", "GetTypeArgumentByIndex")
+METHOD_INSTANCE = _slots("GetTypeInstance", "GetDefinition", "GetTokenAndScope", "GetName", "GetFlags",
+                         "IsSameObject", "GetEnCVersion", "GetNumTypeArguments", "GetTypeArgumentByIndex",
+                         "GetILOffsetsByAddress", "GetAddressRangesByILOffset", "GetILAddressMap",
+                         "StartEnumExtents", "EnumExtent", "EndEnumExtents", "Request",
+                         "GetRepresentativeEntryAddress")
+VALUE = _slots("GetFlags", "GetAddress", "GetSize", "GetBytes", "SetBytes", "GetType", "GetNumFields",
+               "GetFieldByIndex", "Request", "GetNumFields2", "StartEnumFields", "EnumField",
+               "EndEnumFields", "StartEnumFieldsByName", "EnumFieldByName", "EndEnumFieldsByName",
+               "GetFieldByToken", "GetAssociatedValue", "GetAssociatedType", "GetString",
+               "GetArrayProperties", "GetArrayElement", "EnumField2", "EnumFieldByName2",
+               "GetFieldByToken2", "GetNumLocations", "GetLocationByIndex")
+
+# CLRDataSimpleFrameType: which frames a stack walk stops at (all of them, as SOS asks).
+SIMPFRAME_UNRECOGNIZED = 0x1
+SIMPFRAME_MANAGED_METHOD = 0x2
+SIMPFRAME_RUNTIME_MANAGED_CODE = 0x4
+SIMPFRAME_RUNTIME_UNMANAGED_CODE = 0x8
+SIMPFRAME_ALL = 0xF
+
+# dacprivate.h: a private stack-walk request answering the clr!Frame behind the current frame.
+DACSTACKPRIV_REQUEST_FRAME_DATA = 0xF0000000
+# ClrDataValueLocationFlag
+VLOC_MEMORY = 0
+VLOC_REGISTER = 1
+# HRESULT_FROM_WIN32(ERROR_BUFFER_OVERFLOW): what GetBytes answers to a size query.
+HR_BUFFER_OVERFLOW = 0x8007006F
+
+# Windows CONTEXT records the DAC reads and writes: flags for a full context, size, SP and IP offsets.
+CONTEXT_LAYOUT = {
+    "x86_64": (0x10000B, 0x4D0, 0x98, 0xF8),
+    "aarch64": (0x400007, 0x390, 0x100, 0x108),
+}
+
+_U32 = ctypes.c_uint32
+_PU32 = ctypes.POINTER(ctypes.c_uint32)
+_A = ctypes.c_uint64
+_PA = ctypes.POINTER(ctypes.c_uint64)
+_P = ctypes.c_void_p
+_PP = ctypes.POINTER(ctypes.c_void_p)
+_PW = ctypes.POINTER(ctypes.c_uint16)
+
+NAME_CHARS = 1024  # SOS's mdNameLen: enough for any method or parameter name
+
+
+def failed(hr: int) -> bool:
+    return bool(hr & 0x80000000)
+
+
+# Integer and control registers of the CONTEXT records (winnt.h layouts).
+_AMD64_REGISTERS = (("rax", 0x78), ("rcx", 0x80), ("rdx", 0x88), ("rbx", 0x90), ("rsp", 0x98), ("rbp", 0xA0),
+                    ("rsi", 0xA8), ("rdi", 0xB0), ("r8", 0xB8), ("r9", 0xC0), ("r10", 0xC8), ("r11", 0xD0),
+                    ("r12", 0xD8), ("r13", 0xE0), ("r14", 0xE8), ("r15", 0xF0), ("rip", 0xF8))
+_ARM64_REGISTERS = tuple((f"x{i}", 8 + 8 * i) for i in range(29)) + (
+    ("fp", 0xF0), ("lr", 0xF8), ("sp", 0x100), ("pc", 0x108))
+
+
+def context_registers(arch: str, context: bytes) -> dict[str, int]:
+    """The integer registers of a CONTEXT record, by Linux name (plus cpsr/eflags)."""
+    if arch == "x86_64":
+        regs = {name: struct.unpack_from("<Q", context, off)[0] for name, off in _AMD64_REGISTERS}
+        regs["eflags"] = struct.unpack_from("<I", context, 0x44)[0]
+    else:
+        regs = {name: struct.unpack_from("<Q", context, off)[0] for name, off in _ARM64_REGISTERS}
+        regs["cpsr"] = struct.unpack_from("<I", context, 4)[0]
+    return regs
+
+
+def context_sp_ip(arch: str, context: bytes) -> tuple[int, int]:
+    """Stack and instruction pointer of a CONTEXT record of ``arch``."""
+    _flags, _size, sp_off, ip_off = CONTEXT_LAYOUT[arch]
+    return struct.unpack_from("<Q", context, sp_off)[0], struct.unpack_from("<Q", context, ip_off)[0]
+
+
+class _Interface:
+    """One counted reference to a DAC interface, released once."""
+
+    kind = "IUnknown"
+
+    def __init__(self, dac: "SosDac", ptr: int) -> None:
+        self.dac = dac
+        self.com = ComPtr(ptr, self.kind)
+
+    def release(self) -> None:
+        with self.dac.lock:
+            self.com.release()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _call(self, slot: int, argtypes: tuple[Any, ...], *args: Any) -> int:
+        with self.dac.lock:
+            return self.com.call(slot, argtypes, *args)
+
+    def _out_interface(self, slot: int, lead: tuple[tuple[Any, Any], ...] = ()) -> tuple[int, int]:
+        """Call a method whose last parameter is an ``[out] IFoo**``: (HRESULT, pointer)."""
+        out = _P()
+        types = tuple(t for t, _ in lead) + (_PP,)
+        hr = self._call(slot, types, *(v for _, v in lead), ctypes.byref(out))
+        return hr, out.value or 0
+
+    def _context(self, slot: int, arch: str) -> bytes | None:
+        flags, size, _sp, _ip = CONTEXT_LAYOUT[arch]
+        buf = (ctypes.c_ubyte * size)()
+        got = _U32(0)
+        hr = self._call(slot, (_U32, _U32, _PU32, _P), flags, size, ctypes.byref(got), buf)
+        # S_FALSE means the walk has no valid frame: as good as a failure for a caller.
+        if failed(hr) or hr == 1:
+            return None
+        return bytes(buf)
+
+
+class Task(_Interface):
+    """IXCLRDataTask: a managed thread."""
+
+    kind = "IXCLRDataTask"
+
+    def create_stack_walk(self, flags: int = SIMPFRAME_ALL) -> tuple[int, "StackWalk | None"]:
+        hr, ptr = self._out_interface(TASK["CreateStackWalk"], ((_U32, flags),))
+        return hr, (StackWalk(self.dac, ptr) if not failed(hr) and ptr else None)
+
+
+class StackWalk(_Interface):
+    """IXCLRDataStackWalk. Created on the thread's first frame (despite the IDL's comment, the
+    DAC's implementation positions it there, and SOS relies on that); ``next()`` moves on."""
+
+    kind = "IXCLRDataStackWalk"
+
+    def context(self, arch: str) -> bytes | None:
+        return self._context(STACK_WALK["GetContext"], arch)
+
+    def next(self) -> int:
+        """S_OK (0) on a new frame, S_FALSE (1) at the end, a failure HRESULT if the walk broke."""
+        return self._call(STACK_WALK["Next"], ())
+
+    def frame_type(self) -> tuple[int, int] | None:
+        simple, detailed = _U32(0), _U32(0)
+        if failed(self._call(STACK_WALK["GetFrameType"], (_PU32, _PU32),
+                             ctypes.byref(simple), ctypes.byref(detailed))):
+            return None
+        return simple.value, detailed.value
+
+    def frame_address(self) -> int:
+        """The runtime Frame (clr!Frame) the walk stands on, or 0 for a managed method's frame."""
+        out = _A(0)
+        hr = self._call(STACK_WALK["Request"], (_U32, _U32, _P, _U32, _P),
+                        DACSTACKPRIV_REQUEST_FRAME_DATA, 0, None, ctypes.sizeof(out), ctypes.byref(out))
+        return 0 if failed(hr) else out.value
+
+    def frame(self) -> "Frame | None":
+        hr, ptr = self._out_interface(STACK_WALK["GetFrame"])
+        return Frame(self.dac, ptr) if not failed(hr) and ptr else None
+
+
+class Frame(_Interface):
+    """IXCLRDataFrame: one frame's method, arguments and locals."""
+
+    kind = "IXCLRDataFrame"
+
+    def _count(self, slot: int) -> int | None:
+        n = _U32(0)
+        if failed(self._call(slot, (_PU32,), ctypes.byref(n))):
+            return None
+        return n.value
+
+    def num_arguments(self) -> int | None:
+        return self._count(FRAME["GetNumArguments"])
+
+    def num_locals(self) -> int | None:
+        return self._count(FRAME["GetNumLocalVariables"])
+
+    def _value(self, slot: int, index: int) -> tuple["Value | None", str]:
+        out = _P()
+        name = utf16_buffer(NAME_CHARS)
+        got = _U32(0)
+        hr = self._call(slot, (_U32, _PP, _U32, _PU32, _PW), index, ctypes.byref(out), NAME_CHARS,
+                        ctypes.byref(got), name)
+        if failed(hr) or not out.value:
+            return None, ""
+        return Value(self.dac, out.value), utf16_text(name)
+
+    def argument(self, index: int) -> tuple["Value | None", str]:
+        """The value of argument ``index`` (0 = ``this`` for instance methods) and its name."""
+        return self._value(FRAME["GetArgumentByIndex"], index)
+
+    def local(self, index: int) -> tuple["Value | None", str]:
+        """The value of local ``index`` and its name (the DAC knows no local names: "")."""
+        return self._value(FRAME["GetLocalVariableByIndex"], index)
+
+    def method_instance(self) -> "MethodInstance | None":
+        hr, ptr = self._out_interface(FRAME["GetMethodInstance"])
+        return MethodInstance(self.dac, ptr) if not failed(hr) and ptr else None
+
+
+class MethodInstance(_Interface):
+    kind = "IXCLRDataMethodInstance"
+
+    def name(self) -> str | None:
+        buf = utf16_buffer(NAME_CHARS)
+        got = _U32(0)
+        hr = self._call(METHOD_INSTANCE["GetName"], (_U32, _U32, _PU32, _PW), 0, NAME_CHARS,
+                        ctypes.byref(got), buf)
+        return utf16_text(buf) if hr == 0 else None  # S_FALSE: truncated, not worth showing
+
+
+class Value(_Interface):
+    """IXCLRDataValue: where a variable lives and its bytes."""
+
+    kind = "IXCLRDataValue"
+
+    def flags(self) -> int | None:
+        """CLRDataValueFlag bits (primitive, value type, string, array, reference ...)."""
+        out = _U32(0)
+        return None if failed(self._call(VALUE["GetFlags"], (_PU32,), ctypes.byref(out))) else out.value
+
+    def size(self) -> int | None:
+        out = _A(0)
+        return None if failed(self._call(VALUE["GetSize"], (_PA,), ctypes.byref(out))) else out.value
+
+    def address(self) -> int | None:
+        """Where the value lives when it is one piece of memory (None in a register, or split)."""
+        out = _A(0)
+        return None if failed(self._call(VALUE["GetAddress"], (_PA,), ctypes.byref(out))) else out.value
+
+    def locations(self) -> list[tuple[int, int]] | None:
+        """(flags, address) per piece: VLOC_MEMORY with its address or VLOC_REGISTER; None if unknown."""
+        n = _U32(0)
+        if failed(self._call(VALUE["GetNumLocations"], (_PU32,), ctypes.byref(n))):
+            return None
+        out = []
+        for i in range(n.value):
+            flags, addr = _U32(0), _A(0)
+            if failed(self._call(VALUE["GetLocationByIndex"], (_U32, _PU32, _PA), i,
+                                 ctypes.byref(flags), ctypes.byref(addr))):
+                return None
+            out.append((flags.value, addr.value))
+        return out
+
+    def data(self) -> tuple[bytes | None, bool]:
+        """(bytes, ok): (None, True) when the DAC has no data for it, (None, False) when reading failed."""
+        size = _U32(0)
+        hr = self._call(VALUE["GetBytes"], (_U32, _PU32, _P), 0, ctypes.byref(size), None)
+        if hr != HR_BUFFER_OVERFLOW:
+            return None, True
+        buf = (ctypes.c_ubyte * max(size.value, 1))()
+        hr = self._call(VALUE["GetBytes"], (_U32, _PU32, _P), size.value, ctypes.byref(size), buf)
+        if failed(hr):
+            return None, False
+        return bytes(buf[: size.value]), True
+
+
+def task_by_os_thread_id(dac: "SosDac", os_tid: int) -> tuple[int, Task | None]:
+    """The managed task running on OS thread ``os_tid``: (HRESULT, task or None)."""
+    out = _P()
+    with dac.lock:
+        hr = dac.process.call(PROCESS["GetTaskByOSThreadID"], (_U32, _PP), os_tid, ctypes.byref(out))
+    if hr != 0 or not out.value:
+        return hr, None
+    return hr, Task(dac, out.value)

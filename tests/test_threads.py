@@ -1,0 +1,403 @@
+"""Acceptance of the thread, stack and exception commands: clrthreads, clrstack, pe, threadpool.
+
+The `threads` debuggee runs a named thread blocked three calls deep (Level1(42, text) →
+Level2(item) → Level3() holding a local), a thread blocked inside the catch block of a
+TestException with an inner exception, and a blocked thread-pool work item. Each host runs
+one batch (LLDB live and on a heap core, the CLI on the core, GDB when installed) and the
+outputs are compared with the debuggee's truth.
+
+Threads are selected the way each host does it: LLDB and GDB select the debugger's thread
+(by OS thread id, through their scripting), the CLI uses sosext's setthread.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import drivers
+from harness import Debuggee, build_debuggee, dotnet_path
+
+pytestmark = pytest.mark.slow
+
+HOSTS = ["lldb-live", "lldb-core", "cli-core"]
+if drivers.GDB:
+    HOSTS += ["gdb-live", "gdb-core"]
+
+
+def select_index(host: str, index: int) -> str:
+    if host.startswith("lldb"):
+        # Not `thread select`: LLDB prints its stop description asynchronously, and the text can
+        # land in the next command's output.
+        return f"script lldb.debugger.GetSelectedTarget().GetProcess().SetSelectedThreadByIndexID({index})"
+    if host.startswith("gdb"):
+        return f"thread {index}"
+    return f"setthread {index}"
+
+
+def select_thread(host: str, tid: int) -> str:
+    if host.startswith("lldb"):
+        return f"script lldb.debugger.GetSelectedTarget().GetProcess().SetSelectedThreadByID({tid})"
+    if host.startswith("gdb"):
+        return ("python [t.switch() for t in gdb.selected_inferior().threads() "
+                f"if (t.ptid[1] or t.ptid[0]) == {tid}]")
+    return f"setthread -t {tid}"
+
+
+def batch(truth: dict, host: str) -> list[tuple[str, str]]:
+    """(key, command) pairs; keys name outputs independently of the host's selection commands."""
+    named = truth["threads"]["named"]["osTid"]
+    thrower = truth["threads"]["thrower"]["osTid"]
+    exc = truth["exception"]
+    return [
+        ("clrthreads", "clrthreads"),
+        ("select-named", select_thread(host, named)),
+        ("clrstack", "clrstack"),
+        ("clrstack -a", "clrstack -a"),
+        ("clrstack -f", "clrstack -f -c 7"),
+        ("select-thrower", select_thread(host, thrower)),
+        ("pe", "pe"),
+        ("pe exc", f"pe {exc['address']}"),
+        ("pe inner", f"pe {exc['inner']['address']}"),
+        ("pe notexc", f"pe {truth['notException']['address']}"),
+        ("pe bad", "pe 0x10"),
+        ("pe zzz", "pe zzz"),
+        ("clrstack -opt", "clrstack -zzz"),
+        ("clrstack -c", "clrstack -c 3"),
+        ("clrstack -all", "clrstack -all"),
+        ("threadpool", "threadpool"),
+        ("threadstate", "threadstate 3021220"),
+        # Thread 2 is a runtime-internal native thread (the PAL's synchronization manager).
+        ("select-2", select_index(host, 2)),
+        ("clrstack native", "clrstack"),
+        ("pe native", "pe"),
+        ("setthread", "setthread"),
+        ("setthread 99", "setthread 99"),
+    ]
+
+
+@dataclass
+class Case:
+    truth: dict
+    outputs: dict[str, dict[str, drivers.Output]] = field(default_factory=dict)
+
+    def out(self, host: str, key: str) -> drivers.Output:
+        return self.outputs[host][key]
+
+
+def run(host: str, truth: dict, **kw) -> dict[str, drivers.Output]:  # type: ignore[no-untyped-def]
+    pairs = batch(truth, host)
+    cmds = [c for _k, c in pairs]
+    if host.startswith("lldb"):
+        outs = drivers.run_lldb(cmds, **kw)
+    elif host.startswith("gdb"):
+        outs = drivers.run_gdb(cmds, **kw)
+    else:
+        outs = drivers.run_cli(cmds, **kw)
+    return {k: o for (k, _c), o in zip(pairs, outs)}
+
+
+@pytest.fixture(scope="module")
+def case(request, tmp_path_factory) -> Case:
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    if drivers.LLDB is None:
+        pytest.skip("lldb-16 is not installed (apt-get install lldb-16 python3-lldb-16)")
+    tfm = request.config.getoption("--tfm")
+    cores = tmp_path_factory.mktemp("cores-threads")
+    with Debuggee("threads", tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
+        c = Case(d.truth)
+        core = d.write_core("heap", cores / "threads.core")
+        exe = str(d.executable)
+        c.outputs["lldb-live"] = run("lldb-live", d.truth, pid=d.pid)
+        if "gdb-live" in HOSTS:
+            c.outputs["gdb-live"] = run("gdb-live", d.truth, pid=d.pid)
+    c.outputs["lldb-core"] = run("lldb-core", c.truth, core=core, exe=exe)
+    c.outputs["cli-core"] = run("cli-core", c.truth, core=core)
+    if "gdb-core" in HOSTS:
+        c.outputs["gdb-core"] = run("gdb-core", c.truth, core=core, exe=exe)
+    Path(core).unlink(missing_ok=True)
+    return c
+
+
+@pytest.fixture(params=HOSTS)
+def host(request) -> str:
+    return request.param
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+THREAD_ROW = re.compile(r"^\s*(\S+)\s+(\d+)\s+([0-9a-f]+) ([0-9A-F]{16}) +([0-9a-f]+) (Preemptive|Cooperative) "
+                        r"+([0-9A-F]{16}):([0-9A-F]{16}) ([0-9A-F]{16}) (\S+) +Ukn (.*)$")
+STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-F]{16}| {16}) (.*)$")
+
+
+@dataclass
+class ThreadRow:
+    dbg: str
+    managed_id: int
+    os_id: int
+    exception: str
+
+
+def thread_rows(text: str) -> dict[int, ThreadRow]:
+    rows = {}
+    for ln in text.splitlines():
+        m = THREAD_ROW.match(ln)
+        if m:
+            rows[int(m.group(3), 16)] = ThreadRow(m.group(1), int(m.group(2)), int(m.group(3), 16), m.group(11))
+    return rows
+
+
+def call_sites(text: str) -> list[str]:
+    return [m.group(3) for m in map(STACK_ROW.match, text.splitlines()) if m]
+
+
+def in_order(names: list[str], sites: list[str]) -> bool:
+    """Each name starts some call site (as Name(...)), in this order."""
+    i = 0
+    for s in sites:
+        if i < len(names) and s.startswith(names[i] + "("):
+            i += 1
+    return i == len(names)
+
+
+def frame_block(text: str, method: str) -> list[str]:
+    """The PARAMETERS/LOCALS lines after the first row whose call site starts with ``method(``."""
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        m = STACK_ROW.match(ln)
+        if m and m.group(3).startswith(method + "("):
+            block = []
+            for nxt in lines[i + 1:]:
+                if not nxt.strip() or STACK_ROW.match(nxt):
+                    break
+                block.append(nxt)
+            return block
+    raise AssertionError(f"no frame of {method} in:\n{text}")
+
+
+def field_of(text: str, label: str) -> str:
+    m = re.search(rf"^{re.escape(label)}\s*(.*)$", text, re.M)
+    assert m, f"no {label} line in:\n{text}"
+    return m.group(1)
+
+
+# -- clrthreads --------------------------------------------------------------------------------
+
+
+def test_clrthreads_lists_the_named_threads(case: Case, host: str) -> None:
+    text = case.out(host, "clrthreads").text
+    rows = thread_rows(text)
+    for role in ("named", "thrower", "pool", "main"):
+        t = case.truth["threads"][role]
+        row = rows.get(t["osTid"])
+        assert row is not None, f"{role} thread {t['osTid']:#x} missing:\n{text}"
+        assert row.managed_id == t["managedId"], role
+        assert row.dbg.isdigit(), role  # every thread here is alive and known to the debugger
+    assert "(Threadpool Worker)" in rows[case.truth["threads"]["pool"]["osTid"]].exception
+    assert sum("(Finalizer)" in r.exception for r in rows.values()) == 1
+    # The store's counters agree with the rows.
+    assert int(field_of(text, "ThreadCount:")) == len(rows)
+    assert int(field_of(text, "DeadThread:")) == 0
+    background = sum(1 for t in case.truth["threads"].values() if t["isBackground"])
+    assert int(field_of(text, "BackgroundThread:")) >= background
+    assert field_of(text, "Hosted Runtime:") == "no"
+
+
+def test_clrthreads_shows_the_last_thrown_exception(case: Case, host: str) -> None:
+    rows = thread_rows(case.out(host, "clrthreads").text)
+    exc = case.truth["exception"]
+    thrower = rows[case.truth["threads"]["thrower"]["osTid"]]
+    assert thrower.exception == f"{exc['type']} {int(exc['address'], 16):016x}"
+    assert rows[case.truth["threads"]["named"]["osTid"]].exception == ""
+
+
+def test_clrthreads_header_layout(case: Case, host: str) -> None:
+    lines = case.out(host, "clrthreads").lines
+    i = next(i for i, ln in enumerate(lines) if ln.strip() == "Lock")
+    assert lines[i] == " " * 108 + "Lock  "
+    assert lines[i + 1] == (" DBG   ID     OSID ThreadOBJ           State GC Mode     GC Alloc Context  "
+                            "                Domain           Count Apt Exception")
+
+
+# -- clrstack ----------------------------------------------------------------------------------
+
+
+def test_clrstack_shows_the_named_threads_methods_in_order(case: Case, host: str) -> None:
+    text = case.out(host, "clrstack").text
+    named = case.truth["threads"]["named"]["osTid"]
+    first = text.splitlines()[0]
+    m = re.match(r"^OS Thread Id: 0x([0-9a-f]+) \((\d+)\)$", first)
+    assert m and int(m.group(1), 16) == named, first
+    # The index is the debugger's thread number, the DBG column of clrthreads.
+    assert thread_rows(case.out(host, "clrthreads").text)[named].dbg == m.group(2)
+    assert text.splitlines()[1] == "        Child SP               IP Call Site"
+    sites = call_sites(text)
+    assert in_order(case.truth["named"]["frames"], sites), "\n".join(sites)
+    assert "DebuggeeHost.ThreadsScenario.Level1(Int32, System.String)" in sites
+    assert "DebuggeeHost.ThreadsScenario.Level2(System.Object)" in sites
+    # The thread blocks in a P/Invoke: the runtime's transition frame is listed.
+    assert any(re.match(r"^\[InlinedCallFrame: [0-9a-f]{16}\] $", s) for s in sites)
+
+
+def test_clrstack_a_shows_arguments_and_locals(case: Case, host: str) -> None:
+    text = case.out(host, "clrstack -a").text
+    n = case.truth["named"]
+    level1 = frame_block(text, "DebuggeeHost.ThreadsScenario.Level1")
+    assert level1[0] == "    PARAMETERS:"
+    assert re.fullmatch(rf"        count \(0x[0-9A-F]{{16}}\) = 0x{n['count']:016x}", level1[1]), level1
+    assert re.fullmatch(rf"        text \(0x[0-9A-F]{{16}}\) = 0x{int(n['text'], 16):016x}", level1[2]), level1
+    level2 = frame_block(text, "DebuggeeHost.ThreadsScenario.Level2")
+    assert re.fullmatch(rf"        item \(0x[0-9A-F]{{16}}\) = 0x{int(n['item'], 16):016x}", level2[1]), level2
+    # Level3 has no parameters; its locals have no names (the runtime keeps none) but live in
+    # stack slots with known values: the ThreadsLocalItem and the round counter.
+    level3 = frame_block(text, "DebuggeeHost.ThreadsScenario.Level3")
+    assert level3[0] == "    LOCALS:"
+    values = [re.fullmatch(r"        0x([0-9A-F]{16}) = 0x([0-9a-f]{16})", ln) for ln in level3[1:]]
+    assert all(values), level3
+    assert {int(v.group(2), 16) for v in values} == {int(n["local"], 16), n["level3Rounds"]}
+    # Each managed frame's block ends with an empty line.
+    lines = text.splitlines()
+    i = next(i for i, ln in enumerate(lines) if "ThreadsScenario.Level2(" in ln)
+    assert lines[i + 3] == ""
+
+
+def test_clrstack_f_adds_modules_and_offsets(case: Case, host: str) -> None:
+    sites = call_sites(case.out(host, "clrstack -f").text)
+    assert len(sites) == 7
+    assert any(re.fullmatch(r"SosextDebuggee\.dll!DebuggeeHost\.ThreadsScenario\.Level3\(\) \+ \d+", s)
+               for s in sites), sites
+    assert any(s.startswith("System.Private.CoreLib.dll!System.Threading.") for s in sites), sites
+
+
+def test_clrstack_all_walks_every_thread(case: Case, host: str) -> None:
+    text = case.out(host, "clrstack -all").text
+    parts = re.split(r"^OS Thread Id: 0x([0-9a-f]+)$", text, flags=re.M)
+    stacks = {int(parts[i], 16): parts[i + 1] for i in range(1, len(parts), 2)}
+    t = case.truth
+    assert in_order(t["named"]["frames"], call_sites(stacks[t["threads"]["named"]["osTid"]]))
+    thrower_sites = call_sites(stacks[t["threads"]["thrower"]["osTid"]])
+    assert in_order(["DebuggeeHost.ThreadsScenario.ThrowerThreadMain"], thrower_sites)
+    assert in_order(["DebuggeeHost.ThreadsScenario.PoolWorkItem"],
+                    call_sites(stacks[t["threads"]["pool"]["osTid"]]))
+    assert in_order(["DebuggeeHost.Program.Main"], call_sites(stacks[t["threads"]["main"]["osTid"]]))
+
+
+def test_clrstack_c_limits_frames(case: Case, host: str) -> None:
+    assert len(call_sites(case.out(host, "clrstack -c").text)) == 3
+
+
+# -- pe ----------------------------------------------------------------------------------------
+
+
+def _check_exception_text(case: Case, text: str) -> None:
+    exc = case.truth["exception"]
+    assert field_of(text, "Exception object:") == f"{int(exc['address'], 16):016x}"
+    assert field_of(text, "Exception type:") == exc["type"]
+    assert field_of(text, "Message:") == exc["message"]
+    inner = int(exc["inner"]["address"], 16)
+    assert field_of(text, "InnerException:") == \
+        f"{exc['inner']['type']}, Use printexception {inner:016X} to see more."
+    assert field_of(text, "HResult:") == exc["hresult"][2:]
+    assert field_of(text, "StackTraceString:") == "<none>"
+    lines = text.splitlines()
+    i = lines.index("StackTrace (generated):")
+    assert lines[i + 1] == "    SP               IP               Function"
+    frames = []
+    for ln in lines[i + 2:]:
+        if not ln:
+            break
+        m = re.fullmatch(r"    [0-9A-F]{16} [0-9A-F]{16} SosextDebuggee\.dll!(\S+)\(\)(\+0x[0-9a-f]+)?", ln)
+        assert m, ln
+        frames.append(m.group(1))
+    assert frames == exc["stackTrace"]
+
+
+def test_pe_shows_the_exception(case: Case, host: str) -> None:
+    _check_exception_text(case, case.out(host, "pe exc").text)
+
+
+def test_pe_without_address_shows_the_current_threads_exception(case: Case, host: str) -> None:
+    assert case.out(host, "pe").text == case.out(host, "pe exc").text
+
+
+def test_pe_of_the_inner_exception(case: Case, host: str) -> None:
+    text = case.out(host, "pe inner").text
+    inner = case.truth["exception"]["inner"]
+    assert field_of(text, "Exception type:") == inner["type"]
+    assert field_of(text, "Message:") == inner["message"]
+    assert field_of(text, "InnerException:") == "<none>"
+    lines = text.splitlines()
+    assert lines[lines.index("StackTrace (generated):") + 1] == "<none>"  # never thrown
+
+
+def test_bad_inputs_give_one_line_and_the_host_keeps_working(case: Case, host: str) -> None:
+    assert case.out(host, "pe notexc").errors == ["error: Not a valid exception object"]
+    assert case.out(host, "pe bad").errors == ["error: Invalid exception object: 0000000000000010"]
+    assert case.out(host, "pe zzz").errors == ["error: Invalid exception object zzz"]
+    assert len(case.out(host, "clrstack -opt").errors) == 1
+    for key in ("pe notexc", "pe bad", "pe zzz", "clrstack -opt"):
+        assert len(case.out(host, key).lines) == 1, key
+    # The commands after the bad ones ran normally.
+    assert call_sites(case.out(host, "clrstack -c").text)
+
+
+def test_a_native_thread_is_reported_as_unmanaged(case: Case, host: str) -> None:
+    rows = thread_rows(case.out(host, "clrthreads").text)
+    if any(r.dbg == "2" for r in rows.values()):
+        pytest.skip("thread 2 is a managed thread in this process")
+    lines = case.out(host, "clrstack native").lines
+    assert re.fullmatch(r"OS Thread Id: 0x[0-9a-f]+ \(2\)", lines[0]), lines
+    assert lines[1:4] == ["Unable to walk the managed stack. The current thread is likely not a ",
+                          "managed thread. You can run clrthreads to get a list of managed threads in",
+                          "the process"]
+    assert case.out(host, "pe native").lines == ["The current thread is unmanaged"]
+
+
+def test_setthread_lists_threads_and_selects_only_in_the_cli(case: Case, host: str) -> None:
+    lines = case.out(host, "setthread").lines
+    current = [ln for ln in lines if ln.startswith("*")]
+    assert len(current) == 1 and re.fullmatch(r"\*2 0x[0-9A-F]{4,} \(\d+\)", current[0]), lines
+    named = case.truth["threads"]["named"]["osTid"]
+    assert any(ln.endswith(f" 0x{named:04X} ({named})") for ln in lines)
+    assert len(lines) == case.truth["osThreadCount"]  # every OS thread of the process
+    errors = case.out(host, "setthread 99").errors
+    if host.startswith("cli"):
+        assert errors == ["error: no thread 99 in the target"]
+    else:
+        assert len(errors) == 1 and "the debugger chooses the current thread" in errors[0]
+
+
+# -- threadpool, threadstate -------------------------------------------------------------------
+
+
+def test_threadpool_counts(case: Case, host: str) -> None:
+    text = case.out(host, "threadpool").text
+    tp = case.truth["threadPool"]
+    assert text.splitlines()[0] == "Using the Portable thread pool."
+    assert int(field_of(text, "Workers Total:")) == tp["threadCount"]
+    assert int(field_of(text, "Worker Min Limit:")) == tp["minWorkers"]
+    assert int(field_of(text, "Worker Max Limit:")) == tp["maxWorkers"]
+    running = int(field_of(text, "Workers Running:"))
+    assert running >= 1  # the blocked work item
+    assert running + int(field_of(text, "Workers Idle:")) == tp["threadCount"]
+    assert re.fullmatch(r"\d+%", field_of(text, "CPU utilization:"))
+
+
+def test_threadstate_names_the_bits(case: Case, host: str) -> None:
+    lines = case.out(host, "threadstate").lines
+    assert "    Thread Pool Worker Thread" in lines and "    Background" in lines
+
+
+# -- hosts agree -------------------------------------------------------------------------------
+
+
+def test_hosts_print_the_same_text_for_the_same_core(case: Case) -> None:
+    hosts = [h for h in ("lldb-core", "cli-core", "gdb-core") if h in case.outputs]
+    for key in ("pe", "pe exc", "pe inner", "clrstack -a", "clrstack -all", "threadpool"):
+        texts = {h: case.outputs[h][key].text for h in hosts}
+        for h in hosts[1:]:
+            assert texts[h] == texts[hosts[0]], f"{key!r}: {hosts[0]} and {h} differ"
