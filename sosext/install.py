@@ -12,12 +12,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 
 def _lines() -> dict[str, str]:
+    # GDB's `source` takes the rest of the line as the file name, so the marker is a comment
+    # line of its own, just above the command it belongs to.
     return {
-        os.path.expanduser("~/.lldbinit"):
-            f"command script import {os.path.join(ROOT, 'lldbinit', 'sosext.py')} {MARKER}",
-        os.path.expanduser("~/.gdbinit"):
-            f"source {os.path.join(ROOT, 'gdbinit', 'sosext.py')} {MARKER}",
+        os.path.expanduser("~/.lldbinit"): f"command script import {os.path.join(ROOT, 'lldbinit', 'sosext.py')}",
+        os.path.expanduser("~/.gdbinit"): f"source {os.path.join(ROOT, 'gdbinit', 'sosext.py')}",
     }
+
+
+def _without_ours(lines: list[str]) -> list[str]:
+    """Remove each marker comment and the line after it."""
+    out: list[str] = []
+    skip = False
+    for ln in lines:
+        if skip:
+            skip = False
+            continue
+        if ln.strip() == MARKER:
+            skip = True
+            continue
+        out.append(ln)
+    return out
 
 
 def _read(path: str) -> list[str]:
@@ -38,10 +53,10 @@ def _write(path: str, lines: list[str]) -> None:
 def install() -> list[str]:
     report = []
     for path, line in _lines().items():
-        lines = [ln for ln in _read(path) if MARKER not in ln]
-        lines.append(line)
+        lines = _without_ours(_read(path))
+        lines += [MARKER, line]
         _write(path, lines)
-        report.append(f"Added to {path}: {line.split(' #')[0]}")
+        report.append(f"Added to {path}: {line}")
     return report
 
 
@@ -49,7 +64,7 @@ def uninstall() -> list[str]:
     report = []
     for path in _lines():
         lines = _read(path)
-        kept = [ln for ln in lines if MARKER not in ln]
+        kept = _without_ours(lines)
         if len(kept) != len(lines):
             _write(path, kept)
             report.append(f"Removed sosext from {path}")

@@ -7,6 +7,7 @@ flag in the CLI); long loops call :meth:`Progress.update`, which raises
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Callable, TextIO
@@ -52,9 +53,10 @@ def check_interrupt() -> None:
 
 
 class Progress:
-    def __init__(self, stream: TextIO | None = sys.stderr, interval: float = 2.0, enabled: bool = True) -> None:
+    def __init__(self, stream: TextIO | None = sys.stderr, interval: float | None = None, enabled: bool = True) -> None:
         self.stream = stream
-        self.interval = interval
+        # SOSEXT_PROGRESS_INTERVAL (seconds) exists for tests and for people who want more or less.
+        self.interval = interval if interval is not None else float(os.environ.get("SOSEXT_PROGRESS_INTERVAL", "2"))
         self.enabled = enabled and stream is not None
         self.label = ""
         self.total = 0

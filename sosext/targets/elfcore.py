@@ -66,8 +66,9 @@ _ARCHES = {EM_X86_64: "x86_64", EM_AARCH64: "aarch64"}
 _PRPSINFO_SIZE = 136
 _PRPSINFO_PID = 24
 
-# Guards against garbled values: real page sizes are 4 KiB .. 64 KiB.
-_MIN_PAGE, _MAX_PAGE = 512, 1 << 20
+# Guards against garbled values: the kernel writes the page size (4 KiB .. 64 KiB), GDB's
+# gcore writes 1 (its file offsets are in bytes).
+_MIN_PAGE, _MAX_PAGE = 1, 1 << 20
 # Enough program headers / note bytes for any real shared object's build id.
 _MAX_IMAGE_PHNUM = 4096
 _MAX_IMAGE_NOTES = 1 << 16
