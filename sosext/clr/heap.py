@@ -216,6 +216,21 @@ class ClrHeap:
     def get_object(self, address: int) -> ClrObject:
         return ClrObject(self, address)
 
+    def explain_non_object(self, address: int) -> str:
+        """One line saying why ``address`` is not an object: inside another object (the
+        walk knows where objects are), outside the GC heap, or just not an object."""
+        if self.segment_of(address) is None:
+            return f"{address:x} is not a valid object (the address is not in the GC heap)"
+        ix = self.index()
+        i = ix.containing(address)
+        if i is not None:
+            start = int(ix.addresses[i])
+            if start != address:
+                mt = int(ix.method_tables[ix.type_ids[i]])
+                return (f"{address:x} is not a valid object: it is inside {start:x} ({self.types.name_of(mt)}, "
+                        f"{int(ix.sizes[i])} bytes) at offset 0x{address - start:x}")
+        return f"{address:x} is not a valid object"
+
     def _pieces(self, seg: ClrSegment) -> list[tuple[int, int]]:
         """The segment's object range minus the allocation contexts inside it."""
         pieces = []
@@ -256,7 +271,8 @@ class ClrHeap:
             done += seg.length
             progress.update(done)
         progress.finish()
-        return HeapIndex.build(self, addr_parts, mt_parts, len_parts, slices, errors)
+        known = {w & ~7 for w in sizes.fixed} | {w & ~7 for w in sizes.varying}
+        return HeapIndex.build(self, addr_parts, mt_parts, len_parts, slices, errors, known)
 
     def _walk_bulk(self, target, seg: ClrSegment, sizes: SizeTable, errors: list[WalkError]):
         pieces = self._pieces(seg)

@@ -51,12 +51,16 @@ class HeapIndex:
 
     @classmethod
     def build(cls, heap: "ClrHeap", addr_parts: list[np.ndarray], mt_parts: list[np.ndarray],
-              len_parts: list[np.ndarray], slices: list[SegmentSlice], errors: list[WalkError]) -> "HeapIndex":
+              len_parts: list[np.ndarray], slices: list[SegmentSlice], errors: list[WalkError],
+              known_mts: set[int]) -> "HeapIndex":
+        """``known_mts`` holds every MethodTable the walk met: mapping each object's MT to
+        its position in that short sorted list is much cheaper than np.unique over millions."""
         def cat(parts: list[np.ndarray]) -> np.ndarray:
             return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
         addresses = cat(addr_parts)
         mts = cat(mt_parts)
-        method_tables, type_ids = np.unique(mts, return_inverse=True)
+        method_tables = np.array(sorted(known_mts), dtype=np.uint64)
+        type_ids = np.searchsorted(method_tables, mts)
         base = np.zeros(len(method_tables), dtype=np.uint64)
         comp = np.zeros(len(method_tables), dtype=np.uint64)
         for i, mt in enumerate(method_tables.tolist()):

@@ -15,6 +15,9 @@ from ..targets.base import Target
 
 if TYPE_CHECKING:
     from .heap import ClrHeap
+    from .fields import FieldCatalog
+    from .methods import MethodCatalog
+    from .modules import ClrAppDomain, ClrModule, ModuleCatalog
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,8 @@ class ClrRuntime:
         self._generation = target.generation
         self._heap: "ClrHeap | None" = None
         self._caches: dict[str, object] = {}
+        # Module metadata never changes once loaded: kept across target generations.
+        self.metadata_cache: dict[tuple[int, int], object] = {}
 
     @property
     def info(self) -> RuntimeInfo:
@@ -69,3 +74,28 @@ class ClrRuntime:
         if key not in self._caches:
             self._caches[key] = factory()
         return self._caches[key]
+
+    @property
+    def catalog(self) -> "ModuleCatalog":
+        """Domains, assemblies, modules and their metadata (rebuilt when the process has run)."""
+        from .modules import ModuleCatalog
+        return self.cache("modules", lambda: ModuleCatalog(self))
+
+    def app_domains(self) -> "list[ClrAppDomain]":
+        return self.catalog.app_domains()
+
+    def modules(self) -> "list[ClrModule]":
+        """Every loaded module once, in domain and assembly order."""
+        return self.catalog.modules()
+
+    @property
+    def fields(self) -> "FieldCatalog":
+        """Fields per MethodTable and statics bases (rebuilt when the process has run)."""
+        from .fields import FieldCatalog
+        return self.cache("fields", lambda: FieldCatalog(self))
+
+    @property
+    def methods(self) -> "MethodCatalog":
+        """MethodDescs, slots, JIT state and code versions (rebuilt when the process has run)."""
+        from .methods import MethodCatalog
+        return self.cache("methods", lambda: MethodCatalog(self))

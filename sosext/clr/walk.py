@@ -52,6 +52,33 @@ class SizeTable:
         return True
 
 
+_RUN_TRIGGER = 16  # consecutive same-type objects before trying the block skip
+_RUN_BLOCK = 512
+
+
+def _run_length(wn: np.ndarray, i: int, s: int, w: int, stop: int) -> int:
+    """How many objects of size ``s`` words with header ``w`` follow at word ``i`` (before ``stop``).
+
+    Exact: if the object at i has MethodTable w and size s, the next object starts at i+s, so
+    equal header words at every s-th word are consecutive objects of that type.
+    """
+    total = 0
+    wv = np.uint64(w)
+    while True:
+        limit = min(i + _RUN_BLOCK * s, stop)
+        if limit <= i:
+            return total
+        eq = wn[i:limit:s] == wv
+        if eq.all():
+            k = len(eq)
+        else:
+            k = int(eq.argmin())
+        total += k
+        i += k * s
+        if k < _RUN_BLOCK:
+            return total
+
+
 def walk_words(words: memoryview, first: int, stop: int, sizes: SizeTable,
                out: array) -> tuple[int, int | None]:
     """Walk objects from word ``first`` while their start is below ``stop``.
@@ -64,12 +91,29 @@ def walk_words(words: memoryview, first: int, stop: int, sizes: SizeTable,
     append = out.append
     n = len(words)
     i = first
+    prev = -1
+    run = 0
+    wn = None
     while i < stop:
         w = words[i]
         s = fixed_get(w)
         if s is not None:
             append(i)
             i += s
+            if w != prev:
+                prev, run = w, 0
+                continue
+            run += 1
+            if run >= _RUN_TRIGGER:
+                # A long run of one fixed-size type (objects allocated in a loop): find how far
+                # it goes with one numpy comparison per block instead of a dict lookup per object.
+                if wn is None:
+                    wn = np.frombuffer(words, dtype=np.uint64)
+                k = _run_length(wn, i, s, w, stop)
+                if k:
+                    out.frombytes(np.arange(i, i + k * s, s, dtype=np.int64).tobytes())
+                    i += k * s
+                run = 0
             continue
         v = varying_get(w)
         if v is not None:

@@ -496,11 +496,6 @@ class SosDac:
         """Statics bases of a module on runtimes before .NET 9."""
         return self._record_or_none("GetDomainLocalModuleDataFromModule", st.DomainLocalModuleData, (_A, module))
 
-    def thread_local_module_data(self, thread: int, module_index: int) -> st.DomainLocalModuleData | None:
-        """DacpThreadLocalModuleData (same layout as the domain one) before .NET 9."""
-        return self._record_or_none("GetThreadLocalModuleData", st.DomainLocalModuleData,
-                                    (_A, thread), (_U32, module_index))
-
     def method_table_slots(self, mt: int) -> list[st.MethodSlotData] | None:
         """Every slot of a MethodTable with its MethodDesc and entry point (ISOSDacInterface15),
         or None when the runtime does not offer the enumerator."""

@@ -27,6 +27,7 @@ namespace DebuggeeHost
         {
             "heap" => new HeapScenario(),
             "bigheap" => new BigHeapScenario(),
+            "fields" => new FieldsScenario(),
             "roots" => new RootsScenario(),
             "threads" => new ThreadsScenario(),
             _ => null,

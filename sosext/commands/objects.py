@@ -1,0 +1,606 @@
+"""Object commands: dumpobj (do), dumparray (da), dumpvc; and the field table they share
+with dumpclass.
+
+These are SOS's native-engine commands: label lines padded to 13 characters, pointers as
+16 hex digits (lowercase where SOS builds them with its DML helpers, uppercase where it
+uses a raw %p), the field table in SOS's printf layout. sosext adds, after a field's
+name, a readable rendering in parentheses where the SOS value column says little:
+decimal, DateTime, TimeSpan and Guid values, enum member names, floats that %f rounds
+away, and statics whose class constructor has not run.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..clr.enums import enum_info
+from ..clr.fields import ClrField
+from ..clr.metadata import MetadataError
+from ..clr.metadata.signatures import ElementType as ET
+from ..clr.runtime import ClrRuntime
+from ..clr.values import (c_fixed, decode_primitive, fixed_loses_information, round_trip, well_known_size,
+                          well_known_text)
+from ..dac.structs import ObjectData
+from ..errors import SosError, UsageError
+from ..render.json import emit_json
+from ..render.table import Column, Table, fmt_pointer
+from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
+from .context import CommandContext
+
+OBJ_STRING, OBJ_FREE, OBJ_OBJECT, OBJ_ARRAY = 0, 1, 2, 3
+_MAX_STRING = 0x200000  # SOS refuses to print longer strings
+_CONTENT_LIMIT = 128
+_THIN_LOCK_BITS = 0x08000000 | 0x10000000  # hash/sync block index, spin lock
+
+# CorElementType short names as SOS prints them ("Array: ... Type Int32").
+ELEMENT_TYPE_NAMES = {
+    ET.VOID: "Void", ET.BOOLEAN: "Boolean", ET.CHAR: "Char", ET.I1: "SByte", ET.U1: "Byte", ET.I2: "Int16",
+    ET.U2: "UInt16", ET.I4: "Int32", ET.U4: "UInt32", ET.I8: "Int64", ET.U8: "UInt64", ET.R4: "Single",
+    ET.R8: "Double", ET.STRING: "String", ET.PTR: "PTR", ET.BYREF: "BYREF", ET.VALUETYPE: "VALUETYPE",
+    ET.CLASS: "CLASS", ET.VAR: "VAR", ET.ARRAY: "ARRAY", ET.GENERICINST: "GENERICINST",
+    ET.TYPEDBYREF: "TypedReference", ET.I: "IntPtr", ET.U: "UIntPtr", ET.FNPTR: "FNPTR", ET.OBJECT: "Object",
+    ET.SZARRAY: "SZARRAY", ET.MVAR: "MVAR",
+}
+_IN_SYSTEM = {ET.VOID, ET.BOOLEAN, ET.CHAR, ET.I1, ET.U1, ET.I2, ET.U2, ET.I4, ET.U4, ET.I8, ET.U8, ET.R4, ET.R8,
+              ET.STRING, ET.TYPEDBYREF, ET.I, ET.U, ET.OBJECT}
+FIELD_HEADER = f"{'MT':>16} {'Field':>8} {'Offset':>8} {'Type':>20} {'VT':>4} {'Attr':>8} {'Value':>16} Name"
+
+
+def p16(value: int) -> str:
+    """A pointer as SOS's DML helpers print it: 16 lowercase hex digits."""
+    return f"{value & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def P16(value: int) -> str:  # noqa: N802 - SOS's raw %p: uppercase
+    """A pointer as SOS's raw %p prints it: 16 uppercase hex digits."""
+    return f"{value & 0xFFFFFFFFFFFFFFFF:016X}"
+
+
+def element_type_name(et: int) -> str:
+    return ELEMENT_TYPE_NAMES.get(et, "")
+
+
+def composed_type_name(et: int) -> str:
+    """SOS's name for a field whose type it knows only by element type (System.Int32, PTR)."""
+    name = element_type_name(et)
+    return f"System.{name}" if et in _IN_SYSTEM else name
+
+
+def clip_type_name(name: str, width: int = 20) -> str:
+    """SOS's FormatTypeName: a long name keeps its end, behind three dots."""
+    return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
+def size_text(size: int) -> str:
+    return f"{size}(0x{size:x}) bytes"
+
+
+def parse_object_address(text: str) -> int:
+    """An object address argument; 0 or garbage is SOS's "Invalid parameter"."""
+    try:
+        value = parse_address(text)
+    except UsageError:
+        raise UsageError(f"Invalid parameter {text}") from None
+    if value == 0:
+        raise UsageError(f"Invalid parameter {text}")
+    return value
+
+
+def prefers_canonical_mt(rt: ClrRuntime, klass: int) -> tuple[bool, int]:
+    """(.NET 9+ reports a canonical MethodTable where older runtimes gave the EEClass, that MT)."""
+    canon = rt.dac.method_table_for_eeclass(klass) if klass else None
+    return (canon is not None and canon == klass), (canon or 0)
+
+
+def module_file(rt: ClrRuntime, module: int) -> str:
+    mod = rt.catalog.module(module) if module else None
+    return mod.path if mod is not None and mod.path else "Unknown Module"
+
+
+def checked_object(ctx: CommandContext, address: int) -> ObjectData:
+    """The DAC's view of the object at ``address``, or one line saying why it is none."""
+    heap = ctx.heap
+    data = ctx.runtime.dac.object_data(address) if not address & 7 else None
+    if data is None or (data.object_type != OBJ_FREE and heap.types.get(data.method_table) is None):
+        raise SosError(heap.explain_non_object(address))
+    return data
+
+
+# -- the field table ----------------------------------------------------------------------
+
+
+class FieldTable:
+    """SOS's DisplayFields: one row per field, inherited ones first."""
+
+    def __init__(self, ctx: CommandContext, indent: int = 0) -> None:
+        self.ctx = ctx
+        self.rt = ctx.runtime
+        self.target = self.rt.target
+        self.indent = " " * (4 * indent)
+
+    def type_name(self, f: ClrField) -> str:
+        if f.element_type in (ET.VALUETYPE, ET.CLASS) and f.type_mt:
+            return self.ctx.heap.types.name_of(f.type_mt)
+        if f.element_type == ET.CLASS and f.type_token & 0xFFFFFF:
+            md = self.rt.catalog.metadata(f.module)
+            if md is not None:
+                try:
+                    return md.type_name(0x02000000 | (f.type_token & 0xFFFFFF))
+                except MetadataError:
+                    pass
+        return composed_type_name(f.sig_type if f.sig_type != f.element_type else f.element_type)
+
+    def lines(self, mt: int, start: int | None, value_class: bool) -> list[str]:
+        """The header and rows for the fields of ``mt``; instance values read at ``start``
+        (an object, or with ``value_class`` a struct's first byte), blank without one."""
+        fields = self.rt.fields.all_fields(mt)
+        if fields is None:
+            return [self.indent + "Unable to display fields"]
+        out = [self.indent + FIELD_HEADER]
+        for f in fields:
+            out.extend(self.indent + ln for ln in self.row(f, mt, start, value_class))
+        return out
+
+    def row(self, f: ClrField, mt: int, start: int | None, value_class: bool) -> list[str]:
+        # SOS adds the MethodTable pointer to every offset but thread statics' (statics too).
+        offset = f.offset + (0 if value_class or f.is_thread_static or f.is_context_static else 8)
+        prefix = (f"{p16(f.type_mt)} {f.token:08x} {offset:8x} {clip_type_name(self.type_name(f)):>20} "
+                  f"{'Yes' if f.is_value_type else 'No':>4} ")
+        if f.is_thread_static or f.is_context_static:
+            return self._thread_static_rows(f, mt, prefix)
+        if f.is_static:
+            addr = self.rt.fields.static_address(f.owner_mt, f)
+            if addr is None:
+                return [f"{prefix}{'static':>8}  <no information>"]
+            bases = self.rt.fields.static_bases(f.owner_mt)
+            note = "not initialized" if bases is not None and bases.initialized is False else None
+            value, extra = self.value(f, addr, align=True, static=True) if addr else (" " * 16, None)
+            return [f"{prefix}{'static':>8} {value} {f.name}{_note(note or extra)}"]
+        if start is None:
+            return [f"{prefix}{'instance':>8} {' ' * 16} {f.name}"]
+        value, extra = self.value(f, f.address_in(start, value_class), align=True)
+        return [f"{prefix}{'instance':>8} {value} {f.name}{_note(extra)}"]
+
+    def _thread_static_rows(self, f: ClrField, mt: int, prefix: str) -> list[str]:
+        attr = "TLstatic" if f.is_thread_static else "CLstatic"
+        rows = [f"{prefix}{attr:>8}  {f.name}"]
+        if f.is_context_static:
+            return rows + ["", "Display of context static variables is not implemented"]
+        places = self.rt.fields.thread_static_addresses(f.owner_mt, f)
+        if places is None:
+            return rows + [" <no information>"]
+        rows.append("    Thread static values (Thread:Value)")
+        for tid, addr in places:
+            value, extra = self.value(f, addr, align=False, static=True)
+            rows.append(f"        {tid:x}:{value}{_note(extra)}")
+        rows.append("")
+        return rows
+
+    def value(self, f: ClrField, addr: int, *, align: bool, static: bool = False) -> tuple[str, str | None]:
+        """(SOS's value cell, sosext's readable note or None) for the field stored at ``addr``."""
+        et = f.element_type
+        if et == ET.VALUETYPE:
+            data = addr
+            if static:
+                # A struct static's storage holds its box; show the boxed data, which dumpvc can read.
+                raw = self.target.read_partial(addr, 8)
+                box = int.from_bytes(raw, "little") if len(raw) == 8 else 0
+                if not box:
+                    return p16(0), None
+                data = box + 8
+            return p16(data), self._struct_note(f, data)
+        size = f.size or 8
+        raw = self.target.read_partial(addr, size)
+        if len(raw) < size:
+            return ("<unreadable>".rjust(16) if align else "<unreadable>"), None
+        v = decode_primitive(et, bytes(raw))
+        w = 16 if align else 0
+        if et in (ET.I1, ET.I2, ET.I4, ET.I8):
+            return f"{v:>{w}d}", self._enum_note(f, v)
+        if et in (ET.U1, ET.U2, ET.U4, ET.U8, ET.BOOLEAN):
+            return f"{int(v):>{w}d}", self._enum_note(f, int(v))
+        if et == ET.CHAR:
+            return f"{v:>{w}x}", _char_note(v)
+        if et in (ET.I, ET.U):
+            return P16(v), None
+        if et in (ET.R4, ET.R8):
+            single = et == ET.R4
+            return c_fixed(v), (round_trip(v, single) if fixed_loses_information(v, single) else None)
+        return p16(v), None
+
+    def _struct_note(self, f: ClrField, data: int) -> str | None:
+        if not f.type_mt:
+            return None
+        name = self.ctx.heap.types.name_of(f.type_mt)
+        size = well_known_size(name)
+        if size is None:
+            return None
+        raw = self.target.read_partial(data, size)
+        return well_known_text(name, bytes(raw)) if len(raw) == size else None
+
+    def _enum_note(self, f: ClrField, value: int) -> str | None:
+        if not f.type_mt or f.type_mt == f.enclosing_mt:
+            return None
+        info = enum_info(self.rt, f.type_mt)
+        return info.text(value) if info is not None else None
+
+
+def _note(text: str | None) -> str:
+    return f" ({text})" if text else ""
+
+
+def _char_note(code: int) -> str | None:
+    return f"'{chr(code)}'" if 32 <= code < 127 else None
+
+
+# -- dumpobj --------------------------------------------------------------------------------
+
+
+def object_lines(ctx: CommandContext, address: int, data: ObjectData, *, fields: bool = True,
+                 indent: int = 0) -> list[str]:
+    """SOS's PrintObj for a checked object."""
+    rt = ctx.runtime
+    heap = ctx.heap
+    if data.object_type == OBJ_FREE:
+        return ["Free Object", f"Size:        {size_text(data.size)}"]
+    mt = data.method_table
+    name = rt.dac.object_class_name(address) or heap.types.name_of(mt)
+    out = [f"Name:        {name}", f"MethodTable: {p16(mt)}"]
+    if data.rcw:
+        out.append(f"RCW:         {p16(data.rcw)}")
+    if data.ccw:
+        out.append(f"CCW:         {p16(data.ccw)}")
+    out.append(f"Size:        {size_text(data.size)}")
+    if name in ("System.RuntimeType", "System.RuntimeType+RuntimeTypeCache"):
+        out.extend(_runtime_type_lines(ctx, address, mt, name))
+    if data.object_type == OBJ_ARRAY:
+        out.append(f"Array:       Rank {data.rank}, Number of elements {data.num_components}, "
+                   f"Type {element_type_name(data.element_type)}")
+        if data.element_type in (ET.I1, ET.U1, ET.CHAR):
+            out.append("Content:     " + _array_content(rt, address, data))
+    else:
+        t = heap.types.get(mt)
+        out.append(f"File:        {module_file(rt, t.module if t else 0)}")
+    if data.object_type == OBJ_STRING:
+        out.append(f"String:      {_string_text(rt, address)}")
+    if fields:
+        out.append("Fields:")
+        fdata = rt.dac.method_table_field_data(mt)
+        if fdata is not None and fdata.num_instance_fields + fdata.num_static_fields > 0:
+            out.extend(FieldTable(ctx, indent).lines(mt, address, False))
+        else:
+            out.append("None")
+    lock = _thin_lock(ctx, address)
+    if lock:
+        out.append(lock)
+    return out
+
+
+def _string_text(rt: ClrRuntime, address: int) -> str:
+    raw = rt.target.read_partial(address + 8, 4)
+    n = int.from_bytes(raw, "little") if len(raw) == 4 else 0
+    if n > _MAX_STRING:
+        return "<String is invalid or too large to print>"
+    data = rt.target.read_partial(address + 12, 2 * n)
+    return bytes(data).decode("utf-16-le", errors="replace")
+
+
+def _array_content(rt: ClrRuntime, address: int, data: ObjectData) -> str:
+    n = min(data.num_components, _CONTENT_LIMIT)
+    wide = data.element_type == ET.CHAR
+    raw = bytes(rt.target.read_partial(address + 16, n * (2 if wide else 1)))
+    codes = [int.from_bytes(raw[i:i + 2], "little") for i in range(0, len(raw) - 1, 2)] if wide else list(raw)
+    return "".join(chr(c) if 32 <= c <= 126 else "." for c in codes)
+
+
+def _thin_lock(ctx: CommandContext, address: int) -> str | None:
+    raw = ctx.runtime.target.read_partial(address - 4, 4)
+    if len(raw) < 4:
+        return None
+    word = int.from_bytes(raw, "little")
+    if word & _THIN_LOCK_BITS or not word & 0xFFFF:
+        return None
+    thread = ctx.heap.dac_thread_from_thinlock(word & 0xFFFF)
+    if thread is None:
+        return None
+    return f"ThinLock owner {word & 0xFFFF:x} ({P16(thread[0])}), Recursive {(word >> 16) & 0x3F:x}"
+
+
+def _runtime_type_lines(ctx: CommandContext, address: int, mt: int, name: str) -> list[str]:
+    rt = ctx.runtime
+    fields = rt.fields
+    if name == "System.RuntimeType+RuntimeTypeCache":
+        f = fields.field(mt, "m_runtimeType")
+        if f is None:
+            return []
+        address = fields.read(f, f.address_in(address))
+        if not address:
+            return []
+        mt = rt.target.read_pointer(address) & ~7
+    f = fields.field(mt, "m_handle")
+    if f is None:
+        return []
+    handle = fields.read(f, f.address_in(address))
+    if handle & 2:
+        return [f"TypeDesc:    {P16(handle & ~2)}"]
+    return [f"Type Name:   {ctx.heap.types.name_of(handle)}", f"Type MT:     {p16(handle)}"]
+
+
+def gc_ref_rows(ctx: CommandContext, address: int, data: ObjectData) -> list[tuple[str | None, int, int]]:
+    """(field path or None for array elements, offset from the object, referenced object)."""
+    obj = ctx.heap.get_object(address)
+    slots = sorted(obj.reference_slots())
+    if data.object_type == OBJ_ARRAY:
+        return [(None, off, ref) for off, ref in slots]
+    fields = ctx.runtime.fields
+    instance = sorted(fields.instance_fields(data.method_table), key=lambda f: f.offset)
+    return [(_field_path(fields, instance, off - 8), off, ref) for off, ref in slots]
+
+
+def _field_path(fields, instance: list[ClrField], offset: int, depth: int = 0) -> str | None:  # type: ignore[no-untyped-def]
+    """The dotted field path at ``offset`` (from the data start) through embedded structs."""
+    best = None
+    for f in instance:
+        if f.offset <= offset:
+            best = f
+        else:
+            break
+    if best is None:
+        return None
+    if best.is_struct and best.type_mt and depth < 16:
+        inner = sorted(fields.instance_fields(best.type_mt), key=lambda f: f.offset)
+        rest = _field_path(fields, inner, offset - best.offset, depth + 1)
+        return f"{best.name or '???'}.{rest or '???'}"
+    return (best.name or "???") if best.offset == offset else None
+
+
+def gc_ref_lines(ctx: CommandContext, address: int, data: ObjectData) -> list[str]:
+    """The C# dumpobjgcrefs table that ``dumpobj -refs`` appends."""
+    rows = gc_ref_rows(ctx, address, data)
+    if not rows:
+        return ["GC Refs: none"]
+    names = [r[0] for r in rows]
+    t = Table(Column(-1, False, lambda v: "" if v is None else str(v)),
+              Column(-1, True, lambda v: f"-0x{-int(v):02x}" if int(v) < 0 else f"0x{int(v):02x}"),
+              Column(16, True, fmt_pointer), Column(-1, False, str))
+    t.fit(0, names).fit(1, (r[1] for r in rows))
+    out = ["GC Refs:", t.header("Field", "Offset", "Object", "Type")]
+    for name, off, ref in rows:
+        out.append(t.row(name, off, ref, _type_of(ctx, ref)))
+    return out
+
+
+def _type_of(ctx: CommandContext, ref: int) -> str:
+    raw = ctx.runtime.target.read_partial(ref, 8)
+    if len(raw) < 8:
+        return "Unknown"
+    t = ctx.heap.types.get(int.from_bytes(raw, "little") & ~7)
+    return t.name if t is not None else "Unknown"
+
+
+def object_json(ctx: CommandContext, address: int, data: ObjectData) -> dict[str, Any]:
+    rt = ctx.runtime
+    heap = ctx.heap
+    mt = data.method_table
+    doc: dict[str, Any] = {"command": "dumpobj", "address": f"0x{address:x}", "mt": f"0x{mt:x}",
+                           "name": rt.dac.object_class_name(address) or heap.types.name_of(mt),
+                           "size": data.size}
+    if data.object_type == OBJ_STRING:
+        doc["string"] = _string_text(rt, address)
+    if data.object_type == OBJ_ARRAY:
+        doc["array"] = {"rank": data.rank, "length": data.num_components,
+                        "element_type": element_type_name(data.element_type),
+                        "element_mt": f"0x{data.element_type_handle:x}"}
+    table = FieldTable(ctx)
+    fields = []
+    for f in rt.fields.all_fields(mt) or ():
+        entry: dict[str, Any] = {"name": f.name, "token": f"0x{f.token:08x}", "type": table.type_name(f),
+                                 "mt": f"0x{f.type_mt:x}", "offset": f.offset + (0 if f.is_static else 8),
+                                 "kind": "threadstatic" if f.is_thread_static else
+                                 ("static" if f.is_static else "instance")}
+        if f.is_instance:
+            where = f.address_in(address)
+        elif not f.is_thread_static:
+            where = rt.fields.static_address(f.owner_mt, f)
+        else:
+            where = None
+        if where:
+            value = rt.fields.read(f, where)
+            cell, note = table.value(f, where, align=False, static=f.is_static)
+            entry["value"] = value if not isinstance(value, float) else round_trip(value, f.element_type == ET.R4)
+            if note:
+                entry["text"] = note
+        fields.append(entry)
+    doc["fields"] = fields
+    return doc
+
+
+@register
+class DumpObj(Command):
+    names = ("dumpobj", "do", "DumpObj")
+    summary = "Display a managed object: its type, size, fields and their values."
+    usage = "dumpobj [-nofields] [-refs] [--json] <address>"
+    details = """\
+Shows the object's type name, MethodTable, size and module file; a string's text; an
+array's rank, length and element type (and the characters of byte/char arrays); then
+every instance and static field (inherited first) with its type's MethodTable, token,
+offset, type, value-type flag, attribute, value and name. References print the address
+they point to, embedded structs their own address (dumpvc <MT> <address> shows them).
+After the name, sosext shows in parentheses what the value means when SOS's number is not
+enough: decimal/DateTime/TimeSpan/Guid values, enum members, imprecise floats, and
+statics whose class constructor has not run yet.
+
+Examples:
+  dumpobj 7f3a1c000040
+  do -nofields 7f3a1c000040
+  dumpobj -refs 7f3a1c000040
+  dumpobj --json 7f3a1c000040"""
+    options = (
+        Option("-nofields", "do not list the fields"),
+        Option("-refs", "also list the objects this one references (GC Refs)"),
+        Option("--json", "print the object and its field values as JSON", dest="json"),
+    )
+    positionals = (Positional("address", "the object's address (hex)", required=True),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        address = parse_object_address(args.address)
+        data = checked_object(ctx, address)
+        if args.json:
+            emit_json(ctx.out, object_json(ctx, address, data))
+            return
+        ctx.out.lines(object_lines(ctx, address, data, fields=not args.nofields))
+        if args.refs and data.object_type != OBJ_FREE:
+            ctx.out.lines(gc_ref_lines(ctx, address, data))
+
+
+# -- dumpvc ---------------------------------------------------------------------------------
+
+
+def valuetype_lines(ctx: CommandContext, mt: int, address: int | None, *, fields: bool = True,
+                    indent: int = 0) -> list[str]:
+    """SOS's PrintVC: a struct of type ``mt`` whose data starts at ``address``."""
+    rt = ctx.runtime
+    t = ctx.heap.types.get(mt)
+    if t is None:
+        raise SosError("Not a managed object")
+    out = [f"Name:        {ctx.heap.types.name_of(mt)}", f"MethodTable: {p16(mt)}"]
+    prefer, canon = prefers_canonical_mt(rt, t.canonical)
+    if prefer:
+        if canon and canon != mt:
+            out.append(f"Canonical: {p16(canon)}")
+    else:
+        out.append(f"EEClass:     {p16(t.canonical)}")
+    out.append(f"Size:        {size_text(t.base_size)}")
+    out.append(f"File:        {module_file(rt, t.module)}")
+    if fields:
+        out.append("Fields:")
+        fdata = rt.dac.method_table_field_data(mt)
+        if fdata is not None and fdata.num_instance_fields + fdata.num_static_fields > 0:
+            out.extend(FieldTable(ctx, indent).lines(mt, address, True))
+    return out
+
+
+@register
+class DumpVC(Command):
+    names = ("dumpvc", "DumpVC")
+    summary = "Display the fields of a value type (struct) stored at an address."
+    usage = "dumpvc <MethodTable> <address>"
+    details = """\
+A struct has no header, so its type must be given: the MethodTable printed next to the
+field (dumpobj's MT column) or an array's "Element Methodtable". Offsets are from the
+struct's first byte.
+
+Example:
+  dumpvc 00007f3a1c2d6fa8 00007f3a1c0108c0"""
+    positionals = (Positional("mt", "the struct's MethodTable"), Positional("address", "the struct's address"))
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.mt is None or args.address is None:
+            raise UsageError("Usage: dumpvc <Method Table> <Value object start addr>")
+        try:
+            mt, address = parse_address(args.mt), parse_address(args.address)
+        except UsageError:
+            raise UsageError("Usage: dumpvc <Method Table> <Value object start addr>") from None
+        if ctx.heap.types.get(mt & ~7) is None or mt & 7:
+            raise SosError("Not a managed object")
+        ctx.out.lines(valuetype_lines(ctx, mt, address))
+
+
+# -- dumparray ------------------------------------------------------------------------------
+
+
+@register
+class DumpArray(Command):
+    names = ("dumparray", "da", "DumpArray")
+    summary = "Display the elements of an array (references, or addresses of struct elements)."
+    usage = "dumparray [-start <index>] [-length <n>] [-details] [-nofields] <array address>"
+    details = """\
+Lists each element as [index] followed by the object it references ("null" if none) or,
+for value-type elements (primitives included), the element's own address. Multi-dimensional
+arrays print every index ([1][2]). -details shows each element with dumpobj's or dumpvc's
+layout; -start and -length select part of a one-dimensional array.
+
+Examples:
+  dumparray 7f3a1c000040
+  dumparray -start 10 -length 5 -details 7f3a1c000040"""
+    options = (
+        Option("-start", "first index to show (one-dimensional arrays)", parse_count, "index"),
+        Option("-length", "how many elements to show (one-dimensional arrays)", parse_count, "n"),
+        Option("-details", "show each element's fields"),
+        Option("-nofields", "with -details, do not list the elements' fields"),
+    )
+    positionals = (Positional("address", "the array's address", required=True),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        address = parse_object_address(args.address)
+        data = checked_object(ctx, address)
+        if data.object_type != OBJ_ARRAY:
+            raise SosError("Not an array, please use dumpobj instead")
+        start = args.start or 0
+        if data.rank != 1 and (args.length is not None or start != 0):
+            raise SosError("For multi-dimension array, length and start index are supported")
+        if start > data.num_components:
+            raise SosError("Start index out of range")
+        out = ctx.out
+        if not args.details and args.nofields:
+            out.line("-nofields has no effect unless -details is specified")
+        rt = ctx.runtime
+        heap = ctx.heap
+        elem_mt = data.element_type_handle
+        out.line(f"Name:        {heap.types.name_of(elem_mt)}[{',' * (data.rank - 1)}]")
+        out.line(f"MethodTable: {p16(data.method_table)}")
+        t = heap.types.get(data.method_table)
+        if t is not None:
+            out.line(f"EEClass:     {p16(t.canonical)}")
+        out.line(f"Size:        {size_text(data.size)}")
+        out.line(f"Array:       Rank {data.rank}, Number of elements {data.num_components}, "
+                 f"Type {element_type_name(data.element_type)}")
+        out.line(f"Element Methodtable: {p16(elem_mt)}")
+        value_elements = ET.BOOLEAN <= data.element_type <= ET.R8 or data.element_type in (ET.VALUETYPE, ET.I, ET.U)
+        for label, where in _array_elements(rt, address, data, start, args.length):
+            if value_elements:
+                out.line(f"{label} {p16(where)}")
+                if args.details:
+                    out.lines(valuetype_lines(ctx, elem_mt, where, fields=not args.nofields, indent=1))
+                continue
+            raw = rt.target.read_partial(where, 8)
+            if len(raw) < 8:
+                out.line(f"Failed to read element at {label}")
+                continue
+            ref = int.from_bytes(raw, "little")
+            out.line(f"{label} {p16(ref)}" if ref else f"{label} null")
+            if args.details and ref:
+                rdata = rt.dac.object_data(ref)
+                if rdata is not None:
+                    out.lines(object_lines(ctx, ref, rdata, fields=not args.nofields, indent=1))
+
+
+def _array_elements(rt: ClrRuntime, address: int, data: ObjectData, start: int,  # type: ignore[no-untyped-def]
+                    length: int | None):
+    """(index label, element address) in storage order."""
+    rank = data.rank
+    if rank == 1 and data.array_bounds_ptr == address + 8:  # a vector: no bounds of its own
+        bounds, lows = [data.num_components], [0]
+    else:
+        raw_b = bytes(rt.target.read_partial(data.array_bounds_ptr, 4 * rank))
+        raw_l = bytes(rt.target.read_partial(data.array_lower_bounds_ptr, 4 * rank))
+        if len(raw_b) < 4 * rank or len(raw_l) < 4 * rank:
+            raise SosError("Failed to read bounds info from the array")
+        bounds = [int.from_bytes(raw_b[4 * i:4 * i + 4], "little") for i in range(rank)]
+        lows = [int.from_bytes(raw_l[4 * i:4 * i + 4], "little", signed=True) for i in range(rank)]
+    if rank == 1:
+        stop = bounds[0] if length is None else min(bounds[0], start + length)
+        for i in range(start, stop):
+            yield f"[{i + lows[0]}]", data.array_data_ptr + i * data.component_size
+        return
+    total = 1
+    for b in bounds:
+        total *= b
+    for flat in range(total):
+        idx = []
+        rest = flat
+        for b in reversed(bounds):
+            rest, r = divmod(rest, b)
+            idx.append(r)
+        idx.reverse()
+        label = "".join(f"[{i + lo}]" for i, lo in zip(idx, lows))
+        yield label, data.array_data_ptr + flat * data.component_size

@@ -1,0 +1,498 @@
+"""Type and method commands: dumpmt, dumpclass, dumpmd, name2ee, token2ee.
+
+dumpmt/dumpclass/dumpmd are SOS's native commands (labels padded, pointers as 16 hex
+digits); name2ee/token2ee are its C# ones (lowercase 16-digit numbers, modules separated
+by 38 dashes, matches inside a module by 23).
+"""
+from __future__ import annotations
+
+from ..clr.metadata import MetadataError, MetadataReader
+from ..clr.metadata.records import TYPE_INTERFACE
+from ..clr.modules import ClrModule
+from ..clr.runtime import ClrRuntime
+from ..errors import SosError, UsageError
+from .base import Command, Option, Parsed, Positional, parse_address, register
+from .context import CommandContext
+from .objects import FieldTable, P16, module_file, p16, prefers_canonical_mt
+
+MODULE_RULE = "-" * 38
+MATCH_RULE = "-" * 23
+_TD_ABSTRACT, _TD_SEALED, _TD_IMPORT = 0x80, 0x100, 0x1000
+
+
+def _label(label: str, value: str, width: int = 20) -> str:
+    """A row of SOS's two-column TableOutput: label padded, value as is."""
+    return f"{label:<{width}} {value}"
+
+
+def _parse_mt(text: str) -> int:
+    try:
+        return parse_address(text)
+    except UsageError:
+        raise UsageError(f"Invalid MethodTable: {text}") from None
+
+
+# -- dumpmt -----------------------------------------------------------------------------------
+
+
+@register
+class DumpMT(Command):
+    names = ("dumpmt", "DumpMT")
+    summary = "Display a MethodTable: name, module, sizes, method count; -md lists its methods."
+    usage = "dumpmt [-md] [-all] <MethodTable>"
+    details = """\
+BaseSize is the size of an instance without elements (the size dumpheap shows for
+fixed-size objects); ComponentSize the bytes per element of arrays and strings.
+-md adds each slot's entry point, MethodDesc, JIT state (JIT, PreJIT, FCALL, NONE), slot
+number and name; -all also the class details and the field list (as dumpclass).
+
+Examples:
+  dumpmt 00007f3a1c2d4e80
+  dumpmt -md 00007f3a1c2d4e80"""
+    options = (
+        Option("-md", "list the methods (MethodDesc table)", aliases=("-MD",)),
+        Option("-all", "also show the class details and fields"),
+    )
+    positionals = (Positional("mt", "the MethodTable address"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.mt is None:
+            raise UsageError("Missing MethodTable address")
+        original = _parse_mt(args.mt)
+        mt = original & ~3
+        rt = ctx.runtime
+        t = ctx.heap.types.get(mt) if not mt & 7 else None
+        if t is None:
+            raise SosError(f"{P16(original)} is not a MethodTable")
+        if t.is_free:
+            raise SosError("Free MethodTable")
+        out = ctx.out
+        out.line(_label("Parent:", p16(t.parent)))
+        prefer, canon = prefers_canonical_mt(rt, t.canonical)
+        if prefer:
+            if canon and canon != mt:
+                out.line(_label("Canonical:", p16(canon)))
+        else:
+            out.line(_label("EEClass:", P16(t.canonical)))
+        out.line(_label("Module:", P16(t.module)))
+        out.line(_label("Name:", t.name))
+        out.line(_label("mdToken:", P16(t.token)))
+        out.line(_label("File:", module_file(rt, t.module)))
+        coll = rt.dac.method_table_collectible_data(mt)
+        if coll is not None and coll.loader_allocator_object_handle:
+            raw = rt.target.read_partial(coll.loader_allocator_object_handle, 8)
+            if len(raw) == 8:
+                out.line(_label("LoaderAllocator:", P16(int.from_bytes(raw, "little"))))
+        alc = rt.dac.assembly_load_context(mt)
+        if alc is not None:
+            out.line(_label("AssemblyLoadContext:", P16(alc) if alc else
+                            "Default ALC - The managed instance of this context doesn't exist yet."))
+        data = rt.dac.method_table_data(mt)
+        out.line(_label("BaseSize:", f"0x{data.base_size:x}"))
+        if data.component_size:
+            out.line(_label("ComponentSize:", f"0x{data.component_size:x}"))
+        out.line(_label("Has GC Pointers:", "true" if data.contains_pointers else "false"))
+        out.line(_label("Number of Methods:", str(data.num_methods)))
+        out.line(_label("Number of IFaces in IFaceMap:", str(data.num_interfaces), 29))
+        if args.md or args.all:
+            out.line("-" * 38)
+            out.line("MethodDesc Table")
+            out.line(f"{'Entry':>16} {'MethodDesc':>16} {'JIT':>6} {'Slot':<16} Name")
+            methods = rt.methods
+            for s in methods.slots(mt):
+                jit = methods.jit_kind(s.entry_point, s.method_desc)
+                m = methods.get(s.method_desc) if s.method_desc else None
+                name = m.name if m else _token_name(rt, s.defining_module, s.token)
+                out.line(f"{P16(s.entry_point)} {P16(s.method_desc)} {jit:>6} {P16(s.slot):<16} {name}")
+        if args.all:
+            out.line("-" * 38)
+            out.line("Additional Details")
+            out.lines(class_details(ctx, mt))
+
+
+def _token_name(rt: ClrRuntime, module: int, token: int) -> str:
+    md = rt.catalog.metadata(module) if module else None
+    if md is None:
+        return f"Unknown Module!{token:08x}"
+    try:
+        return md.method_signature_text(token)
+    except MetadataError:
+        return f"Unknown Module!{token:08x}"
+
+
+def class_details(ctx: CommandContext, mt: int) -> list[str]:
+    """Attributes, slot counts and the field list (dumpclass, dumpmt -all)."""
+    rt = ctx.runtime
+    data = rt.dac.method_table_data(mt)
+    words = "".join(w for bit, w in ((TYPE_INTERFACE, "Interface "), (_TD_ABSTRACT, "Abstract "),
+                                     (_TD_IMPORT, "ComImport "), (_TD_SEALED, "Sealed ")) if data.attr_class & bit)
+    out = [f"Class Attributes:    {data.attr_class:08x}  {words}"]
+    if data.num_virtuals:
+        out.append(f"Vtable Slots:    {data.num_virtuals}")
+    if data.num_vtable_slots:
+        out.append(f"Total Method Slots:  {data.num_vtable_slots}")
+    fdata = rt.dac.method_table_field_data(mt)
+    if fdata is not None:
+        out.append(f"NumInstanceFields:   {fdata.num_instance_fields}")
+        out.append(f"NumStaticFields:     {fdata.num_static_fields}")
+        if fdata.num_thread_static_fields:
+            out.append(f"NumThreadStaticFields: {fdata.num_thread_static_fields}")
+        if fdata.context_statics_size:
+            out.append(f"ContextStaticOffset: 0x{fdata.context_static_offset:x}")
+            out.append(f"ContextStaticsSize:  {fdata.context_statics_size}")
+        if fdata.num_instance_fields + fdata.num_static_fields > 0:
+            out.extend(FieldTable(ctx).lines(mt, None, False))
+    return out
+
+
+# -- dumpclass --------------------------------------------------------------------------------
+
+
+@register
+class DumpClass(Command):
+    names = ("dumpclass", "DumpClass")
+    summary = "Display a class: name, token, parent, attributes and fields with static values."
+    usage = "dumpclass <EEClass or canonical MethodTable>"
+    details = """\
+On .NET 9 and later the runtime has no separate EEClass address: pass the canonical
+MethodTable (dumpmt's "Canonical:", or the MethodTable of a non-generic type). On older
+runtimes pass the EEClass (dumpmt's "EEClass:"); sosext also accepts a MethodTable there.
+Instance fields are listed without values; statics with their values.
+
+Example:
+  dumpclass 00007f3a1c2d4e80"""
+    positionals = (Positional("eeclass", "an EEClass or canonical MethodTable address"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.eeclass is None:
+            raise UsageError("Missing EEClass address")
+        try:
+            addr = parse_address(args.eeclass)
+        except UsageError:
+            raise UsageError(f"Invalid EEClass address: {args.eeclass}") from None
+        rt = ctx.runtime
+        mt = rt.dac.method_table_for_eeclass(addr) if addr and not addr & 7 else None
+        if not mt and addr and not addr & 7:
+            # Before .NET 9 SOS wants the EEClass; a MethodTable given instead leads to it.
+            given = ctx.heap.types.get(addr)
+            if given is not None:
+                mt = rt.dac.method_table_for_eeclass(given.canonical)
+                addr = given.canonical
+        if not mt:
+            raise SosError("Invalid EEClass address")
+        prefer = mt == addr
+        t = ctx.heap.types.get(mt)
+        if t is None:
+            raise SosError("EEClass has an invalid MethodTable address")
+        out = ctx.out
+        out.line(f"Class Name:      {t.name}")
+        out.line(f"mdToken:         {P16(t.token)}")
+        out.line(f"File:            {module_file(rt, t.module)}")
+        if prefer:
+            out.line(f"Parent:    {p16(t.parent)}")
+        else:
+            parent = ctx.heap.types.get(t.parent) if t.parent else None
+            out.line(f"Parent Class:    {p16(parent.canonical if parent else 0)}")
+        out.line(f"Module:          {p16(t.module)}")
+        out.line(f"Method Table:    {p16(mt)}")
+        if prefer and mt != t.canonical:
+            out.line(f"Canonical:    {p16(t.canonical)}")
+        out.lines(class_details(ctx, mt))
+
+
+# -- dumpmd -----------------------------------------------------------------------------------
+
+
+@register
+class DumpMD(Command):
+    names = ("dumpmd", "DumpMD")
+    summary = "Display a MethodDesc: name, class, token, module, JIT state and code versions."
+    usage = "dumpmd <MethodDesc>"
+    details = """\
+IsJitted tells whether the method has code; Version History lists the IL version and
+each native code version with its tier (QuickJitted, OptimizedTier1, Optimized ...).
+
+Example:
+  dumpmd 00007f3a1c2d6c78"""
+    positionals = (Positional("md", "the MethodDesc address"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.md is None:
+            raise UsageError("Missing MethodDesc address (usage: dumpmd <MethodDesc>)")
+        try:
+            md = parse_address(args.md)
+        except UsageError:
+            raise UsageError(f"Invalid MethodDesc address: {args.md}") from None
+        rt = ctx.runtime
+        m = rt.methods.get(md)
+        if m is None:
+            raise SosError(f"{P16(md)} is not a MethodDesc")
+        d = m.data
+        out = ctx.out
+        pad = 22
+        out.line(f"{'Method Name:':<{pad}}{m.name}")
+        t = ctx.heap.types.get(m.method_table)
+        if t is not None:
+            out.line(f"{'Class:':<{pad}}{p16(t.canonical)}")
+        out.line(f"{'MethodTable:':<{pad}}{p16(m.method_table)}")
+        out.line(f"{'mdToken:':<{pad}}{P16(m.token)}")
+        out.line(f"{'Module:':<{pad}}{p16(m.module)}")
+        out.line(f"{'IsJitted:':<{pad}}{'yes' if d.has_native_code else 'no'}")
+        out.line(f"{'Current CodeAddr:':<{pad}}{p16(d.native_code_addr)}")
+        out.line("Version History:")
+        v = rt.methods.code_versions(m)
+        if v.pending is not None:
+            rid, node, il = v.pending
+            out.line(f"  ILCodeVersion:      {P16(node)} (pending)")
+            out.line(f"  ReJIT ID:           {rid}")
+            out.line(f"  IL Addr:            {p16(il)}")
+        out.line(f"  ILCodeVersion:      {P16(v.il_code_version_node)}")
+        out.line(f"  ReJIT ID:           {v.rejit_id}")
+        out.line(f"  IL Addr:            {p16(v.il_address)}")
+        for cv in reversed(v.native):
+            out.line(f"     CodeAddr:           {p16(cv.native_code)}  ({cv.tier})")
+            out.line(f"     NativeCodeVersion:  {P16(cv.native_code_version_node)}")
+
+
+# -- name2ee / token2ee -------------------------------------------------------------------------
+
+_NAME2EE_USAGE = ("Usage: name2ee <module> <type or method>, or name2ee <module>!<type or method>; "
+                  "* for every module (e.g. name2ee *!System.String, name2ee System.Private.CoreLib.dll "
+                  "System.String.ToString)")
+
+
+def _module_header(mod: ClrModule) -> list[str]:
+    return [f"Module:      {mod.address:016x}", f"Assembly:    {mod.file_name or '<unknown>'}"]
+
+
+def _method_lines(rt: ClrRuntime, module: int, token: int, method_table: int, fallback_name: str,
+                  token_width: int = 16) -> list[str]:
+    """Token, MethodDesc, name and JIT state of a method (name2ee/token2ee)."""
+    out = [f"Token:       {token:0{token_width}x}"]
+    md = rt.methods.desc_from_token(module, token, method_table)
+    if not md:
+        return out + ["MethodDesc:  <not loaded yet>", f"Name:        {fallback_name}", "Not JITTED yet."]
+    m = rt.methods.get(md)
+    if m is None:
+        # The DAC names it but cannot read its code state (e.g. a heap dump without the
+        # ReadyToRun image's pages): say so rather than guess.
+        name = rt.dac.method_desc_name(md) or fallback_name
+        return out + [f"MethodDesc:  {md:016x}", f"Name:        {name}",
+                      "JIT state unknown: the runtime's data for this method cannot be read."]
+    out += [f"MethodDesc:  {m.method_desc:016x}", f"Name:        {m.name}"]
+    code = m.native_code
+    if code:
+        out.append(f"JITTED Code Address: {code:016x}")
+    else:
+        out.append(f"Not JITTED yet. Use !bpmd -md {m.method_desc:016x} to break on run.")
+    return out
+
+
+def _type_lines(token: int, mt: int, name: str, token_width: int = 16) -> list[str]:
+    return [f"Token:       {token:0{token_width}x}",
+            f"MethodTable: {mt:016x}" if mt else "MethodTable: <not loaded yet>",
+            f"Name:        {name}"]
+
+
+def _split_member(name: str) -> tuple[str, str] | None:
+    """'Ns.Type.Method' -> ('Ns.Type', 'Method'); '..' kept for explicit interface methods."""
+    dot = name.rfind(".")
+    if dot <= 0:
+        return None
+    if name[dot - 1] == ".":
+        dot -= 1
+    return name[:dot], name[dot + 1:]
+
+
+def _find_in_module(ctx: CommandContext, mod: ClrModule, item: str) -> list[list[str]]:
+    """Each match in ``mod`` as a block of lines: types whose name contains ``item`` (any
+    case), or methods/fields named exactly by its last part in such types."""
+    rt = ctx.runtime
+    types = ctx.heap.types
+    wanted = item.replace("/", "+")
+    low = wanted.lower()
+    member = _split_member(wanted)
+    md: MetadataReader | None = None
+    blocks: list[list[str]] = []
+    for token, mt in rt.catalog.iter_loaded_types(mod):
+        name = types.name_of(mt)
+        lname = name.lower()
+        if low in lname:
+            blocks.append(_type_lines(token, mt, name))
+            continue
+        if member is None or member[0].lower() not in lname:
+            continue
+        md = md or rt.catalog.metadata(mod)
+        if md is None:
+            continue
+        blocks.extend(_member_blocks(rt, mod, md, token, mt, name, member[1]))
+    return blocks
+
+
+def _member_blocks(rt: ClrRuntime, mod: ClrModule, md: MetadataReader, type_token: int, mt: int, type_name: str,
+                   member: str) -> list[list[str]]:
+    blocks: list[list[str]] = []
+    try:
+        methods = [m for m in md.methods_of(type_token) if m.name == member]
+        fields = [f for f in md.fields_of(type_token) if f.name == member] if not methods else []
+    except MetadataError:
+        return blocks
+    for m in methods:
+        blocks.append(_method_lines(rt, mod.address, m.token, mt, _signature(md, m.token)))
+    for f in fields:
+        blocks.append([f"Field {f.name} (mdToken {f.token:08x}) of"] + _type_lines(type_token, mt, type_name))
+    return blocks
+
+
+def _signature(md: MetadataReader, token: int) -> str:
+    try:
+        return md.method_signature_text(token)
+    except MetadataError:
+        return "<unknown>"
+
+
+def _write_module_results(ctx: CommandContext, results: list[tuple[ClrModule, list[list[str]]]],
+                          wildcard: bool, pattern: str) -> None:
+    out = ctx.out
+    printed = 0
+    misses = 0
+    for mod, blocks in results:
+        if not blocks and wildcard:
+            misses += 1
+            continue
+        if printed:
+            out.line(MODULE_RULE)
+        out.lines(_module_header(mod))
+        for i, block in enumerate(blocks):
+            if i:
+                out.line(MATCH_RULE)
+            out.lines(block)
+        printed += 1
+    if wildcard and misses:
+        if printed:
+            out.line(MODULE_RULE)
+        out.line()
+        out.line(f"Scanned {misses} module{'' if misses == 1 else 's'} which had no matches.")
+
+
+def _modules_matching(ctx: CommandContext, name: str) -> list[ClrModule]:
+    mods = ctx.runtime.catalog.find(name)
+    if not mods:
+        raise SosError(f"Failed to find module matching '{name}'.")
+    return mods
+
+
+@register
+class Name2EE(Command):
+    names = ("name2ee", "Name2EE")
+    summary = "Find a type or method by name in a module (or every module with *)."
+    usage = "name2ee <module|*> <Namespace.Type | Namespace.Type.Method | Namespace.Type.field>  (or <module>!<name>)"
+    details = """\
+The module is a file name (with or without .dll) or a full path; * searches every module.
+A type matches when its name contains the text (any case; Outer/Inner or Outer+Inner for
+nested types): its TypeDef token, MethodTable and name are printed. Type.Method finds the
+methods of that name (exact case): token, MethodDesc, name, and the JIT-compiled code's
+address or "Not JITTED yet"; Type.field names the field and its type. Only loaded types
+are searched.
+
+Examples:
+  name2ee MyApp.dll MyApp.Cache
+  name2ee MyApp MyApp.Cache.Evict
+  name2ee *!System.String"""
+    positionals = (Positional("words", "module and name", rest=True),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        words = args.words
+        if len(words) == 1 and "!" in words[0].strip("!") and words[0].count("!") == 1:
+            module_name, item = words[0].split("!")
+        elif len(words) == 2:
+            module_name, item = words
+        else:
+            raise UsageError(_NAME2EE_USAGE)
+        if not module_name or not item:
+            raise UsageError(_NAME2EE_USAGE)
+        wildcard = module_name == "*"
+        mods = _modules_matching(ctx, module_name)
+        results = [(m, _find_in_module(ctx, m, item)) for m in mods]
+        if not wildcard and not any(blocks for _m, blocks in results):
+            names = ", ".join(m.file_name for m in mods)
+            raise SosError(f"No loaded type or member matching '{item}' in {names}")
+        _write_module_results(ctx, results, wildcard, item)
+
+
+@register
+class Token2EE(Command):
+    names = ("token2ee", "Token2EE")
+    summary = "Find the MethodTable or MethodDesc of a metadata token in a module (or every module)."
+    usage = "token2ee <module|*> <token>"
+    details = """\
+Accepts TypeDef (02xxxxxx), TypeRef (01xxxxxx), MethodDef (06xxxxxx) and FieldDef
+(04xxxxxx) tokens, in hex with or without 0x.
+
+Examples:
+  token2ee MyApp.dll 02000004
+  token2ee * 0x06000123"""
+    positionals = (Positional("module", "module name or *"), Positional("token", "metadata token (hex)"))
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        usage = "Usage: token2ee <module|*> <mdToken> (you can pass * for the module to search all modules)"
+        if args.module is None or args.token is None:
+            raise UsageError(usage)
+        text = args.token[2:] if args.token.lower().startswith("0x") else args.token
+        try:
+            token = int(text, 16)
+            if not 0 <= token <= 0xFFFFFFFF:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"Invalid token: {args.token}") from None
+        kind = token >> 24
+        if kind not in (0x01, 0x02, 0x04, 0x06):
+            raise SosError("This token type is not supported")
+        wildcard = args.module == "*"
+        mods = _modules_matching(ctx, args.module)
+        results = []
+        for mod in mods:
+            block = self._lookup(ctx, mod, token, strict=wildcard)
+            if block is None and not wildcard:
+                block = [f"Token:       {token:08x}", "<invalid module token>"]
+            results.append((mod, [block] if block else []))
+        _write_module_results(ctx, results, wildcard, args.token)
+
+    @staticmethod
+    def _lookup(ctx: CommandContext, mod: ClrModule, token: int, strict: bool) -> list[str] | None:
+        """The token's block, or None if the module has no such token. ``strict`` (with *)
+        counts a method or field only if its type is loaded, so that every module's row
+        numbers do not all match."""
+        rt = ctx.runtime
+        kind = token >> 24
+        if kind in (0x01, 0x02):
+            table = rt.catalog.type_def_map(mod.address) if kind == 0x02 else rt.catalog.type_ref_map(mod.address)
+            mt = table.get(token)
+            if not mt:
+                return None
+            return _type_lines(token, mt, ctx.heap.types.name_of(mt), 8)
+        md = rt.catalog.metadata(mod)
+        if kind == 0x06:
+            owner_mt = 0
+            name = None
+            if md is not None:
+                try:
+                    name = _signature(md, token) if md.method(token) else None
+                    owner = md.declaring_type(token)
+                except MetadataError:
+                    owner = None
+                owner_mt = rt.catalog.type_def_map(mod.address).get(owner, 0) if owner else 0
+            if not rt.methods.desc_from_token(mod.address, token, owner_mt) and (strict or name is None):
+                return None
+            return _method_lines(rt, mod.address, token, owner_mt, name or "<unknown>", 8)
+        if md is None:
+            return None
+        try:
+            name = md.field(token).name
+            owner = md.declaring_type(token)
+        except MetadataError:
+            return None
+        if strict and (owner is None or owner not in rt.catalog.type_def_map(mod.address)):
+            return None
+        return [f"Token:       {token:08x}", f"Field name:  {name}"]
+
