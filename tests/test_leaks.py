@@ -189,3 +189,24 @@ def test_collect_and_ps_cli(case: Case, tmp_path) -> None:
     assert res.returncode == 1 and res.stderr.startswith("error: process ") and len(res.stderr.splitlines()) == 1
     res = sosext("ps")
     assert res.returncode == 0
+
+
+def test_collect_to_a_full_disk(tmp_path) -> None:
+    """createdump runs out of space: one line, and the service lives on."""
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH")
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root): no full file system to write to")
+    app = Leaky(build_leaky())
+    try:
+        res = sosext("collect", str(app.started["pid"]), "-o", str(full / "x.core"))
+        assert res.returncode == 1
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and "0x80004005" in lines[0]
+        assert app.leak(1)["cacheEntries"] == 1  # still alive and answering
+    finally:
+        app.stop()
+        subprocess.run(["umount", str(full)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
