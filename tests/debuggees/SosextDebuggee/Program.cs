@@ -30,6 +30,7 @@ namespace DebuggeeHost
             "fields" => new FieldsScenario(),
             "roots" => new RootsScenario(),
             "threads" => new ThreadsScenario(),
+            "deeplist" => new DeepListScenario(),
             _ => null,
         };
 
