@@ -102,3 +102,39 @@ def run_cli(commands: list[str], *, core: Path, timeout: float = 600, env: dict 
     proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})})
     return _split(MARK + "\n" + proc.stdout, len(commands))
+
+
+def run_in_hosts(debuggee, commands: list[str], hosts: list[str], core_dir: Path,
+                 cores: dict[str, Path] | None = None) -> dict[str, list[Output]]:
+    """Run one batch of commands in every host named "<debugger>-<target>": debugger lldb, gdb or
+    cli, target live, heap (a with-heap core) or full (a full core). Cores are written once
+    (or taken from ``cores``) and deleted afterwards unless they were given."""
+    given = dict(cores or {})
+    made: dict[str, Path] = {}
+
+    def core(kind: str) -> Path:
+        if kind in given:
+            return given[kind]
+        if kind not in made:
+            made[kind] = debuggee.write_core(kind, core_dir / f"{kind}.core")
+        return made[kind]
+
+    # Dumps first: attaching a debugger stops and resumes the process, which should not
+    # matter, but the cores then surely show the heap the truth describes.
+    for host in hosts:
+        if not host.endswith("-live"):
+            core(host.split("-", 1)[1])
+    exe = str(debuggee.executable)
+    runners = {"lldb": run_lldb, "gdb": run_gdb}
+    out: dict[str, list[Output]] = {}
+    for host in hosts:
+        debugger, target = host.split("-", 1)
+        if target == "live":
+            out[host] = runners[debugger](commands, pid=debuggee.pid)
+        elif debugger == "cli":
+            out[host] = run_cli(commands, core=core(target))
+        else:
+            out[host] = runners[debugger](commands, core=core(target), exe=exe)
+    for path in made.values():
+        path.unlink(missing_ok=True)
+    return out

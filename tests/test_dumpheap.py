@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +19,7 @@ from harness import Debuggee, build_debuggee, dotnet_path
 pytestmark = pytest.mark.slow
 
 CONFIGS = [("wks", "regions"), ("svr", "regions"), ("wks", "segments"), ("svr", "segments")]
-HOSTS = ["lldb-live", "lldb-heap", "lldb-full", "cli-heap"]
-if drivers.GDB:
-    HOSTS += ["gdb-live", "gdb-heap"]
+HOSTS = ["lldb-live", "lldb-heap", "lldb-full", "cli-heap"] + (["gdb-live", "gdb-heap"] if drivers.GDB else [])
 
 
 @dataclass
@@ -86,19 +83,7 @@ def case(request, tmp_path_factory) -> Case:
     cores = tmp_path_factory.mktemp(f"cores-{gc}-{flavor}")
     with Debuggee("heap", gc=gc, gc_flavor=flavor, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
         c = Case(d.truth, commands_for(d.truth))
-        heap_core = d.write_core("heap", cores / "heap.core")
-        full_core = d.write_core("full", cores / "full.core")
-        exe = str(d.executable)
-        c.outputs["lldb-live"] = drivers.run_lldb(c.commands, pid=d.pid)
-        if "gdb-live" in HOSTS:
-            c.outputs["gdb-live"] = drivers.run_gdb(c.commands, pid=d.pid)
-    c.outputs["lldb-heap"] = drivers.run_lldb(c.commands, core=heap_core, exe=exe)
-    c.outputs["lldb-full"] = drivers.run_lldb(c.commands, core=full_core, exe=exe)
-    c.outputs["cli-heap"] = drivers.run_cli(c.commands, core=heap_core)
-    if "gdb-heap" in HOSTS:
-        c.outputs["gdb-heap"] = drivers.run_gdb(c.commands, core=heap_core, exe=exe)
-    for f in (heap_core, full_core):
-        Path(f).unlink(missing_ok=True)
+        c.outputs = drivers.run_in_hosts(d, c.commands, HOSTS, cores)
     return c
 
 

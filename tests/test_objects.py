@@ -145,14 +145,7 @@ def case(request, tmp_path_factory) -> Case:
         heap_core = d.write_core("heap", cores / "heap.core")
         places = find_places(heap_core)
         c = Case(d.truth, places, commands_for(d.truth, places))
-        exe = str(d.executable)
-        c.outputs["lldb-live"] = drivers.run_lldb(c.commands, pid=d.pid)
-        if "gdb-live" in HOSTS:
-            c.outputs["gdb-live"] = drivers.run_gdb(c.commands, pid=d.pid)
-    c.outputs["lldb-heap"] = drivers.run_lldb(c.commands, core=heap_core, exe=exe)
-    c.outputs["cli-heap"] = drivers.run_cli(c.commands, core=heap_core)
-    if "gdb-heap" in HOSTS:
-        c.outputs["gdb-heap"] = drivers.run_gdb(c.commands, core=heap_core, exe=exe)
+        c.outputs = drivers.run_in_hosts(d, c.commands, HOSTS, cores, cores={"heap": heap_core})
     heap_core.unlink(missing_ok=True)
     return c
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
@@ -71,16 +70,7 @@ def case(request, tmp_path_factory) -> Case:
     cores = tmp_path_factory.mktemp(f"roots-{gc}-{flavor}")
     with Debuggee("roots", gc=gc, gc_flavor=flavor, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
         c = Case(d.truth, commands_for(d.truth))
-        core = d.write_core("heap", cores / "heap.core")
-        exe = str(d.executable)
-        c.outputs["lldb-live"] = drivers.run_lldb(c.commands, pid=d.pid)
-        if "gdb-live" in HOSTS:
-            c.outputs["gdb-live"] = drivers.run_gdb(c.commands, pid=d.pid)
-    c.outputs["lldb-heap"] = drivers.run_lldb(c.commands, core=core, exe=exe)
-    c.outputs["cli-heap"] = drivers.run_cli(c.commands, core=core)
-    if "gdb-heap" in HOSTS:
-        c.outputs["gdb-heap"] = drivers.run_gdb(c.commands, core=core, exe=exe)
-    Path(core).unlink(missing_ok=True)
+        c.outputs = drivers.run_in_hosts(d, c.commands, HOSTS, cores)
     return c
 
 
