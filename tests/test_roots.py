@@ -202,6 +202,11 @@ def test_generic_static_and_caught_exception(case: Case, host: str) -> None:
         assert n >= 1, key
         assert roots[0].header[0] == "HandleTable:", key
         assert roots[0].chain[-1][0] == int(address, 16), key
+    # The scenario keeps the caught exception in `static RootsTestException s_caught`.
+    roots, _ = gcroot(case, host, case.truth["exception"]["address"])
+    assert roots[0].chain[1][2] == "(static variable: DebuggeeHost.RootsScenario.s_caught)"
+    roots, _ = gcroot(case, host, case.truth["dependent"]["secondary"])
+    assert roots[0].chain[1][2] == "(static variable: DebuggeeHost.RootsScenario.s_primary)"
 
 
 def test_deep_cyclic_list_does_not_recurse(case: Case, host: str) -> None:

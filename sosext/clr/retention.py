@@ -15,6 +15,7 @@ import numpy as np
 
 from .graph import ragged_arange
 from .roots import ClrRoot, RootKind
+from .statics import static_name_between
 
 if TYPE_CHECKING:
     from .heap import ClrHeap
@@ -116,13 +117,19 @@ class RetentionTree:
             out.append(int(self.parent[out[-1]]))
         return out[::-1]
 
-    def root_label(self, root_obj: int) -> str:
+    def root_label(self, root_obj: int, below: int | None = None) -> str:
         r = self.root_of.get(root_obj)
         if r is None:
             return "dependent handle"
         if r.kind is RootKind.HANDLE:
             from ..commands.roots import HANDLE_KIND_TEXT  # the wording gcroot uses
-            return HANDLE_KIND_TEXT.get(r.handle.handle_type, "handle")
+            kind = HANDLE_KIND_TEXT.get(r.handle.handle_type, "handle")
+            if below is not None and below != root_obj:
+                ix = self.index
+                static = static_name_between(self.heap.runtime, int(ix.addresses[root_obj]), int(ix.addresses[below]))
+                if static:
+                    return f"static {static} ({kind})"
+            return kind
         if r.kind is RootKind.FINALIZER:
             return "finalizer queue"
         md = self.heap.dac.method_desc_from_ip(r.source) if r.source and not r.source_is_frame else None
@@ -141,6 +148,7 @@ class RetentionTree:
         prev = tids[inst].copy()
         sig = (sig * prime) ^ (prev + np.uint64(1))
         root_obj = inst.copy()
+        below_root = inst.copy()  # the object just below the root object on the path
         cur = self.parent[inst].copy()
         with np.errstate(over="ignore"):
             for _ in range(MAX_DEPTH):
@@ -153,12 +161,15 @@ class RetentionTree:
                 idx = act[changed]
                 sig[idx] = (sig[idx] * prime) ^ (t[changed] + np.uint64(1))
                 prev[act] = t
+                below_root[act] = root_obj[act]
                 root_obj[act] = c
                 cur[act] = self.parent[c]
-        # Group by (path signature, root object's root label).
-        labels = {int(r): self.root_label(int(r)) for r in np.unique(root_obj)}
+        # Group by (path signature, root label); a statics array's label names the static.
+        pairs = np.unique(np.stack([root_obj, below_root]), axis=1)
+        labels = {(int(r), int(b)): self.root_label(int(r), int(b)) for r, b in pairs.T}
         label_ids = {lab: k for k, lab in enumerate(sorted(set(labels.values())))}
-        lab_of = np.array([label_ids[labels[int(r)]] for r in root_obj], dtype=np.uint64)
+        lab_of = np.array([label_ids[labels[(int(r), int(b))]] for r, b in zip(root_obj, below_root)],
+                          dtype=np.uint64)
         key = sig ^ (lab_of * np.uint64(0x9E3779B97F4A7C15))
         uniq, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
         sizes = np.bincount(inverse, weights=ix.sizes[inst].astype(np.float64), minlength=len(uniq))
@@ -167,7 +178,8 @@ class RetentionTree:
             example = int(inst[first[g]])
             path = self.path(example)
             types, repeated = _collapse([self.heap.types.name_of(int(ix.method_tables[ix.type_ids[p]])) for p in path])
-            out.append(RetentionGroup(labels[int(root_obj[first[g]])], tuple(types), tuple(repeated),
+            label = labels[(int(root_obj[first[g]]), int(below_root[first[g]]))]
+            out.append(RetentionGroup(label, tuple(types), tuple(repeated),
                                       int(counts[g]), int(sizes[g]), int(ix.addresses[example]),
                                       tuple(int(ix.addresses[p]) for p in path)))
         out.sort(key=lambda g: (-g.size, -g.count, g.types))

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..clr.gcroot import PathFinder, RootPath, retained_set
 from ..clr.heap import ClrHeap
+from ..clr.statics import static_name_between
 from ..clr.roots import DEPENDENT, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
     finalizer_queue_ranges, read_handles, read_pointer_array
 from ..errors import SosError, UsageError
@@ -96,14 +97,28 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
     return lines
 
 
+def static_of(heap: ClrHeap, path: RootPath) -> str | None:
+    """The static field a chain starts from, when its first object is a statics array."""
+    if len(path.chain) < 2:
+        return None
+    ix = heap.index()
+    first, second = (int(ix.addresses[i]) for i in path.chain[:2])
+    if heap.types.name_of(int(ix.method_tables[ix.type_ids[path.chain[0]]])) != "System.Object[]":
+        return None
+    return static_name_between(heap.runtime, first, second)
+
+
 def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
     ix = heap.index()
     t = Table(Text(2), Column(16, False, fmt_pointer), TypeName(), Text(), indent=" " * 10)
+    static = static_of(heap, path)
     out = []
     for k, i in enumerate(path.chain):
         addr = int(ix.addresses[i])
         name = heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))
         extra = "(dependent handle)" if k > 0 and path.via_dependent[k - 1] else ""
+        if k == 1 and static:
+            extra = f"(static variable: {static})"
         out.append(t.row("->", addr, name, extra))
     return out
 
@@ -180,6 +195,9 @@ Examples:
                         method=None if r.source_is_frame else method_name_at(heap, r.source))
         chain = [{"address": f"0x{int(ix.addresses[i]):x}",
                   "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))} for i in p.chain]
+        static = static_of(heap, p)
+        if static:
+            root["static"] = static
         return {"root": root, "chain": chain}
 
 

@@ -1,0 +1,71 @@
+"""Which static field a slot is: names for the statics arrays that roots lead through.
+
+Since .NET 9 a type's reference statics live in a pinned object[] that a strong handle keeps
+alive, so a leak held by a static shows up as "strong handle -> System.Object[] -> ...".
+This map turns the slot of that array into the static's name (``LeakyService.Program.s_worker``)
+by laying out the static fields of every loaded type once. Statics of generic
+instantiations are not in the modules' TypeDef maps and stay unnamed.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import SosError
+
+if TYPE_CHECKING:
+    from .runtime import ClrRuntime
+
+
+class StaticSlots:
+    def __init__(self, runtime: "ClrRuntime") -> None:
+        self.by_address: dict[int, str] = {}
+        heap = runtime.heap
+        fields = runtime.fields
+        for module in runtime.modules():
+            try:
+                types = list(runtime.catalog.iter_loaded_types(module))
+            except SosError:
+                continue
+            for _token, mt in types:
+                try:
+                    own = fields.own_fields(mt) or []
+                except SosError:
+                    continue
+                statics = [f for f in own if f.is_static and not f.is_thread_static
+                           and not f.is_context_static and f.is_gc_static]
+                if not statics:
+                    continue
+                owner = heap.types.name_of(mt)
+                for f in statics:
+                    try:
+                        address = fields.static_address(mt, f)
+                    except SosError:
+                        address = None
+                    if address:
+                        self.by_address[address] = f"{owner}.{f.name}"
+
+    def name_at(self, slot: int) -> str | None:
+        return self.by_address.get(slot)
+
+
+def static_slots(runtime: "ClrRuntime") -> StaticSlots:
+    """The map for this target generation (built on first use: it reads every type's fields)."""
+    return runtime.cache("static-slots", lambda: StaticSlots(runtime))
+
+
+def static_name_between(runtime: "ClrRuntime", holder: int, target: int) -> str | None:
+    """The static field of ``holder`` (a statics array) whose slot holds ``target``, if known."""
+    from .objects import ClrObject
+    try:
+        obj = ClrObject(runtime.heap, holder)
+        if not obj.type.name.endswith("[]"):
+            return None
+        slots = [off for off, value in obj.reference_slots() if value == target]
+    except SosError:
+        return None
+    names = static_slots(runtime)
+    for off in slots:
+        name = names.name_at(holder + off)
+        if name:
+            return name
+    return None
