@@ -51,20 +51,29 @@ def read_compressed_int(data: bytes, pos: int, end: int) -> tuple[int, int]:
     return value, pos
 
 
-class StringsHeap:
-    """#Strings: UTF-8, NUL-terminated identifiers."""
+class _Heap:
+    """A metadata heap: the bytes [start, start + size) of the metadata blob."""
 
-    __slots__ = ("_data", "_start", "_end", "_cache")
+    __slots__ = ("_data", "_start", "_end")
 
     def __init__(self, data: bytes, start: int, size: int) -> None:
         self._data = data
         self._start = start
         self._end = start + size
-        self._cache: dict[int, str] = {}
 
     @property
     def size(self) -> int:
         return self._end - self._start
+
+
+class StringsHeap(_Heap):
+    """#Strings: UTF-8, NUL-terminated identifiers."""
+
+    __slots__ = ("_cache",)
+
+    def __init__(self, data: bytes, start: int, size: int) -> None:
+        super().__init__(data, start, size)
+        self._cache: dict[int, str] = {}
 
     def get(self, index: int) -> str:
         s = self._cache.get(index)
@@ -86,19 +95,10 @@ class StringsHeap:
         return s
 
 
-class BlobHeap:
+class BlobHeap(_Heap):
     """#Blob: length-prefixed byte strings (signatures, public keys, constants)."""
 
-    __slots__ = ("_data", "_start", "_end")
-
-    def __init__(self, data: bytes, start: int, size: int) -> None:
-        self._data = data
-        self._start = start
-        self._end = start + size
-
-    @property
-    def size(self) -> int:
-        return self._end - self._start
+    __slots__ = ()
 
     def get(self, index: int) -> bytes:
         if index == 0:
@@ -112,19 +112,10 @@ class BlobHeap:
         return self._data[pos : pos + length]
 
 
-class UserStringHeap:
+class UserStringHeap(_Heap):
     """#US: string literals (ldstr), UTF-16LE with a length prefix and a trailing flag byte."""
 
-    __slots__ = ("_data", "_start", "_end")
-
-    def __init__(self, data: bytes, start: int, size: int) -> None:
-        self._data = data
-        self._start = start
-        self._end = start + size
-
-    @property
-    def size(self) -> int:
-        return self._end - self._start
+    __slots__ = ()
 
     def get(self, index: int) -> str:
         if index == 0:
@@ -140,15 +131,10 @@ class UserStringHeap:
         return raw.decode("utf-16-le", "replace")
 
 
-class GuidHeap:
+class GuidHeap(_Heap):
     """#GUID: 16-byte GUIDs addressed by a 1-based entry number."""
 
-    __slots__ = ("_data", "_start", "_end")
-
-    def __init__(self, data: bytes, start: int, size: int) -> None:
-        self._data = data
-        self._start = start
-        self._end = start + size
+    __slots__ = ()
 
     @property
     def count(self) -> int:
