@@ -42,6 +42,9 @@ def run(title: str, scenario: list[str], pick) -> None:  # type: ignore[no-untyp
             print(f"{c:<{width}} " + " ".join(f"{r['times'][i]:>10.3f} s" if i < len(r["times"]) else f"{'-':>12}"
                                                 for _h, r in hosts))
         print(f"{'peak RSS':<{width}} " + " ".join(f"{r['rss'] / 2**20:>8.0f} MiB" for _h, r in hosts))
+        for h, r in hosts:
+            if r.get("errors"):
+                print(f"  note: {h} printed {r['errors']} error lines")
         print(f"{'peak RSS per object':<{width}} " + " ".join(f"{r['rss'] / objects:>10.0f} B" for _h, r in hosts))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

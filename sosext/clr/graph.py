@@ -181,7 +181,11 @@ def build_graph(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> Refere
             src, slot_addr = _slots_by_object(heap, index, objs, tids, layouts)
             values = _read_words(target, slot_addr)
         else:
-            data = target.read_partial(seg.start, seg.end - seg.start)
+            if target.is_live:
+                buf = heap._scratch(seg.end - seg.start)
+                data = buf[:target.read_into(seg.start, buf)]
+            else:
+                data = target.read_partial(seg.start, seg.end - seg.start)
             words = np.frombuffer(data, dtype=np.uint64, count=len(data) // 8)
             base_pos = ((addresses[objs] - np.uint64(seg.start)) // np.uint64(8)).astype(np.int64)
             src, pos = _slot_positions(words, base_pos, objs, tids, okind, layouts,

@@ -69,6 +69,7 @@ class ClrHeap:
         self.alloc_contexts = self._load_alloc_contexts()
         self.gcdesc = gcdesc_reader(self)
         self._index: HeapIndex | None = None
+        self._scratch_buf = bytearray()
         self._graph: "ReferenceGraph | None" = None
         self._roots: dict[bool, RootSet] = {}
         self._live: np.ndarray | None = None
@@ -279,11 +280,18 @@ class ClrHeap:
         if not pieces:
             return []
         lo = pieces[0][0]
-        data = target.read_partial(lo, seg.end - lo)
-        avail = len(data) & ~7
+        if target.is_live:
+            # A live process's bytes are copied anyway: into one buffer reused for every
+            # segment, so the walk does not page-fault in a fresh copy of the whole heap.
+            buf = self._scratch(seg.end - lo)
+            avail = target.read_into(lo, buf) & ~7
+        else:
+            data = target.read_partial(lo, seg.end - lo)  # zero-copy from a core's mapping
+            avail = len(data) & ~7
+            buf = memoryview(data)
         if avail < seg.end - lo:
             errors.append(WalkError(lo + avail, 0, "memory not readable"))
-        buf = memoryview(data)[:avail]
+        buf = buf[:avail]
         words = buf.cast("B").cast("Q") if avail else memoryview(b"").cast("Q")
         out = []
         for a, b in pieces:
@@ -298,6 +306,11 @@ class ClrHeap:
                 errors.append(WalkError(lo + bad * 8, mt, "invalid object header"))
             out.append(object_facts(buf, lo, idx, end))
         return out
+
+    def _scratch(self, size: int) -> memoryview:
+        if len(self._scratch_buf) < size:
+            self._scratch_buf = bytearray(size)
+        return memoryview(self._scratch_buf)[:size]
 
     def _walk_headers(self, seg: ClrSegment, sizes: SizeTable, errors: list[WalkError]):
         target = self.runtime.target

@@ -31,11 +31,19 @@ def parse_address(text: str) -> int:
     return value
 
 
-def parse_mt(text: str) -> int:
+def address_or(text: str | None, invalid: str, missing: str | None = None) -> int:
+    """An address argument; SOS words its complaint differently per command, so the caller
+    gives the whole message for garbage (``invalid``) and for no argument (``missing``)."""
+    if text is None:
+        raise UsageError(missing or invalid)
     try:
         return parse_address(text)
     except UsageError:
-        raise UsageError(f"Invalid MethodTable: {text}") from None
+        raise UsageError(invalid) from None
+
+
+def parse_mt(text: str) -> int:
+    return address_or(text, f"Invalid MethodTable: {text}")
 
 
 def parse_count(text: str) -> int:

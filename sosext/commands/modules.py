@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..clr.modules import ClrAppDomain, ClrAssembly
 from ..errors import SosError, UsageError
-from .base import Command, Option, Parsed, Positional, parse_address, register
+from .base import Command, Option, Parsed, Positional, address_or, parse_address, register
 from .context import CommandContext
 from .objects import P16, p16
 
@@ -12,12 +12,7 @@ _IS_EDIT_AND_CONTINUE = 0x8
 
 
 def _address(text: str | None, what: str) -> int:
-    if text is None:
-        raise UsageError(f"Missing {what} address")
-    try:
-        return parse_address(text)
-    except UsageError:
-        raise UsageError(f"Invalid {what} address: {text}") from None
+    return address_or(text, f"Invalid {what} address: {text}", f"Missing {what} address")
 
 
 @register

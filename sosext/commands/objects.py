@@ -23,7 +23,7 @@ from ..dac.structs import ObjectData
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.table import Column, Table, fmt_pointer
-from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
+from .base import Command, Option, Parsed, Positional, address_or, parse_address, parse_count, register
 from .context import CommandContext
 
 OBJ_STRING, OBJ_FREE, OBJ_OBJECT, OBJ_ARRAY = 0, 1, 2, 3
@@ -76,10 +76,7 @@ def size_text(size: int) -> str:
 
 def parse_object_address(text: str) -> int:
     """An object address argument; 0 or garbage is SOS's "Invalid parameter"."""
-    try:
-        value = parse_address(text)
-    except UsageError:
-        raise UsageError(f"Invalid parameter {text}") from None
+    value = address_or(text, f"Invalid parameter {text}")
     if value == 0:
         raise UsageError(f"Invalid parameter {text}")
     return value

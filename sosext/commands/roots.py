@@ -11,7 +11,7 @@ from ..clr.roots import DEPENDENT, REFCOUNTED, ClrRoot, RootKind, finalizable_ra
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.table import Column, Pointer, Table, Text, TypeName, fmt_pointer
-from .base import Command, Option, Parsed, Positional, parse_address, parse_count, parse_mt, register
+from .base import Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt, register
 from .context import CommandContext
 from .heap import DumpHeap, select_objects, type_stats, write_stats
 
@@ -35,12 +35,8 @@ HANDLE_STAT_LABEL = [
 
 
 def parse_object_address(text: str | None) -> int:
-    if text is None:
-        raise UsageError("Could not parse target object address: 0")
-    try:
-        return parse_address(text)
-    except UsageError:
-        raise UsageError(f"Could not parse target object address: {text}") from None
+    return address_or(text, f"Could not parse target object address: {text}",
+                      "Could not parse target object address: 0")
 
 
 def method_name_at(heap: ClrHeap, ip: int) -> str:

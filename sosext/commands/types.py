@@ -11,7 +11,7 @@ from ..clr.metadata.records import TYPE_INTERFACE
 from ..clr.modules import ClrModule
 from ..clr.runtime import ClrRuntime
 from ..errors import SosError, UsageError
-from .base import Command, Option, Parsed, Positional, parse_address, register
+from .base import Command, Option, Parsed, Positional, address_or, parse_mt, register
 from .context import CommandContext
 from .objects import FieldTable, P16, module_file, p16, prefers_canonical_mt
 
@@ -23,13 +23,6 @@ _TD_ABSTRACT, _TD_SEALED, _TD_IMPORT = 0x80, 0x100, 0x1000
 def _label(label: str, value: str, width: int = 20) -> str:
     """A row of SOS's two-column TableOutput: label padded, value as is."""
     return f"{label:<{width}} {value}"
-
-
-def _parse_mt(text: str) -> int:
-    try:
-        return parse_address(text)
-    except UsageError:
-        raise UsageError(f"Invalid MethodTable: {text}") from None
 
 
 # -- dumpmt -----------------------------------------------------------------------------------
@@ -58,7 +51,7 @@ Examples:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.mt is None:
             raise UsageError("Missing MethodTable address")
-        original = _parse_mt(args.mt)
+        original = parse_mt(args.mt)
         mt = original & ~3
         rt = ctx.runtime
         t = ctx.heap.types.get(mt) if not mt & 7 else None
@@ -164,12 +157,7 @@ Example:
     positionals = (Positional("eeclass", "an EEClass or canonical MethodTable address"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.eeclass is None:
-            raise UsageError("Missing EEClass address")
-        try:
-            addr = parse_address(args.eeclass)
-        except UsageError:
-            raise UsageError(f"Invalid EEClass address: {args.eeclass}") from None
+        addr = address_or(args.eeclass, f"Invalid EEClass address: {args.eeclass}", "Missing EEClass address")
         rt = ctx.runtime
         mt = rt.dac.method_table_for_eeclass(addr) if addr and not addr & 7 else None
         if not mt and addr and not addr & 7:
@@ -217,12 +205,8 @@ Example:
     positionals = (Positional("md", "the MethodDesc address"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.md is None:
-            raise UsageError("Missing MethodDesc address (usage: dumpmd <MethodDesc>)")
-        try:
-            md = parse_address(args.md)
-        except UsageError:
-            raise UsageError(f"Invalid MethodDesc address: {args.md}") from None
+        md = address_or(args.md, f"Invalid MethodDesc address: {args.md}",
+                        "Missing MethodDesc address (usage: dumpmd <MethodDesc>)")
         rt = ctx.runtime
         m = rt.methods.get(md)
         if m is None:

@@ -99,6 +99,15 @@ class TargetBase:
     def read_partial(self, address: int, size: int) -> bytes:
         raise NotImplementedError
 
+    def read_into(self, address: int, buf: memoryview) -> int:
+        """Fill ``buf`` from ``address`` on; the number of bytes read. Targets that can read
+        straight into a buffer override this: big walks reuse one buffer instead of
+        allocating (and page-faulting in) fresh memory per segment."""
+        data = self.read_partial(address, len(buf))
+        n = len(data)
+        buf[:n] = data
+        return n
+
     def read(self, address: int, size: int) -> bytes:
         data = self.read_partial(address, size)
         if len(data) != size:

@@ -245,6 +245,12 @@ class GdbTarget(TargetBase):
             return self.proc_mem.read_partial(address, size)
         return self._gdb_read_partial(address, size)
 
+    @interrupt_state
+    def read_into(self, address: int, buf: memoryview) -> int:
+        if self.core is None and self.proc_mem is not None:
+            return self.proc_mem.read_into(address, buf)
+        return super().read_into(address, buf)
+
     def _gdb_read(self, address: int, size: int) -> bytes | None:
         try:
             return self.inferior.read_memory(address, size).tobytes()

@@ -68,6 +68,11 @@ class LldbTarget(TargetBase):
             return self.proc_mem.read_partial(address, size)
         return self._lldb_read(address, size)
 
+    def read_into(self, address: int, buf: memoryview) -> int:
+        if self.core is None and self.proc_mem is not None:
+            return self.proc_mem.read_into(address, buf)
+        return super().read_into(address, buf)
+
     def _lldb_read(self, address: int, size: int) -> bytes:
         err = lldb.SBError()
         data = self.process.ReadMemory(address, size, err)

@@ -42,6 +42,19 @@ class ProcMemory:
             got += len(data)
         return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
+    def read_into(self, address: int, buf: memoryview) -> int:
+        got = 0
+        size = len(buf)
+        while got < size:
+            try:
+                n = os.preadv(self.fd, [buf[got:]], address + got)
+            except OSError:
+                break
+            if n <= 0:
+                break
+            got += n
+        return got
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -80,6 +93,9 @@ class ProcessTarget(TargetBase):
 
     def read_partial(self, address: int, size: int) -> bytes:
         return self.memory.read_partial(address, size)
+
+    def read_into(self, address: int, buf: memoryview) -> int:
+        return self.memory.read_into(address, buf)
 
     def modules(self) -> list[Module]:
         if self._modules is None:
