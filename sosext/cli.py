@@ -23,7 +23,10 @@ def _session_for_core(path: str, search_dirs: Sequence[str] = ()):  # type: igno
     from .targets.elfcore import CoreTarget
     target = CoreTarget(path, search_dirs=list(search_dirs) or None)
     target.key = ("core", os.path.realpath(path))  # type: ignore[attr-defined]
-    return Session(lambda: target)
+    session = Session(lambda: target)
+    # Walk big cores on two processes (SOSEXT_WORKERS=1 turns it off).
+    session.settings["workers"] = int(os.environ.get("SOSEXT_WORKERS", min(2, os.cpu_count() or 1)))
+    return session
 
 
 def _print(text: str) -> None:

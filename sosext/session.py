@@ -29,6 +29,7 @@ class Session:
         rt = self._runtimes.get(key)
         if rt is None:
             rt = ClrRuntime(target)
+            rt.workers = int(self.settings.get("workers", 1))
             self._runtimes[key] = rt
         else:
             # The host may hand us a fresh wrapper object for the same process each time:

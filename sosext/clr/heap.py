@@ -7,6 +7,7 @@ commands then filter instead of walking again.
 from __future__ import annotations
 
 import bisect
+import os
 from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
@@ -15,6 +16,7 @@ import numpy as np
 
 from ..dac.structs import GcHeapDetails, GenerationData
 from ..errors import SosError
+from . import parallel
 from .graph import ReferenceGraph, build_graph
 from .index import HeapIndex, SegmentSlice
 from .liveness import live_mask
@@ -247,31 +249,53 @@ class ClrHeap:
 
     def _walk(self, progress: Progress) -> HeapIndex:
         sizes = SizeTable(self._sizes_of)
-        total = sum(s.length for s in self.segments)
+        segments = self.segments
+        total = sum(s.length for s in segments)
         progress.start("Scanning heap", total)
+        target = self.runtime.target
+        done = [0]
+
+        def walk_one(i: int) -> tuple[list, list]:
+            seg = segments[i]
+            errors: list[WalkError] = []
+            if seg.kind is SegmentKind.LOH:
+                parts = self._walk_headers(seg, sizes, errors)
+            else:
+                parts = self._walk_bulk(target, seg, sizes, errors)
+            # Only what the index keeps: addresses, MethodTables, length words.
+            return [(a, m, n) for a, m, _footprint, n in parts], errors
+
+        def after_each(i: int) -> None:
+            done[0] += segments[i].length
+            progress.update(done[0])
+
+        split = None
+        if self.runtime.workers > 1 and not target.is_live and hasattr(os, "fork"):
+            split = parallel.plan([s.length for s in segments], [s.kind is SegmentKind.LOH for s in segments])
+        if split is not None:
+            results = parallel.walk_split(walk_one, sizes, *split, after_each=after_each)
+        else:
+            results = {}
+            for i in range(len(segments)):
+                results[i] = walk_one(i)
+                after_each(i)
+        progress.finish()
         addr_parts: list[np.ndarray] = []
         mt_parts: list[np.ndarray] = []
         len_parts: list[np.ndarray] = []
         slices: list[SegmentSlice] = []
         errors: list[WalkError] = []
         count = 0
-        done = 0
-        target = self.runtime.target
-        for seg in self.segments:
+        for i, seg in enumerate(segments):
+            parts, errs = results[i]
             first = count
-            if seg.kind is SegmentKind.LOH:
-                parts = self._walk_headers(seg, sizes, errors)
-            else:
-                parts = self._walk_bulk(target, seg, sizes, errors)
-            for a, m, _footprint, n in parts:
+            for a, m, n in parts:
                 addr_parts.append(a)
                 mt_parts.append(m)
                 len_parts.append(n)
                 count += len(a)
             slices.append(SegmentSlice(seg, first, count))
-            done += seg.length
-            progress.update(done)
-        progress.finish()
+            errors.extend(errs)
         known = {w & ~7 for w in sizes.fixed} | {w & ~7 for w in sizes.varying}
         return HeapIndex.build(self, addr_parts, mt_parts, len_parts, slices, errors, known)
 

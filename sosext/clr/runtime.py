@@ -36,6 +36,8 @@ class ClrRuntime:
         self._generation = target.generation
         self._heap: "ClrHeap | None" = None
         self._caches: dict[str, object] = {}
+        # Processes a heap walk may use; only the standalone analyzer raises it (for cores).
+        self.workers = 1
         # Module metadata never changes once loaded: kept across target generations.
         self.metadata_cache: dict[tuple[int, int], object] = {}
 

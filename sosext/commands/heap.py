@@ -95,7 +95,13 @@ def type_stats(heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, by_count: bool = 
     n = len(ix.method_tables)
     counts = np.bincount(ids, minlength=n)
     totals = np.bincount(ids, weights=ix.sizes[mask].astype(np.float64), minlength=n)
-    present, first_seen = np.unique(ids, return_index=True)
+    present = np.nonzero(counts)[0]
+    # Position of each type's first object: assign positions last-to-first so that the
+    # first occurrence is the one left (numpy applies repeated indices in order) — linear,
+    # where np.unique(return_index=True) would sort millions of ids.
+    first = np.empty(n, dtype=np.int64)
+    first[ids[::-1]] = np.arange(len(ids) - 1, -1, -1, dtype=np.int64)
+    first_seen = first[present]
     key = counts[present] if by_count else totals[present]
     order = np.lexsort((first_seen, key))
     return [(int(ix.method_tables[present[i]]), int(counts[present[i]]), int(totals[present[i]]))
