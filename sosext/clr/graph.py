@@ -198,16 +198,21 @@ def build_graph(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> Refere
         j = np.searchsorted(addresses, values)
         j[j == n] = 0
         hit = addresses[j] == values
-        src_parts.append(src[hit])
-        dst_parts.append(j[hit].astype(np.uint32))
+        src, dst = src[hit], j[hit].astype(np.uint32)
+        # Sorted by source within the segment; segments come in address order, so the
+        # concatenation is sorted too and needs no global argsort (time and memory).
+        order = np.argsort(src, kind="stable")
+        src_parts.append(src[order])
+        dst_parts.append(dst[order])
         progress.update(done)
     progress.finish()
     src = np.concatenate(src_parts) if src_parts else np.empty(0, dtype=np.int64)
-    dst = np.concatenate(dst_parts) if dst_parts else np.empty(0, dtype=np.uint32)
-    order = np.argsort(src, kind="stable")
-    targets = dst[order]
+    src_parts.clear()
+    counts = np.bincount(src, minlength=n)
+    del src
+    targets = np.concatenate(dst_parts) if dst_parts else np.empty(0, dtype=np.uint32)
     offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=offsets[1:])
+    np.cumsum(counts, out=offsets[1:])
     return ReferenceGraph(index, offsets, targets)
 
 

@@ -55,19 +55,29 @@ class HeapIndex:
               known_mts: set[int]) -> "HeapIndex":
         """``known_mts`` holds every MethodTable the walk met: mapping each object's MT to
         its position in that short sorted list is much cheaper than np.unique over millions."""
-        def cat(parts: list[np.ndarray]) -> np.ndarray:
-            return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
-        addresses = cat(addr_parts)
-        mts = cat(mt_parts)
         method_tables = np.array(sorted(known_mts), dtype=np.uint64)
-        type_ids = np.searchsorted(method_tables, mts)
         base = np.zeros(len(method_tables), dtype=np.uint64)
         comp = np.zeros(len(method_tables), dtype=np.uint64)
         for i, mt in enumerate(method_tables.tolist()):
             t = heap.types.get(mt)
             if t is not None:
                 base[i], comp[i] = t.base_size, t.component_size
-        sizes = base[type_ids] + comp[type_ids] * cat(len_parts)
+        # Fill the final arrays part by part, dropping each part once copied: the peak is the
+        # index plus one segment's worth, not two copies of the whole heap's facts.
+        total = sum(len(a) for a in addr_parts)
+        addresses = np.empty(total, dtype=np.uint64)
+        type_ids = np.empty(total, dtype=np.uint32)
+        sizes = np.empty(total, dtype=np.uint64)
+        pos = 0
+        for k in range(len(addr_parts)):
+            a, m, n = addr_parts[k], mt_parts[k], len_parts[k]
+            addr_parts[k] = mt_parts[k] = len_parts[k] = None  # type: ignore[call-overload]
+            end = pos + len(a)
+            addresses[pos:end] = a
+            tid = np.searchsorted(method_tables, m)
+            type_ids[pos:end] = tid
+            sizes[pos:end] = base[tid] + comp[tid] * n
+            pos = end
         np.maximum(sizes, np.uint64(24), out=sizes)
         generations = np.empty(len(addresses), dtype=np.uint8)
         for sl in slices:
@@ -81,7 +91,7 @@ class HeapIndex:
             for r in seg.ranges:
                 lo, hi = np.searchsorted(part, [r.start, r.end])
                 gens[lo:hi] = r.generation
-        return cls(heap, addresses, type_ids.astype(np.uint32), method_tables, sizes, generations,
+        return cls(heap, addresses, type_ids, method_tables, sizes, generations,
                    slices, errors)
 
     def __len__(self) -> int:

@@ -147,5 +147,5 @@ def object_facts(buf: memoryview | bytes, base: int, idx: array, end_index: int
     sizes = (np.diff(bounds) * 8).astype(np.uint64)
     addresses = ix.astype(np.uint64) * np.uint64(8) + np.uint64(base)
     after = np.minimum(ix + 1, len(words) - 1)
-    lengths = words[after] & np.uint64(0xFFFFFFFF)
+    lengths = (words[after] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     return addresses, mts, sizes, lengths
