@@ -67,7 +67,8 @@ def commands_for(truth: dict) -> list[str]:
             "dumpheap -gen xxx",
             "dumpheap -mt zzz",
             "dumpheap -foo",
-            "dumpheap -bycount -type SosextDebuggee.HeapItem -stat"]
+            "dumpheap -bycount -type SosextDebuggee.HeapItem -stat",
+            "dumpheap -stat -type SosextDebuggee. --json"]
     cmds += [f"dumpheap -mt {v['mt']}" for v in populated_types(truth).values()]
     return cmds
 
@@ -250,6 +251,17 @@ def test_bad_options_give_one_line_and_the_host_keeps_working(case: Case, host: 
     assert len(case.out(host, "dumpheap -foo").errors) == 1
     # The command after the bad ones ran normally.
     assert sp.stat_rows(case.out(host, "dumpheap -bycount -type SosextDebuggee.HeapItem -stat").text)
+
+
+def test_stat_json(case: Case, host: str) -> None:
+    import json
+    doc = json.loads(case.out(host, "dumpheap -stat -type SosextDebuggee. --json").text)
+    by_mt = {int(t["mt"], 16): t for t in doc["types"]}
+    for name, t in populated_types(case.truth).items():
+        row = by_mt[int(t["mt"], 16)]
+        assert (row["count"], row["total_size"]) == (t["count"] + t["deadCount"],
+                                                     t["unalignedSize"] + t["deadUnalignedSize"]), name
+    assert doc["total_objects"] == sum(t["count"] for t in doc["types"])
 
 
 def test_bycount_sorts_by_count(case: Case, host: str) -> None:

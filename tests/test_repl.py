@@ -1,0 +1,66 @@
+"""The analyzer's prompt as a person uses it: typed commands, Tab completion, help, history, quit."""
+from __future__ import annotations
+
+import os
+import pty
+import select
+import time
+
+import pytest
+
+import drivers
+from harness import Debuggee, build_debuggee, dotnet_path
+
+pytestmark = pytest.mark.slow
+
+
+def test_prompt_completion_help_and_history(tmp_path) -> None:
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: no debuggee can be built")
+    with Debuggee("heap", dll=build_debuggee(), core_dir=tmp_path) as d:
+        core = d.write_core("heap", tmp_path / "heap.core")
+        mt = d.truth["types"]["SosextDebuggee.HeapItemD"]["mt"]
+    home = tmp_path / "home"
+    home.mkdir()
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(drivers.REPO)
+        os.environ["HOME"] = str(home)
+        os.execv(drivers.PYTHON, [drivers.PYTHON, "-m", "sosext", "analyze", str(core)])
+
+    def until(token: str, timeout: float = 60) -> str:
+        buf = b""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and token.encode() not in buf:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    buf += os.read(fd, 65536)
+                except OSError:
+                    break
+        return buf.decode(errors="replace")
+
+    try:
+        banner = until("\n> ")
+        assert f"sosext analyzer: core file {core}" in banner
+        os.write(fd, f"dumph\t -sta\t -mt {mt}\n".encode())  # completes to: dumpheap -stat -mt ...
+        out = until("\n> ")
+        assert "SosextDebuggee.HeapItemD" in out and "Total 7 objects" in out
+        os.write(fd, b"help gcroot\n")
+        assert "gcroot [-nostacks]" in until("\n> ")
+        os.write(fd, b"dumpheap -gen bogus\n")
+        assert "error: Unknown generation: bogus." in until("\n> ")
+        os.write(fd, b"quit\n")
+        until("$", timeout=5)
+    finally:
+        for _ in range(50):  # a failed assertion leaves the prompt running: end it
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, 9)
+            _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    history = (home / ".sosext_history").read_text()
+    assert f"dumpheap -stat -mt {mt}" in history and "help gcroot" in history
