@@ -51,6 +51,12 @@ def _write(path: str, lines: list[str]) -> None:
 
 
 def install() -> list[str]:
+    from .errors import SosError
+    for path, line in _lines().items():
+        entry = line.split(" ", 1)[1].split(" ")[-1]
+        if not os.path.isfile(entry):
+            raise SosError(f"{entry} is missing: run 'sosext install' from a checkout of sosext "
+                           "(the debugger entry points live next to the package)")
     report = []
     for path, line in _lines().items():
         lines = _without_ours(_read(path))
