@@ -55,7 +55,7 @@ def roots_case(request, tmp_path_factory):
         truth = d.truth
         core = d.write_core("heap", cores / "heap.core")
     cmds = [f"gcroot {truth['wrapperLeak']['chain'][-1]}", f"gcroot {truth['customerLeak']['chain'][-1]}",
-            f"gcroot {truth['finalizerOnly']['target']}"]
+            f"gcroot {truth['finalizerOnly']['target']}", f"gcroot {truth['exception']['address']}"]
     return tfm, truth, cmds, drivers.run_cli(cmds, core=core)
 
 
@@ -85,7 +85,7 @@ def test_counts_addresses_and_liveness(heap_case, host: str) -> None:
 
 def test_gcroot_chains(roots_case) -> None:
     tfm, truth, cmds, outs = roots_case
-    wrapper, customer, finalizer = outs
+    wrapper, customer, finalizer, exception = outs
     roots, n = parse_gcroot(wrapper.text)
     assert n == 1 and [a for a, _t, _e in roots[0].chain] == addrs(truth["wrapperLeak"]["chain"])
     assert roots[0].header[1] == f"    {int(truth['wrapperLeak']['handle'], 16):016x} (strong handle)"
@@ -94,3 +94,5 @@ def test_gcroot_chains(roots_case) -> None:
     assert [a for a, _t, _e in roots[0].chain] == addrs(truth["customerLeak"]["chain"])
     roots, n = parse_gcroot(finalizer.text)
     assert n == 1 and roots[0].header[0] == "Finalizer Queue:"
+    roots, n = parse_gcroot(exception.text)
+    assert roots[0].chain[1][2] == "(static variable: DebuggeeHost.RootsScenario.s_caught)"
