@@ -53,6 +53,7 @@ def commands_for(t: dict) -> list[str]:
         "finalizequeue -allReady -short",
         f"dso {t['namedLocal']['thread']['osTid']:#x}",
         "verifyheap",
+        "dumpheap -thinlock",
         "gcroot 0x10",
         f"gcroot {int(t['wrapperLeak']['chain'][0], 16) + 8:x}",
         "gcroot",
@@ -268,6 +269,14 @@ def test_dso_finds_the_thread_local(case: Case, host: str) -> None:
     assert text.startswith(f"OS Thread Id: 0x{t['thread']['osTid']:x} ")
     assert any(ln.split()[1:] == [f"{int(t['address'], 16):012x}", "SosextDebuggee.NamedLocalItem"]
                for ln in text.splitlines()[2:] if len(ln.split()) == 3)
+
+
+def test_thinlock_lists_the_held_lock(case: Case, host: str) -> None:
+    t = case.truth["thinLock"]
+    rows = [ln.split() for ln in case.out(host, "dumpheap -thinlock").text.splitlines()[1:]]
+    mine = [r for r in rows if int(r[0], 16) == int(t["object"], 16)]
+    assert len(mine) == 1
+    assert mine[0][2] == f"0x{t['thread']['osTid']:x}" and mine[0][3] == "0"
 
 
 def test_verifyheap_is_clean(case: Case, host: str) -> None:

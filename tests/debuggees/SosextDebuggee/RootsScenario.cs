@@ -34,6 +34,8 @@ namespace DebuggeeHost
 
         private static readonly StackHolder s_processorThread = new StackHolder("sosext-processor", ProcessorBody);
         private static readonly StackHolder s_namedThread = new StackHolder("sosext-named-local", NamedLocalBody);
+        private static readonly StackHolder s_locker = new StackHolder("sosext-locker", LockerBody);
+        private static readonly LockTarget s_lockTarget = new LockTarget();
 
         // Known only by address: what the finalizer queue holds, and the weakly held object.
         private static nint s_holderAddr, s_targetAddr, s_weakAddr;
@@ -61,6 +63,7 @@ namespace DebuggeeHost
             MakeFinalizerOnlyChain();
             s_processorThread.Start();
             s_namedThread.Start();
+            s_locker.Start();
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -226,6 +229,11 @@ namespace DebuggeeHost
             worker = null;
             tail = null;
 
+            w.Name("thinLock").BeginObject();
+            w.PropHex("object", Mem.Addr(s_lockTarget));
+            s_locker.WriteThread(w);
+            w.EndObject();
+
             w.Name("exception").BeginObject();
             w.PropHex("address", Mem.Addr(s_caught));
             w.PropHex("mt", typeof(RootsTestException).TypeHandle.Value);
@@ -307,6 +315,20 @@ namespace DebuggeeHost
 
         [MethodImpl(MethodImplOptions.NoInlining)]
         private static NamedLocalItem NewNamedLocalItem() => new NamedLocalItem();
+
+        /// <summary>Holds a thin lock (an uncontended Monitor on a fresh object) while it waits.</summary>
+        private static void LockerBody(StackHolder self)
+        {
+            lock (s_lockTarget)
+            {
+                self.Started();
+                while (true)
+                {
+                    self.WaitRequest();
+                    self.Done();
+                }
+            }
+        }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
         private static void AddItem(TypeTable types, NamedLocalItem item) => types.AddLive(item);

@@ -81,6 +81,8 @@ namespace SosextDebuggee
         public static T Value;
     }
 
+    public sealed class LockTarget { public int Value; }
+
     public sealed class LongChainNode
     {
         public LongChainNode Next;
