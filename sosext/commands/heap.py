@@ -1,7 +1,6 @@
 """Heap commands: dumpheap, eeheap, gcheapstat, gcwhere."""
 from __future__ import annotations
 
-import sys
 import unicodedata
 
 import numpy as np
@@ -12,8 +11,7 @@ from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.numbers import hex_and_dec
-from ..render.table import (Column, Integer, IntegerWithoutCommas, Pointer, Table, Text, TypeName,
-                            fmt_integer, fmt_pointer)
+from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import Command, Option, Parsed, Positional, parse_address, parse_count, parse_mt, register
 from .context import CommandContext
 
@@ -338,7 +336,6 @@ Examples:
         if args.heap is not None and not any(sh.index == args.heap for sh in heap.subheaps):
             raise SosError(f"No GC heap with index of {args.heap}")
         filtered = args.heap is not None or bool(args.segment) or start is not None
-        word = "Partial" if filtered else "Total"
 
         def keep(seg: ClrSegment) -> bool:
             if args.heap is not None and seg.heap != args.heap:
@@ -415,7 +412,6 @@ Examples:
         prefix = "Partial " if filtered else ""
         out.line(f"{prefix}GC Allocated Heap Size:    Size: {_size_text(total_alloc)} bytes.")
         out.line(f"{prefix}GC Committed Heap Size:    Size: {_size_text(total_commit)} bytes.")
-        del word
 
 
 def _size_text(n: int) -> str:
@@ -573,5 +569,3 @@ class GCWhere(Command):
         for r in rows:
             ctx.out.line(t.row(*r))
 
-
-del sys, IntegerWithoutCommas, fmt_integer

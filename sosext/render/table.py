@@ -22,25 +22,8 @@ def fmt_integer(v: Any) -> str:
     return "" if v is None else f"{int(v):,}"
 
 
-def fmt_plain(v: Any) -> str:
-    return "" if v is None else f"{int(v)}"
-
-
-def fmt_hex_value(v: Any) -> str:
-    return "" if v is None else f"0x{int(v):02x}"
-
-
 def fmt_text(v: Any) -> str:
     return "" if v is None else str(v)
-
-
-def fmt_human_size(v: Any) -> str:
-    x = int(v) / 1024
-    for unit in ("kb", "mb"):
-        if x < 1024:
-            return f"{x:0.2f}{unit}"
-        x /= 1024
-    return f"{x:0.2f}gb"
 
 
 @dataclass
@@ -66,18 +49,6 @@ def Pointer() -> Column:  # noqa: N802 - named like SOS's column kinds
 
 def Integer() -> Column:  # noqa: N802
     return Column(14, True, fmt_integer)
-
-
-def IntegerWithoutCommas() -> Column:  # noqa: N802
-    return Column(10, True, fmt_plain)
-
-
-def HexValue() -> Column:  # noqa: N802
-    return Column(18, True, fmt_hex_value)
-
-
-def HumanReadableSize() -> Column:  # noqa: N802
-    return Column(12, True, fmt_human_size)
 
 
 def Text(width: int = -1) -> Column:  # noqa: N802
