@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -419,6 +420,12 @@ class Debuggee:
         code = proc.wait()
         with _live_lock:
             _live_pids.discard(proc.pid)
+        # A killed runtime leaves its diagnostics socket behind; `sosext ps` would list it as stale.
+        for stale in glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"dotnet-diagnostic-{proc.pid}-*-socket")):
+            try:
+                os.unlink(stale)
+            except OSError:
+                pass
         # The reader sees EOF once the process is gone; close the pipes only after it has finished.
         if self._reader is not None:
             self._reader.join(timeout=5)
