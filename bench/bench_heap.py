@@ -149,11 +149,21 @@ print(json.dumps({{"objects": len(ix), "walk": t1 - t0, "graph": t2 - t1, "index
     return json.loads(subprocess.run([PY, "-c", code], stdout=subprocess.PIPE, text=True, check=True).stdout)
 
 
+def median_of(runs: list[dict]) -> dict:
+    """Per-query median over repeated runs (this machine's timings vary a lot run to run);
+    peak RSS is the largest seen."""
+    import statistics
+    n = min(len(r["times"]) for r in runs)
+    return {"times": [statistics.median(r["times"][i] for r in runs) for i in range(n)],
+            "rss": max(r["rss"] for r in runs), "wall": statistics.median(r["wall"] for r in runs),
+            "spread": [(min(r["times"][i] for r in runs), max(r["times"][i] for r in runs)) for i in range(n)]}
+
+
 def fmt_rate(objects: int, seconds: float) -> str:
     return f"{objects / seconds / 1e6:5.2f}M obj/s" if seconds > 0 else "-"
 
 
-def run_layout(n: int, layout: str, live: bool) -> None:
+def run_layout(n: int, layout: str, live: bool, repeat: int = 3) -> None:
     print(f"\n## bigheap {n:,} objects, layout '{layout}'")
     dll = build_debuggee()
     tmp = Path(tempfile.mkdtemp(prefix="sosext-bench-"))
@@ -163,7 +173,8 @@ def run_layout(n: int, layout: str, live: bool) -> None:
         core = d.write_core("heap", tmp / "big.core")
         exe = str(d.executable)
         cmds = queries(truth)
-        live_lldb = bench_debugger("lldb", cmds[:1], pid=d.pid) if live and LLDB else None
+        live_lldb = median_of([bench_debugger("lldb", cmds[:1], pid=d.pid) for _ in range(repeat)]) \
+            if live and LLDB else None
     try:
         fp = index_footprint(core)
         objects = fp["objects"]
@@ -174,12 +185,14 @@ def run_layout(n: int, layout: str, live: bool) -> None:
               f"{(fp['index_bytes'] + fp['graph_bytes']) / objects:.1f} bytes/object ({fp['edges']:,} references); "
               f"in-process walk {fp['walk']:.3f} s ({fmt_rate(objects, fp['walk'])}), graph {fp['graph']:.3f} s")
         rows = []
-        cli = bench_cli(core, cmds)
+        cli = median_of([bench_cli(core, cmds) for _ in range(repeat)])
         rows.append(("cli (core)", cli))
         if LLDB:
-            rows.append(("lldb (core)", bench_debugger("lldb", cmds, core=core, exe=exe)))
+            rows.append(("lldb (core)", median_of([bench_debugger("lldb", cmds, core=core, exe=exe)
+                                                   for _ in range(repeat)])))
         if GDB:
-            rows.append(("gdb (core)", bench_debugger("gdb", cmds, core=core, exe=exe)))
+            rows.append(("gdb (core)", median_of([bench_debugger("gdb", cmds, core=core, exe=exe)
+                                                  for _ in range(repeat)])))
         print(f"{'host':<12} {'dumpheap -stat':>15} {'rate':>14} {'-type (2nd)':>12} {'gcroot':>8} {'-live -stat':>12}"
               f" {'2nd/cold':>9} {'peak RSS':>10} {'B/object':>9}")
         for name, r in rows:
@@ -187,7 +200,11 @@ def run_layout(n: int, layout: str, live: bool) -> None:
             print(f"{name:<12} {t[0]:>13.3f} s {fmt_rate(objects, t[0]):>14} {t[1]:>10.3f} s {t[2]:>6.3f} s"
                   f" {t[3]:>10.3f} s {t[0] / t[1] if t[1] else 0:>8.1f}x {r['rss'] / 2**20:>7.0f} MiB"
                   f" {r['rss'] / objects:>9.0f}")
-        clrmd = bench_clrmd(core, truth["objects"]["firstNode"]["address"])
+        print(f"(medians of {repeat} runs; cold dumpheap -stat ranged " + ", ".join(
+            f"{name} {r['spread'][0][0]:.2f}-{r['spread'][0][1]:.2f} s" for name, r in rows) + ")")
+        clrmds = [bench_clrmd(core, truth["objects"]["firstNode"]["address"]) for _ in range(repeat)]
+        clrmd = None if clrmds[0] is None else {
+            k: sorted(c[k] for c in clrmds)[len(clrmds) // 2] for k in clrmds[0]}
         if clrmd:
             print(f"{'clrmd':<12} {clrmd['stat']:>13.3f} s {fmt_rate(clrmd['objects'], clrmd['stat']):>14}"
                   f" {clrmd['type']:>10.3f} s {clrmd['gcroot']:>6.3f} s {'':>12} {clrmd['stat'] / clrmd['stat2']:>8.1f}x"
@@ -196,6 +213,7 @@ def run_layout(n: int, layout: str, live: bool) -> None:
             print(f"ratios vs ClrMD (>1: sosext faster): cold stat cli {clrmd['stat'] / cli['times'][0]:.2f}, "
                   f"type query cli {clrmd['type'] / cli['times'][1]:.2f}, gcroot cli {clrmd['gcroot'] / cli['times'][2]:.2f}")
         if live_lldb and live_lldb["times"]:
+            print(f"lldb live ranged {live_lldb['spread'][0][0]:.2f}-{live_lldb['spread'][0][1]:.2f} s")
             lldb_core = next(r for n_, r in rows if n_ == "lldb (core)")
             print(f"lldb live: cold dumpheap -stat {live_lldb['times'][0]:.3f} s ({fmt_rate(objects, live_lldb['times'][0])}),"
                   f" {live_lldb['times'][0] / lldb_core['times'][0]:.2f}x the core's time")
@@ -208,10 +226,13 @@ def main() -> int:
     ap.add_argument("--objects", type=int, default=5_000_000)
     ap.add_argument("--layout", choices=["runs", "mixed", "both"], default="both")
     ap.add_argument("--no-live", action="store_true", help="skip the live LLDB measurement")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per host; medians are printed")
     a = ap.parse_args()
+    # Measure what users get: Python's bytecode cache on (some environments turn it off).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     print(f"sosext heap benchmark on {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     for layout in (["runs", "mixed"] if a.layout == "both" else [a.layout]):
-        run_layout(a.objects, layout, not a.no_live)
+        run_layout(a.objects, layout, not a.no_live, a.repeat)
     return 0
 
 
