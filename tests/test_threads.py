@@ -99,15 +99,15 @@ def run(host: str, truth: dict, **kw) -> dict[str, drivers.Output]:  # type: ign
     return {k: o for (k, _c), o in zip(pairs, outs)}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["wks", "svr"])
 def case(request, tmp_path_factory) -> Case:
     if dotnet_path() is None:
         pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
     if drivers.LLDB is None:
         pytest.skip("lldb-16 is not installed (apt-get install lldb-16 python3-lldb-16)")
     tfm = request.config.getoption("--tfm")
-    cores = tmp_path_factory.mktemp("cores-threads")
-    with Debuggee("threads", tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
+    cores = tmp_path_factory.mktemp(f"cores-threads-{request.param}")
+    with Debuggee("threads", gc=request.param, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
         c = Case(d.truth)
         core = d.write_core("heap", cores / "threads.core")
         exe = str(d.executable)
