@@ -206,6 +206,10 @@ def test_eeheap_totals_are_tiled_by_the_walk(case: Case, host: str) -> None:
     assert sum(s.allocated - s.begin for s in segs) == sp.eeheap_total(ee, "Allocated")
     expected_heaps = case.truth["runtime"]["processorCount"] if case.truth["runtime"]["serverGC"] else 1
     assert f"Number of GC Heaps: {expected_heaps}" in ee
+    env = case.truth["runtime"]["env"]
+    if case.truth["runtime"]["serverGC"] and not env["DOTNET_GCName"]:
+        # The harness turns DATAS off for server GC; the segments GC (libclrgc.so) has none (-1).
+        assert f"DATAS = {case.truth['runtime']['env']['DOTNET_GCDynamicAdaptationMode']}" in ee.splitlines()
     objects = sorted(sp.object_rows(case.out(host, "dumpheap").text), key=lambda r: r.address)
     starts = [o.address for o in objects]
     import bisect
@@ -277,3 +281,13 @@ def test_hosts_print_the_same_text_for_the_same_core(case: Case) -> None:
         first = texts[hosts[0]]
         for h in hosts[1:]:
             assert texts[h] == first, f"{cmd!r}: {hosts[0]} and {h} differ"
+
+
+def test_eeheap_reports_datas_on(tmp_path) -> None:
+    """Server GC with DATAS (dynamic heap count) on, as .NET 9+ defaults it."""
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: no debuggee can be built")
+    with Debuggee("heap", gc="svr", datas=True, dll=build_debuggee(), core_dir=tmp_path) as d:
+        core = d.write_core("heap", tmp_path / "heap.core")
+    ee = drivers.run_cli(["eeheap -gc"], core=core)[0]
+    assert "DATAS = 1" in ee.lines

@@ -351,7 +351,8 @@ Examples:
         width = min(max(width, 14), 32)
         out = ctx.out
         out.line()
-        out.line("DATAS = ")
+        datas = heap.dac.gc_dynamic_adaptation_mode()
+        out.line(f"DATAS = {'' if datas is None else datas}")
         out.line("=" * 40)
         out.line(f"Number of GC Heaps: {len(heap.subheaps)}")
         out.line("-" * 40)

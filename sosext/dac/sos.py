@@ -24,6 +24,7 @@ IID_ISOSDacInterface6 = GUID.parse("11206399-4B66-4EDB-98EA-85654E59AD45")
 IID_ISOSDacInterface7 = GUID.parse("c1020dde-fe98-4536-a53b-f35a74c327eb")
 IID_ISOSDacInterface8 = GUID.parse("c12f35a9-e55c-4520-a894-b3dc5165dfce")
 IID_ISOSDacInterface12 = GUID.parse("1b93bacc-8ca4-432d-943a-3e6e7ec0b0a3")
+IID_ISOSDacInterface16 = GUID.parse("4ba12ff8-daac-4e43-ac56-98cf8d5c595d")
 # .NET 9+ (statics without DomainLocalModule; MethodTable slot enumeration).
 IID_ISOSDacInterface14 = GUID.parse("9aa22aca-6dc6-4a0c-b4e0-70d2416b9837")
 IID_ISOSDacInterface15 = GUID.parse("7ed81261-52a9-4a23-a358-c3313dea30a8")
@@ -63,6 +64,7 @@ SOS2 = _slots("GetObjectExceptionData", "IsRCWDCOMProxy")
 SOS8 = _slots("GetNumberGenerations", "GetGenerationTable", "GetFinalizationFillPointers",
               "GetGenerationTableSvr", "GetFinalizationFillPointersSvr", "GetAssemblyLoadContext")
 SOS12 = _slots("GetGlobalAllocationContext")
+SOS16 = _slots("GetGCDynamicAdaptationMode")
 SOS5 = _slots("GetTieredVersions")
 SOS6 = _slots("GetMethodTableCollectibleData")
 SOS7 = _slots("GetPendingReJITID", "GetReJITInformation", "GetProfilerModifiedILInformation",
@@ -110,6 +112,7 @@ class SosDac:
         self.sos2 = process.query(IID_ISOSDacInterface2, "ISOSDacInterface2")
         self.sos8 = process.query(IID_ISOSDacInterface8, "ISOSDacInterface8")
         self.sos12 = process.query(IID_ISOSDacInterface12, "ISOSDacInterface12")
+        self.sos16 = process.query(IID_ISOSDacInterface16, "ISOSDacInterface16")
         self.sos5 = process.query(IID_ISOSDacInterface5, "ISOSDacInterface5")
         self.sos6 = process.query(IID_ISOSDacInterface6, "ISOSDacInterface6")
         self.sos7 = process.query(IID_ISOSDacInterface7, "ISOSDacInterface7")
@@ -251,6 +254,16 @@ class SosDac:
                      ctypes.byref(p), ctypes.byref(lim)) & 0x80000000:
             return None
         return p.value, lim.value
+
+    def gc_dynamic_adaptation_mode(self) -> int | None:
+        """DATAS mode of a server GC (1 = adapt to application sizes); None when the runtime
+        has no DATAS (workstation GC, older runtimes) or does not say."""
+        if self.sos16 is None:
+            return None
+        mode = _I32(0)
+        if self._try(self.sos16, SOS16["GetGCDynamicAdaptationMode"], (_PI32,), ctypes.byref(mode)) & 0x80000000:
+            return None
+        return mode.value
 
     def useful_globals(self) -> st.UsefulGlobals:
         return self._record("GetUsefulGlobals", st.UsefulGlobals)
