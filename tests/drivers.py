@@ -138,3 +138,28 @@ def run_in_hosts(debuggee, commands: list[str], hosts: list[str], core_dir: Path
     for path in made.values():
         path.unlink(missing_ok=True)
     return out
+
+
+def read_pty_until(fd: int, token: str, timeout: float = 60) -> str:
+    """Read a pty's output until ``token`` shows up (or ``timeout``); everything read, decoded."""
+    import select
+    import time
+    buf = b""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and token.encode() not in buf:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                buf += os.read(fd, 65536)
+            except OSError:
+                break
+    return buf.decode(errors="replace")
+
+
+def require_dotnet_and_lldb() -> None:
+    """Skip, naming what is missing, unless a debuggee can be built and LLDB run on it."""
+    import pytest
+    from harness import dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    if LLDB is None:
+        pytest.skip("lldb-16 is not installed (apt-get install lldb-16 python3-lldb-16)")

@@ -144,7 +144,6 @@ def test_ctrl_c_in_lldb_stops_the_walk(dotnet_core) -> None:
     """A user at LLDB's prompt presses Ctrl-C during a slow walk (LLDB only delivers it to a
     running command when it reads a terminal, so this drives it through a pty)."""
     import pty
-    import select
     core, exe = dotnet_core
     pid, fd = pty.fork()
     if pid == 0:  # the child: LLDB on the terminal side of the pty
@@ -152,15 +151,7 @@ def test_ctrl_c_in_lldb_stops_the_walk(dotnet_core) -> None:
         os.execvp(drivers.LLDB, [drivers.LLDB, "--no-lldbinit", "--core", str(core), exe])
 
     def read_until(token: str, timeout: float = 60) -> str:
-        buf = b""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and token.encode() not in buf:
-            if select.select([fd], [], [], 0.2)[0]:
-                try:
-                    buf += os.read(fd, 65536)
-                except OSError:
-                    break
-        return buf.decode(errors="replace")
+        return drivers.read_pty_until(fd, token, timeout)
 
     try:
         read_until("(lldb)")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import drivers
-from harness import Debuggee, build_debuggee, dotnet_path
+from harness import Debuggee, build_debuggee
 
 pytestmark = pytest.mark.slow
 
@@ -135,10 +135,7 @@ def find_places(core: Path) -> Places:
 
 @pytest.fixture(scope="module")
 def case(request, tmp_path_factory) -> Case:
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
-    if drivers.LLDB is None:
-        pytest.skip("lldb-16 is not installed (apt-get install lldb-16 python3-lldb-16)")
+    drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
     cores = tmp_path_factory.mktemp("cores-fields")
     with Debuggee("fields", tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import pty
-import select
 import time
 
 import pytest
@@ -29,15 +28,7 @@ def test_prompt_completion_help_and_history(tmp_path) -> None:
         os.execv(drivers.PYTHON, [drivers.PYTHON, "-m", "sosext", "analyze", str(core)])
 
     def until(token: str, timeout: float = 60) -> str:
-        buf = b""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and token.encode() not in buf:
-            if select.select([fd], [], [], 0.2)[0]:
-                try:
-                    buf += os.read(fd, 65536)
-                except OSError:
-                    break
-        return buf.decode(errors="replace")
+        return drivers.read_pty_until(fd, token, timeout)
 
     try:
         banner = until("\n> ")

@@ -11,7 +11,7 @@ import pytest
 
 import drivers
 import sosparse as sp
-from harness import Debuggee, build_debuggee, dotnet_path
+from harness import Debuggee, build_debuggee
 
 pytestmark = pytest.mark.slow
 
@@ -62,10 +62,7 @@ def commands_for(t: dict) -> list[str]:
 
 @pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: f"{c[0]}-{c[1]}")
 def case(request, tmp_path_factory) -> Case:
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
-    if drivers.LLDB is None:
-        pytest.skip("lldb-16 is not installed (apt-get install lldb-16 python3-lldb-16)")
+    drivers.require_dotnet_and_lldb()
     gc, flavor = request.param
     tfm = request.config.getoption("--tfm")
     cores = tmp_path_factory.mktemp(f"roots-{gc}-{flavor}")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import drivers
-from harness import Debuggee, build_debuggee, dotnet_path
+from harness import Debuggee, build_debuggee
 
 pytestmark = pytest.mark.slow
 
@@ -101,10 +101,7 @@ def run(host: str, truth: dict, **kw) -> dict[str, drivers.Output]:  # type: ign
 
 @pytest.fixture(scope="module", params=["wks", "svr"])
 def case(request, tmp_path_factory) -> Case:
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
-    if drivers.LLDB is None:
-        pytest.skip("lldb-16 is not installed (apt-get install lldb-16 python3-lldb-16)")
+    drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
     cores = tmp_path_factory.mktemp(f"cores-threads-{request.param}")
     with Debuggee("threads", gc=request.param, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:

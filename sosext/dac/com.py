@@ -52,7 +52,24 @@ def hresult_text(hr: int) -> str:
 
 
 def failed(hr: int) -> bool:
-    return hr < 0 or hr & 0x80000000 != 0
+    return bool(hr & 0x80000000)  # works for signed and unsigned HRESULTs alike
+
+
+def slot_table(*names: str) -> dict[str, int]:
+    """Vtable slot of each method, listed in IDL declaration order after IUnknown's three."""
+    return {n: i + 3 for i, n in enumerate(names)}
+
+
+# Argument types of the interfaces' methods, shared by the wrappers.
+ADDR = ctypes.c_uint64  # CLRDATA_ADDRESS
+P_ADDR = ctypes.POINTER(ctypes.c_uint64)
+U32 = ctypes.c_uint32
+P_U32 = ctypes.POINTER(ctypes.c_uint32)
+I32 = ctypes.c_int32
+P_I32 = ctypes.POINTER(ctypes.c_int32)
+PTR = ctypes.c_void_p
+P_PTR = ctypes.POINTER(ctypes.c_void_p)
+P_WCHAR = ctypes.POINTER(ctypes.c_uint16)
 
 
 class ComPtr:

@@ -12,7 +12,8 @@ from typing import Any, Iterator
 
 from ..errors import DacError
 from . import structs as st
-from .com import GUID, ComPtr, hresult_text, utf16_buffer, utf16_text
+from .com import (ADDR, GUID, I32, P_ADDR, P_I32, P_PTR, P_U32, P_WCHAR, PTR, U32, ComPtr, hresult_text,
+                  slot_table, utf16_buffer, utf16_text)
 from .datatarget import DataTarget
 from .loader import DacLocation, load_dac
 
@@ -30,11 +31,7 @@ IID_ISOSDacInterface14 = GUID.parse("9aa22aca-6dc6-4a0c-b4e0-70d2416b9837")
 IID_ISOSDacInterface15 = GUID.parse("7ed81261-52a9-4a23-a358-c3313dea30a8")
 
 
-def _slots(*names: str) -> dict[str, int]:
-    return {n: i + 3 for i, n in enumerate(names)}
-
-
-SOS = _slots(
+SOS = slot_table(
     "GetThreadStoreData", "GetAppDomainStoreData", "GetAppDomainList", "GetAppDomainData",
     "GetAppDomainName", "GetDomainFromContext", "GetAssemblyList", "GetAssemblyData",
     "GetAssemblyName", "GetModule", "GetModuleData", "TraverseModuleMap",
@@ -60,33 +57,25 @@ SOS = _slots(
     "GetAppDomainConfigFile", "GetApplicationBase", "GetFailedAssemblyData",
     "GetFailedAssemblyLocation", "GetFailedAssemblyDisplayName",
 )
-SOS2 = _slots("GetObjectExceptionData", "IsRCWDCOMProxy")
-SOS8 = _slots("GetNumberGenerations", "GetGenerationTable", "GetFinalizationFillPointers",
-              "GetGenerationTableSvr", "GetFinalizationFillPointersSvr", "GetAssemblyLoadContext")
-SOS12 = _slots("GetGlobalAllocationContext")
-SOS16 = _slots("GetGCDynamicAdaptationMode")
-SOS5 = _slots("GetTieredVersions")
-SOS6 = _slots("GetMethodTableCollectibleData")
-SOS7 = _slots("GetPendingReJITID", "GetReJITInformation", "GetProfilerModifiedILInformation",
-              "GetMethodsWithProfilerModifiedIL")
-SOS14 = _slots("GetStaticBaseAddress", "GetThreadStaticBaseAddress", "GetMethodTableInitializationFlags")
-SOS15 = _slots("GetMethodTableSlotEnumerator")
+SOS2 = slot_table("GetObjectExceptionData", "IsRCWDCOMProxy")
+SOS8 = slot_table("GetNumberGenerations", "GetGenerationTable", "GetFinalizationFillPointers",
+                  "GetGenerationTableSvr", "GetFinalizationFillPointersSvr", "GetAssemblyLoadContext")
+SOS12 = slot_table("GetGlobalAllocationContext")
+SOS16 = slot_table("GetGCDynamicAdaptationMode")
+SOS5 = slot_table("GetTieredVersions")
+SOS6 = slot_table("GetMethodTableCollectibleData")
+SOS7 = slot_table("GetPendingReJITID", "GetReJITInformation", "GetProfilerModifiedILInformation",
+                  "GetMethodsWithProfilerModifiedIL")
+SOS14 = slot_table("GetStaticBaseAddress", "GetThreadStaticBaseAddress", "GetMethodTableInitializationFlags")
+SOS15 = slot_table("GetMethodTableSlotEnumerator")
 # MethodTableInitializationFlags (sospriv.idl); the pre-.NET 9 DomainLocalModule class
 # flags use the same bits, plus 4 for "thread statics allocated".
 MT_INITIALIZED = 1
 MT_INITIALIZATION_FAILED = 2
-ENUM = _slots("Skip", "Reset", "GetCount", "Next")  # ISOSEnum + Next of the typed enumerators
+ENUM = slot_table("Skip", "Reset", "GetCount", "Next")  # ISOSEnum + Next of the typed enumerators
 XCLR_PROCESS_FLUSH = 3
 
-_A = ctypes.c_uint64
-_PA = ctypes.POINTER(ctypes.c_uint64)
-_U32 = ctypes.c_uint32
-_PU32 = ctypes.POINTER(ctypes.c_uint32)
-_I32 = ctypes.c_int32
-_PI32 = ctypes.POINTER(ctypes.c_int32)
-_P = ctypes.c_void_p
-_PP = ctypes.POINTER(ctypes.c_void_p)
-_PW = ctypes.POINTER(ctypes.c_uint16)
+_A, _PA, _U32, _PU32, _I32, _PI32, _P, _PP, _PW = ADDR, P_ADDR, U32, P_U32, I32, P_I32, PTR, P_PTR, P_WCHAR
 
 MODULEMAPTRAVERSE = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p)
 

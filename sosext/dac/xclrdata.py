@@ -12,37 +12,36 @@ import ctypes
 import struct
 from typing import TYPE_CHECKING, Any
 
-from .com import ComPtr, utf16_buffer, utf16_text
-from .sos import _slots
+from .com import ADDR, P_ADDR, P_PTR, P_U32, P_WCHAR, PTR, U32, ComPtr, failed, slot_table, utf16_buffer, utf16_text
 
 if TYPE_CHECKING:
     from .sos import SosDac
 
 # IXCLRDataProcess (the object CLRDataCreateInstance returns); only the first slots are used.
-PROCESS = _slots("Flush", "StartEnumTasks", "EnumTask", "EndEnumTasks", "GetTaskByOSThreadID",
-                 "GetTaskByUniqueID", "GetFlags", "IsSameObject", "GetManagedObject",
-                 "GetDesiredExecutionState", "SetDesiredExecutionState", "GetAddressType",
-                 "GetRuntimeNameByAddress")
-TASK = _slots("GetProcess", "GetCurrentAppDomain", "GetUniqueID", "GetFlags", "IsSameObject",
-              "GetManagedObject", "GetDesiredExecutionState", "SetDesiredExecutionState",
-              "CreateStackWalk", "GetOSThreadID", "GetContext", "SetContext",
-              "GetCurrentExceptionState", "Request", "GetName", "GetLastExceptionState")
-STACK_WALK = _slots("GetContext", "SetContext", "Next", "GetStackSizeSkipped", "GetFrameType",
-                    "GetFrame", "Request", "SetContext2")
-FRAME = _slots("GetFrameType", "GetContext", "GetAppDomain", "GetNumArguments", "GetArgumentByIndex",
-               "GetNumLocalVariables", "GetLocalVariableByIndex", "GetCodeName", "GetMethodInstance",
-               "Request", "GetNumTypeArguments", "GetTypeArgumentByIndex")
-METHOD_INSTANCE = _slots("GetTypeInstance", "GetDefinition", "GetTokenAndScope", "GetName", "GetFlags",
-                         "IsSameObject", "GetEnCVersion", "GetNumTypeArguments", "GetTypeArgumentByIndex",
-                         "GetILOffsetsByAddress", "GetAddressRangesByILOffset", "GetILAddressMap",
-                         "StartEnumExtents", "EnumExtent", "EndEnumExtents", "Request",
-                         "GetRepresentativeEntryAddress")
-VALUE = _slots("GetFlags", "GetAddress", "GetSize", "GetBytes", "SetBytes", "GetType", "GetNumFields",
-               "GetFieldByIndex", "Request", "GetNumFields2", "StartEnumFields", "EnumField",
-               "EndEnumFields", "StartEnumFieldsByName", "EnumFieldByName", "EndEnumFieldsByName",
-               "GetFieldByToken", "GetAssociatedValue", "GetAssociatedType", "GetString",
-               "GetArrayProperties", "GetArrayElement", "EnumField2", "EnumFieldByName2",
-               "GetFieldByToken2", "GetNumLocations", "GetLocationByIndex")
+PROCESS = slot_table("Flush", "StartEnumTasks", "EnumTask", "EndEnumTasks", "GetTaskByOSThreadID",
+                     "GetTaskByUniqueID", "GetFlags", "IsSameObject", "GetManagedObject",
+                     "GetDesiredExecutionState", "SetDesiredExecutionState", "GetAddressType",
+                     "GetRuntimeNameByAddress")
+TASK = slot_table("GetProcess", "GetCurrentAppDomain", "GetUniqueID", "GetFlags", "IsSameObject",
+                  "GetManagedObject", "GetDesiredExecutionState", "SetDesiredExecutionState",
+                  "CreateStackWalk", "GetOSThreadID", "GetContext", "SetContext",
+                  "GetCurrentExceptionState", "Request", "GetName", "GetLastExceptionState")
+STACK_WALK = slot_table("GetContext", "SetContext", "Next", "GetStackSizeSkipped", "GetFrameType",
+                        "GetFrame", "Request", "SetContext2")
+FRAME = slot_table("GetFrameType", "GetContext", "GetAppDomain", "GetNumArguments", "GetArgumentByIndex",
+                   "GetNumLocalVariables", "GetLocalVariableByIndex", "GetCodeName", "GetMethodInstance",
+                   "Request", "GetNumTypeArguments", "GetTypeArgumentByIndex")
+METHOD_INSTANCE = slot_table("GetTypeInstance", "GetDefinition", "GetTokenAndScope", "GetName", "GetFlags",
+                             "IsSameObject", "GetEnCVersion", "GetNumTypeArguments", "GetTypeArgumentByIndex",
+                             "GetILOffsetsByAddress", "GetAddressRangesByILOffset", "GetILAddressMap",
+                             "StartEnumExtents", "EnumExtent", "EndEnumExtents", "Request",
+                             "GetRepresentativeEntryAddress")
+VALUE = slot_table("GetFlags", "GetAddress", "GetSize", "GetBytes", "SetBytes", "GetType", "GetNumFields",
+                   "GetFieldByIndex", "Request", "GetNumFields2", "StartEnumFields", "EnumField",
+                   "EndEnumFields", "StartEnumFieldsByName", "EnumFieldByName", "EndEnumFieldsByName",
+                   "GetFieldByToken", "GetAssociatedValue", "GetAssociatedType", "GetString",
+                   "GetArrayProperties", "GetArrayElement", "EnumField2", "EnumFieldByName2",
+                   "GetFieldByToken2", "GetNumLocations", "GetLocationByIndex")
 
 # CLRDataSimpleFrameType: which frames a stack walk stops at (all of them, as SOS asks).
 SIMPFRAME_UNRECOGNIZED = 0x1
@@ -65,19 +64,9 @@ CONTEXT_LAYOUT = {
     "aarch64": (0x400007, 0x390, 0x100, 0x108),
 }
 
-_U32 = ctypes.c_uint32
-_PU32 = ctypes.POINTER(ctypes.c_uint32)
-_A = ctypes.c_uint64
-_PA = ctypes.POINTER(ctypes.c_uint64)
-_P = ctypes.c_void_p
-_PP = ctypes.POINTER(ctypes.c_void_p)
-_PW = ctypes.POINTER(ctypes.c_uint16)
+_A, _PA, _U32, _PU32, _P, _PP, _PW = ADDR, P_ADDR, U32, P_U32, PTR, P_PTR, P_WCHAR
 
 NAME_CHARS = 1024  # SOS's mdNameLen: enough for any method or parameter name
-
-
-def failed(hr: int) -> bool:
-    return bool(hr & 0x80000000)
 
 
 # Integer and control registers of the CONTEXT records (winnt.h layouts).
