@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs what sosext needs from Debian's packages, only what is missing.
-#   scripts/setup.sh          runtime needs: lldb-16 with its Python module, gdb, numpy, tabulate, pygments, pyelftools
+#   scripts/setup.sh          runtime needs: lldb-16 with its Python module, gdb, numpy, numba, tabulate, pygments, pyelftools
 #   scripts/setup.sh --test   plus pytest and hypothesis
 # The .NET SDK (dotnet) is not a Debian package: it must already be installed.
 set -euo pipefail
 
-pkgs=(lldb-16 python3-lldb-16 gdb python3-numpy python3-tabulate python3-pygments python3-pyelftools)
+pkgs=(lldb-16 python3-lldb-16 gdb python3-numpy python3-numba python3-tabulate python3-pygments python3-pyelftools)
 if [[ "${1:-}" == "--test" ]]; then
     pkgs+=(python3-pytest python3-hypothesis)
 fi
@@ -28,3 +28,10 @@ if ! command -v dotnet >/dev/null 2>&1; then
     echo "sosext setup: the .NET SDK (dotnet) is required to build the bundled apps and test debuggees" >&2
     exit 1
 fi
+
+# What an installed package would have: bytecode (this machine sets PYTHONDONTWRITEBYTECODE, so
+# without it every start recompiles sosext), and the heap kernels compiled ahead of time (numba;
+# a no-op when the build beside the sources is current).
+cd "$(dirname "$0")/.."
+/usr/bin/python3 -m compileall -q sosext lldbinit gdbinit >/dev/null
+/usr/bin/python3 -m sosext.clr.kernels --if-stale >&2 || echo "sosext setup: kernels not compiled; the JIT or numpy path will be used" >&2

@@ -14,7 +14,12 @@ internal static class Program
         if (args.Length < 2) { Console.Error.WriteLine("usage: ClrmdBaseline <core> stat|type <s>|gcroot <addr> ..."); return 2; }
         var total = Stopwatch.StartNew();
         using DataTarget dt = DataTarget.LoadDump(args[0]);
-        ClrRuntime runtime = dt.ClrVersions[0].CreateRuntime();
+        // ClrMD 4.2 does not find the DAC of a Linux core by itself here: name the one beside
+        // the runtime the core was written by (the same file sosext loads). A with-heap core lacks
+        // the page ClrMD reads the runtime version from (it sees 0.0), hence ignoreMismatch.
+        ClrInfo clr = dt.ClrVersions[0];
+        string dac = System.IO.Path.Combine(System.IO.Path.GetDirectoryName(clr.ModuleInfo.FileName) ?? "", "libmscordaccore.so");
+        ClrRuntime runtime = System.IO.File.Exists(dac) ? clr.CreateRuntime(dac, ignoreMismatch: true) : clr.CreateRuntime();
         Console.WriteLine($"{{\"query\":\"open\",\"seconds\":{total.Elapsed.TotalSeconds:F3}}}");
         for (int i = 1; i < args.Length; i++)
         {

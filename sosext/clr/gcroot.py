@@ -37,6 +37,9 @@ class PathFinder:
         self.target = target_index
         self.next_step: dict[int, int] = {target_index: -1}
         self.dependent_step: set[int] = set()
+        self._arrays: _SearchArrays | None = None
+        self._epoch = 0
+        self._count = 0
         self._search()
 
     def _dependent_parents(self) -> dict[int, list[int]]:
@@ -48,6 +51,9 @@ class PathFinder:
         return parents
 
     def _search(self) -> None:
+        if self.graph.compiled:
+            self._search_compiled()
+            return
         ro, rs = self.graph.reverse()
         dep = self._dependent_parents()
         queue = deque([self.target])
@@ -64,27 +70,71 @@ class PathFinder:
                     self.dependent_step.add(parent)
                     queue.append(parent)
 
+    def _search_compiled(self) -> None:
+        """The same search as a kernel over arrays kept with the graph and reused by every
+        later search (an epoch stamp instead of clearing them)."""
+        from .kernels import refs
+        ro, rs = self.graph.reverse()
+        arrays = _SearchArrays.of(self.graph, len(self.index))
+        arrays.epoch += 1
+        pairs = sorted((s, p) for s, ps in self._dependent_parents().items() for p in ps)
+        dep_sec = np.array([s for s, _p in pairs], dtype=np.int64)
+        dep_pri = np.array([p for _s, p in pairs], dtype=np.int64)
+        self._count = int(refs.ancestors(ro, rs, dep_sec, dep_pri, self.target, arrays.next_step,
+                                         arrays.stamp, arrays.epoch, arrays.queue, arrays.via))
+        self._arrays = arrays
+        self._epoch = arrays.epoch
+
     def reaches(self, obj_index: int) -> bool:
+        if self._arrays is not None:
+            return int(self._arrays.stamp[obj_index]) == self._epoch
         return obj_index in self.next_step
+
+    def _step(self, node: int) -> tuple[int, bool]:
+        """The next object from ``node`` towards the target, and whether by a dependent handle."""
+        a = self._arrays
+        if a is not None:
+            return int(a.next_step[node]), bool(a.via[node])
+        return self.next_step[node], node in self.dependent_step
 
     def path_from(self, root: ClrRoot) -> RootPath | None:
         start = self.index.find(root.object)
         if start is None and root.kind is RootKind.STACK:
             start = self.index.containing(root.object)
-        if start is None or start not in self.next_step:
+        if start is None or not self.reaches(start):
             return None
         chain = [start]
         via: list[bool] = []
         node = start
         while node != self.target:
-            via.append(node in self.dependent_step)
-            node = self.next_step[node]
+            node, dep = self._step(node)
+            via.append(dep)
             chain.append(node)
         return RootPath(root, tuple(chain), tuple(via))
 
     @property
     def ancestor_count(self) -> int:
+        if self._arrays is not None:
+            return self._count - 1
         return len(self.next_step) - 1
+
+
+class _SearchArrays:
+    """Per-graph scratch of the ancestor search, n-sized, allocated once."""
+
+    def __init__(self, n: int) -> None:
+        self.stamp = np.zeros(n, dtype=np.int32)
+        self.next_step = np.empty(n, dtype=np.int32)
+        self.queue = np.empty(n, dtype=np.int32)
+        self.via = np.zeros(n, dtype=np.bool_)
+        self.epoch = 0
+
+    @classmethod
+    def of(cls, graph, n: int) -> "_SearchArrays":
+        arrays = getattr(graph, "search_arrays", None)
+        if arrays is None:
+            arrays = graph.search_arrays = cls(n)
+        return arrays
 
 
 def retained_set(heap: "ClrHeap", start_indices: np.ndarray, bfs_limit: int = 200_000) -> np.ndarray:

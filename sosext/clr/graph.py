@@ -75,11 +75,14 @@ def _layout(heap: "ClrHeap", mt: int) -> _TypeSlots:
 
 
 class ReferenceGraph:
-    def __init__(self, index: HeapIndex, offsets: np.ndarray, targets: np.ndarray) -> None:
+    def __init__(self, index: HeapIndex, offsets: np.ndarray, targets: np.ndarray,
+                 compiled: bool = False) -> None:
         self.index = index
         self.offsets = offsets  # int64, len(index) + 1
         self.targets = targets  # uint32 object indices
+        self.compiled = compiled  # searches run as numba kernels (kernels/refs.py)
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
+        self.search_arrays = None  # gcroot.PathFinder's reusable scratch
 
     @property
     def edge_count(self) -> int:
@@ -90,6 +93,9 @@ class ReferenceGraph:
 
     def reverse(self) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, sources): who references each object. Built on first use."""
+        if self._reverse is None and self.compiled:
+            from .kernels import refs
+            self._reverse = refs.reverse(self.offsets, self.targets, len(self.index))
         if self._reverse is None:
             n = len(self.index)
             counts = np.diff(self.offsets)
@@ -109,6 +115,12 @@ class ReferenceGraph:
         """Boolean mask of every object reachable from object indices ``roots``."""
         n = len(self.index)
         seen = np.zeros(n, dtype=bool) if visited is None else visited
+        if self.compiled:
+            from .kernels import refs
+            start = np.asarray(list(roots) if not isinstance(roots, np.ndarray) else roots, dtype=np.int64)
+            start = start[(start >= 0) & (start < n)]
+            refs.mark(self.offsets, self.targets, start, seen, np.empty(n, dtype=np.int32))
+            return seen
         frontier = np.unique(np.asarray(list(roots) if not isinstance(roots, np.ndarray) else roots,
                                         dtype=np.int64))
         frontier = frontier[(frontier >= 0) & (frontier < n)]
@@ -149,6 +161,15 @@ class ReferenceGraph:
 
 
 def build_graph(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> ReferenceGraph:
+    from . import kernels
+    if kernels.compiled():
+        from . import refscan
+        offsets, targets = refscan.build_graph(heap, index, heap.lookup(), progress)
+        return ReferenceGraph(index, offsets, targets, compiled=True)
+    return _build_graph_numpy(heap, index, progress)
+
+
+def _build_graph_numpy(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> ReferenceGraph:
     n = len(index)
     layouts = [_layout(heap, int(mt)) for mt in index.method_tables]
     kinds = np.array([lay.kind for lay in layouts], dtype=np.int8)
@@ -182,7 +203,7 @@ def build_graph(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> Refere
             values = _read_words(target, slot_addr)
         else:
             if target.is_live:
-                buf = heap._scratch(seg.end - seg.start)
+                buf = heap.scratch(seg.end - seg.start)
                 data = buf[:target.read_into(seg.start, buf)]
             else:
                 data = target.read_partial(seg.start, seg.end - seg.start)

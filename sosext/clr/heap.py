@@ -73,6 +73,7 @@ class ClrHeap:
         self._index: HeapIndex | None = None
         self._scratch_buf = bytearray()
         self._graph: "ReferenceGraph | None" = None
+        self._lookup = None
         self._roots: dict[bool, RootSet] = {}
         self._live: np.ndarray | None = None
 
@@ -190,6 +191,13 @@ class ClrHeap:
             self._index = self._walk(progress or Progress.silent())
         return self._index
 
+    def lookup(self):  # -> refscan.ObjectLookup
+        """Address → index position in constant time (a start bitmap per segment)."""
+        if self._lookup is None:
+            from .refscan import ObjectLookup
+            self._lookup = ObjectLookup(self.index())
+        return self._lookup
+
     def graph(self, progress: Progress | None = None) -> ReferenceGraph:
         """Who references whom, for the whole heap; built once per target generation."""
         if self._graph is None:
@@ -234,7 +242,7 @@ class ClrHeap:
                         f"{int(ix.sizes[i])} bytes) at offset 0x{address - start:x}")
         return f"{address:x} is not a valid object"
 
-    def _pieces(self, seg: ClrSegment) -> list[tuple[int, int]]:
+    def pieces(self, seg: ClrSegment) -> list[tuple[int, int]]:
         """The segment's object range minus the allocation contexts inside it."""
         pieces = []
         pos = seg.start
@@ -248,6 +256,22 @@ class ClrHeap:
         return [(a, b) for a, b in pieces if b > a]
 
     def _walk(self, progress: Progress) -> HeapIndex:
+        from . import kernels
+        if kernels.compiled():
+            return self._walk_compiled(progress)
+        kernels.note_slow_path()
+        return self._walk_numpy(progress)
+
+    def _walk_compiled(self, progress: Progress) -> HeapIndex:
+        from . import fastwalk
+        cap = fastwalk.capacity(self)
+        cols = fastwalk.IndexColumns(np.empty(cap, dtype=np.uint64), np.empty(cap, dtype=np.uint32),
+                                     np.empty(cap, dtype=np.uint32))
+        res = fastwalk.walk_heap(self, cols, progress, self._sizes_of)
+        return HeapIndex.from_walk(self, cols, res)
+
+    def _walk_numpy(self, progress: Progress) -> HeapIndex:
+        """The walk without numba: a Python loop with numpy run-skipping (walk.py)."""
         sizes = SizeTable(self._sizes_of)
         segments = self.segments
         total = sum(s.length for s in segments)
@@ -300,14 +324,14 @@ class ClrHeap:
         return HeapIndex.build(self, addr_parts, mt_parts, len_parts, slices, errors, known)
 
     def _walk_bulk(self, target, seg: ClrSegment, sizes: SizeTable, errors: list[WalkError]):
-        pieces = self._pieces(seg)
+        pieces = self.pieces(seg)
         if not pieces:
             return []
         lo = pieces[0][0]
         if target.is_live:
             # A live process's bytes are copied anyway: into one buffer reused for every
             # segment, so the walk does not page-fault in a fresh copy of the whole heap.
-            buf = self._scratch(seg.end - lo)
+            buf = self.scratch(seg.end - lo)
             avail = target.read_into(lo, buf) & ~7
         else:
             data = target.read_partial(lo, seg.end - lo)  # zero-copy from a core's mapping
@@ -331,7 +355,7 @@ class ClrHeap:
             out.append(object_facts(buf, lo, idx, end))
         return out
 
-    def _scratch(self, size: int) -> memoryview:
+    def scratch(self, size: int) -> memoryview:
         if len(self._scratch_buf) < size:
             self._scratch_buf = bytearray(size)
         return memoryview(self._scratch_buf)[:size]
@@ -339,7 +363,7 @@ class ClrHeap:
     def _walk_headers(self, seg: ClrSegment, sizes: SizeTable, errors: list[WalkError]):
         target = self.runtime.target
         out = []
-        for a, b in self._pieces(seg):
+        for a, b in self.pieces(seg):
             addrs: list[int] = []
             mts: list[int] = []
             lens: list[int] = []

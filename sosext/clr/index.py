@@ -2,11 +2,14 @@
 
 One walk fills it; dumpheap's filters, statistics, generation queries and later root and
 diff queries read it without touching target memory again. Objects are stored in address
-order, segment by segment. Per object it costs 8 (address) + 4 (type id) + 8 (size) + 1
-(generation) bytes.
+order, segment by segment. Per object it costs 8 (address) + 4 (type id) + 4 (size) + 1
+(generation) = 17 bytes; the arrays may be memory-mapped from the on-disk index cache
+(``indexcache.py``), in which case they cost page cache, not process memory.
 
 Sizes are SOS's: base size plus elements times component size, not rounded up to the
 8-byte step the object takes on the heap (that is ``aligned_sizes``), and at least 24.
+They are kept as u32; the rare object of 4 GiB or more is stored as ``SIZE_OVERFLOW`` and
+its true size kept in ``big_sizes``.
 """
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ import numpy as np
 
 from .segments import ClrSegment, Generation
 from .walk import WalkError
+
+SIZE_OVERFLOW = 0xFFFFFFFF
 
 if TYPE_CHECKING:
     from .heap import ClrHeap
@@ -39,15 +44,17 @@ class TypeStat:
 class HeapIndex:
     def __init__(self, heap: "ClrHeap", addresses: np.ndarray, type_ids: np.ndarray,
                  method_tables: np.ndarray, sizes: np.ndarray, generations: np.ndarray,
-                 slices: list[SegmentSlice], errors: list[WalkError]) -> None:
+                 slices: list[SegmentSlice], errors: list[WalkError],
+                 big_sizes: dict[int, int] | None = None) -> None:
         self.heap = heap
         self.addresses = addresses  # uint64, ascending
         self.type_ids = type_ids  # uint32 index into method_tables
-        self.method_tables = method_tables  # uint64, unique
-        self.sizes = sizes  # uint64 bytes
+        self.method_tables = method_tables  # uint64, unique, ascending
+        self.sizes = sizes  # uint32 bytes (SIZE_OVERFLOW: see big_sizes)
         self.generations = generations  # uint8 Generation values
         self.slices = slices
         self.errors = errors
+        self.big_sizes = big_sizes or {}  # position -> size, for sizes >= 4 GiB
 
     @classmethod
     def build(cls, heap: "ClrHeap", addr_parts: list[np.ndarray], mt_parts: list[np.ndarray],
@@ -67,7 +74,8 @@ class HeapIndex:
         total = sum(len(a) for a in addr_parts)
         addresses = np.empty(total, dtype=np.uint64)
         type_ids = np.empty(total, dtype=np.uint32)
-        sizes = np.empty(total, dtype=np.uint64)
+        sizes = np.empty(total, dtype=np.uint32)
+        big: dict[int, int] = {}
         pos = 0
         for k in range(len(addr_parts)):
             a, m, n = addr_parts[k], mt_parts[k], len_parts[k]
@@ -76,35 +84,63 @@ class HeapIndex:
             addresses[pos:end] = a
             tid = np.searchsorted(method_tables, m)
             type_ids[pos:end] = tid
-            sizes[pos:end] = base[tid] + comp[tid] * n
+            full = np.maximum(base[tid] + comp[tid] * n, np.uint64(24))
+            for k in np.nonzero(full >= np.uint64(SIZE_OVERFLOW))[0].tolist():
+                big[pos + k] = int(full[k])
+            sizes[pos:end] = np.minimum(full, np.uint64(SIZE_OVERFLOW))
             pos = end
-        np.maximum(sizes, np.uint64(24), out=sizes)
         generations = np.empty(len(addresses), dtype=np.uint8)
-        for sl in slices:
-            seg = sl.segment
-            part = addresses[sl.first:sl.stop]
-            if len(seg.ranges) == 1:
-                generations[sl.first:sl.stop] = seg.ranges[0].generation
-                continue
-            gens = generations[sl.first:sl.stop]
-            gens[:] = seg.ranges[-1].generation
-            for r in seg.ranges:
-                lo, hi = np.searchsorted(part, [r.start, r.end])
-                gens[lo:hi] = r.generation
+        fill_generations(addresses, generations, slices)
         return cls(heap, addresses, type_ids, method_tables, sizes, generations,
-                   slices, errors)
+                   slices, errors, big)
+
+    @classmethod
+    def from_walk(cls, heap: "ClrHeap", cols, res) -> "HeapIndex":
+        """The index over what ``fastwalk.walk_heap`` wrote into ``cols``: type ids are
+        renumbered so that ``method_tables`` is ascending (lookups bisect it)."""
+        from .kernels import heapwalk
+        n = res.count
+        met = np.array(res.table.method_tables, dtype=np.uint64)
+        order = np.argsort(met, kind="stable")
+        mapping = np.empty(len(met), dtype=np.uint32)
+        mapping[order] = np.arange(len(met), dtype=np.uint32)
+        type_ids = cols.type_ids[:n]
+        if len(met):
+            heapwalk.remap(type_ids, mapping)
+        addresses = cols.addresses[:n]
+        slices = [SegmentSlice(seg, a, b) for seg, a, b in res.slices]
+        generations = np.empty(n, dtype=np.uint8)
+        fill_generations(addresses, generations, slices)
+        return cls(heap, addresses, type_ids, met[order], cols.sizes[:n], generations,
+                   slices, res.errors, res.big_sizes)
 
     def __len__(self) -> int:
         return len(self.addresses)
 
+    def size_of(self, i: int) -> int:
+        s = int(self.sizes[i])
+        return self.big_sizes.get(i, s) if s == SIZE_OVERFLOW else s
+
+    def sizes_at(self, positions: np.ndarray) -> list[int]:
+        """Exact sizes of the objects at ``positions``, as Python ints."""
+        out = self.sizes[positions].tolist()
+        if self.big_sizes:
+            for k, p in enumerate(np.asarray(positions).tolist()):
+                if out[k] == SIZE_OVERFLOW:
+                    out[k] = self.big_sizes.get(p, out[k])
+        return out
+
     @property
     def aligned_sizes(self) -> np.ndarray:
-        """What each object occupies on the heap (its size rounded up to 8 bytes)."""
-        return (self.sizes + np.uint64(7)) & np.uint64(~7 & 0xFFFFFFFFFFFFFFFF)
+        """What each object occupies on the heap (its size rounded up to 8 bytes), as uint64."""
+        out = (self.sizes.astype(np.uint64) + np.uint64(7)) & np.uint64(~7 & 0xFFFFFFFFFFFFFFFF)
+        for p, s in self.big_sizes.items():
+            out[p] = (s + 7) & ~7
+        return out
 
     @property
     def total_size(self) -> int:
-        return int(self.sizes.sum())
+        return sum(t.total_size for t in self.stats())
 
     # -- selections: boolean masks over the objects ----------------------------------------
 
@@ -145,13 +181,19 @@ class HeapIndex:
 
     # -- answers ------------------------------------------------------------------------------
 
+    def type_totals(self, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(count, total size, first position) per type id over the objects ``mask`` keeps:
+        one pass of a compiled kernel, no per-object temporaries."""
+        from .kernels import heapwalk
+        keep = np.empty(0, dtype=np.bool_) if mask is None else mask
+        counts, totals, first = heapwalk.type_stats(self.type_ids, self.sizes, keep, len(self.method_tables))
+        for p, s in self.big_sizes.items():
+            if mask is None or mask[p]:
+                totals[self.type_ids[p]] += s - SIZE_OVERFLOW
+        return counts, totals, first
+
     def stats(self, mask: np.ndarray | None = None) -> list[TypeStat]:
-        ids = self.type_ids if mask is None else self.type_ids[mask]
-        sizes = self.sizes if mask is None else self.sizes[mask]
-        n = len(self.method_tables)
-        counts = np.bincount(ids, minlength=n)
-        totals = np.bincount(ids, weights=sizes.astype(np.float64), minlength=n)
-        # float64 sums are exact below 2**53 bytes (8 PiB): far beyond any heap.
+        counts, totals, _first = self.type_totals(mask)
         return [TypeStat(int(self.method_tables[i]), int(counts[i]), int(totals[i]))
                 for i in np.nonzero(counts)[0]]
 
@@ -165,6 +207,28 @@ class HeapIndex:
     def containing(self, address: int) -> int | None:
         """Index of the object whose bytes include ``address``."""
         i = int(np.searchsorted(self.addresses, np.uint64(address), side="right")) - 1
-        if i >= 0 and int(self.addresses[i]) + int(self.sizes[i]) > address:
+        if i >= 0 and int(self.addresses[i]) + self.size_of(i) > address:
             return i
         return None
+
+    def type_id(self, mt: int) -> int | None:
+        """The type id of MethodTable ``mt``, if any object of it was met."""
+        i = int(np.searchsorted(self.method_tables, np.uint64(mt)))
+        if i < len(self.method_tables) and int(self.method_tables[i]) == mt:
+            return i
+        return None
+
+
+def fill_generations(addresses: np.ndarray, generations: np.ndarray, slices: list[SegmentSlice]) -> None:
+    """Each object's generation from its segment's generation ranges."""
+    for sl in slices:
+        seg = sl.segment
+        part = addresses[sl.first:sl.stop]
+        if len(seg.ranges) == 1:
+            generations[sl.first:sl.stop] = seg.ranges[0].generation
+            continue
+        gens = generations[sl.first:sl.stop]
+        gens[:] = seg.ranges[-1].generation
+        for r in seg.ranges:
+            lo, hi = np.searchsorted(part, [r.start, r.end])
+            gens[lo:hi] = r.generation

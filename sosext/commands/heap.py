@@ -87,21 +87,12 @@ def select_objects(heap: ClrHeap, ix: HeapIndex, *, heap_no: int | None = None, 
 
 def type_stats(heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, by_count: bool = False) -> list[tuple[int, int, int]]:
     """(MethodTable, count, total size) sorted as SOS does: ascending, ties in walk order."""
-    ids = ix.type_ids[mask]
-    if not len(ids):
-        return []
-    n = len(ix.method_tables)
-    counts = np.bincount(ids, minlength=n)
-    totals = np.bincount(ids, weights=ix.sizes[mask].astype(np.float64), minlength=n)
+    counts, totals, first = ix.type_totals(mask)
     present = np.nonzero(counts)[0]
-    # Position of each type's first object: assign positions last-to-first so that the
-    # first occurrence is the one left (numpy applies repeated indices in order) — linear,
-    # where np.unique(return_index=True) would sort millions of ids.
-    first = np.empty(n, dtype=np.int64)
-    first[ids[::-1]] = np.arange(len(ids) - 1, -1, -1, dtype=np.int64)
-    first_seen = first[present]
+    if not len(present):
+        return []
     key = counts[present] if by_count else totals[present]
-    order = np.lexsort((first_seen, key))
+    order = np.lexsort((first[present], key))
     return [(int(ix.method_tables[present[i]]), int(counts[present[i]]), int(totals[present[i]]))
             for i in order]
 
@@ -180,6 +171,11 @@ Examples:
         if args.json:
             self._json(ctx, heap, ix, mask, args)
             return
+        if args.stat and not args.strings:
+            # Statistics only: no per-object selection array, two passes of compiled kernels.
+            write_stats(ctx, heap, type_stats(heap, ix, mask, args.bycount))
+            self._fragmentation(ctx, heap, ix, mask)
+            return
         sel = np.nonzero(mask)[0]
         if args.short:
             ctx.out.lines(f"{a:012x}" for a in ix.addresses[sel].tolist())
@@ -193,13 +189,13 @@ Examples:
             self._string_stats(ctx, heap, ix, sel)
             return
         write_stats(ctx, heap, type_stats(heap, ix, mask, args.bycount))
-        self._fragmentation(ctx, heap, ix, sel)
+        self._fragmentation(ctx, heap, ix, mask)
 
     @staticmethod
     def _list(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
         t = Table(Pointer(), Pointer(), Integer(), Text())
         ctx.out.line(t.header("Address", "MT", "Size"))
-        free_id = _type_id(ix, heap.free_mt)
+        free_id = ix.type_id(heap.free_mt)
         addrs = ix.addresses[sel].tolist()
         tids = ix.type_ids[sel].tolist()
         sizes = ix.sizes[sel].tolist()
@@ -208,21 +204,19 @@ Examples:
             ctx.out.line(t.row(a, mts[tid], size, "Free" if tid == free_id else ""))
 
     @staticmethod
-    def _fragmentation(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
-        free_id = _type_id(ix, heap.free_mt)
-        if free_id is None or len(sel) < 2:
+    def _fragmentation(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray) -> None:
+        from ..clr.kernels import heapwalk
+        free_id = ix.type_id(heap.free_mt)
+        if free_id is None:
             return
-        tids = ix.type_ids[sel]
-        cand = np.nonzero((tids[:-1] == free_id) & (ix.sizes[sel[:-1]] >= _FRAGMENT_MIN) & (tids[1:] != free_id))[0]
         rows = []
-        for k in cand.tolist():
-            i, j = int(sel[k]), int(sel[k + 1])
-            if int(ix.addresses[i]) + (int(ix.sizes[i]) + 7 & ~7) != int(ix.addresses[j]):
-                continue
-            seg = heap.segment_of(int(ix.addresses[j]))
+        for i in heapwalk.free_blocks(ix.addresses, ix.type_ids, ix.sizes, mask, free_id, _FRAGMENT_MIN).tolist():
+            nxt = ix.addresses[i] + np.uint64((ix.size_of(i) + 7) & ~7)
+            seg = heap.segment_of(int(nxt))
             if seg is not None and seg.kind is SegmentKind.LOH:
                 continue
-            rows.append((int(ix.addresses[i]), int(ix.sizes[i]), int(ix.addresses[j]),
+            j = ix.find(int(nxt))
+            rows.append((int(ix.addresses[i]), ix.size_of(i), int(nxt),
                          heap.types.name_of(int(ix.method_tables[ix.type_ids[j]]))))
         if not rows:
             return
@@ -281,13 +275,6 @@ Examples:
                               for a, t, s in zip(ix.addresses[sel].tolist(), ix.type_ids[sel].tolist(),
                                                  ix.sizes[sel].tolist())]
         emit_json(ctx.out, doc)
-
-
-def _type_id(ix: HeapIndex, mt: int) -> int | None:
-    i = int(np.searchsorted(ix.method_tables, np.uint64(mt)))
-    if i < len(ix.method_tables) and int(ix.method_tables[i]) == mt:
-        return i
-    return None
 
 
 def _string_cell(text: str, limit: int = 128) -> str:
@@ -464,7 +451,7 @@ Examples:
         heap_of = np.zeros(len(ix), dtype=np.int64)
         for sl in ix.slices:
             heap_of[sl.first:sl.stop] = sl.segment.heap
-        free_id = _type_id(ix, heap.free_mt)
+        free_id = ix.type_id(heap.free_mt)
         free = self._by_heap_gen(ix, heap_of, ix.type_ids == free_id if free_id is not None else None, nheaps, gens)
         out = ctx.out
         titles = ["Heap", "Gen0", "Gen1", "Gen2", "LOH", "POH"] + (["FRZ"] if has_frozen else [])

@@ -1,0 +1,197 @@
+"""The heap walk with compiled kernels: every object's address, type id and size.
+
+Per segment Python picks the bytes (zero-copy from a core's mapping, or one reused buffer
+for a live process) and the pieces between allocation contexts; ``kernels.heapwalk.walk``
+does the per-object work. When the kernel meets a header word it does not know, Python
+asks the DAC whether it is a MethodTable, teaches the table, and restarts the kernel at
+that word. The output goes straight into the index's columns (``IndexColumns``), which are
+sized for the worst case (every object 24 bytes): pages never written are never touched,
+so they cost address space, not memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from .kernels import heapwalk as hw
+from .progress import Progress
+from .segments import ClrSegment, SegmentKind
+from .types import MIN_OBJECT_SIZE
+from .walk import WalkError
+
+if TYPE_CHECKING:
+    from .heap import ClrHeap
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
+_HEADER = 16  # bytes read per large object: MethodTable and length
+
+
+class MethodTableTable:
+    """Header word → type id, as an open-addressing table the kernel reads directly.
+
+    Type ids are given in the order types are met; ``values`` holds -1 for a word known
+    not to be a MethodTable, so a corrupt header stops the kernel without a DAC call.
+    """
+
+    def __init__(self, resolve: Callable[[int], "tuple[int, int] | None"]) -> None:
+        self.resolve = resolve
+        self.keys = np.zeros(1 << 10, dtype=np.uint64)
+        self.values = np.full(1 << 10, -1, dtype=np.int32)
+        self.base_sizes = np.zeros(64, dtype=np.uint64)
+        self.component_sizes = np.zeros(64, dtype=np.uint64)
+        self.method_tables: list[int] = []
+        self._used = 0
+
+    def learn(self, word: int) -> int:
+        """Type id of header ``word`` (asking the DAC once), or -1 if it is no MethodTable."""
+        mt = word & ~7 & _MASK64
+        if mt == 0:
+            return -1
+        slot = self._slot(mt)
+        if self.keys[slot] == mt:
+            return int(self.values[slot])
+        info = self.resolve(mt)
+        tid = -1
+        if info is not None:
+            tid = len(self.method_tables)
+            self.method_tables.append(mt)
+            if tid >= len(self.base_sizes):
+                self.base_sizes = np.resize(self.base_sizes, 2 * tid)
+                self.component_sizes = np.resize(self.component_sizes, 2 * tid)
+            self.base_sizes[tid], self.component_sizes[tid] = info
+        self._insert(mt, tid)
+        return tid
+
+    def _slot(self, key: int) -> int:
+        mask = len(self.keys) - 1
+        i = (((key * _GOLDEN) & _MASK64) >> 40) & mask
+        keys = self.keys
+        while True:
+            k = int(keys[i])
+            if k == key or k == 0:
+                return i
+            i = (i + 1) & mask
+
+    def _insert(self, key: int, value: int) -> None:
+        if 2 * (self._used + 1) > len(self.keys):
+            old = [(int(k), int(v)) for k, v in zip(self.keys, self.values) if k]
+            size = 2 * len(self.keys)
+            self.keys = np.zeros(size, dtype=np.uint64)
+            self.values = np.full(size, -1, dtype=np.int32)
+            for k, v in old:
+                s = self._slot(k)
+                self.keys[s], self.values[s] = k, v
+        s = self._slot(key)
+        self.keys[s], self.values[s] = key, value
+        self._used += 1
+
+
+@dataclass
+class IndexColumns:
+    """Where the walk writes: address, type id and size of each object, in walk order."""
+
+    addresses: np.ndarray  # uint64
+    type_ids: np.ndarray  # uint32
+    sizes: np.ndarray  # uint32 (SOS size; SIZE_OVERFLOW when it does not fit)
+    count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WalkResult:
+    count: int
+    slices: list  # (segment, first, stop)
+    errors: list[WalkError]
+    table: MethodTableTable
+    big_sizes: dict[int, int]  # object position -> size, for sizes of 4 GiB and more
+
+
+def capacity(heap: "ClrHeap") -> int:
+    """The most objects the heap can hold: every object takes at least 24 bytes."""
+    return sum(max(b - a, 0) // MIN_OBJECT_SIZE + 1 for seg in heap.segments for a, b in heap.pieces(seg))
+
+
+def walk_heap(heap: "ClrHeap", cols: IndexColumns, progress: Progress,
+              resolve: Callable[[int], "tuple[int, int] | None"]) -> WalkResult:
+    table = MethodTableTable(resolve)
+    target = heap.runtime.target
+    errors: list[WalkError] = []
+    slices: list = []
+    big: dict[int, int] = {}
+    progress.start("Scanning heap", sum(s.length for s in heap.segments))
+    done = 0
+    for seg in heap.segments:
+        first = cols.count
+        if seg.kind is SegmentKind.LOH:
+            _walk_large(heap, seg, table, cols, errors, big)
+        else:
+            _walk_bulk(heap, target, seg, table, cols, errors)
+        slices.append((seg, first, cols.count))
+        done += seg.length
+        progress.update(done)
+    progress.finish()
+    return WalkResult(cols.count, slices, errors, table, big)
+
+
+def _walk_bulk(heap: "ClrHeap", target, seg: ClrSegment, table: MethodTableTable,
+               cols: IndexColumns, errors: list[WalkError]) -> None:
+    pieces = heap.pieces(seg)
+    if not pieces:
+        return
+    lo = pieces[0][0]
+    if target.is_live:
+        buf = heap.scratch(seg.end - lo)
+        avail = target.read_into(lo, buf) & ~7
+    else:
+        buf = target.read_partial(lo, seg.end - lo)  # zero-copy from a core's mapping
+        avail = len(buf) & ~7
+    if avail < seg.end - lo:
+        errors.append(WalkError(lo + avail, 0, "memory not readable"))
+    words = np.frombuffer(buf, dtype=np.uint64, count=avail // 8)
+    for a, b in pieces:
+        i = (a - lo) >> 3
+        stop = min((b - lo) >> 3, len(words))
+        while i < stop:
+            i, cols.count, status = hw.walk(words, i, stop, np.uint64(lo), table.keys, table.values,
+                                            table.base_sizes, table.component_sizes,
+                                            cols.addresses, cols.type_ids, cols.sizes, cols.count)
+            if status == hw.UNKNOWN and table.learn(int(words[i])) >= 0:
+                continue
+            if status in (hw.UNKNOWN, hw.INVALID):
+                errors.append(WalkError(lo + 8 * i, int(words[i]) if i < len(words) else 0,
+                                        "invalid object header"))
+                break
+            if status == hw.FULL:
+                raise RuntimeError("heap index capacity exceeded")  # capacity() is an upper bound
+
+
+def _walk_large(heap: "ClrHeap", seg: ClrSegment, table: MethodTableTable, cols: IndexColumns,
+                errors: list[WalkError], big: dict[int, int]) -> None:
+    """Large objects one header at a time: reading them in bulk would read every byte of
+    every big array only to look at its first 16."""
+    target = heap.runtime.target
+    for a, b in heap.pieces(seg):
+        pos = a
+        while pos < b:
+            head = target.read_partial(pos, _HEADER)
+            if len(head) < _HEADER:
+                errors.append(WalkError(pos, 0, "memory not readable"))
+                break
+            word = int.from_bytes(head[:8], "little")
+            tid = table.learn(word)
+            if tid < 0:
+                errors.append(WalkError(pos, word, "invalid object header"))
+                break
+            size = int(table.base_sizes[tid]) + int(table.component_sizes[tid]) * int.from_bytes(head[8:12], "little")
+            n = cols.count
+            cols.addresses[n] = pos
+            cols.type_ids[n] = tid
+            sos = max(size, MIN_OBJECT_SIZE)
+            if sos >= hw.SIZE_OVERFLOW:
+                big[n] = sos
+                sos = hw.SIZE_OVERFLOW
+            cols.sizes[n] = sos
+            cols.count = n + 1
+            pos += (size + 7) & ~7
