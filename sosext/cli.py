@@ -125,6 +125,21 @@ def cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--index-dir", metavar="DIR",
+                        help="keep the heap index of cores here (default $XDG_CACHE_HOME/sosext)")
+    parser.add_argument("--no-index-cache", action="store_true",
+                        help="neither read nor write a heap index file for the core")
+
+
+def _apply_index_options(args: argparse.Namespace) -> None:
+    """Through the environment, so that baseline child processes follow the same choice."""
+    if getattr(args, "no_index_cache", False):
+        os.environ["SOSEXT_NO_INDEX_CACHE"] = "1"
+    if getattr(args, "index_dir", None):
+        os.environ["SOSEXT_INDEX_DIR"] = os.path.abspath(args.index_dir)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sosext", description="SOS-style .NET heap analysis for Linux cores and processes.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -135,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--timing", action="store_true", help="print each -c command's wall time on stderr")
     a.add_argument("--search-dir", action="append", default=[],
                    help="directory to look for module files the core names but this machine lacks")
+    _index_options(a)
     a.set_defaults(func=cmd_analyze)
     c = sub.add_parser("collect", help="write a dump of a .NET process through its diagnostics socket")
     c.add_argument("pid", type=int)
@@ -145,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     ps.set_defaults(func=cmd_ps)
     snap = sub.add_parser("snapshot", help="per-type statistics of a core as JSON (heapdiff's baseline)")
     snap.add_argument("core")
+    _index_options(snap)
     snap.set_defaults(func=cmd_snapshot)
     for name, cmd, what in (("diff", "heapdiff", "which types grew from OLD to NEW"),
                             ("leaks", "leaks", "growth report: what holds the types that grew")):
@@ -152,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "(-top N, -type TEXT, -min-delta BYTES, --json).")
         d.add_argument("old")
         d.add_argument("new")
+        _index_options(d)
         d.add_argument("options", nargs=argparse.REMAINDER)
         d.set_defaults(func=cmd_compare, command_name=cmd)
     for action in ("install", "uninstall"):
@@ -163,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _apply_index_options(args)
     try:
         return args.func(args)
     except SosError as e:

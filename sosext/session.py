@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .clr.indexcache import default_dir
 from .clr.runtime import ClrRuntime
 from .errors import SosError
 from .targets.base import Target
@@ -30,6 +31,7 @@ class Session:
         if rt is None:
             rt = ClrRuntime(target)
             rt.workers = int(self.settings.get("workers", 1))
+            rt.index_dir = self.settings.get("index_dir", default_dir())
             self._runtimes[key] = rt
         else:
             # The host may hand us a fresh wrapper object for the same process each time:

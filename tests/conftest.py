@@ -1,8 +1,11 @@
 """Shared pytest fixtures: the .NET debuggee harness (tests/harness)."""
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import DEFAULT_TFM, Debuggee, DebuggeeFactory, build_debuggee, dotnet_path
+
+# Heap index files of the tests' cores go to a private directory that goes away with the run,
+# not into the user's ~/.cache (every sosext process the tests start inherits this).
+_INDEX_DIR = tempfile.mkdtemp(prefix="sosext-test-index-")
+os.environ["SOSEXT_INDEX_DIR"] = _INDEX_DIR
+atexit.register(shutil.rmtree, _INDEX_DIR, True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

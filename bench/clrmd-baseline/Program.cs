@@ -4,7 +4,8 @@ using System.Diagnostics;
 using System.Linq;
 using Microsoft.Diagnostics.Runtime;
 
-// ClrmdBaseline <core> [stat | type <substring> | gcroot <hex address>]...
+// ClrmdBaseline <core> [stat | type <substring> | gcroot <hex address> | gcroot1 <hex address>]...
+// gcroot enumerates every root path to the object; gcroot1 stops at the first one.
 // Runs each query on one DataTarget, in order, and prints one JSON line per query with its
 // wall time, so a benchmark can compare cold and repeated questions like sosext's.
 internal static class Program
@@ -43,6 +44,14 @@ internal static class Program
                 string sub = args[++i];
                 long n = runtime.Heap.EnumerateObjects().LongCount(o => o.Type?.Name?.Contains(sub, StringComparison.Ordinal) == true);
                 Console.WriteLine($"{{\"query\":\"type\",\"seconds\":{sw.Elapsed.TotalSeconds:F3},\"objects\":{n}}}");
+            }
+            else if (query == "gcroot1")
+            {
+                ulong target = Convert.ToUInt64(args[++i].Replace("0x", ""), 16);
+                var gcroot = new GCRoot(runtime.Heap, new[] { target });
+                int length = 0;
+                foreach (var path in gcroot.EnumerateRootPaths()) { for (var link = path.Path; link != null; link = link.Next) length++; break; }
+                Console.WriteLine($"{{\"query\":\"gcroot1\",\"seconds\":{sw.Elapsed.TotalSeconds:F3},\"pathLength\":{length}}}");
             }
             else if (query == "gcroot")
             {

@@ -141,12 +141,10 @@ def _walk_bulk(heap: "ClrHeap", target, seg: ClrSegment, table: MethodTableTable
     if not pieces:
         return
     lo = pieces[0][0]
-    if target.is_live:
-        buf = heap.scratch(seg.end - lo)
-        avail = target.read_into(lo, buf) & ~7
-    else:
-        buf = target.read_partial(lo, seg.end - lo)  # zero-copy from a core's mapping
-        avail = len(buf) & ~7
+    # Into one reused buffer, for cores too: copying from the page cache costs less than
+    # faulting in a mapping page by page, and the buffer stays hot from segment to segment.
+    buf = heap.scratch(seg.end - lo)
+    avail = target.read_into(lo, buf) & ~7
     if avail < seg.end - lo:
         errors.append(WalkError(lo + avail, 0, "memory not readable"))
     words = np.frombuffer(buf, dtype=np.uint64, count=avail // 8)

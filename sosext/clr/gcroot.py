@@ -123,10 +123,11 @@ class _SearchArrays:
     """Per-graph scratch of the ancestor search, n-sized, allocated once."""
 
     def __init__(self, n: int) -> None:
-        self.stamp = np.zeros(n, dtype=np.int32)
-        self.next_step = np.empty(n, dtype=np.int32)
-        self.queue = np.empty(n, dtype=np.int32)
-        self.via = np.zeros(n, dtype=np.bool_)
+        from . import memory
+        self.stamp = memory.zeros(n, np.int32)
+        self.next_step = memory.empty(n, np.int32)
+        self.queue = memory.empty(n, np.int32)
+        self.via = memory.zeros(n, np.bool_)
         self.epoch = 0
 
     @classmethod

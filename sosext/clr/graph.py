@@ -94,8 +94,12 @@ class ReferenceGraph:
     def reverse(self) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, sources): who references each object. Built on first use."""
         if self._reverse is None and self.compiled:
+            from . import memory
             from .kernels import refs
-            self._reverse = refs.reverse(self.offsets, self.targets, len(self.index))
+            roff = memory.zeros(len(self.index) + 1, np.int64)
+            sources = memory.empty(len(self.targets), np.uint32)
+            refs.reverse(self.offsets, self.targets, roff, sources)
+            self._reverse = (roff, sources)
         if self._reverse is None:
             n = len(self.index)
             counts = np.diff(self.offsets)
@@ -114,13 +118,15 @@ class ReferenceGraph:
     def mark(self, roots: Iterable[int] | np.ndarray, visited: np.ndarray | None = None) -> np.ndarray:
         """Boolean mask of every object reachable from object indices ``roots``."""
         n = len(self.index)
-        seen = np.zeros(n, dtype=bool) if visited is None else visited
         if self.compiled:
+            from . import memory
             from .kernels import refs
+            seen = memory.zeros(n, np.bool_) if visited is None else visited
             start = np.asarray(list(roots) if not isinstance(roots, np.ndarray) else roots, dtype=np.int64)
             start = start[(start >= 0) & (start < n)]
-            refs.mark(self.offsets, self.targets, start, seen, np.empty(n, dtype=np.int32))
+            refs.mark(self.offsets, self.targets, start, seen, memory.empty(n, np.int32))
             return seen
+        seen = np.zeros(n, dtype=bool) if visited is None else visited
         frontier = np.unique(np.asarray(list(roots) if not isinstance(roots, np.ndarray) else roots,
                                         dtype=np.int64))
         frontier = frontier[(frontier >= 0) & (frontier < n)]

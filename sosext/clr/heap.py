@@ -71,7 +71,7 @@ class ClrHeap:
         self.alloc_contexts = self._load_alloc_contexts()
         self.gcdesc = gcdesc_reader(self)
         self._index: HeapIndex | None = None
-        self._scratch_buf = bytearray()
+        self._scratch_buf = memoryview(bytearray())
         self._graph: "ReferenceGraph | None" = None
         self._lookup = None
         self._roots: dict[bool, RootSet] = {}
@@ -186,7 +186,8 @@ class ClrHeap:
     # -- the walk -------------------------------------------------------------------------
 
     def index(self, progress: Progress | None = None) -> HeapIndex:
-        """Every object on the heap, walked once and cached for this target generation."""
+        """Every object on the heap, walked once and cached for this target generation
+        (and, for a core, on disk: see indexcache.py)."""
         if self._index is None:
             self._index = self._walk(progress or Progress.silent())
         return self._index
@@ -263,12 +264,29 @@ class ClrHeap:
         return self._walk_numpy(progress)
 
     def _walk_compiled(self, progress: Progress) -> HeapIndex:
-        from . import fastwalk
+        from . import fastwalk, memory
+        from .indexcache import IndexStore
+        store = IndexStore.for_heap(self)
+        if store is not None:
+            cached = store.load(self)
+            if cached is not None:
+                return cached
         cap = fastwalk.capacity(self)
-        cols = fastwalk.IndexColumns(np.empty(cap, dtype=np.uint64), np.empty(cap, dtype=np.uint32),
-                                     np.empty(cap, dtype=np.uint32))
-        res = fastwalk.walk_heap(self, cols, progress, self._sizes_of)
-        return HeapIndex.from_walk(self, cols, res)
+        cols = store.columns(cap) if store is not None else None
+        if cols is None:
+            store = None
+            cols = fastwalk.IndexColumns(memory.empty(cap, np.uint64), memory.empty(cap, np.uint32),
+                                         memory.empty(cap, np.uint32))
+        try:
+            res = fastwalk.walk_heap(self, cols, progress, self._sizes_of)
+        except BaseException:
+            if store is not None:
+                store.discard()
+            raise
+        ix = HeapIndex.from_walk(self, cols, res, store.generations if store is not None else None)
+        if store is not None:
+            store.commit(ix)
+        return ix
 
     def _walk_numpy(self, progress: Progress) -> HeapIndex:
         """The walk without numba: a Python loop with numpy run-skipping (walk.py)."""
@@ -357,8 +375,9 @@ class ClrHeap:
 
     def scratch(self, size: int) -> memoryview:
         if len(self._scratch_buf) < size:
-            self._scratch_buf = bytearray(size)
-        return memoryview(self._scratch_buf)[:size]
+            from . import memory
+            self._scratch_buf = memory.buffer(size)
+        return self._scratch_buf[:size]
 
     def _walk_headers(self, seg: ClrSegment, sizes: SizeTable, errors: list[WalkError]):
         target = self.runtime.target

@@ -95,9 +95,10 @@ class HeapIndex:
                    slices, errors, big)
 
     @classmethod
-    def from_walk(cls, heap: "ClrHeap", cols, res) -> "HeapIndex":
+    def from_walk(cls, heap: "ClrHeap", cols, res, generations: np.ndarray | None = None) -> "HeapIndex":
         """The index over what ``fastwalk.walk_heap`` wrote into ``cols``: type ids are
-        renumbered so that ``method_tables`` is ascending (lookups bisect it)."""
+        renumbered so that ``method_tables`` is ascending (lookups bisect it).
+        ``generations``, if given, is where the generation column goes (a cache file)."""
         from .kernels import heapwalk
         n = res.count
         met = np.array(res.table.method_tables, dtype=np.uint64)
@@ -109,7 +110,7 @@ class HeapIndex:
             heapwalk.remap(type_ids, mapping)
         addresses = cols.addresses[:n]
         slices = [SegmentSlice(seg, a, b) for seg, a, b in res.slices]
-        generations = np.empty(n, dtype=np.uint8)
+        generations = np.empty(n, dtype=np.uint8) if generations is None else generations[:n]
         fill_generations(addresses, generations, slices)
         return cls(heap, addresses, type_ids, met[order], cols.sizes[:n], generations,
                    slices, res.errors, res.big_sizes)

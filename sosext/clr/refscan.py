@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import memory
 from .kernels import refs
 from .progress import Progress
 from .segments import SegmentKind
@@ -33,8 +34,8 @@ class ObjectLookup:
         first = np.array([sl.first for sl in slices], dtype=np.int64)
         stop = np.array([sl.stop for sl in slices], dtype=np.int64)
         total = int(self.seg_block[-1])
-        self.bitmap = np.zeros(total, dtype=np.uint64)
-        self.rank = np.zeros(total, dtype=np.int64)
+        self.bitmap = memory.zeros(total, np.uint64)
+        self.rank = memory.zeros(total, np.int64)
         refs.build_lookup(index.addresses, self.seg_lo, self.seg_block, first, stop, self.bitmap, self.rank)
 
     def find(self, address: int) -> int:
@@ -107,8 +108,8 @@ def build_graph(heap: "ClrHeap", index: "HeapIndex", lookup: ObjectLookup,
     """(offsets int64[n + 1], targets uint32[edges]) of the whole heap."""
     n = len(index)
     layouts = TypeLayouts(heap, index.method_tables)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    targets = np.empty(max(n + n // 2, 1024), dtype=np.uint32)
+    offsets = memory.zeros(n + 1, np.int64)
+    targets = memory.empty(max(n + n // 2, 1024), np.uint32)
     e = 0
     target = heap.runtime.target
     total = sum(sl.segment.length for sl in index.slices)
@@ -122,7 +123,9 @@ def build_graph(heap: "ClrHeap", index: "HeapIndex", lookup: ObjectLookup,
             p, e, status = refs.scan(words, np.uint64(lo), p, stop, index.addresses, index.type_ids,
                                      *layouts.arrays, *lookup.arrays, offsets, targets, e)
             if status == refs.FULL:
-                targets = np.resize(targets, 2 * len(targets))
+                grown = memory.empty(2 * len(targets), np.uint32)
+                grown[:len(targets)] = targets
+                targets = grown
 
     for sl in index.slices:
         seg = sl.segment
@@ -140,14 +143,11 @@ def build_graph(heap: "ClrHeap", index: "HeapIndex", lookup: ObjectLookup,
                 words = np.frombuffer(data, dtype=np.uint64, count=len(data) // 8)
                 run(words, addr, p, p + 1)
         else:
-            if target.is_live:
-                buf = heap.scratch(seg.end - seg.start)
-                data = buf[:target.read_into(seg.start, buf)]
-            else:
-                data = target.read_partial(seg.start, seg.end - seg.start)
+            buf = heap.scratch(seg.end - seg.start)  # read_into: see fastwalk._walk_bulk
+            data = buf[:target.read_into(seg.start, buf)]
             words = np.frombuffer(data, dtype=np.uint64, count=len(data) // 8)
             run(words, seg.start, sl.first, sl.stop)
         progress.update(done)
     progress.finish()
     # Positions between slices (none: slices tile the index) and an empty heap keep offsets 0.
-    return offsets, targets[:e].copy() if e < len(targets) // 2 else targets[:e]
+    return offsets, targets[:e]

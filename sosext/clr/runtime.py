@@ -38,6 +38,8 @@ class ClrRuntime:
         self._caches: dict[str, object] = {}
         # Processes a heap walk may use; only the standalone analyzer raises it (for cores).
         self.workers = 1
+        # Where a core's heap index is cached on disk (None: not cached); see indexcache.py.
+        self.index_dir: str | None = None
         # Module metadata never changes once loaded: kept across target generations.
         self.metadata_cache: dict[tuple[int, int], object] = {}
 

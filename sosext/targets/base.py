@@ -96,6 +96,12 @@ class TargetBase:
     def generation(self) -> int:
         return self._generation
 
+    def core_file(self):  # -> elfcore.ElfCore | None
+        """The core file the bytes come from, or None for a live process (the heap index
+        is cached on disk only for cores: a core never changes)."""
+        core = getattr(self, "core", None)
+        return core.core_file() if core is not None else None
+
     def read_partial(self, address: int, size: int) -> bytes:
         raise NotImplementedError
 

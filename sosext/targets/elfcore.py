@@ -12,6 +12,7 @@ Linux kernel write on the platforms .NET runs on).
 """
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import stat
@@ -307,6 +308,7 @@ class ElfCore:
         self.path = os.fspath(path)
         self.search_dirs = list(search_dirs)
         self.warnings: list[str] = []  # non-fatal findings, e.g. segments cut off by truncation
+        self.notes_digest = hashlib.blake2b(digest_size=16)  # of every PT_NOTE: threads, files, pid
         self.arch = "x86_64"
         self.machine = 0
         self.segments: list[Segment] = []
@@ -328,6 +330,7 @@ class ElfCore:
         self._views: list[memoryview | None] = []
         self._piece_files: list[_MappedFile | None] = []
         self._piece_map_offsets: list[int] = []  # file pieces: offset of the NT_FILE mapping
+        self._fd = -1
         self._mm, self._view = self._map_core()
         try:
             self._parse()
@@ -349,6 +352,7 @@ class ElfCore:
         try:
             with open(self.path, "rb") as f:
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                self._fd = os.dup(f.fileno())  # for bulk reads (read_into)
         except (OSError, ValueError) as e:
             raise TargetError(f"cannot map core file {self.path}: {e}") from None
         return mm, memoryview(mm)
@@ -399,6 +403,7 @@ class ElfCore:
 
     def _parse_notes(self, start: int, end: int) -> None:
         mm = self._mm
+        self.notes_digest.update(mm[start:end])
         try:
             notes = list(_iter_notes(mm, start, end))
         except ValueError as e:
@@ -574,12 +579,30 @@ class ElfCore:
         return b"".join(chunks)
 
     def read_into(self, address: int, buf: memoryview) -> int:
-        """Fill ``buf`` from ``address`` on as far as memory is readable; the count filled."""
-        filled = 0
-        for chunk in self._chunks(address, len(buf)):
-            n = len(chunk)
-            buf[filled:filled + n] = chunk
+        """Fill ``buf`` from ``address`` on as far as memory is readable; the count filled.
+
+        Bytes the core holds are copied with pread from the file rather than through the
+        mapping: a bulk copy from the page cache is several times cheaper than faulting in
+        every page of a mapping (what a heap walk of a big core would otherwise pay)."""
+        starts, ends = self._starts, self._ends
+        size = len(buf)
+        filled, pos = 0, address
+        i = bisect_right(starts, pos) - 1
+        while filled < size and 0 <= i < len(starts) and starts[i] <= pos < ends[i]:
+            want = min(size - filled, ends[i] - pos)
+            if self._piece_files[i] is None and self._fd >= 0:
+                n = os.preadv(self._fd, [buf[filled:filled + want]], pos + self._deltas[i])
+            else:
+                chunk = self._piece_bytes(i, pos, want)
+                n = len(chunk)
+                buf[filled:filled + n] = chunk
             filled += n
+            pos += n
+            if n < want:
+                break
+            i += 1
+            if i >= len(starts) or starts[i] != pos:
+                break
         return filled
 
     def _chunks(self, address: int, size: int) -> Iterator[bytes | memoryview]:
@@ -667,6 +690,9 @@ class ElfCore:
         if self._mm is not None:
             _close_mmap(self._mm)
             self._mm = None  # type: ignore[assignment]
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def __enter__(self) -> ElfCore:
         return self
@@ -708,6 +734,9 @@ class CoreTarget(TargetBase):
 
     def read_partial(self, address: int, size: int) -> bytes | memoryview:  # type: ignore[override]
         return self.core.read_partial(address, size)
+
+    def core_file(self) -> ElfCore:
+        return self.core
 
     def read(self, address: int, size: int) -> bytes:
         data = self.core.read_partial(address, size)

@@ -247,7 +247,9 @@ class GdbTarget(TargetBase):
 
     @interrupt_state
     def read_into(self, address: int, buf: memoryview) -> int:
-        if self.core is None and self.proc_mem is not None:
+        if self.core is not None:
+            return self.core.read_into(address, buf)
+        if self.proc_mem is not None:
             return self.proc_mem.read_into(address, buf)
         return super().read_into(address, buf)
 

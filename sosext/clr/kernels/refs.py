@@ -146,22 +146,24 @@ def scan(words: np.ndarray, lo: np.uint64, first: int, stop: int,
     return stop, e, DONE
 
 
-@kernel("(i8[],u4[])", "i8[]r", "u4[]r", "i8")
-def reverse(offsets: np.ndarray, targets: np.ndarray, n: int):
-    """The transposed graph: (offsets, sources) in CSR."""
-    roff = np.zeros(n + 1, dtype=np.int64)
+@kernel("void", "i8[]r", "u4[]r", "i8[]", "u4[]")
+def reverse(offsets: np.ndarray, targets: np.ndarray, roff: np.ndarray, sources: np.ndarray) -> None:
+    """The transposed graph into ``roff`` (zeroed, n + 1) and ``sources`` (one per edge):
+    a counting sort that uses ``roff`` itself as the fill cursor, so it needs no third
+    heap-sized array."""
+    n = roff.size - 1
     for e in range(targets.size):
         roff[targets[e] + 1] += 1
     for i in range(n):
         roff[i + 1] += roff[i]
-    fill = roff[:-1].copy()
-    sources = np.empty(targets.size, dtype=np.uint32)
-    for p in range(n):
+    for p in range(n):  # roff[t] walks from the start of t's row to its end
         for e in range(offsets[p], offsets[p + 1]):
             t = targets[e]
-            sources[fill[t]] = p
-            fill[t] += 1
-    return roff, sources
+            sources[roff[t]] = p
+            roff[t] += 1
+    for t in range(n, 0, -1):  # each row's end is the next row's start: shift back
+        roff[t] = roff[t - 1]
+    roff[0] = 0
 
 
 @kernel("i8", "i8[]r", "u4[]r", "i8[]r", "b1[]", "i4[]")

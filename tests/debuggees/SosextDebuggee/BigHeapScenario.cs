@@ -147,6 +147,11 @@ namespace DebuggeeHost
             w.Name("staticRoot"); Truth.WriteObject(w, s_root);
             w.Name("chainHeads"); Truth.WriteObject(w, heads);
             w.Name("firstNode"); Truth.WriteObject(w, heads[0]);
+            // A "leaked" object deep in the graph: the last node of the middle chain, up to
+            // 1,000 references below its chain's head (what gcroot benchmarks search for).
+            BigNode deep = heads[heads.Length / 2];
+            while (deep.Next != null) deep = deep.Next;
+            w.Name("deepNode"); Truth.WriteObject(w, deep);
             w.Name("firstLeaf"); Truth.WriteObject(w, ((BigLeaf[])((object[])s_root[1])[0])[0]);
             w.Name("firstPayload"); Truth.WriteObject(w, ((byte[][])((object[])s_root[2])[0])[0]);
             w.EndObject();

@@ -1,0 +1,272 @@
+"""The heap index of a core, kept on disk so that the next process starts warm.
+
+The first walk of a core writes its index straight into a file under the cache directory
+(``$SOSEXT_INDEX_DIR``, else ``$XDG_CACHE_HOME/sosext``, else ``~/.cache/sosext``; the
+CLI's ``--index-dir`` and ``--no-index-cache``): the walk's output arrays are that file,
+memory-mapped, so they cost page cache rather than process memory, and nothing is
+copied when the walk ends. The next process maps the file read-only and is done.
+
+Layout: the columns (addresses u64, type ids u32, sizes u32, generations u8), each sized
+for the most objects the heap could hold (the unused tail is a hole in a sparse file),
+then a JSON trailer (identity, counts, MethodTables, segment slices, walk errors, sizes of
+4 GiB and more, column offsets), then a 24-byte footer: magic, trailer offset and length.
+
+A cache file is never trusted blindly. It must be a regular file owned by this user in a
+directory owned by this user and writable by nobody else; its trailer must name this
+core (path, size, mtime, inode and a hash of its notes), this format version and this
+heap's segments; its columns must lie inside the file; addresses must ascend and type
+ids be in range (a kernel checks all of them); and a sample of objects must have, in the
+core's memory, the MethodTable the index says. Anything else: it is deleted and rebuilt.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import stat
+import struct
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .index import HeapIndex, SegmentSlice
+from .walk import WalkError
+
+if TYPE_CHECKING:
+    from .fastwalk import IndexColumns
+    from .heap import ClrHeap
+
+FORMAT = 1
+MAGIC = b"SOSEXTIX"
+_FOOTER = struct.Struct("<8sQQ")
+_COLUMNS = (("addresses", np.uint64), ("type_ids", np.uint32), ("sizes", np.uint32), ("generations", np.uint8))
+_KEEP_FILES = 16  # the newest index files kept; older ones are removed
+_SAMPLES = 256
+
+
+def default_dir() -> str | None:
+    """Where index files go, or None when caching is off (SOSEXT_NO_INDEX_CACHE=1)."""
+    if os.environ.get("SOSEXT_NO_INDEX_CACHE", "") not in ("", "0"):
+        return None
+    if os.environ.get("SOSEXT_INDEX_DIR"):
+        return os.environ["SOSEXT_INDEX_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "sosext")
+
+
+def _note(text: str) -> None:
+    sys.stderr.write(f"sosext: {text}\n")
+
+
+def _private_dir(path: str) -> Path | None:
+    """The cache directory, created 0700; None if it exists but is not ours alone."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as e:
+        _note(f"index cache off: cannot use {path}: {e.strerror or e}")
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        _note(f"index cache off: {path} is not a directory owned by you and writable only by you")
+        return None
+    return Path(path)
+
+
+@dataclass(frozen=True)
+class CoreIdentity:
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+    device: int
+    notes: str
+
+    @classmethod
+    def of(cls, core) -> "CoreIdentity | None":  # core: elfcore.ElfCore
+        try:
+            st = os.stat(core.path)
+        except OSError:
+            return None
+        return cls(os.path.realpath(core.path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev,
+                   core.notes_digest.hexdigest())
+
+    @property
+    def file_name(self) -> str:
+        import hashlib
+        h = hashlib.blake2b(json.dumps(self.__dict__, sort_keys=True).encode(), digest_size=12)
+        return f"{h.hexdigest()}.sxi"
+
+
+class IndexStore:
+    """One core's index file: ``load`` it, or ``columns`` to walk into and ``commit``."""
+
+    def __init__(self, directory: Path, identity: CoreIdentity) -> None:
+        self.directory = directory
+        self.identity = identity
+        self.path = directory / identity.file_name
+        self._tmp: str | None = None
+        self._fd = -1
+        self._mm: mmap.mmap | None = None
+        self._layout: dict[str, int] = {}
+        self._capacity = 0
+
+    @classmethod
+    def for_heap(cls, heap: "ClrHeap") -> "IndexStore | None":
+        where = heap.runtime.index_dir
+        core = heap.runtime.target.core_file()
+        if where is None or core is None:
+            return None
+        identity = CoreIdentity.of(core)
+        directory = _private_dir(where) if identity else None
+        return cls(directory, identity) if directory and identity else None
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def columns(self, capacity: int) -> "IndexColumns | None":
+        """File-backed output arrays for a walk of at most ``capacity`` objects."""
+        from .fastwalk import IndexColumns
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".walk-", suffix=".tmp")
+            offset = 0
+            for name, dtype in _COLUMNS:
+                self._layout[name] = offset
+                offset += (capacity * np.dtype(dtype).itemsize + 4095) & ~4095
+            os.ftruncate(fd, max(offset, 4096))
+            mm = mmap.mmap(fd, max(offset, 4096), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as e:
+            _note(f"index cache off: {e.strerror or e}")
+            return None
+        self._fd, self._tmp, self._mm, self._capacity = fd, tmp, mm, capacity
+        self._end = offset
+        cols = {name: np.frombuffer(mm, dtype=dtype, count=capacity, offset=self._layout[name])
+                for name, dtype in _COLUMNS}
+        self.generations = cols.pop("generations")
+        return IndexColumns(**cols)
+
+    def commit(self, index: HeapIndex) -> None:
+        """Write the trailer and give the file its name; the index keeps its mapping."""
+        if self._tmp is None:
+            return
+        trailer = json.dumps({
+            "format": FORMAT, "identity": self.identity.__dict__, "count": len(index),
+            "capacity": self._capacity, "columns": self._layout,
+            "method_tables": [int(m) for m in index.method_tables],
+            "slices": [[sl.segment.start, sl.first, sl.stop] for sl in index.slices],
+            "errors": [[e.address, e.method_table, e.reason] for e in index.errors],
+            "big_sizes": sorted(index.big_sizes.items()),
+        }).encode()
+        try:
+            os.pwrite(self._fd, trailer + _FOOTER.pack(MAGIC, self._end, len(trailer)), self._end)
+            os.replace(self._tmp, self.path)
+        except OSError as e:
+            _note(f"index not cached: {e.strerror or e}")
+            self.discard()
+            return
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+        self._tmp = None
+        self._prune()
+
+    def discard(self) -> None:
+        if self._tmp is not None:
+            try:
+                os.unlink(self._tmp)
+            except OSError:
+                pass
+            self._tmp = None
+
+    def _prune(self) -> None:
+        """Keep the newest few index files (each is about 17 bytes per object)."""
+        try:
+            files = sorted(self.directory.glob("*.sxi"), key=lambda p: p.stat().st_mtime, reverse=True)
+            for old in files[_KEEP_FILES:]:
+                old.unlink()
+        except OSError:
+            pass
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def load(self, heap: "ClrHeap") -> HeapIndex | None:
+        """The cached index if it is there and checks out; None otherwise."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            index = self._read(fd, heap)
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
+            index = None
+            why = str(e) or type(e).__name__
+        else:
+            why = "it does not match the core"
+        finally:
+            os.close(fd)
+        if index is None:
+            _note(f"index cache {self.path} is not valid ({why}); rebuilding it")
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+        return index
+
+    def _read(self, fd: int, heap: "ClrHeap") -> HeapIndex | None:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size < _FOOTER.size:
+            raise ValueError("not a regular file of yours")
+        magic, offset, length = _FOOTER.unpack(os.pread(fd, _FOOTER.size, st.st_size - _FOOTER.size))
+        if magic != MAGIC or offset + length + _FOOTER.size != st.st_size:
+            raise ValueError("no index footer")
+        t = json.loads(os.pread(fd, length, offset))
+        if t["format"] != FORMAT or t["identity"] != self.identity.__dict__:
+            raise ValueError("written for another core or format")
+        n, cap = int(t["count"]), int(t["capacity"])
+        if not 0 <= n <= cap:
+            raise ValueError("bad object count")
+        for name, dtype in _COLUMNS:
+            start = int(t["columns"][name])
+            if start < 0 or start + cap * np.dtype(dtype).itemsize > offset:
+                raise ValueError(f"column {name} outside the file")
+        by_start = {s.start: s for s in heap.segments}
+        slices = []
+        pos = 0
+        for start, first, stop in t["slices"]:
+            seg = by_start.get(start)
+            if seg is None or first != pos or stop < first:
+                raise ValueError("segments differ from the heap's")
+            slices.append(SegmentSlice(seg, first, stop))
+            pos = stop
+        if pos != n:
+            raise ValueError("segment slices do not cover the objects")
+        mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+        cols = {name: np.frombuffer(mm, dtype=dtype, count=n, offset=t["columns"][name])
+                for name, dtype in _COLUMNS}
+        mts = np.array(t["method_tables"], dtype=np.uint64)
+        if len(mts) > 1 and not bool(np.all(mts[1:] > mts[:-1])):
+            raise ValueError("MethodTables not sorted")
+        from .kernels import heapwalk
+        if not heapwalk.check_index(cols["addresses"], cols["type_ids"], len(mts)):
+            raise ValueError("addresses or type ids out of order")
+        if not self._sample_matches(heap, cols["addresses"], cols["type_ids"], mts):
+            return None
+        errors = [WalkError(a, m, r) for a, m, r in t["errors"]]
+        big = {int(p): int(s) for p, s in t["big_sizes"]}
+        return HeapIndex(heap, cols["addresses"], cols["type_ids"], mts, cols["sizes"], cols["generations"],
+                         slices, errors, big)
+
+    @staticmethod
+    def _sample_matches(heap: "ClrHeap", addresses: np.ndarray, type_ids: np.ndarray, mts: np.ndarray) -> bool:
+        """The MethodTable in the core at sampled objects is the one the index names."""
+        n = len(addresses)
+        if n == 0:
+            return True
+        target = heap.runtime.target
+        for p in np.linspace(0, n - 1, min(n, _SAMPLES)).astype(np.int64).tolist():
+            word = target.read_partial(int(addresses[p]), 8)
+            if len(word) != 8 or int.from_bytes(word, "little") & ~7 != int(mts[type_ids[p]]):
+                return False
+        return True

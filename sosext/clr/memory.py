@@ -1,0 +1,43 @@
+"""Large arrays whose pages are mapped in one system call rather than one fault per page.
+
+Filling fresh memory page by page costs a trap per 4 KiB page; on virtual machines that
+trap is slow (measured here: 0.63 s of CPU to touch 160 MiB, against 0.04 s to map it
+with MAP_POPULATE and 0.17 s to write it). Heap-sized arrays that a kernel is about to
+fill (index columns, graph rows, the reversed graph, search scratch) come from here.
+"""
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+_MIN_BYTES = 1 << 20  # below this, numpy's own allocation is as good
+
+
+def empty(count: int, dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """An uninitialised 1-d array of ``count`` items (zeroed, in fact: fresh anonymous memory)."""
+    dt = np.dtype(dtype)
+    size = count * dt.itemsize
+    if size < _MIN_BYTES or not _POPULATE:
+        return np.zeros(count, dtype=dt)
+    mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE)
+    return np.frombuffer(mm, dtype=dt, count=count)
+
+
+def zeros(count: int, dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Fresh anonymous memory is zero-filled by the kernel: the same call."""
+    return empty(count, dtype)
+
+
+def full(count: int, value, dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
+    a = empty(count, dtype)
+    a.fill(value)
+    return a
+
+
+def buffer(size: int) -> memoryview:
+    """A writable byte buffer (for segment reads)."""
+    if size < _MIN_BYTES or not _POPULATE:
+        return memoryview(bytearray(size))
+    return memoryview(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE))
