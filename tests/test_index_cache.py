@@ -1,0 +1,165 @@
+"""The heap index of a core is written once and reused by the next process; a damaged,
+foreign or planted index file is detected and rebuilt, never believed."""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import drivers
+
+pytestmark = pytest.mark.slow
+
+ITEM = "SosextDebuggee.HeapItemA"
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory) -> tuple[Path, list[str], dict]:
+    """A with-heap core of the heap scenario, and commands whose output the cache must not change."""
+    drivers.require_dotnet_and_lldb()
+    from harness import Debuggee, build_debuggee
+    tmp = tmp_path_factory.mktemp("ixcore")
+    with Debuggee("heap", dll=build_debuggee(), core_dir=tmp) as d:
+        path = d.write_core("heap", tmp / "heap.core")
+        truth = d.truth
+    item = truth["types"][ITEM]
+    commands = ["dumpheap -stat", f"dumpheap -mt {item['mt']} -short", "gcheapstat"]
+    return path, commands, item
+
+
+def analyze(core, index_dir: Path | None, *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("SOSEXT_NO_INDEX_CACHE", None)
+    if index_dir is not None:
+        env["SOSEXT_INDEX_DIR"] = str(index_dir)
+    path, commands, _item = core
+    args = [drivers.PYTHON, "-m", "sosext", "analyze", str(path), *extra] + sum((["-c", c] for c in commands), [])
+    res = subprocess.run(args, cwd=drivers.REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def index_file(index_dir: Path) -> Path:
+    files = list(index_dir.glob("*.sxi"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def trailer(path: Path) -> tuple[dict, int]:
+    data = path.read_bytes()
+    magic, offset, length = struct.unpack("<8sQQ", data[-24:])
+    assert magic == b"SOSEXTIX"
+    return json.loads(data[offset:offset + length]), offset
+
+
+@pytest.fixture(scope="module")
+def clean(core, tmp_path_factory) -> str:
+    """The output without any cache (the reference every cached run must equal)."""
+    _path, _commands, item = core
+    out = analyze(core, None, "--no-index-cache").stdout
+    short = [ln for ln in out.splitlines() if len(ln) == 12 and all(c in "0123456789abcdef" for c in ln)]
+    assert sorted(f"0x{a}" for a in short) == sorted(item["addresses"])  # exactly the debuggee's objects
+    return out
+
+
+def test_first_process_writes_the_index_and_the_next_one_reuses_it(core, clean, tmp_path) -> None:
+    ix = tmp_path / "ix"
+    assert analyze(core, ix).stdout == clean
+    f = index_file(ix)
+    assert oct(f.stat().st_mode & 0o777) == oct(0o600) and oct(ix.stat().st_mode & 0o777) == oct(0o700)
+    t, _ = trailer(f)
+    assert t["identity"]["path"] == os.path.realpath(core[0]) and t["count"] > 0
+    before = f.stat().st_mtime_ns
+    res = analyze(core, ix)
+    assert res.stdout == clean and "index" not in res.stderr
+    assert f.stat().st_mtime_ns == before  # read, not rewritten
+    assert list(ix.glob(".walk-*")) == []  # no temporary file left behind
+
+
+def test_no_index_cache_writes_nothing(core, clean, tmp_path) -> None:
+    ix = tmp_path / "ix"
+    assert analyze(core, ix, "--no-index-cache").stdout == clean
+    assert not ix.exists() or list(ix.iterdir()) == []
+
+
+def damage_type_id(f: Path) -> None:
+    t, _ = trailer(f)
+    with open(f, "r+b") as fh:
+        fh.seek(t["columns"]["type_ids"] + 4 * (t["count"] // 2))
+        fh.write(struct.pack("<I", 0xFFFFFF))
+
+
+def damage_order(f: Path) -> None:
+    t, _ = trailer(f)
+    with open(f, "r+b") as fh:
+        at = t["columns"]["addresses"] + 8 * (t["count"] // 2)
+        fh.seek(at)
+        a, b = struct.unpack("<QQ", fh.read(16))
+        fh.seek(at)
+        fh.write(struct.pack("<QQ", b, a))
+
+
+def damage_method_table(f: Path) -> None:
+    """Structurally valid, but the index names the wrong MethodTable for its objects."""
+    t, offset = trailer(f)
+    t["method_tables"] = [m + 8 for m in t["method_tables"]]
+    body = json.dumps(t).encode()
+    with open(f, "r+b") as fh:
+        fh.truncate(offset)
+        fh.seek(offset)
+        fh.write(body + struct.pack("<8sQQ", b"SOSEXTIX", offset, len(body)))
+
+
+def foreign(f: Path) -> None:
+    t, offset = trailer(f)
+    t["identity"]["size"] += 1
+    body = json.dumps(t).encode()
+    with open(f, "r+b") as fh:
+        fh.truncate(offset)
+        fh.seek(offset)
+        fh.write(body + struct.pack("<8sQQ", b"SOSEXTIX", offset, len(body)))
+
+
+@pytest.mark.parametrize("damage", [
+    lambda f: os.truncate(f, f.stat().st_size - 100),
+    lambda f: f.write_bytes(b"garbage" * 10),
+    damage_type_id, damage_order, damage_method_table, foreign,
+], ids=["truncated", "garbage", "type-id-out-of-range", "addresses-out-of-order", "wrong-methodtable", "foreign"])
+def test_a_damaged_index_is_rebuilt_not_believed(core, clean, tmp_path, damage) -> None:
+    ix = tmp_path / "ix"
+    analyze(core, ix)
+    f = index_file(ix)
+    damage(f)
+    res = analyze(core, ix)
+    assert res.stdout == clean
+    assert "is not valid" in res.stderr and "rebuilding it" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    res = analyze(core, ix)  # and the rebuilt one is good
+    assert res.stdout == clean and res.stderr == ""
+
+
+def test_a_symlink_in_place_of_the_index_is_not_followed(core, clean, tmp_path) -> None:
+    ix = tmp_path / "ix"
+    analyze(core, ix)
+    f = index_file(ix)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    f.unlink()
+    f.symlink_to(victim)
+    assert analyze(core, ix).stdout == clean
+    assert victim.read_bytes() == b"precious"
+    assert not f.is_symlink() and f.is_file()
+
+
+def test_a_directory_others_can_write_is_not_used(core, clean, tmp_path) -> None:
+    ix = tmp_path / "shared"
+    ix.mkdir()
+    ix.chmod(0o777)
+    res = analyze(core, ix)
+    assert res.stdout == clean
+    assert res.stderr.strip() == f"sosext: index cache off: {ix} is not a directory owned by you and writable only by you"
+    assert list(ix.iterdir()) == []
