@@ -148,6 +148,7 @@ def test_ctrl_c_in_lldb_stops_the_walk(dotnet_core) -> None:
     pid, fd = pty.fork()
     if pid == 0:  # the child: LLDB on the terminal side of the pty
         os.environ["SOSEXT_PROGRESS_INTERVAL"] = "0"
+        os.environ["SOSEXT_NO_INDEX_CACHE"] = "1"  # walk, do not read an index an earlier test cached
         os.execvp(drivers.LLDB, [drivers.LLDB, "--no-lldbinit", "--core", str(core), exe])
 
     def read_until(token: str, timeout: float = 60) -> str:
@@ -157,9 +158,11 @@ def test_ctrl_c_in_lldb_stops_the_walk(dotnet_core) -> None:
         read_until("(lldb)")
         os.write(fd, f"command script import {drivers.REPO / 'lldbinit' / 'sosext.py'}\n".encode())
         read_until("(lldb)")
-        # Every segment read now takes a quarter of a second: the walk runs for several seconds.
-        os.write(fd, b"script import time, sosext.clr.heap as h; f = h.ClrHeap._walk_bulk; "
-                     b"h.ClrHeap._walk_bulk = lambda *a: (time.sleep(0.25), f(*a))[1]\n")
+        # Every segment's walk now takes a quarter of a second more: the walk runs for several
+        # seconds (the compiled walk's segment loop, and the numpy one's when numba is missing).
+        os.write(fd, b"script import time, sosext.clr.heap as h, sosext.clr.fastwalk as fw; "
+                     b"f = h.ClrHeap._walk_bulk; h.ClrHeap._walk_bulk = lambda *a: (time.sleep(0.25), f(*a))[1]; "
+                     b"g = fw._walk_bulk; fw._walk_bulk = lambda *a: (time.sleep(0.25), g(*a))[1]\n")
         read_until("(lldb)")
         os.write(fd, b"dumpheap -stat\n")
         before = read_until("Scanning heap:")
