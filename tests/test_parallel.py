@@ -1,5 +1,6 @@
-"""The standalone analyzer walks big cores in two processes; the result must be the very
-same heap index as one process's walk, down to every object and every line of output."""
+"""Without numba, the standalone analyzer walks big cores in two processes; the result must
+be the very same heap index as one process's walk, down to every object and every line of
+output. (The compiled walk runs in one process: see docs/design.md.)"""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 def analyze(core, cmds: list[str], workers: int) -> str:
-    env = {**os.environ, "SOSEXT_WORKERS": str(workers), "SOSEXT_PARALLEL_MIN_BYTES": "0"}
+    env = {**os.environ, "SOSEXT_WORKERS": str(workers), "SOSEXT_PARALLEL_MIN_BYTES": "0",
+           "SOSEXT_KERNELS": "python", "SOSEXT_NO_INDEX_CACHE": "1"}
     args = [drivers.PYTHON, "-m", "sosext", "analyze", str(core)] + sum((["-c", c] for c in cmds), [])
     res = subprocess.run(args, cwd=drivers.REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert res.returncode == 0, res.stderr

@@ -76,11 +76,12 @@ def _layout(heap: "ClrHeap", mt: int) -> _TypeSlots:
 
 class ReferenceGraph:
     def __init__(self, index: HeapIndex, offsets: np.ndarray, targets: np.ndarray,
-                 compiled: bool = False) -> None:
+                 compiled: bool = False, store=None) -> None:  # store: indexcache.IndexStore
         self.index = index
         self.offsets = offsets  # int64, len(index) + 1
         self.targets = targets  # uint32 object indices
         self.compiled = compiled  # searches run as numba kernels (kernels/refs.py)
+        self.store = store  # where a core's reversed graph is kept between processes
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
         self.search_arrays = None  # gcroot.PathFinder's reusable scratch
 
@@ -96,10 +97,15 @@ class ReferenceGraph:
         if self._reverse is None and self.compiled:
             from . import memory
             from .kernels import refs
-            roff = memory.zeros(len(self.index) + 1, np.int64)
-            sources = memory.empty(len(self.targets), np.uint32)
-            refs.reverse(self.offsets, self.targets, roff, sources)
-            self._reverse = (roff, sources)
+            if self.store is not None:
+                self._reverse = self.store.load_rows("reverse", self.index)
+            if self._reverse is None:
+                roff = memory.zeros(len(self.index) + 1, np.int64)
+                sources = memory.empty(len(self.targets), np.uint32)
+                refs.reverse(self.offsets, self.targets, roff, sources)
+                self._reverse = (roff, sources)
+                if self.store is not None:
+                    self.store.save_rows("reverse", roff, sources, self.index)
         if self._reverse is None:
             n = len(self.index)
             counts = np.diff(self.offsets)
@@ -170,8 +176,13 @@ def build_graph(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> Refere
     from . import kernels
     if kernels.compiled():
         from . import refscan
-        offsets, targets = refscan.build_graph(heap, index, heap.lookup(), progress)
-        return ReferenceGraph(index, offsets, targets, compiled=True)
+        store = heap.store
+        rows = store.load_rows("graph", index) if store is not None else None
+        if rows is None:
+            rows = refscan.build_graph(heap, index, heap.lookup(), progress)
+            if store is not None:
+                store.save_rows("graph", *rows, index)
+        return ReferenceGraph(index, *rows, compiled=True, store=store)
     return _build_graph_numpy(heap, index, progress)
 
 

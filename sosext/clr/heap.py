@@ -74,6 +74,7 @@ class ClrHeap:
         self._scratch_buf = memoryview(bytearray())
         self._graph: "ReferenceGraph | None" = None
         self._lookup = None
+        self.store = None  # indexcache.IndexStore of a core whose index is cached on disk
         self._roots: dict[bool, RootSet] = {}
         self._live: np.ndarray | None = None
 
@@ -266,7 +267,7 @@ class ClrHeap:
     def _walk_compiled(self, progress: Progress) -> HeapIndex:
         from . import fastwalk, memory
         from .indexcache import IndexStore
-        store = IndexStore.for_heap(self)
+        store = self.store = IndexStore.for_heap(self)
         if store is not None:
             cached = store.load(self)
             if cached is not None:

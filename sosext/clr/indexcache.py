@@ -185,7 +185,8 @@ class IndexStore:
         try:
             files = sorted(self.directory.glob("*.sxi"), key=lambda p: p.stat().st_mtime, reverse=True)
             for old in files[_KEEP_FILES:]:
-                old.unlink()
+                for derived in self.directory.glob(f"{old.stem}.*"):
+                    derived.unlink()
         except OSError:
             pass
 
@@ -208,10 +209,11 @@ class IndexStore:
             os.close(fd)
         if index is None:
             _note(f"index cache {self.path} is not valid ({why}); rebuilding it")
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+            for stale in self.directory.glob(f"{self.path.stem}.*"):  # and what was derived from it
+                try:
+                    stale.unlink()
+                except OSError:
+                    pass
         return index
 
     def _read(self, fd: int, heap: "ClrHeap") -> HeapIndex | None:
@@ -257,6 +259,68 @@ class IndexStore:
         big = {int(p): int(s) for p, s in t["big_sizes"]}
         return HeapIndex(heap, cols["addresses"], cols["type_ids"], mts, cols["sizes"], cols["generations"],
                          slices, errors, big)
+
+    # -- derived arrays (the reference graph and its reverse) --------------------------------
+
+    def save_rows(self, kind: str, offsets: np.ndarray, items: np.ndarray, index: HeapIndex) -> None:
+        """Keep a CSR array pair (``kind``: 'graph' or 'reverse') next to the index file."""
+        path = self.directory / f"{self.path.stem}.{kind}"
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{kind}-", suffix=".tmp")
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "wb") as f:
+                items_at = (offsets.nbytes + 4095) & ~4095
+                offsets.tofile(f)
+                f.seek(items_at)
+                items.tofile(f)
+                end = f.tell()
+                trailer = json.dumps({"format": FORMAT, "identity": self.identity.__dict__, "kind": kind,
+                                      "count": len(index), "items": len(items), "items_at": items_at}).encode()
+                f.write(trailer + _FOOTER.pack(MAGIC, end, len(trailer)))
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def load_rows(self, kind: str, index: HeapIndex) -> tuple[np.ndarray, np.ndarray] | None:
+        """The CSR pair saved by ``save_rows`` for this core and index, checked; else None."""
+        path = self.directory / f"{self.path.stem}.{kind}"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size < _FOOTER.size:
+                raise ValueError("not a regular file of yours")
+            magic, end, length = _FOOTER.unpack(os.pread(fd, _FOOTER.size, st.st_size - _FOOTER.size))
+            if magic != MAGIC or end + length + _FOOTER.size != st.st_size:
+                raise ValueError("no footer")
+            t = json.loads(os.pread(fd, length, end))
+            n, m, items_at = len(index), int(t["items"]), int(t["items_at"])
+            if (t["format"], t["identity"], t["kind"], t["count"]) != (FORMAT, self.identity.__dict__, kind, n) \
+                    or items_at < 8 * (n + 1) or items_at + 4 * m != end:
+                raise ValueError("written for another core or index")
+            mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+            offsets = np.frombuffer(mm, dtype=np.int64, count=n + 1)
+            items = np.frombuffer(mm, dtype=np.uint32, count=m, offset=items_at)
+            from .kernels import refs
+            if not refs.check_rows(offsets, items, n):
+                raise ValueError("rows out of order or out of range")
+            return offsets, items
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
+            _note(f"cached {kind} {path} is not valid ({e}); rebuilding it")
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            return None
+        finally:
+            os.close(fd)
 
     @staticmethod
     def _sample_matches(heap: "ClrHeap", addresses: np.ndarray, type_ids: np.ndarray, mts: np.ndarray) -> bool:

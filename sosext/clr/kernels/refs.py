@@ -239,3 +239,17 @@ def ancestors(roff: np.ndarray, sources: np.ndarray, dep_secondary: np.ndarray, 
                     queue[tail] = par
                     tail += 1
     return tail
+
+
+@kernel("b1", "i8[]r", "u4[]r", "i8")
+def check_rows(offsets: np.ndarray, items: np.ndarray, n: int) -> bool:
+    """Compressed rows read back from disk: offsets rise from 0 to len(items), items < n."""
+    if offsets.size != n + 1 or offsets[0] != 0 or offsets[n] != items.size:
+        return False
+    for i in range(n):
+        if offsets[i + 1] < offsets[i]:
+            return False
+    for e in range(items.size):
+        if items[e] >= n:
+            return False
+    return True

@@ -1,0 +1,203 @@
+"""Scale benchmark: sosext against ClrMD 4.2 on the same big cores, in one run.
+
+    /usr/bin/python3 bench/bench_scale.py [--objects 5000000,20000000,50000000] [--repeat 3] [--no-lldb]
+
+For each size N the test debuggee's `bigheap N mixed` scenario is dumped with createdump
+(the debuggee then exits, so it does not compete for memory). On that core, whole processes
+are timed, alternating sosext and ClrMD within each round, best of ``--repeat`` rounds:
+
+* cold `dumpheap -stat` (no index cache) in the CLI and as a whole LLDB run, against ClrMD
+  enumerating every object and grouping by type;
+* `dumpheap -stat` in a second process, with the index the first one cached on disk;
+* cold `gcroot -limit 1` of a deep node (the last node of a 1,000-long chain, named by the
+  debuggee) against ClrMD's first root path; cold full `gcroot` of it against ClrMD
+  enumerating every root path; and a later `gcroot` of another object in the same session.
+
+Each process's peak RSS comes from wait4; its peak *anonymous* memory (RssAnon: without the
+core's and the index file's pages, which are mapped files) is sampled every 5 ms from
+/proc/PID/status. Printed: seconds, objects/s, MiB and bytes/object, and ClrMD/sosext time
+ratios (above 1: sosext is faster). Nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from harness import Debuggee, build_debuggee  # noqa: E402
+from harness.debuggee import work_dir  # noqa: E402
+
+PY = "/usr/bin/python3"
+LLDB = shutil.which("lldb-16")
+
+
+class Run:
+    """One whole process: wall time, peak RSS, sampled peak anonymous memory, output."""
+
+    def __init__(self, args: list[str], env: dict | None = None) -> None:
+        self.peak_anon = 0
+        t0 = time.perf_counter()
+        with tempfile.TemporaryFile("w+") as out:
+            p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                 cwd=ROOT, env={**os.environ, **(env or {})})
+            done = threading.Event()
+            sampler = threading.Thread(target=self._sample, args=(p.pid, done), daemon=True)
+            sampler.start()
+            _, status, usage = os.wait4(p.pid, 0)
+            self.wall = time.perf_counter() - t0
+            done.set()
+            sampler.join()
+            self.rss = usage.ru_maxrss * 1024
+            out.seek(0)
+            self.text = out.read()
+        if status != 0:
+            raise RuntimeError(f"{args[:4]} failed ({status}): {self.text[-800:]}")
+
+    def _sample(self, pid: int, done: threading.Event) -> None:
+        path = f"/proc/{pid}/status"
+        while not done.is_set():
+            try:
+                with open(path) as f:
+                    for line in f:
+                        if line.startswith("RssAnon:"):
+                            self.peak_anon = max(self.peak_anon, int(line.split()[1]) * 1024)
+                            break
+            except OSError:
+                return
+            time.sleep(0.005)
+
+
+def sosext_cli(core: Path, commands: list[str], cache: bool, index_dir: Path) -> Run:
+    args = [PY, "-m", "sosext", "analyze", str(core), "--timing", "--index-dir", str(index_dir)]
+    if not cache:
+        args.append("--no-index-cache")
+    return Run(args + sum((["-c", c] for c in commands), []))
+
+
+def sosext_lldb(core: Path, exe: str, commands: list[str]) -> Run:
+    args = [LLDB, "--no-lldbinit", "--batch", "--core", str(core), exe,
+            "-o", f"command script import {ROOT / 'lldbinit' / 'sosext.py'}"]
+    for c in commands:
+        args += ["-o", c]
+    return Run(args, {"SOSEXT_NO_INDEX_CACHE": "1"})
+
+
+def clrmd_dll() -> Path:
+    out = work_dir() / "clrmd-baseline-4.2"
+    dll = out / "ClrmdBaseline.dll"
+    if not dll.exists():
+        subprocess.run(["dotnet", "build", "-c", "Release", "-o", str(out), "--nologo", "-v", "q",
+                        str(ROOT / "bench" / "clrmd-baseline")], check=True, stdout=subprocess.DEVNULL)
+    return dll
+
+
+def clrmd(core: Path, *queries: str) -> tuple[Run, dict]:
+    r = Run(["dotnet", str(clrmd_dll()), str(core), *queries])
+    lines = [json.loads(ln) for ln in r.text.splitlines() if ln.startswith("{")]
+    return r, {d["query"]: d for d in lines}
+
+
+def timings(r: Run) -> list[float]:
+    return [float(m) for m in re.findall(r"^sosext-timing ([0-9.]+) ", r.text, re.M)]
+
+
+def objects_in(r: Run) -> int:
+    m = re.search(r"^Total ([0-9,]+) objects", r.text, re.M)
+    return int(m.group(1).replace(",", "")) if m else 0
+
+
+def best(runs: list[Run]) -> Run:
+    return min(runs, key=lambda r: r.wall)
+
+
+def make_core(n: int, tmp: Path) -> tuple[Path, dict, str]:
+    with Debuggee("bigheap", str(n), "mixed", dll=build_debuggee(), core_dir=tmp) as d:
+        core = d.write_core("heap", tmp / f"big{n}.core", timeout=1800)
+        return core, d.truth, str(d.executable)
+
+
+def measure(n: int, repeat: int, lldb: bool) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="sosext-bench-scale-"))
+    try:
+        t0 = time.perf_counter()
+        core, truth, exe = make_core(n, tmp)
+        deep = truth["objects"]["deepNode"]["address"]
+        other = truth["objects"]["firstLeaf"]["address"]
+        print(f"\n## bigheap {n:,} objects (mixed); core {core.stat().st_size / 2**20:,.0f} MiB, "
+              f"made in {time.perf_counter() - t0:.0f} s")
+        index_dir = tmp / "index"
+        rows: dict[str, list] = {k: [] for k in ("stat", "stat_cached", "lldb", "limit1", "gcroot",
+                                                  "c_stat", "c_limit1", "c_gcroot")}
+        for _ in range(repeat):
+            # Alternating: each round runs every sosext measure next to its ClrMD counterpart.
+            rows["stat"].append(sosext_cli(core, ["dumpheap -stat"], False, index_dir))
+            rows["c_stat"].append(clrmd(core, "stat"))
+            shutil.rmtree(index_dir, ignore_errors=True)
+            sosext_cli(core, ["dumpheap -stat"], True, index_dir)  # writes the index
+            rows["stat_cached"].append(sosext_cli(core, ["dumpheap -stat"], True, index_dir))
+            if lldb and LLDB:
+                rows["lldb"].append(sosext_lldb(core, exe, ["dumpheap -stat"]))
+            rows["limit1"].append(sosext_cli(core, [f"gcroot -limit 1 {deep}"], False, index_dir))
+            rows["c_limit1"].append(clrmd(core, "gcroot1", deep))
+            rows["gcroot"].append(sosext_cli(core, [f"gcroot {deep}", f"gcroot {other}"], False, index_dir))
+            rows["c_gcroot"].append(clrmd(core, "gcroot", deep))
+        objects = objects_in(rows["stat"][0])
+        c_objects = rows["c_stat"][0][1]["stat"]["objects"]
+
+        def line(name: str, r: Run, extra: str = "") -> None:
+            print(f"  {name:<34} {r.wall:8.3f} s {objects / r.wall / 1e6:7.2f}M obj/s "
+                  f"anon {r.peak_anon / 2**20:7.0f} MiB {r.peak_anon / objects:6.1f} B/obj  "
+                  f"RSS {r.rss / 2**20:7.0f} MiB {r.rss / objects:6.1f} B/obj {extra}")
+
+        print(f"  objects: sosext {objects:,}, ClrMD {c_objects:,}; best of {repeat}, whole processes")
+        s, c = best(rows["stat"]), best([r for r, _ in rows["c_stat"]])
+        line("sosext cli dumpheap -stat (cold)", s)
+        line("ClrMD enumerate + group", c)
+        print(f"  ratio cold -stat cli: {c.wall / s.wall:.2f}")
+        cached = best(rows["stat_cached"])
+        line("sosext cli dumpheap -stat (cached)", cached)
+        if rows["lldb"]:
+            lw = best(rows["lldb"])
+            line("sosext lldb whole run -stat (cold)", lw)
+            print(f"  ratio cold -stat lldb: {c.wall / lw.wall:.2f}; lldb/cli time {lw.wall / s.wall:.2f}")
+        s1, c1 = best(rows["limit1"]), best([r for r, _ in rows["c_limit1"]])
+        line("sosext gcroot -limit 1 (cold)", s1)
+        line("ClrMD first root path", c1)
+        print(f"  ratio gcroot -limit 1: {c1.wall / s1.wall:.2f}")
+        g, cg = best(rows["gcroot"]), best([r for r, _ in rows["c_gcroot"]])
+        later = timings(g)[1] if len(timings(g)) > 1 else float("nan")
+        line("sosext gcroot, all roots (cold)", g, f"(a later gcroot in the session: {later * 1000:.0f} ms)")
+        line("ClrMD every root path", cg)
+        print(f"  ratio full gcroot: {cg.wall / g.wall:.2f}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--objects", default="5000000,20000000,50000000")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-lldb", action="store_true")
+    a = ap.parse_args()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached
+    from sosext.clr import kernels
+    print(f"sosext scale benchmark: {os.cpu_count()} cores, kernels {kernels.mode()}, "
+          f"Python {sys.version.split()[0]}")
+    for n in (int(x) for x in a.objects.split(",")):
+        measure(n, a.repeat, not a.no_lldb)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
