@@ -180,13 +180,17 @@ def world() -> World:
         shutil.rmtree(root, ignore_errors=True)
 
 
+# No explicit choice inherited from the environment: these tests make every choice themselves.
+NO_CHOICE = {"SOSEXT_CLR_PATH": ""}
+
+
 def run(host: str, w: World, commands: list[str], live: bool = False) -> list[drivers.Output]:
     if host == "cli":
-        return drivers.run_cli(commands, core=w.core, timeout=300)
+        return drivers.run_cli(commands, core=w.core, timeout=300, env=NO_CHOICE)
     runner = drivers.run_lldb if host == "lldb" else drivers.run_gdb
     if live:
-        return runner(commands, pid=w.debuggee.pid, timeout=300)
-    return runner(commands, core=w.core, exe=w.exe, timeout=300)
+        return runner(commands, pid=w.debuggee.pid, timeout=300, env=NO_CHOICE)
+    return runner(commands, core=w.core, exe=w.exe, timeout=300, env=NO_CHOICE)
 
 
 def assert_stat_is_truth(out: drivers.Output, truth: dict) -> None:
@@ -269,7 +273,8 @@ def test_cli_clr_path_and_the_diff_leaks_child(world: World) -> None:
     with world.planted_dac("plain", mode=0o777) as dac:
         base = [drivers.PYTHON, "-m", "sosext"]
         sub = lambda *a: subprocess.run([*base, *map(str, a)], cwd=drivers.REPO, text=True,  # noqa: E731
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300,
+                                        env={**os.environ, **NO_CHOICE})
         plain = sub("analyze", world.core, "-c", "dumpheap -stat")
         assert plain.returncode == 1
         lines = plain.stderr.splitlines()
@@ -288,6 +293,15 @@ def test_cli_clr_path_and_the_diff_leaks_child(world: World) -> None:
         count, size = sum(r.count for r in live), sum(r.total for r in live)
         assert f"Total {count:,} objects (+0), {size:,} bytes (+0)" in sub(
             "diff", world.core, world.core, "--clr-path", world.genuine_dir).stdout
+        world.no_marker()
+
+
+def test_sosext_clr_path_environment_is_the_same_choice(world: World) -> None:
+    with world.planted_dac("plain", mode=0o777):
+        out = drivers.run_cli(["setclrpath", "dumpheap -stat"], core=world.core,
+                              env={"SOSEXT_CLR_PATH": str(world.genuine_dir)})
+        assert out[0].lines == [f"Load path for DAC/DBI: '{world.genuine_dir}'"]
+        assert_stat_is_truth(out[1], world.truth)
         world.no_marker()
 
 

@@ -19,7 +19,7 @@ class SetClrPath(Command):
                "directory, so a DAC planted there is refused with one line. A directory you name here\n"
                "is trusted by that choice (the build-id and file checks still apply); use it for a core\n"
                "from another machine or a runtime under /tmp. diff/leaks baseline children use it too.\n"
-               "From the shell: sosext analyze CORE --clr-path DIR.\n"
+               "From the shell: sosext analyze CORE --clr-path DIR (or SOSEXT_CLR_PATH=DIR).\n"
                "Example:\n  setclrpath /opt/dotnet-8.0.11/shared/Microsoft.NETCore.App/8.0.11")
     positionals = (Positional("directory", "a directory holding libmscordaccore.so"),)
     needs_runtime = False

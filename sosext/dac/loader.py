@@ -25,7 +25,10 @@ _MARKER = re.compile(rb"@\(#\)Version [0-9][0-9.]*(?: @Commit: [0-9a-f]+)?")
 
 _lock = threading.Lock()
 _loaded: dict[str, ctypes.CDLL] = {}  # path -> library; never unloaded (see dac.md)
-_clr_path_override: str | None = None
+# The user's explicit choice of DAC directory, the one place every entry point reads: setclrpath,
+# --clr-path, or SOSEXT_CLR_PATH in the environment (the same choice made once, for scripts).
+_clr_path_override: str | None = (os.path.abspath(os.environ["SOSEXT_CLR_PATH"])
+                                  if os.environ.get("SOSEXT_CLR_PATH") else None)
 
 
 def set_clr_path(directory: str | None) -> None:
