@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import DacError, NotDotNetError
 from ..targets.base import Module, Target
-from .trust import check_elf_image, declared_runtime_info, untrusted_reason
+from .trust import check_elf_image, declared_runtime_info, printable, untrusted_reason
 
 RUNTIME_MODULE = "libcoreclr.so"
 DAC_NAME = "libmscordaccore.so"
@@ -139,6 +139,14 @@ def _runtime_marker(path: str) -> str | None:
 
 
 def locate_dac(target: Target) -> DacLocation:
+    """The DAC for ``target``'s runtime (see ``_locate``); paths in a refusal shown escaped."""
+    try:
+        return _locate(target)
+    except DacError as e:
+        raise DacError(printable(str(e))) from None
+
+
+def _locate(target: Target) -> DacLocation:
     """The DAC for ``target``'s runtime, after every trust and integrity check (one-line refusals).
 
     Beside the runtime (a path the target names): only if its location is trusted, see

@@ -52,6 +52,24 @@ _HOST_MACHINES = {"x86_64": (EM_X86_64, "x86-64"), "amd64": (EM_X86_64, "x86-64"
                   "aarch64": (EM_AARCH64, "AArch64"), "arm64": (EM_AARCH64, "AArch64")}
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters escaped: paths here come from the target, and a directory
+    name holding terminal escape sequences must not reach the user's terminal as such. Bytes that
+    were not UTF-8 (surrogate-escaped) are shown as the bytes they were."""
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if ch.isprintable() and not 0xDC80 <= o <= 0xDCFF:
+            out.append(ch)
+        elif 0xDC80 <= o <= 0xDCFF:
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif o < 0x100:
+            out.append(f"\\x{o:02x}")
+        else:
+            out.append(f"\\u{o:04x}")
+    return "".join(out)
+
+
 # --- where the file is -----------------------------------------------------------------------
 
 def _judge(path: str, st: os.stat_result) -> str | None:

@@ -217,3 +217,23 @@ def test_dac_build_id_must_equal_the_declared_one(tmp_path: Path) -> None:
     finally:
         loader.set_clr_path(None)
     assert not marker.exists()
+
+
+@needs_gcc
+def test_a_refusal_escapes_what_the_target_names(trusted: Path) -> None:
+    """The directory comes from the target: a terminal escape in its name is shown escaped."""
+    runtime_dir = trusted / "rt\x1b[2J\x07"
+    runtime_dir.mkdir()
+    runtime = _build(runtime_dir, "libcoreclr.so", RUNTIME_C % "0", bytes(range(50, 70)))
+    marker = trusted / "MARKER"
+    _build(runtime_dir, "libmscordaccore.so",
+           f'#include <stdio.h>\n__attribute__((constructor)) static void c(void) {{ fclose(fopen("{marker}", "w")); }}\n',
+           bytes(range(1, 21)))
+    os.chmod(runtime_dir, 0o777)
+    with pytest.raises(DacError) as e:
+        loader.locate_dac(MappedFile(runtime, 0x7F0000000000))
+    shown = f"{trusted}/rt\\x1b[2J\\x07"
+    assert str(e.value) == (f"refusing to load the DAC {shown}/libmscordaccore.so (named by stand-in for "
+                            f"{shown}/libcoreclr.so): {shown} is world-writable; trust a directory explicitly "
+                            "with setclrpath DIR (LLDB/GDB) or --clr-path DIR (CLI)")
+    assert not marker.exists()
