@@ -1,9 +1,11 @@
 """Finding and loading the runtime's DAC (libmscordaccore.so).
 
 The DAC must be the exact build of the target's runtime. It lives next to the target's
-libcoreclr.so; ``setclrpath`` names another directory (a copy of the runtime, e.g. for a
-core from another machine). We compare the libcoreclr.so build id seen in the target with
-the one next to the DAC we load, and refuse a mismatch with one clear line.
+libcoreclr.so, a directory the target (an untrusted core, or a process's maps) names: it is
+loaded from there only if ``trust.untrusted_reason`` finds the location safe. ``setclrpath``
+(``--clr-path``, ``SOSEXT_CLR_PATH``) names another directory, trusted by that choice. Either
+way the file must be a complete ELF for this host and the target runtime's build; every
+refusal is one line (docs/install.md, "Which DAC is loaded").
 """
 from __future__ import annotations
 
@@ -58,14 +60,22 @@ def find_runtime(target: Target) -> Module:
     raise NotDotNetError(f"no .NET runtime ({RUNTIME_MODULE}) is loaded in {target.describe()}")
 
 
-def file_version(path: str) -> str | None:
-    """The ``@(#)Version x.y.z.w`` marker the runtime's build embeds in every native binary."""
+# A runtime binary is a few MB; a path a core names could be anything (a huge sparse file).
+_MAX_SCAN = 256 << 20
+
+
+def _marker_match(path: str, pattern: "re.Pattern[bytes]") -> "re.Match[bytes] | None":
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(_MAX_SCAN)
     except OSError:
         return None
-    m = _VERSION_MARKER.search(data)
+    return pattern.search(data)
+
+
+def file_version(path: str) -> str | None:
+    """The ``@(#)Version x.y.z.w`` marker the runtime's build embeds in every native binary."""
+    m = _marker_match(path, _VERSION_MARKER)
     return m.group(1).decode() if m else None
 
 
@@ -129,12 +139,7 @@ TRUST_HINT = "trust a directory explicitly with setclrpath DIR (LLDB/GDB) or --c
 
 def _runtime_marker(path: str) -> str | None:
     """The full ``@(#)Version x @Commit: y`` marker of a native runtime file."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    m = _MARKER.search(data)
+    m = _marker_match(path, _MARKER)
     return m.group(0).decode() if m else None
 
 
