@@ -1,9 +1,9 @@
 """The standalone command line: ``python3 -m sosext`` (or the ``sosext`` script).
 
-    sosext analyze CORE [-c CMD]...   every sosext command over a core file, no debugger
+    sosext analyze CORE [-c CMD]... [--clr-path DIR]   every sosext command over a core file, no debugger
     sosext collect PID [--type heap|full|mini|triage] [-o FILE]
     sosext ps                         .NET processes with a diagnostics socket
-    sosext diff OLD NEW [opts]        heap diff of two cores (heapdiff)
+    sosext diff OLD NEW [opts]        heap diff of two cores (heapdiff); opts may hold --clr-path DIR
     sosext leaks OLD NEW [opts]       growth report with retention paths
     sosext install | uninstall        add/remove the import line in ~/.lldbinit and ~/.gdbinit
 """
@@ -48,8 +48,22 @@ def run_command_line(session, line: str) -> bool:  # type: ignore[no-untyped-def
     return execute(session, name, rest, _print, _eprint, color=False, progress_stream=sys.stderr)
 
 
+def _apply_clr_path(args: argparse.Namespace) -> None:
+    """--clr-path DIR: the user's explicit choice of DAC directory (as setclrpath in a debugger)."""
+    if getattr(args, "clr_path", None):
+        from .dac.loader import set_clr_path
+        set_clr_path(os.path.abspath(os.path.expanduser(args.clr_path)))
+
+
+def _add_clr_path(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--clr-path", metavar="DIR",
+                   help="load the DAC (libmscordaccore.so) from DIR, a copy of the target's runtime; "
+                        "trusted because you chose it (as setclrpath DIR in LLDB/GDB)")
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .clr.progress import set_interrupt_source
+    _apply_clr_path(args)
     session = _session_for_core(args.core, args.search_dir)
     flag = {"hit": False}
 
@@ -76,6 +90,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
+    _apply_clr_path(args)
     session = _session_for_core(args.core)
     return 0 if run_command_line(session, "heapsnapshot") else 1
 
@@ -83,9 +98,29 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """sosext diff|leaks OLD NEW [options]: the heapdiff/leaks command on NEW against OLD."""
     import shlex
+    args.options, clr_path = _take_clr_path(list(args.options))
+    args.clr_path = clr_path or args.clr_path
+    _apply_clr_path(args)
     session = _session_for_core(args.new)
     line = " ".join([args.command_name, shlex.quote(args.old), *map(shlex.quote, args.options)])
     return 0 if run_command_line(session, line) else 1
+
+
+def _take_clr_path(options: list[str]) -> tuple[list[str], str | None]:
+    """Pull ``--clr-path DIR`` (or ``--clr-path=DIR``) out of diff/leaks's pass-through options."""
+    rest: list[str] = []
+    found = None
+    it = iter(options)
+    for opt in it:
+        if opt == "--clr-path":
+            found = next(it, None)
+            if found is None:
+                raise SosError("--clr-path needs a directory")
+        elif opt.startswith("--clr-path="):
+            found = opt.split("=", 1)[1]
+        else:
+            rest.append(opt)
+    return rest, found
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -151,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--search-dir", action="append", default=[],
                    help="directory to look for module files the core names but this machine lacks")
     _index_options(a)
+    _add_clr_path(a)
     a.set_defaults(func=cmd_analyze)
     c = sub.add_parser("collect", help="write a dump of a .NET process through its diagnostics socket")
     c.add_argument("pid", type=int)
@@ -162,14 +198,16 @@ def build_parser() -> argparse.ArgumentParser:
     snap = sub.add_parser("snapshot", help="per-type statistics of a core as JSON (heapdiff's baseline)")
     snap.add_argument("core")
     _index_options(snap)
+    _add_clr_path(snap)
     snap.set_defaults(func=cmd_snapshot)
     for name, cmd, what in (("diff", "heapdiff", "which types grew from OLD to NEW"),
                             ("leaks", "leaks", "growth report: what holds the types that grew")):
         d = sub.add_parser(name, help=what, description=f"{what}. Options as for the '{cmd}' command "
-                           "(-top N, -type TEXT, -min-delta BYTES, --json).")
+                           "(-top N, -type TEXT, -min-delta BYTES, --json) and --clr-path DIR.")
+        _add_clr_path(d)
+        _index_options(d)
         d.add_argument("old")
         d.add_argument("new")
-        _index_options(d)
         d.add_argument("options", nargs=argparse.REMAINDER)
         d.set_defaults(func=cmd_compare, command_name=cmd)
     for action in ("install", "uninstall"):

@@ -30,6 +30,12 @@ def _build(tfm: str):
         pytest.skip(f"{tfm} runtime pack could not be restored from NuGet: {str(e).splitlines()[0]}")
 
 
+def _trust(dll) -> dict[str, str]:
+    """The self-contained runtime lives in the work directory (often under /tmp, which sosext does
+    not trust for a DAC the target names): name it explicitly, as a user would."""
+    return {"SOSEXT_CLR_PATH": str(dll.parent)}
+
+
 @pytest.fixture(scope="module", params=VERSIONS)
 def heap_case(request, tmp_path_factory):
     tfm = request.param
@@ -41,8 +47,8 @@ def heap_case(request, tmp_path_factory):
                 "dumpheap -dead -type SosextDebuggee. -stat", "dumpheap -gen foh -short", "dumpheap -gen poh -short"]
         cmds += [f"dumpheap -mt {t['mt']}" for t in populated_types(truth).values()]
         core = d.write_core("heap", cores / "heap.core")
-        outs = {"lldb-live": drivers.run_lldb(cmds, pid=d.pid) if drivers.LLDB else None}
-    outs["cli-heap"] = drivers.run_cli(cmds, core=core)
+        outs = {"lldb-live": drivers.run_lldb(cmds, pid=d.pid, env=_trust(dll)) if drivers.LLDB else None}
+    outs["cli-heap"] = drivers.run_cli(cmds, core=core, env=_trust(dll))
     return tfm, truth, cmds, outs
 
 
@@ -56,7 +62,7 @@ def roots_case(request, tmp_path_factory):
         core = d.write_core("heap", cores / "heap.core")
     cmds = [f"gcroot {truth['wrapperLeak']['chain'][-1]}", f"gcroot {truth['customerLeak']['chain'][-1]}",
             f"gcroot {truth['finalizerOnly']['target']}", f"gcroot {truth['exception']['address']}"]
-    return tfm, truth, cmds, drivers.run_cli(cmds, core=core)
+    return tfm, truth, cmds, drivers.run_cli(cmds, core=core, env=_trust(dll))
 
 
 @pytest.mark.parametrize("host", ["lldb-live", "cli-heap"])

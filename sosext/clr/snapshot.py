@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
+from ..dac.loader import clr_path_override
 from ..errors import SosError
 
 if TYPE_CHECKING:
@@ -86,7 +87,12 @@ class BaselineJob:
         env = dict(os.environ)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self.core = core
-        self.proc = subprocess.Popen([python_for_children(), "-m", "sosext", "snapshot", core],
+        # The child loads its own DAC: it must take the user's setclrpath/--clr-path choice too.
+        clr_path = clr_path_override()
+        argv = [python_for_children(), "-m", "sosext", "snapshot", core]
+        if clr_path:
+            argv += ["--clr-path", clr_path]
+        self.proc = subprocess.Popen(argv,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                      text=True, env=env)
 

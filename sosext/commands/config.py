@@ -13,8 +13,13 @@ class SetClrPath(Command):
     names = ("setclrpath",)
     summary = "Set (or show) the directory to load the DAC (libmscordaccore.so) from."
     usage = "setclrpath [<directory>]"
-    details = ("By default the DAC is loaded from the directory of the target's libcoreclr.so.\n"
-               "Use this for a core from another machine: point it at a copy of that runtime.\n"
+    details = ("By default the DAC is loaded from the directory of the target's libcoreclr.so, but only\n"
+               "if that location is trusted: the file and every directory on its (resolved) path are\n"
+               "owned by root or by you and are not group- or world-writable. A core names that\n"
+               "directory, so a DAC planted there is refused with one line. A directory you name here\n"
+               "is trusted by that choice (the build-id and file checks still apply); use it for a core\n"
+               "from another machine or a runtime under /tmp. diff/leaks baseline children use it too.\n"
+               "From the shell: sosext analyze CORE --clr-path DIR (or SOSEXT_CLR_PATH=DIR).\n"
                "Example:\n  setclrpath /opt/dotnet-8.0.11/shared/Microsoft.NETCore.App/8.0.11")
     positionals = (Positional("directory", "a directory holding libmscordaccore.so"),)
     needs_runtime = False
