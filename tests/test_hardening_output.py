@@ -56,7 +56,24 @@ def commands(h: dict) -> dict[str, str]:
         "emitted-obj": f"dumpobj {h['emitted']}",
         "stat-json": "dumpheap -stat --json",
         "bad-command": "dumpobj \x1b]0;pwned\x07",
-    }
+    } | {f"num{i}": c for i, c in enumerate(HOSTILE_NUMBERS)}
+
+
+# Numbers out of every range: each gives one line, "error: ...", never an internal error.
+HOSTILE_NUMBERS = [
+    "dumpheap -min 99999999999999999999999999",
+    "dumpheap -max 0x10000000000000000",
+    "dumpheap -stat 0x1000 L0xffffffffffffffff",
+    "verifyheap 1 L0xffffffffffffffff",
+    "dumpheap -heap -1",
+    "dso -1",
+    "dso 4294967296",
+    "dso 0x7fffffff",
+    "dumparray -start 99999999999999999999 0x1000",
+    "gcroot -limit -5 0x1000",
+    "clrstack -c 99999999999999999999999",
+    "setthread 99999999999999999999",
+]
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +142,11 @@ def test_error_echoing_target_text_is_one_escaped_line(case, host):  # type: ign
     _h, outs = case
     out = outs[host]["bad-command"]
     assert out.errors and "\\x1b]0;pwned\\x07" in out.errors[0]
+
+
+def test_hostile_numbers_give_one_line(case, host):  # type: ignore[no-untyped-def]
+    _h, outs = case
+    for i, cmd in enumerate(HOSTILE_NUMBERS):
+        out = outs[host][f"num{i}"]
+        assert len(out.lines) == 1 and out.errors == out.lines, f"{host} {cmd}: {out.text!r}"
+        assert "internal error" not in out.text, f"{host} {cmd}: {out.text!r}"
