@@ -124,7 +124,7 @@ def published_sockets(tmpdir: str | None = None) -> list[DiagnosticsSocket]:
 
 
 def pid_exists(pid: int) -> bool:
-    if pid <= 0:
+    if not 0 < pid < 1 << 31:  # os.kill would overflow (or signal a group)
         return False
     try:
         os.kill(pid, 0)
@@ -490,7 +490,8 @@ def collect_dump(
         dump_type = DumpType(dump_type)
     except ValueError:
         raise IpcError(f"invalid dump type {dump_type!r} (1 normal, 2 with heap, 3 triage, 4 full)") from None
-    pid = parse_pid(pid)
+    if not isinstance(pid, int) or not 0 < pid < 1 << 31:
+        raise IpcError(f"invalid process id: {pid}")
     # No such process / no socket / stopped: say so before looking at the path.
     client = DiagnosticsClient(pid, tmpdir=tmpdir, socket_path=find_socket(pid, tmpdir))
     check_not_stopped(pid)
