@@ -34,6 +34,12 @@ def _print(text: str) -> None:
     sys.stdout.write(safe_text(text) + "\n")  # paths and command lines come from elsewhere
 
 
+def _progress(text: str) -> None:
+    """A line on stdout before a long wait (stderr carries only the error, if one follows)."""
+    _print(text)
+    sys.stdout.flush()
+
+
 def _eprint(text: str) -> None:
     sys.stderr.write(safe_line(text) + "\n")
 
@@ -99,8 +105,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         raise SosError(f"invalid --timeout {args.timeout:g} (seconds, > 0)")
     out = args.output or f"core_{pid}_%t".replace("%t", _stamp())
     path = collect_dump(pid, out, kinds[args.type], force=args.force, timeout=args.timeout,
-                        on_start=lambda: _eprint(f"Writing {args.type} dump of process {pid} "
-                                                 f"(waiting up to {args.timeout:g} s) ..."))
+                        on_start=lambda: _progress(f"Writing {args.type} dump of process {pid} "
+                                                   f"(waiting up to {args.timeout:g} s) ..."))
     _print(f"Wrote {args.type} dump to {path}")
     _print(f"Complete: {os.path.getsize(path):,} bytes (mode 0600)")
     return 0
