@@ -162,3 +162,65 @@ def test_unwritable_destination_names_the_path(debuggee, tmp_path):
     res = sosext("collect", str(debuggee.pid), "-o", str(tmp_path), "--force")
     assert one_error_line(res) == f"error: dump path is a directory: {tmp_path}"
     assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture
+def other_users_debuggee(debuggee_dll, tmp_path):  # noqa: F811 - the fixture imported above
+    """The IPC debuggee running as user nobody (needs root and setpriv)."""
+    import json
+    import select
+    import shutil
+    import tempfile
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run a process as another user")
+    # A copy nobody can read: pytest's own temporary directories are private to root.
+    public = Path(tempfile.mkdtemp(prefix="sosext-nobody-"))
+    shutil.copytree(Path(debuggee_dll).parent, public / "out")
+    for p in [public, *public.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    proc = subprocess.Popen([setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "env", "HOME=/tmp",
+                             "DOTNET_CLI_TELEMETRY_OPTOUT=1", str(Path(shutil.which("dotnet")).resolve()),
+                             str(public / "out" / Path(debuggee_dll).name)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        line = proc.stdout.readline() if ready else b""
+        if not line:
+            pytest.skip(f"the debuggee does not start as nobody here: {proc.stderr.read(2000)!r}")
+        yield json.loads(line)["pid"]
+    finally:
+        proc.kill()
+        proc.wait(10)
+        shutil.rmtree(public, ignore_errors=True)
+
+
+def test_dump_of_another_users_process(other_users_debuggee, tmp_path):
+    """As root, for a process of another user: createdump (running as that user) gets the private
+    directory only while it writes; the dump ends up root's and 0600. A directory that user
+    cannot enter is refused beforehand, naming it."""
+    pid = other_users_debuggee
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    res = sosext("collect", str(pid), "-o", str(closed / "core"))
+    line = one_error_line(res)
+    assert line.startswith(f"error: process {pid} runs as uid 65534, and its createdump could not reach {closed} (")
+    assert line.endswith(" is not searchable by that user); choose a directory that user can enter")
+    assert os.listdir(closed) == []
+    open_dir = Path(tempfile_public_dir())
+    try:
+        res = sosext("collect", str(pid), "-o", str(open_dir / "core"))
+        assert res.returncode == 0, res.stderr
+        st = os.lstat(open_dir / "core")
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600) and elf_core_type(str(open_dir / "core")) == 4
+        assert os.listdir(open_dir) == ["core"]
+    finally:
+        import shutil
+        shutil.rmtree(open_dir, ignore_errors=True)
+
+
+def tempfile_public_dir() -> str:
+    import tempfile
+    d = tempfile.mkdtemp(prefix="sosext-dumps-")
+    os.chmod(d, 0o755)
+    return d

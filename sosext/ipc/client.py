@@ -511,6 +511,11 @@ def collect_dump(
         handed = owner is not None and owner != os.geteuid() and os.geteuid() == 0
         if handed:
             # createdump runs as the target's user: let that user (only) into the private directory.
+            blocked = _blocked_for(pid, owner, real_dir)
+            if blocked is not None:
+                raise IpcError(f"process {pid} runs as uid {owner}, and its createdump could not reach "
+                               f"{real_dir} ({blocked} is not searchable by that user); choose a directory "
+                               "that user can enter")
             os.chown(private, owner, -1)
         if not is_glob:
             fd = os.open(os.path.join(private, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -568,6 +573,42 @@ def _children(pid: int) -> list[tuple[int, str]]:
             except OSError:
                 pass
     return found
+
+
+def _groups_of(pid: int) -> set[int]:
+    groups: set[int] = set()
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Gid:"):
+                    groups.update(int(g) for g in line.split()[1:3])
+                elif line.startswith("Groups:"):
+                    groups.update(int(g) for g in line.split()[1:])
+    except (OSError, ValueError):
+        pass
+    return groups
+
+
+def _blocked_for(pid: int, uid: int, directory: str) -> str | None:
+    """The first directory on the way to ``directory`` that user ``uid`` (the target's) cannot
+    search, by the mode bits (ACLs aside); None when createdump can get there."""
+    groups = _groups_of(pid)
+    path = "/"
+    for part in [""] + [p for p in directory.split("/") if p]:
+        path = os.path.join(path, part) if part else "/"
+        try:
+            st = os.stat(path)
+        except OSError:
+            return path
+        if st.st_uid == uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return path
+    return None
 
 
 def _check_destination(final: str, force: bool) -> None:
