@@ -20,8 +20,21 @@ def _sosext_load() -> None:
         del sys.modules["sosext"]  # a stray module of that name, not the package
     if root not in sys.path:
         sys.path.insert(0, root)
-    from sosext.hosts.gdb_host import gdb_init
-    gdb_init()
+    # A failure here is one line, not a traceback (and then no command is registered).
+    import gdb
+    from sosext.pycheck import problem
+    text = problem("GDB")
+    try:
+        if text is None:
+            from sosext.hosts.gdb_host import gdb_init
+            gdb_init()
+    except Exception as e:  # noqa: BLE001 - GDB would print a traceback
+        if os.environ.get("SOSEXT_DEBUG", "") not in ("", "0"):
+            import traceback
+            gdb.write(traceback.format_exc(), gdb.STDERR)
+        text = f"sosext failed to load: {type(e).__name__}: {e} (SOSEXT_DEBUG=1 shows a traceback)"
+    if text is not None:
+        gdb.write(f"error: {text}\n", gdb.STDERR)
 
 
 _sosext_load()

@@ -21,8 +21,20 @@ _package = importlib.import_module("sosext")
 
 
 def __lldb_init_module(debugger, internal_dict):  # noqa: N807 - LLDB's hook name
-    from sosext.hosts.lldb_host import lldb_init
-    lldb_init(debugger, "sosext.hosts.lldb_host")
+    # A failure here is one line, not a traceback (and then no command is registered).
+    from sosext.pycheck import problem
+    text = problem("LLDB")
+    try:
+        if text is None:
+            from sosext.hosts.lldb_host import lldb_init
+            lldb_init(debugger, "sosext.hosts.lldb_host")
+    except Exception as e:  # noqa: BLE001 - LLDB would print a traceback
+        if os.environ.get("SOSEXT_DEBUG", "") not in ("", "0"):
+            import traceback
+            traceback.print_exc()
+        text = f"sosext failed to load: {type(e).__name__}: {e} (SOSEXT_DEBUG=1 shows a traceback)"
+    if text is not None:
+        sys.stderr.write(f"error: {text}\n")
 
 
 _package.__lldb_init_module = __lldb_init_module

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from .cli import main  # stdlib only at import: main() first checks that this Python can run sosext
 
 sys.exit(main())

@@ -16,6 +16,7 @@ import sys
 from typing import Sequence
 
 from .errors import SosError
+from .render.text import safe_line, safe_text
 
 
 def _session_for_core(path: str, search_dirs: Sequence[str] = ()):  # type: ignore[no-untyped-def]
@@ -30,11 +31,17 @@ def _session_for_core(path: str, search_dirs: Sequence[str] = ()):  # type: igno
 
 
 def _print(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(safe_text(text) + "\n")  # paths and command lines come from elsewhere
+
+
+def _progress(text: str) -> None:
+    """A line on stdout before a long wait (stderr carries only the error, if one follows)."""
+    _print(text)
+    sys.stdout.flush()
 
 
 def _eprint(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(safe_line(text) + "\n")
 
 
 def run_command_line(session, line: str) -> bool:  # type: ignore[no-untyped-def]
@@ -125,12 +132,18 @@ def _take_clr_path(options: list[str]) -> tuple[list[str], str | None]:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from .ipc import DumpType, collect_dump
+    from .ipc.client import parse_pid
     kinds = {"heap": DumpType.WITH_HEAP, "full": DumpType.FULL, "mini": DumpType.NORMAL,
              "triage": DumpType.TRIAGE}
-    out = args.output or f"core_{args.pid}_%t".replace("%t", _stamp())
-    path = collect_dump(args.pid, out, kinds[args.type])
-    _print(f"Writing {args.type} dump to {path}")
-    _print(f"Complete: {os.path.getsize(path):,} bytes")
+    pid = parse_pid(args.pid)
+    if not args.timeout > 0:
+        raise SosError(f"invalid --timeout {args.timeout:g} (seconds, > 0)")
+    out = args.output or f"core_{pid}_%t".replace("%t", _stamp())
+    path = collect_dump(pid, out, kinds[args.type], force=args.force, timeout=args.timeout,
+                        on_start=lambda: _progress(f"Writing {args.type} dump of process {pid} "
+                                                   f"(waiting up to {args.timeout:g} s) ..."))
+    _print(f"Wrote {args.type} dump to {path}")
+    _print(f"Complete: {os.path.getsize(path):,} bytes (mode 0600)")
     return 0
 
 
@@ -189,9 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_clr_path(a)
     a.set_defaults(func=cmd_analyze)
     c = sub.add_parser("collect", help="write a dump of a .NET process through its diagnostics socket")
-    c.add_argument("pid", type=int)
+    c.add_argument("pid", help="process id")  # checked by collect, in one line
     c.add_argument("--type", choices=["heap", "full", "mini", "triage"], default="heap")
-    c.add_argument("-o", "--output", help="dump file path (default core_<pid>_<time> here)")
+    c.add_argument("-o", "--output", help="dump file path (default core_<pid>_<time> here); "
+                   "%%p %%e %%h %%t as for createdump; never overwritten without --force")
+    c.add_argument("--force", action="store_true", help="replace an existing file at -o (a symlink itself, "
+                   "never what it points to)")
+    c.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the dump (default 120)")
     c.set_defaults(func=cmd_collect)
     ps = sub.add_parser("ps", help="list .NET processes that can be collected")
     ps.set_defaults(func=cmd_ps)
@@ -217,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .pycheck import exit_unless_usable
+    exit_unless_usable()  # one line naming the Python to use, not a traceback from a command module
     parser = build_parser()
     args = parser.parse_args(argv)
     _apply_index_options(args)

@@ -29,6 +29,7 @@ class Session:
         key = getattr(target, "key", None) or id(target)
         rt = self._runtimes.get(key)
         if rt is None:
+            _check_core(target)
             rt = ClrRuntime(target)
             rt.workers = int(self.settings.get("workers", 1))
             rt.index_dir = self.settings.get("index_dir", default_dir())
@@ -42,6 +43,18 @@ class Session:
     def forget(self) -> None:
         """Drop every runtime (after setclrpath, or when targets went away)."""
         self._runtimes.clear()
+
+
+def _check_core(target: Target) -> None:
+    """A core that cannot hold a readable runtime (cut short, another architecture) says so
+    here; the DAC's own failure would blame missing data or a bad module instead."""
+    for core in (target, getattr(target, "core", None)):
+        unusable = getattr(core, "unusable", None)
+        if callable(unusable):
+            problem = unusable()
+            if problem:
+                raise SosError(problem)
+            return
 
 
 def require(condition: bool, message: str) -> None:

@@ -46,16 +46,45 @@ def parse_mt(text: str) -> int:
     return address_or(text, f"Invalid MethodTable: {text}")
 
 
+COUNT_MAX = (1 << 63) - 1
+"""The largest size or count we take: what a signed 64-bit column (numpy, the DAC) can hold."""
+
+THREAD_ID_MAX = (1 << 32) - 1
+"""OS thread ids (Linux tids) are 32-bit."""
+
+
 def parse_count(text: str) -> int:
-    """A size or count: decimal, or hex with 0x."""
+    """A size or count: decimal, or hex with 0x; 0 to :data:`COUNT_MAX`."""
     t = text.strip().replace(",", "").replace("_", "")
     try:
         value = int(t, 16) if t.lower().startswith("0x") else int(t, 10)
     except ValueError:
         raise UsageError(f"invalid number: {text}") from None
     if value < 0:
-        raise UsageError(f"invalid number: {text}")
+        raise UsageError(f"invalid number: {text} (must not be negative)")
+    if value > COUNT_MAX:
+        raise UsageError(f"number out of range: {text} (at most {COUNT_MAX:#x})")
     return value
+
+
+def parse_thread_id(text: str) -> int:
+    """An OS thread id as dso/setthread take it: hex with 0x, else hex (SOS's habit)."""
+    t = text.strip()
+    try:
+        value = int(t[2:], 16) if t.lower().startswith("0x") else int(t, 16)
+    except ValueError:
+        raise UsageError(f"invalid thread id: {text}") from None
+    if not 0 < value <= THREAD_ID_MAX:
+        raise UsageError(f"invalid thread id: {text} (an OS thread id is 1 to {THREAD_ID_MAX:#x})")
+    return value
+
+
+def add_length(start: int, length: int, text: str) -> int:
+    """``start + length`` for an ``L<length>`` range end, refused past the address space."""
+    end = start + length
+    if end >= 1 << 64:
+        raise UsageError(f"range {start:#x} L{text} runs past the end of the address space")
+    return end
 
 
 @dataclass(frozen=True)

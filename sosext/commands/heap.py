@@ -12,7 +12,7 @@ from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.numbers import hex_and_dec
 from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
-from .base import Command, Option, Parsed, Positional, parse_address, parse_count, parse_mt, register
+from .base import Command, Option, Parsed, Positional, add_length, parse_address, parse_count, parse_mt, register
 from .context import CommandContext
 
 _FRAGMENT_MIN = 512 * 1024
@@ -37,9 +37,12 @@ def parse_range(start: str | None, end: str | None) -> tuple[int | None, int | N
     if end is None:
         return lo, None
     try:
-        hi = lo + parse_address(end[1:]) if end[:1] in ("L", "l") else parse_address(end)
+        length = parse_address(end[1:]) if end[:1] in ("L", "l") else None
+        hi = parse_address(end) if length is None else None
     except UsageError:
         raise UsageError(f"Invalid end address: {end.lstrip('Ll')}") from None
+    if hi is None:
+        hi = add_length(lo, length, end[1:])
     if hi <= lo:
         raise UsageError(f"Start address must be before end address: '{start}' < '{end}'")
     return lo, hi

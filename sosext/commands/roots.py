@@ -11,7 +11,8 @@ from ..clr.roots import DEPENDENT, REFCOUNTED, ClrRoot, RootKind, finalizable_ra
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.table import Column, Pointer, Table, Text, TypeName, fmt_pointer
-from .base import Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt, register
+from .base import (Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt,
+                   parse_thread_id, register)
 from .context import CommandContext
 from .heap import DumpHeap, select_objects, type_stats, write_stats
 
@@ -440,10 +441,10 @@ Examples:
 
 def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untyped-def]
     if text is not None:
-        try:
-            return int(text, 0) if text.lower().startswith("0x") else int(text, 16)
-        except ValueError:
-            raise UsageError(f"invalid thread id: {text}") from None
+        tid = parse_thread_id(text)
+        if tid not in {t.tid for t in target.threads()}:
+            raise UsageError(f"no thread with OS id {tid:#x} in the target")
+        return tid
     sel = getattr(target, "selected_tid", None) or getattr(target, "selected_thread_tid", None)
     tid = sel() if sel else None
     if tid is None:

@@ -12,6 +12,7 @@ from ..commands.base import lookup, split_words
 from ..commands.context import CommandContext
 from ..errors import SosError
 from ..render.output import Output
+from ..render.text import safe_line
 from ..session import Session
 
 Writer = Callable[[str], None]
@@ -36,7 +37,7 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
     load_all()
     cls = lookup(name)
     if cls is None:
-        error(f"error: unknown command: {name}")
+        error(safe_line(f"error: unknown command: {name}"))
         return False
     out = Output(write, color=color)
     take_noted_interrupt()  # a stale note from an earlier command must not be reported now
@@ -49,7 +50,7 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
     except SosError as e:
         _flush_quietly(out)
         # A Ctrl-C inside a DAC callback surfaces as the DAC call failing: say what happened.
-        error("error: interrupted" if take_noted_interrupt() else f"error: {e}")
+        error("error: interrupted" if take_noted_interrupt() else safe_line(f"error: {e}"))
     except KeyboardInterrupt:
         _flush_quietly(out)
         error("error: interrupted")
@@ -57,5 +58,6 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         _flush_quietly(out)
         if debug_enabled():
             error(traceback.format_exc())
-        error(f"error: internal error in {name}: {type(e).__name__}: {e} (SOSEXT_DEBUG=1 shows a traceback)")
+        error(safe_line(f"error: internal error in {name}: {type(e).__name__}: {e} "
+                        "(SOSEXT_DEBUG=1 shows a traceback)"))
     return False

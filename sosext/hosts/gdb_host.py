@@ -27,6 +27,7 @@ from ..commands import load_all
 from ..commands.base import Command, lookup, primary_commands
 from ..commands.hostcmds import CORE_PATH  # also registers `sosext core`
 from ..errors import SosError, TargetError
+from ..render.text import safe_line
 from ..session import Session
 from ..targets.gdb import NO_PROCESS, GdbTarget, connection_type, core_file_of_gdb, interrupt_state
 from .common import execute
@@ -124,7 +125,7 @@ def run_command(name: str, arg: str) -> bool:
     try:
         ok = execute(session(), name, arg, stdout, errors.append, color=False, progress_stream=_Stderr())
     except SosError as e:  # raised before the command ran (e.g. building the session)
-        ok, errors = False, [f"error: {e}"]
+        ok, errors = False, [safe_line(f"error: {e}")]
     except KeyboardInterrupt:  # Ctrl-C outside the command proper
         ok, errors = False, ["error: interrupted"]
     finally:

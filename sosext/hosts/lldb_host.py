@@ -14,6 +14,7 @@ from ..clr.progress import set_interrupt_source
 from ..commands import load_all
 from ..commands.base import primary_commands
 from ..errors import SosError
+from ..render.text import safe_line
 from ..session import Session
 from ..targets.base import Target
 from .common import execute
@@ -69,7 +70,7 @@ class _LldbCommand:
                          color=False, progress_stream=sys.stderr)
         except SosError as e:  # target construction failed before the command ran
             ok = False
-            err.append(f"error: {e}")
+            err.append(safe_line(f"error: {e}"))
         if out:
             # Print keeps the text as is; AppendMessage would trim trailing blanks that
             # SOS's tables contain.

@@ -16,6 +16,7 @@ import stat
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from sosext.ipc.protocol import (
     HEADER_SIZE,
@@ -53,6 +54,8 @@ __all__ = [
     "process_start_time",
     "pid_exists",
 ]
+
+_POLL = 1.0  # seconds between checks of the process while waiting for a reply
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds to wait for a runtime to accept and answer a quick command (process info)."""
@@ -121,7 +124,7 @@ def published_sockets(tmpdir: str | None = None) -> list[DiagnosticsSocket]:
 
 
 def pid_exists(pid: int) -> bool:
-    if pid <= 0:
+    if not 0 < pid < 1 << 31:  # os.kill would overflow (or signal a group)
         return False
     try:
         os.kill(pid, 0)
@@ -204,7 +207,8 @@ class DiagnosticsClient:
         deadline = time.monotonic() + timeout
 
         def timed_out() -> IpcError:
-            return IpcError(f"timed out waiting for process {self.pid} ({operation}, {timeout:g} s)")
+            return IpcError(f"timed out after {timeout:g} s waiting for process {self.pid} to answer {operation}: "
+                            f"{_busy_reason(self.pid)}")
 
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
@@ -246,8 +250,17 @@ class DiagnosticsClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise socket.timeout()
-            sock.settimeout(remaining)
-            chunk = sock.recv(min(n - got, 65536))
+            # Wake up every second to notice a process that stopped or died meanwhile,
+            # rather than waiting out the whole deadline in silence.
+            sock.settimeout(min(remaining, _POLL))
+            try:
+                chunk = sock.recv(min(n - got, 65536))
+            except socket.timeout:
+                if process_state(self.pid) in ("T", "Z", "X", None):
+                    check_not_stopped(self.pid, traced_too=False)
+                    if process_state(self.pid) is None:
+                        raise NoSuchProcessError(self.pid) from None
+                continue
             if not chunk:
                 what = "without replying" if first and got == 0 else "in the middle of its reply"
                 raise IpcError(f"process {self.pid} closed the diagnostics connection {what} ({operation})")
@@ -394,6 +407,60 @@ def _check_dump_directory(directory: str) -> None:
         pass
 
 
+PID_MAX_LIMIT = 1 << 22  # the kernel's ceiling for /proc/sys/kernel/pid_max on 64-bit
+
+
+def pid_max() -> int:
+    try:
+        with open("/proc/sys/kernel/pid_max") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return PID_MAX_LIMIT
+
+
+def parse_pid(text: str | int) -> int:
+    """A process id as a user types it; :class:`IpcError` (one line) for anything else."""
+    try:
+        pid = int(str(text).strip(), 10)
+    except ValueError:
+        raise IpcError(f"invalid process id: {text} (a decimal number)") from None
+    limit = pid_max()
+    if not 0 < pid < limit:
+        raise IpcError(f"invalid process id: {text} (1 to {limit - 1})")
+    return pid
+
+
+def process_state(pid: int) -> str | None:
+    """Field 3 of ``/proc/<pid>/stat``: R, S, D, T (stopped), t (tracing stop), Z ...; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2:].split()
+    return fields[0].decode("ascii", "replace") if fields else None
+
+
+def check_not_stopped(pid: int, *, traced_too: bool = True) -> None:
+    """A stopped process cannot answer on its diagnostics socket: say so instead of waiting."""
+    state = process_state(pid)
+    if state == "T":
+        raise IpcError(f"process {pid} is stopped (state T, e.g. by SIGSTOP, Ctrl-Z or SIGTTIN) and cannot "
+                       f"answer; resume it with 'kill -CONT {pid}' and retry")
+    if state == "t" and traced_too:
+        raise IpcError(f"process {pid} is stopped by a debugger (state t, tracing stop) and cannot answer; "
+                       "let it run ('continue') or detach the debugger, and retry")
+    if state in ("Z", "X"):
+        raise IpcError(f"process {pid} has exited (state {state})")
+
+
+def _owner(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
 def collect_dump(
     pid: int,
     path: str | os.PathLike[str],
@@ -402,50 +469,217 @@ def collect_dump(
     diagnostics: bool = False,
     timeout: float = 120.0,
     tmpdir: str | None = None,
+    force: bool = False,
+    on_start: Callable[[], None] | None = None,
 ) -> str:
     """Have the runtime of ``pid`` write a core dump to ``path``; return its absolute path.
 
-    ``path`` may use createdump's ``%p``/``%d`` (pid), ``%e``, ``%h``, ``%t``, ``%%``. It is
-    made absolute here (createdump, spawned by the target, resolves it in the target's
-    filesystem and working directory), its directory must exist and be writable by us.
+    ``path`` may use createdump's ``%p``/``%d`` (pid), ``%e``, ``%h``, ``%t``, ``%%`` in its
+    file name. It is made absolute here (createdump, spawned by the target, resolves it in the
+    target's filesystem and working directory); its directory must exist and be writable by us.
     ``diagnostics`` turns on createdump's log, which goes to the *target's* console.
+
+    A dump holds the process's secrets, and createdump opens its file with O_TRUNC, following
+    symlinks, mode 0644. So createdump never sees ``path``: it writes into a private directory
+    (0700) made next to it, into a file we created there (O_EXCL, O_NOFOLLOW, 0600); the
+    finished file is made 0600 and linked to ``path`` without replacing anything (``force``
+    replaces an existing file, or a symlink itself, never what a symlink points to).
+    ``on_start`` is called once every check passed, just before the runtime is asked.
     """
     try:
         dump_type = DumpType(dump_type)
     except ValueError:
         raise IpcError(f"invalid dump type {dump_type!r} (1 normal, 2 with heap, 3 triage, 4 full)") from None
-    # No such process / no socket: say so before looking at the path.
+    if not isinstance(pid, int) or not 0 < pid < 1 << 31:
+        raise IpcError(f"invalid process id: {pid}")
+    # No such process / no socket / stopped: say so before looking at the path.
     client = DiagnosticsClient(pid, tmpdir=tmpdir, socket_path=find_socket(pid, tmpdir))
+    check_not_stopped(pid)
     pattern = os.path.abspath(os.fspath(path))
-    expanded, is_glob = _expand_dump_name(pattern, pid)
-    directory, is_dir_glob = _expand_dump_name(os.path.dirname(pattern), pid)
-    if not is_dir_glob:  # a directory named by %e or %t cannot be checked beforehand
-        _check_dump_directory(directory)
-    if not is_glob and os.path.isdir(expanded):
-        raise IpcError(f"dump path is a directory: {expanded}")
+    real_dir, is_dir_glob = _expand_dump_name(os.path.dirname(pattern), pid)
+    if is_dir_glob:
+        raise IpcError(f"%e and %t can only be used in the dump's file name, not in its directory: {pattern}")
+    name_pattern = os.path.basename(pattern)
+    _check_dump_directory(real_dir)
+    name, is_glob = _expand_dump_name(name_pattern, pid)
+    if not is_glob:
+        _check_destination(os.path.join(real_dir, name), force)
 
-    started = time.time()
-    flags = WriteDumpFlags.LOGGING_ENABLED if diagnostics else WriteDumpFlags.NONE
-    client.write_dump(pattern, dump_type, flags, timeout=timeout)
-
-    if is_glob:
-        matches = [p for p in glob.glob(expanded) if _mtime(p) >= started - 2]
-        if not matches:
-            raise IpcError(f"process {pid} reported a dump written, but nothing matches {expanded}")
-        result = max(matches, key=_mtime)
-    else:
-        result = expanded
+    private = _private_directory(real_dir)
     try:
-        size = os.stat(result).st_size
-    except OSError:
-        raise IpcError(f"process {pid} reported a dump written, but {result} does not exist") from None
-    if size == 0:
-        raise IpcError(f"process {pid} reported a dump written, but {result} is empty")
-    return result
+        owner = _owner(pid)
+        handed = owner is not None and owner != os.geteuid() and os.geteuid() == 0
+        if handed:
+            # createdump runs as the target's user: let that user (only) into the private directory.
+            blocked = _blocked_for(pid, owner, real_dir)
+            if blocked is not None:
+                raise IpcError(f"process {pid} runs as uid {owner}, and its createdump could not reach "
+                               f"{real_dir} ({blocked} is not searchable by that user); choose a directory "
+                               "that user can enter")
+            os.chown(private, owner, -1)
+        if not is_glob:
+            fd = os.open(os.path.join(private, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                if handed:
+                    os.fchown(fd, owner, -1)
+            finally:
+                os.close(fd)
+        flags = WriteDumpFlags.LOGGING_ENABLED if diagnostics else WriteDumpFlags.NONE
+        private_pattern = os.path.join(private.replace("%", "%%"), name_pattern)
+        if on_start is not None:
+            on_start()
+        client.write_dump(private_pattern, dump_type, flags, timeout=timeout)
+        if handed:
+            os.chown(private, os.geteuid(), -1)  # from here on, only we can touch what is inside
+        produced, size = _take_private_dump(pid, private)
+        final = os.path.join(real_dir, os.path.basename(produced))
+        _publish(produced, final, force)
+        if size == 0:
+            os.unlink(final)
+            raise IpcError(f"process {pid} reported a dump written, but it is empty")
+        return final
+    finally:
+        _remove_private_directory(private)
 
 
-def _mtime(path: str) -> float:
+def _busy_reason(pid: int) -> str:
+    """Why a process may not have answered, for a timeout's message."""
+    children = _children(pid)
+    writer = next((c for c in children if c[1] == "createdump"), None)
+    if writer is not None:
+        return (f"createdump (pid {writer[0]}) is still writing the dump; a big process needs longer "
+                "(--timeout SECONDS)")
+    state = process_state(pid)
+    if state == "t":
+        return "it is stopped by a debugger (tracing stop)"
+    if state == "D":
+        return "it is blocked in the kernel (state D, uninterruptible I/O)"
+    return (f"its diagnostics server did not reply (state {state}; a hung or overloaded process, or "
+            "DOTNET_DiagnosticPorts with suspend)")
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for task in glob.glob(f"/proc/{pid}/task/*/children"):
+        try:
+            with open(task) as f:
+                kids = [int(k) for k in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        for k in kids:
+            try:
+                with open(f"/proc/{k}/comm") as f:
+                    found.append((k, f.read().strip()))
+            except OSError:
+                pass
+    return found
+
+
+def _groups_of(pid: int) -> set[int]:
+    groups: set[int] = set()
     try:
-        return os.stat(path).st_mtime
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Gid:"):
+                    groups.update(int(g) for g in line.split()[1:3])
+                elif line.startswith("Groups:"):
+                    groups.update(int(g) for g in line.split()[1:])
+    except (OSError, ValueError):
+        pass
+    return groups
+
+
+def _blocked_for(pid: int, uid: int, directory: str) -> str | None:
+    """The first directory on the way to ``directory`` that user ``uid`` (the target's) cannot
+    search, by the mode bits (ACLs aside); None when createdump can get there."""
+    groups = _groups_of(pid)
+    path = "/"
+    for part in [""] + [p for p in directory.split("/") if p]:
+        path = os.path.join(path, part) if part else "/"
+        try:
+            st = os.stat(path)
+        except OSError:
+            return path
+        if st.st_uid == uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return path
+    return None
+
+
+def _check_destination(final: str, force: bool) -> None:
+    if os.path.isdir(final) and not os.path.islink(final):
+        raise IpcError(f"dump path is a directory: {final}")
+    if os.path.lexists(final) and not force:
+        kind = "a symlink" if os.path.islink(final) else "a file"
+        raise IpcError(f"{final} already exists ({kind}); choose another name or use --force to replace it")
+
+
+def _private_directory(directory: str) -> str:
+    try:
+        return tempfile.mkdtemp(prefix=".sosext-dump-", dir=directory)  # mode 0700
+    except OSError as exc:
+        raise IpcError(f"cannot create a private directory in {directory}: {exc.strerror or exc}") from None
+
+
+def _take_private_dump(pid: int, private: str) -> tuple[str, int]:
+    """The one file createdump left in ``private``, made ours and 0600; (path, size)."""
+    names = os.listdir(private)
+    if len(names) != 1:
+        raise IpcError(f"process {pid} reported a dump written, but it left {len(names)} files in {private}")
+    produced = os.path.join(private, names[0])
+    try:
+        fd = os.open(produced, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise IpcError(f"process {pid} reported a dump written, but {produced} cannot be opened: "
+                       f"{exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise IpcError(f"process {pid} reported a dump written, but {produced} is not a regular file")
+        if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()) and os.geteuid() == 0:
+            os.fchown(fd, os.geteuid(), os.getegid())
+        os.fchmod(fd, 0o600)
+        return produced, st.st_size
+    finally:
+        os.close(fd)
+
+
+def _publish(produced: str, final: str, force: bool) -> None:
+    """Give the dump its name: a hard link never replaces anything (nor follows a symlink)."""
+    if force:
+        if os.path.isdir(final) and not os.path.islink(final):
+            raise IpcError(f"dump path is a directory: {final}")
+        os.replace(produced, final)  # replaces a symlink itself, not its target
+        return
+    try:
+        os.link(produced, final, follow_symlinks=False)
+    except FileExistsError:
+        raise IpcError(f"{final} appeared while the dump was written; not replacing it "
+                       "(use --force to replace it)") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+            raise IpcError(f"cannot name the dump {final}: {exc.strerror or exc}") from None
+        # A file system without hard links: rename, after checking (a small window remains).
+        if os.path.lexists(final):
+            raise IpcError(f"{final} appeared while the dump was written; not replacing it") from None
+        os.rename(produced, final)
+        return
+    os.unlink(produced)
+
+
+def _remove_private_directory(private: str) -> None:
+    """Whatever is left (a failed or partial dump holds secrets too) goes, then the directory."""
+    try:
+        for name in os.listdir(private):
+            try:
+                os.unlink(os.path.join(private, name))
+            except OSError:
+                pass
+        os.rmdir(private)
     except OSError:
-        return 0.0
+        pass

@@ -1,8 +1,14 @@
-"""Where a command's text goes: buffered lines handed to the host's writer."""
+"""Where a command's text goes: buffered lines handed to the host's writer.
+
+Every line passes through :func:`~sosext.render.text.safe_text` here, the one place all
+command output goes through, so no target-derived control character reaches a terminal.
+"""
 from __future__ import annotations
 
 import json
 from typing import Any, Callable
+
+from .text import safe_text
 
 
 class Output:
@@ -15,7 +21,7 @@ class Output:
         self._chunk = chunk
 
     def line(self, text: str = "") -> None:
-        self._lines.append(text)
+        self._lines.append(safe_text(text))
         if len(self._lines) >= self._chunk:
             self.flush()
 

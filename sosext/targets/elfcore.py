@@ -345,8 +345,13 @@ class ElfCore:
             st = os.stat(self.path)
         except OSError as e:
             raise TargetError(f"cannot open core file {self.path}: {e.strerror or e}") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise TargetError(f"not a core file: {self.path} is a directory")
         if not stat.S_ISREG(st.st_mode):
-            raise TargetError(f"not an ELF core file: {self.path} (not a regular file)")
+            kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
+                    else "a pipe" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                    else "not a regular file")
+            raise TargetError(f"not a core file: {self.path} is {kind}, not a regular file")
         if st.st_size == 0:
             raise TargetError(f"not an ELF core file: {self.path} (empty file)")
         try:
@@ -358,7 +363,23 @@ class ElfCore:
         return mm, memoryview(mm)
 
     def _fail(self, kind: str, detail: str) -> TargetError:
+        foreign = foreign_arch_note(self.arch) if self.machine else None
+        if foreign is not None:
+            # A core of another architecture that also fails to parse: the architecture is
+            # what the user must hear about first.
+            return TargetError(f"unsupported core file: {self.path} ({foreign}; {detail})")
         return TargetError(f"{kind}: {self.path} ({detail})")
+
+    @property
+    def truncation(self) -> str | None:
+        """One line when PT_LOAD data runs past the end of the file (a dump cut short), else None."""
+        need = max((seg.offset + min(seg.filesz, seg.end - seg.start) for seg in self.segments), default=0)
+        have = len(self._mm) if self._mm is not None else 0
+        if need <= have:
+            return None
+        return (f"truncated core file: {self.path} is {have:,} bytes, but its memory segments need "
+                f"{need:,} ({100 * have // need}% present): the dump was cut short (a full disk?) "
+                "or copied incompletely; collect or copy it again")
 
     def _parse(self) -> None:
         mm, size = self._mm, len(self._mm)
@@ -715,6 +736,21 @@ def _disjoint(pieces: list) -> list:
     return out
 
 
+def host_arch() -> str:
+    import platform
+    machine = platform.machine()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine)
+
+
+def foreign_arch_note(arch: str) -> str | None:
+    """Why a core of ``arch`` cannot be analyzed here, or None when it can."""
+    here = host_arch()
+    if arch == here:
+        return None
+    return (f"an {arch} core; this machine is {here}, and the runtime's DAC, which sosext loads "
+            f"as native code, runs only on the core's own architecture: analyze it on an {arch} machine")
+
+
 class CoreTarget(TargetBase):
     """A Linux core file as a sosext Target (the standalone CLI's target; debuggers use its
     memory too)."""
@@ -773,6 +809,18 @@ class CoreTarget(TargetBase):
 
     def diag_info(self) -> DiagInfo | None:
         return self.core.diag_info()
+
+    @property
+    def truncation(self) -> str | None:
+        return self.core.truncation
+
+    def unusable(self) -> str | None:
+        """One line saying why no runtime can be read from this core (truncated, another
+        architecture), or None. Checked before the DAC is asked, whose own error would mislead."""
+        note = foreign_arch_note(self.arch)
+        if note is not None:
+            return f"unsupported core file: {self.path} ({note})"
+        return self.truncation
 
     def describe(self) -> str:
         return f"core file {self.path}"

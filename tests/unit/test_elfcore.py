@@ -406,7 +406,8 @@ def one_line_error(path: Path, match: str, **kw: object) -> None:
 
 def test_bad_files(tmp_path: Path) -> None:
     one_line_error(tmp_path / "missing", r"cannot open core file .*missing: No such file")
-    one_line_error(tmp_path, r"not an ELF core file: .* \(not a regular file\)")
+    one_line_error(tmp_path, r"^not a core file: .* is a directory$")
+    one_line_error(Path("/dev/zero"), r"^not a core file: /dev/zero is a character device, not a regular file$")
     one_line_error(write(tmp_path, b"", "empty"), r"not an ELF core file: .*empty \(empty file\)")
     one_line_error(write(tmp_path, b"hello world" * 10, "text"), r"^not an ELF core file: .*text$")
     good = make_core([Load(0x1000, b"x" * 8)], [prstatus(1, [0] * 27)])

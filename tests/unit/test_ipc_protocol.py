@@ -16,6 +16,8 @@ import time
 import uuid
 from collections.abc import Callable
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -443,7 +445,7 @@ def test_find_socket_prefers_the_start_time_key(ipcdir):
 def test_timeout_when_runtime_never_answers(ipcdir):
     ipcdir([lambda req: None])
     t0 = time.monotonic()
-    with pytest.raises(IpcError, match=f"^timed out waiting for process {os.getpid()}"):
+    with pytest.raises(IpcError, match=f"^timed out after 0.3 s waiting for process {os.getpid()}"):
         ipc_client.get_process_info(os.getpid(), tmpdir=ipcdir.dir, timeout=0.3)
     assert time.monotonic() - t0 < 3
 
@@ -451,7 +453,7 @@ def test_timeout_when_runtime_never_answers(ipcdir):
 def test_timeout_on_partial_reply(ipcdir):
     # Half a header, then silence: a timeout too, not a hang.
     ipcdir([lambda req: Hold(b"DOTNET_IPC")])
-    with pytest.raises(IpcError, match=f"^timed out waiting for process {os.getpid()}"):
+    with pytest.raises(IpcError, match=f"^timed out after 0.3 s waiting for process {os.getpid()}"):
         ipc_client.get_process_info(os.getpid(), tmpdir=ipcdir.dir, timeout=0.3)
 
 
@@ -495,7 +497,9 @@ def test_dump_falls_back_3_2_1(ipcdir, tmp_path):
     target = tmp_path / "core.%p"
 
     def write_ok(req: bytes) -> bytes:
-        (tmp_path / f"core.{os.getpid()}").write_bytes(b"\x7fELF" + bytes(60))
+        # Like createdump: write where the request says (sosext's private directory).
+        asked = p.PayloadReader(p.decode_message(req).payload).string()
+        Path(asked.replace("%p", str(os.getpid()))).write_bytes(b"\x7fELF" + bytes(60))
         return p.encode_message(0xFF, 0x00, struct.pack("<I", 0))
 
     rt = ipcdir([err(0x80131385), err(0x80131385), write_ok])
@@ -505,7 +509,12 @@ def test_dump_falls_back_3_2_1(ipcdir, tmp_path):
     assert [(m.header.command_set, m.header.command_id) for m in decoded] == [(1, 3), (1, 2), (1, 1)]
     for m in decoded:
         r = p.PayloadReader(m.payload)
-        assert (r.string(), r.u32(), r.u32()) == (str(target), 4, 1)
+        asked, kind, flags = r.string(), r.u32(), r.u32()
+        # createdump is sent a private directory next to the target, never the target itself.
+        assert os.path.dirname(os.path.dirname(asked)) == str(tmp_path)
+        assert os.path.basename(os.path.dirname(asked)).startswith(".sosext-dump-")
+        assert (os.path.basename(asked), kind, flags) == ("core.%p", 4, 1)
+    assert os.listdir(tmp_path) == [f"core.{os.getpid()}"]  # the private directory is gone
 
 
 def test_dump_failure_message(ipcdir, tmp_path):
@@ -520,8 +529,17 @@ def test_dump_failure_message(ipcdir, tmp_path):
 
 def test_dump_success_but_no_file(ipcdir, tmp_path):
     ipcdir([ok(struct.pack("<I", 0))])
-    with pytest.raises(IpcError, match="reported a dump written, but .* does not exist"):
+    # The file sosext created for createdump stayed empty; with %t (no file made beforehand) none appeared.
+    with pytest.raises(IpcError, match="reported a dump written, but it is empty"):
         ipc_client.collect_dump(os.getpid(), tmp_path / "core", tmpdir=ipcdir.dir, timeout=2)
+    assert os.listdir(tmp_path) == []
+
+
+def test_dump_success_but_no_file_with_time_pattern(ipcdir, tmp_path):
+    ipcdir([ok(struct.pack("<I", 0))])
+    with pytest.raises(IpcError, match="reported a dump written, but it left 0 files in "):
+        ipc_client.collect_dump(os.getpid(), tmp_path / "core.%t", tmpdir=ipcdir.dir, timeout=2)
+    assert os.listdir(tmp_path) == []
 
 
 def test_dump_path_checks_happen_before_asking(ipcdir, tmp_path):
