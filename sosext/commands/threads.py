@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..clr.addresses import classifier
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
 from ..clr.progress import interrupted
 from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
@@ -207,7 +208,10 @@ class ThreadStateCommand(Command):
         try:
             state = parse_address(args.state)
         except UsageError:
-            state = 0
+            raise UsageError(f"invalid thread state: {args.state} (a hex number, the State column of clrthreads)") \
+                from None
+        if state >= 1 << 32:
+            raise UsageError(f"invalid thread state: {args.state} (thread states are 32-bit values)")
         names = [name for bit, name in THREAD_STATE_NAMES if state & bit]
         if not names:
             ctx.out.line(f"    No thread states for '{args.state}'")
@@ -467,6 +471,10 @@ Examples:
                 address = 0
             if not address:
                 raise SosError(f"Invalid exception object {args.object}")
+            c = classifier(runtime).classify(address)
+            if not c.is_object:
+                desc = c.description()
+                raise SosError(f"Invalid exception object: {address:016x}" + (f": {desc}{c.hint()}" if desc else ""))
             self._print(ctx, address)
         if thread is not None and thread.first_nested_exception:
             if not args.nested:
