@@ -172,8 +172,9 @@ class AddressClassifier:
             out = []
             for addr, t in dac.threads():
                 lim = dac.stack_limits(addr)
-                if lim and lim[0] < lim[1]:
-                    out.append((lim[0], lim[1], t.os_thread_id))
+                if lim and lim[0] != lim[1]:
+                    # The DAC answers (base, limit): the stack grows down from base.
+                    out.append((min(lim), max(lim), t.os_thread_id))
             self._stacks = out
         return self._stacks
 
