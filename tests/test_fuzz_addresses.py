@@ -33,6 +33,7 @@ from harness import Debuggee, build_debuggee
 
 pytestmark = pytest.mark.slow
 
+CONFIGS = [("wks", "regions"), ("svr", "segments")]
 HOSTS = ["cli-heap", "lldb-heap", "lldb-live"] + (["gdb-heap"] if drivers.GDB else [])
 FATAL = {128 + signal.SIGSEGV, 128 + signal.SIGBUS, 128 + signal.SIGABRT, 128 + signal.SIGILL}
 
@@ -43,7 +44,7 @@ COMMANDS = [
     "dumpmodule {a}", "dumpmodule -mt {a}", "dumpdomain {a}", "dumpassembly {a}", "gcroot {a}", "objsize {a}",
     "objsize -mt {a}", "gcwhere {a}", "verifyheap -segment {a}", "dumpheap -mt {a}", "dumpheap -segment {a} -stat",
     "eeheap -gc -segment {a}", "fq -mt {a} -stat", "threadstate {a}", "pe {a}", "dso {a}",
-    "name2ee {a} System.String", "token2ee {a} 02000002",
+    "name2ee {a} System.String", "token2ee {a} 02000002", "setthread -t {a}", "dumpheap -stat {a}",
 ]
 
 
@@ -98,10 +99,39 @@ def find_places(core: Path, truth: dict) -> dict[str, int]:
     }
 
 
+def empty_type(truth: dict) -> dict:
+    """A test type the runtime loaded but that has no instance on the heap."""
+    return next(v for v in truth["types"].values() if v["count"] + v["deadCount"] == 0)
+
+
+def misuse(truth: dict, places: dict[str, int]) -> list[tuple[str, list[str]]]:
+    """(command, its exact output lines): misused options and empty results."""
+    p = places
+    mt = h(truth["types"]["SosextDebuggee.HeapItemA"]["mt"])
+    empty = ["Statistics:", "          MT Count TotalSize Class Name", "Total 0 objects, 0 bytes"]
+    listing = ["         Address               MT           Size"]
+    return [
+        ("dumpheap -type NoSuchType", listing + empty),
+        ("dumpheap -type NoSuchType -stat", empty),
+        (f"dumpheap -mt {empty_type(truth)['mt']}", listing + empty),
+        ("dumpheap -live -dead", ["error: -live and -dead exclude each other: give one of them"]),
+        ("dumpheap -gen gen3", ["error: Unknown generation: gen3. Only gen0, gen1, gen2, loh (large), poh (pinned) "
+                                "and foh (frozen) are supported"]),
+        (f"gcroot -limit 0 {p['string']:x}", ["error: -limit must be at least 1: 0"]),
+        (f"objsize -mt {mt:x} {p['string']:x}", ["error: objsize takes an object address or -mt <MT>, not both"]),
+        ("threadstate zzz", ["error: invalid thread state: zzz (a hex number, the State column of clrthreads)"]),
+        ("threadstate -1", ["error: invalid thread state: -1 (a hex number, the State column of clrthreads)"]),
+        (f"dumpdomain {p['string']:x}", [f"error: {p['string']:016X} is not an AppDomain: it is an object "
+                                         f"(System.String) (try dumpobj {p['string']:x})"]),
+        (f"verifyheap -segment {mt:x}", [f"error: {mt:x} is not a segment of the GC heap (see eeheap -gc): it is a "
+                                         f"MethodTable (SosextDebuggee.HeapItemA) (try dumpmt {mt:x})"]),
+    ]
+
+
 def commands_for(truth: dict, places: dict[str, int]) -> list[str]:
     mt = truth["types"]["SosextDebuggee.HeapItemA"]["mt"]
     cmds = [c.format(a=f"{addr:x}", mt=mt) for addr in places.values() for c in COMMANDS]
-    return cmds + ["dumpheap -stat"]
+    return cmds + [c for c, _want in misuse(truth, places)] + ["dumpheap -stat"]
 
 
 def run_recording(host: str, debuggee: Debuggee, commands: list[str], core: Path) -> tuple[list[drivers.Output], int]:
@@ -115,23 +145,33 @@ def run_recording(host: str, debuggee: Debuggee, commands: list[str], core: Path
         return proc
 
     debugger, target = host.split("-", 1)
+    run = drivers.run_lldb if debugger == "lldb" else drivers.run_gdb
     with mock.patch.object(drivers.subprocess, "run", spy):
-        if debugger == "cli":
-            outs = drivers.run_cli(commands, core=core)
-        elif target == "live":
-            outs = (drivers.run_lldb if debugger == "lldb" else drivers.run_gdb)(commands, pid=debuggee.pid)
-        else:
-            outs = (drivers.run_lldb if debugger == "lldb" else drivers.run_gdb)(
-                commands, core=core, exe=str(debuggee.executable))
+        try:
+            if debugger == "cli":
+                outs = drivers.run_cli(commands, core=core)
+            elif target == "live":
+                outs = run(commands, pid=debuggee.pid)
+            else:
+                outs = run(commands, core=core, exe=str(debuggee.executable))
+        except AssertionError:
+            outs = []  # the output stopped early: the host died, which the exit status tells
     return outs, codes[-1]
 
 
-@pytest.fixture(scope="module")
+def outputs(case: Case, host: str) -> list[drivers.Output]:
+    outs = case.outputs[host]
+    assert len(outs) == len(case.commands), f"{host} died (exit status {case.returncodes[host]}) mid-batch"
+    return outs
+
+
+@pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: f"{c[0]}-{c[1]}")
 def case(request, tmp_path_factory) -> Case:
     drivers.require_dotnet_and_lldb()
+    gc, flavor = request.param
     tfm = request.config.getoption("--tfm")
-    cores = tmp_path_factory.mktemp("cores-fuzz")
-    with Debuggee("heap", tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
+    cores = tmp_path_factory.mktemp(f"cores-fuzz-{gc}-{flavor}")
+    with Debuggee("heap", gc=gc, gc_flavor=flavor, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
         core = d.write_core("heap", cores / "heap.core")
         places = find_places(core, d.truth)
         c = Case(d.truth, places, commands_for(d.truth, places))
@@ -155,12 +195,12 @@ def host(request) -> str:
 def test_the_host_process_exits_normally(case: Case, host: str) -> None:
     rc = case.returncodes[host]
     assert rc >= 0 and rc not in FATAL, f"{host} ended with {rc} (negative: killed by signal {-rc})"
-    assert len(case.outputs[host]) == len(case.commands)
+    outputs(case, host)
 
 
 def test_every_command_prints_output_or_exactly_one_error(case: Case, host: str) -> None:
     bad = []
-    for cmd, out in zip(case.commands, case.outputs[host]):
+    for cmd, out in zip(case.commands, outputs(case, host)):
         lines = [ln for ln in out.lines if ln.strip()]
         if "internal error" in out.text or "Traceback" in out.text:
             bad.append((cmd, out.text[-300:]))
@@ -172,7 +212,7 @@ def test_every_command_prints_output_or_exactly_one_error(case: Case, host: str)
 
 
 def test_the_session_still_answers_dumpheap_stat_as_the_truth_says(case: Case, host: str) -> None:
-    rows = sp.stat_rows(case.outputs[host][-1].text)
+    rows = sp.stat_rows(outputs(case, host)[-1].text)
     populated = {k: v for k, v in case.truth["types"].items() if v["count"] + v["deadCount"] > 0}
     assert populated
     for name, t in populated.items():
@@ -185,7 +225,7 @@ def test_the_session_still_answers_dumpheap_stat_as_the_truth_says(case: Case, h
 def test_wrong_kinds_name_what_the_address_is(case: Case, host: str) -> None:
     """A few answers pinned exactly: the classification is the point of the validation."""
     p = case.places
-    out = dict(zip(case.commands, case.outputs[host]))
+    out = dict(zip(case.commands, outputs(case, host)))
     mt = p["mt"]
 
     def err(cmd: str) -> str:
@@ -216,6 +256,12 @@ def test_wrong_kinds_name_what_the_address_is(case: Case, host: str) -> None:
     assert out[f"dumpdomain {p['domain']:x}"].lines[1].startswith("Domain 1:")
     assert out[f"dumpmodule {p['module']:x}"].lines[0].endswith("SosextDebuggee.dll")
     assert out[f"dumpmd {p['methoddesc']:x}"].lines[0].startswith("Method Name:")
+
+
+def test_misused_options_and_empty_results(case: Case, host: str) -> None:
+    out = dict(zip(case.commands, outputs(case, host)))
+    for cmd, want in misuse(case.truth, case.places):
+        assert [ln for ln in out[cmd].lines if ln.strip()] == want, cmd
 
 
 def test_the_live_debuggee_survives_the_debugger(case: Case) -> None:
