@@ -134,6 +134,9 @@ class DumpHeap(Command):
 Walks the GC heap (every subheap, segment or region, LOH, POH and the NonGC/frozen heap)
 and lists each object's address, MethodTable and size, then per-type statistics sorted
 by total size. Filters combine. The walk is done once per stop of the process and reused.
+-mt must be a MethodTable and -segment a segment (or an address inside one): anything else
+is one error line saying what the address is. A filter that matches nothing prints the
+header and "Total 0 objects, 0 bytes".
 
 Examples:
   dumpheap -stat
@@ -154,8 +157,8 @@ Examples:
         Option("-gen", "only objects in gen0, gen1, gen2, loh (large), poh (pinned) or foh (frozen)", str, "generation"),
         Option("-heap", "only objects of GC heap number n", parse_count, "n"),
         Option("-segment", "only objects of the segment at (or containing) this address", parse_address, "address"),
-        Option("-live", "only objects reachable from a root"),
-        Option("-dead", "only objects no root reaches"),
+        Option("-live", "only objects reachable from a root (not with -dead)"),
+        Option("-dead", "only objects no root reaches (not with -live)"),
         Option("-thinlock", "list objects that hold a thin lock"),
         Option("-bycount", "sort the statistics by count instead of total size"),
         Option("-ignoreGCState", "walk even if the GC says the heap is not walkable now"),

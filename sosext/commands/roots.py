@@ -158,7 +158,7 @@ Examples:
   gcroot -nostacks 7f3a14005678
   gcroot --json 7f3a14005678"""
     options = (Option("-nostacks", "do not consider thread stacks"),
-               Option("-limit", "print at most n roots", parse_limit, "n"),
+               Option("-limit", "print at most n roots (n >= 1)", parse_limit, "n"),
                Option("--json", "print the result as JSON", dest="json"))
     positionals = (Positional("address", "the object"),)
 
@@ -222,7 +222,7 @@ Examples:
     options = (Option("-stat", "statistics only", aliases=("-summary",)),
                Option("-short", "addresses only"),
                Option("-strings", "string statistics of the retained strings"),
-               Option("-mt", "start from every object of this MethodTable", parse_mt, "MT"))
+               Option("-mt", "start from every object of this MethodTable (instead of an address)", parse_mt, "MT"))
     positionals = (Positional("address", "the object"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:

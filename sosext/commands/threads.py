@@ -200,7 +200,12 @@ class ThreadStateCommand(Command):
     names = ("threadstate", "ThreadState")
     summary = "Name the bits of a thread's State value (the State column of clrthreads)."
     usage = "threadstate <state>"
-    details = "Example:\n  threadstate 21220"
+    details = """\
+The value is hex (with or without 0x) and 32-bit; anything else is an error. A value with
+no known bit prints "No thread states for '<value>'".
+
+Example:
+  threadstate 21220"""
     positionals = (Positional("state", "the State value, hex", str, required=True),)
     needs_runtime = False
 
