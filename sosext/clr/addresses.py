@@ -18,7 +18,9 @@ that are safe to gather:
   the EEClass or canonical MethodTable points back) and reports the same module;
 - a MethodDesc is what the DAC validates as one (its checks run inside the DAC's own
   exception handling) once the address is none of the above, and whose MethodTable and
-  module pass the checks above.
+  module pass the checks above;
+- an EEClass (runtimes before .NET 9) holds, among its first words, a MethodTable whose
+  class is that EEClass: found with raw reads and the MethodTable check alone.
 
 Anything else is UNKNOWN, and commands refuse it with one line naming what it is.
 """
@@ -55,6 +57,7 @@ class AddressKind(enum.Enum):
     APP_DOMAIN = "AppDomain"
     ASSEMBLY = "Assembly"
     METHOD_DESC = "MethodDesc"
+    EECLASS = "EEClass"
     STACK = "stack"
     UNKNOWN = "unknown"
 
@@ -63,7 +66,7 @@ class AddressKind(enum.Enum):
 _SHOW_WITH = {
     AddressKind.OBJECT: "dumpobj", AddressKind.FREE: "dumpobj", AddressKind.METHOD_TABLE: "dumpmt",
     AddressKind.MODULE: "dumpmodule", AddressKind.APP_DOMAIN: "dumpdomain", AddressKind.ASSEMBLY: "dumpassembly",
-    AddressKind.METHOD_DESC: "dumpmd",
+    AddressKind.METHOD_DESC: "dumpmd", AddressKind.EECLASS: "dumpclass",
 }
 
 
@@ -254,6 +257,21 @@ class AddressClassifier:
         d = self.runtime.dac.method_desc_data(md)
         return d is not None and d.module_ptr in self.module_addresses() and self.is_method_table(d.method_table_ptr)
 
+    def eeclass_method_table(self, addr: int) -> int | None:
+        """The MethodTable whose class is ``addr``: an EEClass (before .NET 9) points to its
+        MethodTable among its first words, which the MethodTable's own class field confirms;
+        ``addr`` itself never reaches the DAC."""
+        if not addr or addr & 7 or not self.readable(addr, 64):
+            return None
+        raw = bytes(self.target.read_partial(addr, 64))
+        for off in range(0, 64, 8):
+            word = int.from_bytes(raw[off:off + 8], "little")
+            if word and word != addr and self.is_method_table(word):
+                t = self.heap.types.get(word)
+                if t is not None and t.canonical == addr:
+                    return word
+        return None
+
     # -- the heap --------------------------------------------------------------------------
 
     def _in_heap(self, address: int) -> bool:
@@ -344,6 +362,9 @@ class AddressClassifier:
         if self.is_method_desc(address):
             name = self.runtime.dac.method_desc_name(address) or ""
             return AddressClass(address, AddressKind.METHOD_DESC, address, 0, name)
+        mt = self.eeclass_method_table(address)
+        if mt is not None:
+            return AddressClass(address, AddressKind.EECLASS, address, 0, self.heap.types.name_of(mt))
         return AddressClass(address, AddressKind.UNKNOWN)
 
     # -- what commands ask ------------------------------------------------------------------

@@ -47,9 +47,14 @@ def method_name_at(heap: ClrHeap, ip: int) -> str:
 
 
 def frame_name(heap: ClrHeap, frame: int) -> str:
+    target = heap.runtime.target
     try:
-        vtable = heap.runtime.target.read_pointer(frame)
+        vtable = target.read_pointer(frame)
     except SosError:
+        return "Frame"
+    # The vtable word is read from target memory: only one inside libcoreclr is a Frame's.
+    mod = target.module_at(vtable)
+    if mod is None or "coreclr" not in mod.name:
         return "Frame"
     return heap.dac.frame_name(vtable) or "Frame"
 

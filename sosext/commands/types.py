@@ -196,24 +196,14 @@ Example:
 
 def _eeclass_method_table(ctx: CommandContext, addr: int) -> int | None:
     """The MethodTable whose class is ``addr`` (an EEClass, or on .NET 9+ a canonical
-    MethodTable), found without handing ``addr`` itself to the DAC: a canonical MethodTable
-    is its own class; an EEClass holds a pointer to its MethodTable among its first words."""
-    if not addr or addr & 7:
-        return None
+    MethodTable), found without handing ``addr`` itself to the DAC."""
     cls = classifier(ctx.runtime)
     c = cls.classify(addr)
     if c.kind is AddressKind.METHOD_TABLE:
         t = ctx.heap.types.get(addr)
         return addr if t is not None and t.canonical == addr else None
-    if c.kind is not AddressKind.UNKNOWN:
-        return None
-    raw = bytes(ctx.runtime.target.read_partial(addr, 64))
-    for off in range(0, len(raw) - 7, 8):
-        word = int.from_bytes(raw[off:off + 8], "little")
-        if word and cls.is_method_table(word):
-            t = ctx.heap.types.get(word)
-            if t is not None and t.canonical == addr:
-                return word
+    if c.kind is AddressKind.EECLASS:
+        return cls.eeclass_method_table(addr)
     return None
 
 
