@@ -90,7 +90,10 @@ def find_places(core: Path, truth: dict) -> dict[str, int]:
     unmapped = 0x10000000
     assert not rt.target.read_partial(unmapped, 8), "the chosen unmapped address is mapped in the core"
     string = h(objs["strAscii"]["address"])
-    return {
+    # Before .NET 9 a MethodTable's class is a separate EEClass; since then it is the MT itself.
+    eeclass = heap.types.get(item_mt).canonical
+    extra = {"eeclass": eeclass} if eeclass != item_mt else {}
+    return extra | {
         "zero": 0, "one": 1, "unaligned": string + 3, "inside": h(objs["list"]["address"]) + 8, "mt": item_mt,
         "free": int(ix.addresses[frees[0]]), "stringdata": string + 12, "string": string,
         "array": h(objs["ints"]["address"]), "module": mod.address, "domain": domain.address,
