@@ -47,14 +47,11 @@ def method_name_at(heap: ClrHeap, ip: int) -> str:
 
 
 def frame_name(heap: ClrHeap, frame: int) -> str:
-    target = heap.runtime.target
+    # The first word is a vtable (a frame identifier since .NET 10); the DAC only compares it
+    # with the values it knows and never follows it, so any value is safe to hand over.
     try:
-        vtable = target.read_pointer(frame)
+        vtable = heap.runtime.target.read_pointer(frame)
     except SosError:
-        return "Frame"
-    # The vtable word is read from target memory: only one inside libcoreclr is a Frame's.
-    mod = target.module_at(vtable)
-    if mod is None or "coreclr" not in mod.name:
         return "Frame"
     return heap.dac.frame_name(vtable) or "Frame"
 
