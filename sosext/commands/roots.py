@@ -252,8 +252,6 @@ Examples:
             return
         ctx.out.line(header)
         ctx.out.line()
-        if not len(order):
-            return
         if not args.stat:
             DumpHeap._list(ctx, heap, ix, order)
             ctx.out.line()
@@ -404,8 +402,6 @@ Examples:
         ctx.out.lines(lines)
         ctx.out.line("Statistics for all finalizable objects that are no longer rooted:" if args.allready else
                      "Statistics for all finalizable objects (including all objects ready for finalization):")
-        if not len(sel):
-            return
         if not args.stat:
             DumpHeap._list(ctx, heap, ix, sel)
             ctx.out.line()
