@@ -117,6 +117,8 @@ def misuse(truth: dict, places: dict[str, int]) -> list[tuple[str, list[str]]]:
         ("dumpheap -type NoSuchType", listing + empty),
         ("dumpheap -type NoSuchType -stat", empty),
         (f"dumpheap -mt {empty_type(truth)['mt']}", listing + empty),
+        (f"objsize -stat -mt {empty_type(truth)['mt']}",
+         [f"Objects which ({empty_type(truth)['name']}) transitively keep alive:"] + empty),
         ("dumpheap -live -dead", ["error: -live and -dead exclude each other: give one of them"]),
         ("dumpheap -gen gen3", ["error: Unknown generation: gen3. Only gen0, gen1, gen2, loh (large), poh (pinned) "
                                 "and foh (frozen) are supported"]),
