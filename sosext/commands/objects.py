@@ -519,7 +519,7 @@ Example:
         if c.kind is not AddressKind.METHOD_TABLE:
             raise c.error("a MethodTable") if c.description() else SosError("Not a managed object")
         if not cls.readable(address, 1):
-            raise cls.classify(address).error("a readable address")
+            raise SosError(f"{address:x} is not readable in the target")
         ctx.out.lines(valuetype_lines(ctx, mt, address))
 
 
