@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import SosError
+from .addresses import classifier
 from .stacks import module_file_name
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ def read_exception(runtime: "ClrRuntime", address: int) -> ClrExceptionInfo:
     """Everything SOS's printexception shows about the exception object at ``address``."""
     heap = runtime.heap
     dac = runtime.dac
-    od = dac.object_data(address)
+    checks = classifier(runtime)
+    od = dac.object_data(address) if checks.object_or_none(address) is not None else None
     if od is None:
         raise InvalidExceptionObject(address)
     mt = od.method_table
@@ -116,7 +118,7 @@ def read_exception(runtime: "ClrRuntime", address: int) -> ClrExceptionInfo:
     inner_type = None
     if data.inner_exception:
         inner_mt = _method_table_of(runtime, data.inner_exception)
-        inner_type = heap.types.name_of(inner_mt) if inner_mt else None
+        inner_type = heap.types.name_of(inner_mt) if inner_mt and checks.is_method_table(inner_mt) else None
     hresult = data.hresult & 0xFFFFFFFF
     xcode = data.xcode & 0xFFFFFFFF
     is_async = xcode != EXCEPTION_COMPLUS or hresult in ASYNC_HRESULTS
@@ -138,7 +140,8 @@ def _stack_trace(runtime: "ClrRuntime", obj: int, is_async: bool) -> tuple[Stack
         return StackTraceState.NONE, ()
     dac = runtime.dac
     heap = runtime.heap
-    od = dac.object_data(obj)
+    checks = classifier(runtime)
+    od = dac.object_data(obj) if checks.object_or_none(obj) is not None else None
     if od is None:
         return StackTraceState.NOT_AVAILABLE, ()
     if od.object_type == OBJECT_TYPE_ARRAY and od.element_type_handle == heap.object_mt:
@@ -149,7 +152,7 @@ def _stack_trace(runtime: "ClrRuntime", obj: int, is_async: bool) -> tuple[Stack
             obj = runtime.target.read_pointer(od.array_data_ptr)
         except SosError:
             return StackTraceState.NOT_AVAILABLE, ()
-        od = dac.object_data(obj) if obj else None
+        od = dac.object_data(obj) if obj and checks.object_or_none(obj) is not None else None
         if od is None:
             return StackTraceState.NOT_AVAILABLE, ()
     length = od.num_components
@@ -174,7 +177,8 @@ def _stack_trace(runtime: "ClrRuntime", obj: int, is_async: bool) -> tuple[Stack
 
 def _frame(runtime: "ClrRuntime", sp: int, ip: int, md: int, flags: int) -> StackTraceFrame | None:
     dac = runtime.dac
-    mdd = dac.method_desc_data(md) if md else None
+    # The MethodDesc comes from the trace's bytes in target memory: validate it first.
+    mdd = dac.method_desc_data(md) if md and classifier(runtime).is_method_desc(md) else None
     if mdd is None:
         return None  # SOS leaves out frames whose MethodDesc it cannot read
     name = dac.method_desc_name(md) or ""

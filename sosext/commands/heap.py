@@ -5,6 +5,7 @@ import unicodedata
 
 import numpy as np
 
+from ..clr.addresses import AddressKind, classifier
 from ..clr.heap import ClrHeap
 from ..clr.index import HeapIndex
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
@@ -18,8 +19,13 @@ from .context import CommandContext
 _FRAGMENT_MIN = 512 * 1024
 
 
+# gen3/gen4 are the GC's internal numbers of LOH and POH; SOS does not take them and a
+# user who types them means a fourth generation that does not exist.
+_NOT_GENERATIONS = ("gen3", "gen4", "3", "4")
+
+
 def parse_generation(text: str) -> Generation:
-    g = GENERATION_NAMES.get(text.lower())
+    g = GENERATION_NAMES.get(text.lower()) if text.lower() not in _NOT_GENERATIONS else None
     if g is None:
         raise UsageError(f"Unknown generation: {text}. Only gen0, gen1, gen2, loh (large), "
                          "poh (pinned) and foh (frozen) are supported")
@@ -103,7 +109,9 @@ def type_stats(heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, by_count: bool = 
 def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, int]]) -> None:
     names = [heap.types.name_of(mt) for mt, _c, _t in stats]
     t = Table(Column(16, True, fmt_pointer), Integer(), Integer(), TypeName())
-    t.fit(0, (mt for mt, _c, _t in stats)).fit(1, (c for _m, c, _t in stats)).fit(2, (tt for _m, _c, tt in stats))
+    # An empty table keeps SOS's 12-wide MT title: "          MT Count TotalSize Class Name".
+    t.fit(0, (mt for mt, _c, _t in stats), minimum=0 if stats else 12)
+    t.fit(1, (c for _m, c, _t in stats)).fit(2, (tt for _m, _c, tt in stats))
     ctx.out.line("Statistics:")
     ctx.out.line(t.header("MT", "Count", "TotalSize", "Class Name"))
     for (mt, c, tot), name in zip(stats, names):
@@ -120,6 +128,9 @@ class DumpHeap(Command):
 Walks the GC heap (every subheap, segment or region, LOH, POH and the NonGC/frozen heap)
 and lists each object's address, MethodTable and size, then per-type statistics sorted
 by total size. Filters combine. The walk is done once per stop of the process and reused.
+-mt must be a MethodTable and -segment a segment (or an address inside one): anything else
+is one error line saying what the address is. A filter that matches nothing prints the
+header and "Total 0 objects, 0 bytes".
 
 Examples:
   dumpheap -stat
@@ -140,8 +151,8 @@ Examples:
         Option("-gen", "only objects in gen0, gen1, gen2, loh (large), poh (pinned) or foh (frozen)", str, "generation"),
         Option("-heap", "only objects of GC heap number n", parse_count, "n"),
         Option("-segment", "only objects of the segment at (or containing) this address", parse_address, "address"),
-        Option("-live", "only objects reachable from a root"),
-        Option("-dead", "only objects no root reaches"),
+        Option("-live", "only objects reachable from a root (not with -dead)"),
+        Option("-dead", "only objects no root reaches (not with -live)"),
         Option("-thinlock", "list objects that hold a thin lock"),
         Option("-bycount", "sort the statistics by count instead of total size"),
         Option("-ignoreGCState", "walk even if the GC says the heap is not walkable now"),
@@ -153,8 +164,13 @@ Examples:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         gen = parse_generation(args.gen) if args.gen is not None else None
         start, end = parse_range(args.start, args.end)
+        if args.live and args.dead:
+            raise UsageError("-live and -dead exclude each other: give one of them")
+        if args.strings and args.mt is not None:
+            raise UsageError("-strings selects System.String: it cannot be combined with -mt")
         heap = ctx.heap
         heap.check_walkable(args.ignoregcstate)
+        check_heap_arguments(heap, args.mt, args.segment)
         progress = ctx.progress if not args.noprogress else None
         ix = heap.index(progress)
         mt = heap.string_mt if args.strings else args.mt
@@ -182,8 +198,6 @@ Examples:
         sel = np.nonzero(mask)[0]
         if args.short:
             ctx.out.lines(f"{a:012x}" for a in ix.addresses[sel].tolist())
-            return
-        if not len(sel):
             return
         if not args.stat:
             self._list(ctx, heap, ix, sel)
@@ -280,6 +294,18 @@ Examples:
         emit_json(ctx.out, doc)
 
 
+def check_heap_arguments(heap: ClrHeap, mt: int | None, segment: int | None) -> None:
+    """-mt must name a MethodTable and -segment a segment, or the filter silently matches
+    nothing: one error line says what the value is instead."""
+    if mt is not None:
+        classifier(heap.runtime).require(mt, AddressKind.METHOD_TABLE, "a MethodTable")
+    if segment is not None and not any(segment_matches(s, segment) for s in heap.segments):
+        c = classifier(heap.runtime).classify(segment)
+        desc = c.description()
+        raise SosError(f"{segment:x} is not a segment of the GC heap (see eeheap -gc)" +
+                       (f": {desc}{c.hint()}" if desc and c.kind is not AddressKind.HEAP_GAP else ""))
+
+
 def _string_cell(text: str, limit: int = 128) -> str:
     """SOS shows plain alphanumeric strings whole; others cut to 128 characters, with
     characters that are not letters, digits, punctuation or spaces replaced by '.'."""
@@ -325,6 +351,7 @@ Examples:
         heap = ctx.heap
         if args.heap is not None and not any(sh.index == args.heap for sh in heap.subheaps):
             raise SosError(f"No GC heap with index of {args.heap}")
+        check_heap_arguments(heap, None, args.segment)
         filtered = args.heap is not None or bool(args.segment) or start is not None
 
         def keep(seg: ClrSegment) -> bool:

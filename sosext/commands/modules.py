@@ -1,6 +1,7 @@
 """Module commands: dumpmodule, dumpdomain, dumpassembly (SOS's native layouts)."""
 from __future__ import annotations
 
+from ..clr.addresses import AddressKind, classifier
 from ..clr.modules import ClrAppDomain, ClrAssembly
 from ..errors import SosError, UsageError
 from .base import Command, Option, Parsed, Positional, address_or, parse_address, register
@@ -39,7 +40,8 @@ Examples:
             raise UsageError("Usage: DumpModule [-mt] <Module Address>")
         addr = _address(args.module, "Module")
         rt = ctx.runtime
-        mod = rt.catalog.module(addr) if addr and not addr & 7 else None
+        classifier(rt).require(addr, AddressKind.MODULE, "a Module", P16(addr))
+        mod = rt.catalog.module(addr)
         if mod is None:
             raise SosError(f"Fail to fill Module {P16(addr)}")
         d = mod.data
@@ -139,7 +141,10 @@ Example:
         out = ctx.out
         if args.domain is not None:
             addr = _address(args.domain, "AppDomain")
-            d = catalog.app_domain(addr) if addr and not addr & 7 else None
+            # Only a domain the runtime lists: the DAC reads anything else as one and faults
+            # or invents a domain.
+            classifier(ctx.runtime).require(addr, AddressKind.APP_DOMAIN, "an AppDomain", P16(addr))
+            d = catalog.app_domain(addr)
             if d is None:
                 raise SosError("Fail to fill AppDomain")
             out.line("-" * 38)
@@ -174,7 +179,9 @@ Example:
             addr = 0
         if not addr:
             raise UsageError(f"Invalid Assembly {args.assembly or ''}".rstrip())
-        asm = ctx.runtime.catalog.assembly(addr) if not addr & 7 else None
+        c = classifier(ctx.runtime).require(addr, AddressKind.ASSEMBLY, "an Assembly", P16(addr))
+        asm = next((a for d in ctx.runtime.catalog.app_domains() for a in d.assemblies if a.address == c.address),
+                   None)
         if asm is None:
             raise SosError("Fail to fill Assembly")
         out = ctx.out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..clr.addresses import AddressKind, classifier
 from ..clr.enums import enum_info
 from ..clr.fields import ClrField
 from ..clr.metadata import MetadataError
@@ -94,12 +95,21 @@ def module_file(rt: ClrRuntime, module: int) -> str:
 
 
 def checked_object(ctx: CommandContext, address: int) -> ObjectData:
-    """The DAC's view of the object at ``address``, or one line saying why it is none."""
-    heap = ctx.heap
-    data = ctx.runtime.dac.object_data(address) if not address & 7 else None
-    if data is None or (data.object_type != OBJ_FREE and heap.types.get(data.method_table) is None):
-        raise SosError(heap.explain_non_object(address))
+    """The DAC's view of the object at ``address``, or one line saying what the address is
+    instead. The address is classified first: the DAC never sees one that is not an
+    object start."""
+    classifier(ctx.runtime).require_object(address)
+    data = ctx.runtime.dac.object_data(address)
+    if data is None or (data.object_type != OBJ_FREE and ctx.heap.types.get(data.method_table) is None):
+        raise SosError(f"{address:x} is not a valid object")
     return data
+
+
+def object_data_or_none(ctx: CommandContext, address: int) -> ObjectData | None:
+    """The DAC's view of a value read from target memory, only if it is an object start."""
+    if classifier(ctx.runtime).object_or_none(address) is None:
+        return None
+    return ctx.runtime.dac.object_data(address)
 
 
 # -- the field table ----------------------------------------------------------------------
@@ -310,7 +320,7 @@ def _runtime_type_lines(ctx: CommandContext, address: int, mt: int, name: str) -
         if f is None:
             return []
         address = fields.read(f, f.address_in(address))
-        if not address:
+        if not address or classifier(rt).object_or_none(address) is None:
             return []
         mt = rt.target.read_pointer(address) & ~7
     f = fields.field(mt, "m_handle")
@@ -319,6 +329,8 @@ def _runtime_type_lines(ctx: CommandContext, address: int, mt: int, name: str) -
     handle = fields.read(f, f.address_in(address))
     if handle & 2:
         return [f"TypeDesc:    {P16(handle & ~2)}"]
+    if not classifier(rt).is_method_table(handle):
+        return [f"Type MT:     {p16(handle)} (not a MethodTable)"] if handle else []
     return [f"Type Name:   {ctx.heap.types.name_of(handle)}", f"Type MT:     {p16(handle)}"]
 
 
@@ -370,7 +382,8 @@ def _type_of(ctx: CommandContext, ref: int) -> str:
     raw = ctx.runtime.target.read_partial(ref, 8)
     if len(raw) < 8:
         return "Unknown"
-    t = ctx.heap.types.get(int.from_bytes(raw, "little") & ~7)
+    mt = int.from_bytes(raw, "little") & ~7
+    t = ctx.heap.types.get(mt) if classifier(ctx.runtime).is_method_table(mt) else None
     return t.name if t is not None else "Unknown"
 
 
@@ -378,6 +391,10 @@ def object_json(ctx: CommandContext, address: int, data: ObjectData) -> dict[str
     rt = ctx.runtime
     heap = ctx.heap
     mt = data.method_table
+    if data.object_type == OBJ_FREE:
+        # The DAC's GetObjectClassName faults on a Free object: never ask it.
+        return {"command": "dumpobj", "address": f"0x{address:x}", "mt": f"0x{mt:x}", "name": "Free",
+                "size": data.size, "free": True, "fields": []}
     doc: dict[str, Any] = {"command": "dumpobj", "address": f"0x{address:x}", "mt": f"0x{mt:x}",
                            "name": rt.dac.object_class_name(address) or heap.types.name_of(mt),
                            "size": data.size}
@@ -497,8 +514,12 @@ Example:
             mt, address = parse_address(args.mt), parse_address(args.address)
         except UsageError:
             raise UsageError("Usage: dumpvc <Method Table> <Value object start addr>") from None
-        if ctx.heap.types.get(mt & ~7) is None or mt & 7:
-            raise SosError("Not a managed object")
+        cls = classifier(ctx.runtime)
+        c = cls.classify(mt)
+        if c.kind is not AddressKind.METHOD_TABLE:
+            raise c.error("a MethodTable") if c.description() else SosError("Not a managed object")
+        if not cls.readable(address, 1):
+            raise SosError(f"{address:x} is not readable in the target")
         ctx.out.lines(valuetype_lines(ctx, mt, address))
 
 
@@ -566,7 +587,7 @@ Examples:
             ref = int.from_bytes(raw, "little")
             out.line(f"{label} {p16(ref)}" if ref else f"{label} null")
             if args.details and ref:
-                rdata = rt.dac.object_data(ref)
+                rdata = object_data_or_none(ctx, ref)
                 if rdata is not None:
                     out.lines(object_lines(ctx, ref, rdata, fields=not args.nofields, indent=1))
 

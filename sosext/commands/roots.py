@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..clr.addresses import AddressKind, classifier
 from ..clr.gcroot import PathFinder, RootPath, retained_set
 from ..clr.heap import ClrHeap
 from ..clr.statics import static_name_between
@@ -14,7 +15,7 @@ from ..render.table import Column, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import (Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt,
                    parse_thread_id, register)
 from .context import CommandContext
-from .heap import DumpHeap, select_objects, type_stats, write_stats
+from .heap import DumpHeap, check_heap_arguments, select_objects, type_stats, write_stats
 
 # gcroot's wording of handle kinds (SOS's current C# gcroot).
 HANDLE_KIND_TEXT = {
@@ -47,6 +48,8 @@ def method_name_at(heap: ClrHeap, ip: int) -> str:
 
 
 def frame_name(heap: ClrHeap, frame: int) -> str:
+    # The first word is a vtable (a frame identifier since .NET 10); the DAC only compares it
+    # with the values it knows and never follows it, so any value is safe to hand over.
     try:
         vtable = heap.runtime.target.read_pointer(frame)
     except SosError:
@@ -121,16 +124,25 @@ def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
 
 
 def require_object(heap: ClrHeap, address: int) -> int:
-    ix = heap.index()
-    i = ix.find(address)
+    """The heap index position of the object at ``address``, or one line saying what the
+    address is instead."""
+    classifier(heap.runtime).require_object(address)
+    i = heap.index().find(address)
     if i is None:
-        inside = ix.containing(address)
-        if inside is not None:
-            start = int(ix.addresses[inside])
-            raise SosError(f"{address:x} is not a valid object: it is inside the object at {start:x} "
-                           f"({heap.types.name_of(int(ix.method_tables[ix.type_ids[inside]]))})")
         raise SosError(f"{address:x} is not a valid object")
     return i
+
+
+def require_method_table(heap: ClrHeap, mt: int) -> int:
+    classifier(heap.runtime).require(mt, AddressKind.METHOD_TABLE, "a MethodTable")
+    return mt
+
+
+def parse_limit(text: str) -> int:
+    n = parse_count(text)
+    if n < 1:
+        raise UsageError(f"-limit must be at least 1: {text}")
+    return n
 
 
 @register
@@ -149,7 +161,7 @@ Examples:
   gcroot -nostacks 7f3a14005678
   gcroot --json 7f3a14005678"""
     options = (Option("-nostacks", "do not consider thread stacks"),
-               Option("-limit", "print at most n roots", parse_count, "n"),
+               Option("-limit", "print at most n roots (n >= 1)", parse_limit, "n"),
                Option("--json", "print the result as JSON", dest="json"))
     positionals = (Positional("address", "the object"),)
 
@@ -213,11 +225,17 @@ Examples:
     options = (Option("-stat", "statistics only", aliases=("-summary",)),
                Option("-short", "addresses only"),
                Option("-strings", "string statistics of the retained strings"),
-               Option("-mt", "start from every object of this MethodTable", parse_mt, "MT"))
+               Option("-mt", "start from every object of this MethodTable (instead of an address)", parse_mt, "MT"))
     positionals = (Positional("address", "the object"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.mt is not None and args.address is not None:
+            raise UsageError("objsize takes an object address or -mt <MT>, not both")
         heap = ctx.heap
+        if args.mt is not None:
+            require_method_table(heap, args.mt)
+        else:
+            require_object(heap, parse_object_address(args.address))
         ix = heap.index(ctx.progress)
         if args.mt is not None:
             starts = np.nonzero(ix.mask_method_tables([args.mt]))[0]
@@ -235,8 +253,6 @@ Examples:
             return
         ctx.out.line(header)
         ctx.out.line()
-        if not len(order):
-            return
         if not args.stat:
             DumpHeap._list(ctx, heap, ix, order)
             ctx.out.line()
@@ -341,6 +357,8 @@ Examples:
         if args.short and args.stat:
             raise UsageError("Cannot specify both -short and -stat.")
         heap = ctx.heap
+        if args.mt is not None:
+            require_method_table(heap, args.mt)
         ix = heap.index(ctx.progress)
         ready_slots: list[int] = []
         all_objects: list[int] = []
@@ -385,8 +403,6 @@ Examples:
         ctx.out.lines(lines)
         ctx.out.line("Statistics for all finalizable objects that are no longer rooted:" if args.allready else
                      "Statistics for all finalizable objects (including all objects ready for finalization):")
-        if not len(sel):
-            return
         if not args.stat:
             DumpHeap._list(ctx, heap, ix, sel)
             ctx.out.line()
@@ -442,8 +458,8 @@ Examples:
 def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untyped-def]
     if text is not None:
         tid = parse_thread_id(text)
-        if tid not in {t.tid for t in target.threads()}:
-            raise UsageError(f"no thread with OS id {tid:#x} in the target")
+        if not any(t.tid == tid for t in target.threads()):
+            raise SosError(f"no thread with OS id 0x{tid:x} in the target (see setthread or clrthreads)")
         return tid
     sel = getattr(target, "selected_tid", None) or getattr(target, "selected_thread_tid", None)
     tid = sel() if sel else None
@@ -487,6 +503,8 @@ Example:
         start, end = parse_range(args.start, args.end)
         heap = ctx.heap
         heap.check_walkable(args.ignoregcstate)
+        if args.segment is not None:
+            check_heap_arguments(heap, None, args.segment)
         progress = None if args.noprogress else ctx.progress
         ix = heap.index(progress)
         mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end)

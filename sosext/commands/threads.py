@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..clr.addresses import classifier
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
 from ..clr.progress import interrupted
 from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
@@ -199,7 +200,12 @@ class ThreadStateCommand(Command):
     names = ("threadstate", "ThreadState")
     summary = "Name the bits of a thread's State value (the State column of clrthreads)."
     usage = "threadstate <state>"
-    details = "Example:\n  threadstate 21220"
+    details = """\
+The value is hex (with or without 0x) and 32-bit; anything else is an error. A value with
+no known bit prints "No thread states for '<value>'".
+
+Example:
+  threadstate 21220"""
     positionals = (Positional("state", "the State value, hex", str, required=True),)
     needs_runtime = False
 
@@ -207,7 +213,10 @@ class ThreadStateCommand(Command):
         try:
             state = parse_address(args.state)
         except UsageError:
-            state = 0
+            raise UsageError(f"invalid thread state: {args.state} (a hex number, the State column of clrthreads)") \
+                from None
+        if state >= 1 << 32:
+            raise UsageError(f"invalid thread state: {args.state} (thread states are 32-bit values)")
         names = [name for bit, name in THREAD_STATE_NAMES if state & bit]
         if not names:
             ctx.out.line(f"    No thread states for '{args.state}'")
@@ -467,6 +476,10 @@ Examples:
                 address = 0
             if not address:
                 raise SosError(f"Invalid exception object {args.object}")
+            c = classifier(runtime).classify(address)
+            if not c.is_object:
+                desc = c.description()
+                raise SosError(f"Invalid exception object: {address:016x}" + (f": {desc}{c.hint()}" if desc else ""))
             self._print(ctx, address)
         if thread is not None and thread.first_nested_exception:
             if not args.nested:

@@ -6,6 +6,7 @@ by 38 dashes, matches inside a module by 23).
 """
 from __future__ import annotations
 
+from ..clr.addresses import AddressKind, classifier
 from ..clr.metadata import MetadataError, MetadataReader
 from ..clr.metadata.records import TYPE_INTERFACE
 from ..clr.modules import ClrModule
@@ -54,7 +55,8 @@ Examples:
         original = parse_mt(args.mt)
         mt = original & ~3
         rt = ctx.runtime
-        t = ctx.heap.types.get(mt) if not mt & 7 else None
+        classifier(rt).require(mt, AddressKind.METHOD_TABLE, "a MethodTable", P16(original))
+        t = ctx.heap.types.get(mt)
         if t is None:
             raise SosError(f"{P16(original)} is not a MethodTable")
         if t.is_free:
@@ -159,13 +161,17 @@ Example:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         addr = address_or(args.eeclass, f"Invalid EEClass address: {args.eeclass}", "Missing EEClass address")
         rt = ctx.runtime
-        mt = rt.dac.method_table_for_eeclass(addr) if addr and not addr & 7 else None
-        if not mt and addr and not addr & 7:
-            # Before .NET 9 SOS wants the EEClass; a MethodTable given instead leads to it.
-            given = ctx.heap.types.get(addr)
-            if given is not None:
-                mt = rt.dac.method_table_for_eeclass(given.canonical)
-                addr = given.canonical
+        mt = _eeclass_method_table(ctx, addr)
+        if mt is None:
+            c = classifier(rt).classify(addr)
+            if c.kind is AddressKind.METHOD_TABLE:
+                # Before .NET 9 SOS wants the EEClass; a MethodTable given instead leads to it.
+                given = ctx.heap.types.get(addr)
+                if given is not None:
+                    mt = _eeclass_method_table(ctx, given.canonical)
+                    addr = given.canonical
+            elif c.description():
+                raise c.error("an EEClass or canonical MethodTable")
         if not mt:
             raise SosError("Invalid EEClass address")
         prefer = mt == addr
@@ -188,6 +194,19 @@ Example:
         out.lines(class_details(ctx, mt))
 
 
+def _eeclass_method_table(ctx: CommandContext, addr: int) -> int | None:
+    """The MethodTable whose class is ``addr`` (an EEClass, or on .NET 9+ a canonical
+    MethodTable), found without handing ``addr`` itself to the DAC."""
+    cls = classifier(ctx.runtime)
+    c = cls.classify(addr)
+    if c.kind is AddressKind.METHOD_TABLE:
+        t = ctx.heap.types.get(addr)
+        return addr if t is not None and t.canonical == addr else None
+    if c.kind is AddressKind.EECLASS:
+        return cls.eeclass_method_table(addr)
+    return None
+
+
 # -- dumpmd -----------------------------------------------------------------------------------
 
 
@@ -208,6 +227,7 @@ Example:
         md = address_or(args.md, f"Invalid MethodDesc address: {args.md}",
                         "Missing MethodDesc address (usage: dumpmd <MethodDesc>)")
         rt = ctx.runtime
+        classifier(rt).require(md, AddressKind.METHOD_DESC, "a MethodDesc", P16(md))
         m = rt.methods.get(md)
         if m is None:
             raise SosError(f"{P16(md)} is not a MethodDesc")
