@@ -8,15 +8,25 @@ from __future__ import annotations
 import os
 
 MARKER = "# added by 'sosext install'"
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+PACKAGE = os.path.dirname(os.path.realpath(__file__))
+ROOT = os.path.dirname(PACKAGE)
+
+
+def entry_point(debugger: str) -> str:
+    """The file ``debugger`` ("lldb" or "gdb") loads: the checkout's ``lldbinit/sosext.py``
+    when sosext runs from a checkout, else the copy installed inside the package (pip)."""
+    in_checkout = os.path.join(ROOT, f"{debugger}init", "sosext.py")
+    if os.path.isfile(in_checkout):
+        return in_checkout
+    return os.path.join(PACKAGE, "hosts", f"{debugger}_entry.py")
 
 
 def _lines() -> dict[str, str]:
     # GDB's `source` takes the rest of the line as the file name, so the marker is a comment
     # line of its own, just above the command it belongs to.
     return {
-        os.path.expanduser("~/.lldbinit"): f"command script import {os.path.join(ROOT, 'lldbinit', 'sosext.py')}",
-        os.path.expanduser("~/.gdbinit"): f"source {os.path.join(ROOT, 'gdbinit', 'sosext.py')}",
+        os.path.expanduser("~/.lldbinit"): f"command script import {entry_point('lldb')}",
+        os.path.expanduser("~/.gdbinit"): f"source {entry_point('gdb')}",
     }
 
 

@@ -150,10 +150,26 @@ def _workers() -> int:
     return int(os.environ.get("SOSEXT_WORKERS", min(2, os.cpu_count() or 1)))
 
 
+def _in_lldb() -> bool:
+    lldb = sys.modules.get("lldb")
+    return lldb is not None and getattr(lldb, "debugger", None) is not None
+
+
+def _keep_lldb_output() -> None:
+    """In LLDB's ``script``, what a command prints after the DAC is first loaded (its PAL
+    initialisation) is lost unless flushed: make that command's stdout flush per line."""
+    if _in_lldb():
+        try:
+            sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
+
+
 def _runtime(target: "Target", clr_path: str | None, *, has_registers: bool, workers: int = 1,
              cleanup: str | None = None) -> Runtime:
     from ..clr.runtime import ClrRuntime
     from ..dac import loader
+    _keep_lldb_output()
     try:
         if clr_path is not None:
             previous = loader.clr_path_override()
@@ -195,9 +211,9 @@ def current() -> Runtime:
 
     >>> (lldb) script import sosext; rt = sosext.current(); print(rt.heap.stats()[-1])
     """
-    lldb = sys.modules.get("lldb")
-    if lldb is not None and getattr(lldb, "debugger", None) is not None:
+    if _in_lldb():
         from ..hosts.lldb_host import current_session
+        _keep_lldb_output()
         return Runtime(current_session().runtime())
     if "gdb" in sys.modules:
         from ..hosts.gdb_host import session
