@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         if not paths:
             print("  no root: it is garbage, waiting for the next GC")
         for path in paths:
-            print(f"  {path.root.kind} root ({path.root.name})")
+            static = f" static {path.static_field}" if path.static_field else ""
+            print(f"  {path.root.kind} root ({path.root.name}){static}")
             print_chain(path.objects)
     return 0
 
