@@ -55,6 +55,9 @@ class TypeStats:
 class HeapObject:
     """One object on the heap. Cheap to create: fields are read from the target when asked.
 
+    ``address`` (int), ``type`` (:class:`ClrType`), ``size`` (bytes, as dumpheap shows them)
+    and ``generation`` (:class:`Generation`) come from the heap walk.
+
     ``obj["_items"]`` reads an instance field: ints, floats and bools for primitives, a
     :class:`HeapObject` (or None for null) for references, a one-character str for a char, the
     address of the data for an embedded struct.

@@ -61,18 +61,22 @@ class Thread:
 
     @property
     def is_alive(self) -> bool:
+        """Running on an OS thread: started and not finished."""
         return bool(self._clr.os_id) and not self._clr.is_dead and not self._clr.is_unstarted
 
     @property
     def is_background(self) -> bool:
+        """Thread.IsBackground: it does not keep the process running."""
         return self._clr.is_background
 
     @property
     def is_finalizer(self) -> bool:
+        """The runtime's finalizer thread."""
         return self._clr.is_finalizer
 
     @property
     def is_threadpool_worker(self) -> bool:
+        """A worker thread of the managed thread pool."""
         return self._clr.is_threadpool_worker
 
     @property
