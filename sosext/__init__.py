@@ -22,9 +22,22 @@ docs/api.md has the full tour.
 
 __version__ = "0.1.0"
 
-from .api import (ClrType, Frame, Generation, Heap, HeapObject, Root, RootPath, Runtime, Thread, TypeStats,
-                  current, open)
-from .errors import SosError
-
 __all__ = ["open", "current", "Runtime", "Heap", "HeapObject", "ClrType", "TypeStats", "Root", "RootPath",
            "Thread", "Frame", "Generation", "SosError"]
+
+# The API loads on first use (PEP 562): `python3 -m sosext ps`, `sosext install` and the
+# debugger entry points do not pay for numpy and the DAC bindings they may not need.
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    if name == "SosError":
+        from .errors import SosError
+        return SosError
+    if name in __all__:
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'sosext' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
