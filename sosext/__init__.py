@@ -1,3 +1,43 @@
-"""sosext: SOS-style .NET memory debugging for LLDB, GDB and core files."""
+"""sosext: SOS-style .NET memory debugging for LLDB, GDB and core files, in Python.
+
+Besides the debugger commands (``soshelp`` in LLDB or GDB) and the command line
+(``python3 -m sosext analyze CORE``), sosext is a library for scripting a hunt:
+
+    import sosext
+
+    with sosext.open("core.1234") as rt:        # or sosext.open(pid=1234); in LLDB/GDB: sosext.current()
+        heap = rt.heap
+        for row in heap.stats()[-10:]:          # dumpheap -stat: ascending total size
+            print(row.type.name, row.count, row.total_size)
+        for obj in heap.objects(type="System.String", gen=2, live=True):
+            print(hex(obj.address), obj.size, obj.as_string(40))
+        for path in heap.gcroot(obj):           # gcroot: root first, obj last
+            print(path.root.kind, path.root.name, [o.type.name for o in path.objects])
+        for thread in rt.threads:
+            print(thread.os_id, [f.method for f in thread.frames])
+
+Everything returned is made of ints, strs and small classes; heap-wide queries are lazy.
+docs/api.md has the full tour.
+"""
 
 __version__ = "0.1.0"
+
+__all__ = ["open", "current", "Runtime", "Heap", "HeapObject", "ClrType", "TypeStats", "Root", "RootPath",
+           "Thread", "Frame", "Generation", "SosError"]
+
+# The API loads on first use (PEP 562): `python3 -m sosext ps`, `sosext install` and the
+# debugger entry points do not pay for numpy and the DAC bindings they may not need.
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    if name == "SosError":
+        from .errors import SosError
+        return SosError
+    if name in __all__:
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'sosext' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

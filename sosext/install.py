@@ -23,7 +23,17 @@ BEGIN = "# >>> sosext (added by 'sosext install'; 'sosext uninstall' removes thi
 CREATED = "# (sosext install created this file; uninstall deletes it when nothing else is left)"
 END = "# <<< sosext <<<"
 LEGACY_MARKER = "# added by 'sosext install'"  # earlier versions: this line, then the command line
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+PACKAGE = os.path.dirname(os.path.realpath(__file__))
+ROOT = os.path.dirname(PACKAGE)
+
+
+def entry_point(debugger: str, root: str = ROOT) -> str:
+    """The file ``debugger`` ("lldb" or "gdb") loads: the checkout's ``lldbinit/sosext.py``
+    when sosext runs from a checkout, else the copy installed inside the package (pip)."""
+    in_checkout = os.path.join(root, f"{debugger}init", "sosext.py")
+    if os.path.isfile(in_checkout) or root != ROOT:
+        return in_checkout
+    return os.path.join(PACKAGE, "hosts", f"{debugger}_entry.py")
 
 
 @dataclass(frozen=True)
@@ -52,8 +62,8 @@ def _gdb_command(entry: str) -> str:
 
 
 def init_files(root: str = ROOT) -> list[InitFile]:
-    lldb_entry = os.path.join(root, "lldbinit", "sosext.py")
-    gdb_entry = os.path.join(root, "gdbinit", "sosext.py")
+    lldb_entry = entry_point("lldb", root)
+    gdb_entry = entry_point("gdb", root)
     for entry in (lldb_entry, gdb_entry):
         if not os.path.isfile(entry):
             raise SosError(f"{entry} is missing: run 'sosext install' from a checkout of sosext "

@@ -45,6 +45,15 @@ def session(debugger: "lldb.SBDebugger") -> Session:
     return _session
 
 
+def current_session() -> Session:
+    """The session of the debugger LLDB's script interpreter runs in (``lldb.debugger``):
+    what ``sosext.current()`` reads, the same one the commands use."""
+    debugger = getattr(lldb, "debugger", None)
+    if debugger is None or not debugger.IsValid():
+        raise SosError("no LLDB debugger: sosext.current() works in LLDB's script interpreter")
+    return session(debugger)
+
+
 class _LldbCommand:
     """Base for the generated command classes (LLDB's class-command protocol)."""
 

@@ -1,0 +1,9 @@
+"""sosext's public Python API: see docs/api.md."""
+from ..clr.segments import Generation
+from .heap import ClrType, Heap, HeapObject, TypeStats
+from .roots import Root, RootPath
+from .runtime import Runtime, current, open
+from .threads import Frame, Thread
+
+__all__ = ["open", "current", "Runtime", "Heap", "HeapObject", "ClrType", "TypeStats", "Root", "RootPath",
+           "Thread", "Frame", "Generation"]
