@@ -50,6 +50,9 @@ def run_command_line(session, line: str) -> bool:  # type: ignore[no-untyped-def
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .clr.progress import set_interrupt_source
+    if args.symbols:
+        from .clr.sourcelines import set_symbol_directories
+        set_symbol_directories(args.symbols)
     session = _session_for_core(args.core, args.search_dir)
     flag = {"hit": False}
 
@@ -135,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--timing", action="store_true", help="print each -c command's wall time on stderr")
     a.add_argument("--search-dir", action="append", default=[],
                    help="directory to look for module files the core names but this machine lacks")
+    a.add_argument("--symbols", action="append", default=[], metavar="DIR",
+                   help="local directory to search for portable PDBs (source lines), as setsymbolserver -directory")
     a.set_defaults(func=cmd_analyze)
     c = sub.add_parser("collect", help="write a dump of a .NET process through its diagnostics socket")
     c.add_argument("pid", type=int)
