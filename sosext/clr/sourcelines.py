@@ -5,8 +5,9 @@ The first step is the JIT's native-to-IL map, which the DAC answers for a method
 the nearest visible sequence point at or before the IL offset. The PDB comes from, in order:
 the assembly itself (an EmbeddedPortablePdb debug entry), the directory of the module's file,
 the directories given with ``setsymbolserver -directory`` / ``--symbols`` (flat, or in the
-symbol-server layout ``name.pdb/<guid><stamp>FFFF/name.pdb``), and the path the CodeView entry
-recorded at build time. Only local files are read, never the network. A PDB counts only when
+symbol-server layout ``name.pdb/<guid><stamp>FFFF/name.pdb``). The build-time path the CodeView
+entry records (obj/...) is not tried: what is found must not depend on which machine analyzes a
+core. Only local files are read, never the network. A PDB counts only when
 its id (GUID and stamp) equals the one in the assembly's CodeView entry.
 
 A return address (every frame but an active leaf) points after its call instruction, often
@@ -192,8 +193,6 @@ class SourceLines:
                 out.append(os.path.join(d, n))
                 out.append(os.path.join(d, n.lower(), key, n.lower()))
                 out.append(os.path.join(d, n, key, n))
-        if cv.path and os.path.isabs(cv.path):
-            out.append(cv.path)
         return [p for p in dict.fromkeys(out) if os.path.isfile(p)]
 
     # -- addresses -> source ------------------------------------------------------------------

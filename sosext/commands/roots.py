@@ -412,14 +412,20 @@ Examples:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         heap = ctx.heap
         target = heap.runtime.target
-        tid = _thread_argument(target, args.thread)
+        if args.thread is None:
+            # The thread clrstack and pe use (and number) too: the debugger's, or setthread's.
+            from .threads import current_thread
+            cur = current_thread(ctx)
+            tid = cur.tid if cur is not None else _thread_argument(target, None)
+        else:
+            tid = _thread_argument(target, args.thread)
         ix = heap.index(ctx.progress)
         regs = target.registers(tid)
         sp = regs.get("rsp", regs.get("sp"))
         if sp is None:
             raise SosError(f"Unable to get the stack pointer for thread {tid:x}.")
         index_of = {t.tid: t.index for t in target.threads()}
-        ctx.out.line(f"OS Thread Id: 0x{tid:x} ({max(index_of.get(tid, 1) - 1, 0)})")
+        ctx.out.line(f"OS Thread Id: 0x{tid:x} ({index_of.get(tid, 0)})")  # numbered as clrstack does
         t = Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{int(v):012x}"), Pointer(), TypeName())
         ctx.out.line(t.header("SP/REG", "Object", "Name"))
         name_of = lambda i: heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))  # noqa: E731

@@ -91,7 +91,7 @@ _THREAD_RIGHT = (True, True, True, False, True, False, False, False, False, Fals
 class ClrThreads(Command):
     names = ("clrthreads", "ClrThreads")
     summary = "List the managed threads: ids, state, GC mode, allocation context, last exception."
-    usage = "clrthreads [-live] [-special]"
+    usage = "clrthreads [-live] [-special] [-managedexception]"
     details = """\
 One row per thread the runtime knows (running, unstarted and dead ones). DBG is the
 debugger's thread number (XXXX: the OS thread is gone), ID the managed thread id, OSID the
@@ -99,19 +99,25 @@ OS thread id in hex, ThreadOBJ the runtime's Thread object, State its state bits
 threadstate), Lock Count the monitors it holds. The Exception column names special threads
 ((Finalizer), (GC), (Threadpool Worker)) and the last exception the thread threw.
 
+With -managedexception, no table: the first thread with a managed exception becomes the
+current thread (the debugger's selection in LLDB and GDB, setthread's in the CLI), ready for
+pe and clrstack.
+
 Examples:
   clrthreads
-  clrthreads -live"""
+  clrthreads -live
+  clrthreads -managedexception
+    Current thread is now 9 (OS thread id 0x7410), exception 00007f77818113b0"""
     options = (
         Option("-live", "only threads the debugger knows (running OS threads)"),
         Option("-special", "special runtime threads (not supported off Windows)"),
-        Option("-managedexception", "switch to the thread with a managed exception (not supported)"),
+        Option("-managedexception", "make the (first) thread with a managed exception the current thread"),
     )
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.managedexception:
-            raise SosError("-managedexception is not supported by sosext: find the thread in the "
-                           "Exception column and select it with the debugger")
+            select_exception_thread(ctx)
+            return
         runtime = ctx.runtime
         store = thread_store(runtime)
         out = ctx.out
@@ -142,6 +148,27 @@ Examples:
             "Cooperative" if t.cooperative else "Preemptive",
             f"{_p(t.alloc_context[0])}:{_p(t.alloc_context[1])}", _p(t.domain), _lock_count(t.lock_count),
             t.apartment, exception_column(ctx, t)], cut=(0, 5, 9))
+
+
+def select_exception_thread(ctx: CommandContext) -> None:
+    """clrthreads -managedexception: select the first live thread whose last thrown exception is
+    still held (as the Exception column shows it), the way setthread or the debugger would."""
+    target = ctx.session.target()
+    known = {t.tid: t for t in target.threads()}
+    for t in clr_threads(ctx.runtime):
+        info = known.get(t.os_id) if t.os_id else None
+        if info is None or not t.last_exception:
+            continue
+        select = getattr(target, "select_tid", None)
+        if debugger_selected_tid(ctx) is not None:
+            if not callable(select) or not select(t.os_id):
+                raise SosError(f"the debugger cannot select thread {info.index} (OS thread id 0x{t.os_id:x})")
+        else:
+            ctx.session.settings[CURRENT_THREAD] = t.os_id
+        ctx.out.line(f"Current thread is now {info.index} (OS thread id 0x{t.os_id:x}), "
+                     f"exception {t.last_exception:016x}")
+        return
+    raise SosError("no thread has a managed exception")
 
 
 def _lock_count(n: int) -> str:
