@@ -55,6 +55,7 @@ def batch(truth: dict, host: str, ip: int) -> list[tuple[str, str]]:
         ("pe", f"pe {exc['address']}"),
         ("ip2md", f"ip2md {ip:x}"),
         ("ip2md bad", "ip2md 0x10"),
+        ("gcroot", f"gcroot {src['held']}"),
         ("managedexception", "clrthreads -managedexception"),
         ("pe current", "pe -lines"),
     ]
@@ -193,6 +194,20 @@ def test_ip2md_names_the_method_and_its_line(case: Case, host: str) -> None:
     assert lines[-1] == f"Source file:  {src['file']} @ {inner['line']}", lines
     bad = case.out(host, "ip2md bad").errors
     assert len(bad) == 1 and "not in JIT code range" in bad[0], bad
+
+
+# -- gcroot ------------------------------------------------------------------------------------
+
+
+def test_gcroot_stack_frames_show_their_line(case: Case, host: str) -> None:
+    src = case.truth["source"]
+    inner = src["frames"][0]
+    text = case.out(host, "gcroot").text
+    assert f"Thread {src['osTid']:x}:" in text.splitlines(), text
+    want = re.compile(rf"^    [0-9a-f]+ [0-9a-f]+ {re.escape(inner['method'])}\(Int32\) "
+                      rf"\[{re.escape(src['file'])} @ {inner['line']}\]$")
+    assert any(want.match(ln) for ln in text.splitlines()), text
+    assert "Found 1 unique roots." in text, text
 
 
 # -- clrthreads -managedexception -------------------------------------------------------------

@@ -8,6 +8,7 @@ from ..clr.heap import ClrHeap
 from ..clr.statics import static_name_between
 from ..clr.roots import DEPENDENT, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
     finalizer_queue_ranges, read_handles, read_pointer_array
+from ..clr.sourcelines import source_lines
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.table import Column, Pointer, Table, Text, TypeName, fmt_pointer
@@ -83,7 +84,12 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
                 site = f"[{frame_name(heap, root.source)}: {root.source:016x}]"
                 lines.append(f"    {root.frame_sp:x} {site}" + (f"  ({method})" if method else " "))
             else:
-                lines.append(f"    {root.frame_sp:x} {root.source:x} {method_name_at(heap, root.source)}")
+                site = method_name_at(heap, root.source)
+                # As SOS: the frame's source line when its module's PDB is found (see clrstack).
+                loc = source_lines(heap.runtime).location(root.source) if root.source else None
+                if loc is not None:
+                    site += f" [{loc.path} @ {loc.line}]"
+                lines.append(f"    {root.frame_sp:x} {root.source:x} {site}")
             state["frame"] = frame_key
         if root.register:
             off = f"+{root.offset:x}" if root.offset > 0 else (f"-{-root.offset:x}" if root.offset < 0 else "")

@@ -6,6 +6,12 @@ using SosextDebuggee;
 
 namespace DebuggeeHost
 {
+    /// <summary>Held only by a local of SourceInner: gcroot finds it from that frame.</summary>
+    public sealed class SourceHeldItem
+    {
+        public long Marker = 0x50D1CE;
+    }
+
     /// <summary>Thrown (and caught) by the `source` scenario at a known line.</summary>
     public sealed class SourceTestException : Exception
     {
@@ -14,7 +20,8 @@ namespace DebuggeeHost
 
     /// <summary>
     /// `source`: frames at known source lines, for clrstack / pe -lines / ip2md.
-    /// * "sosext-source" runs SourceThreadMain → SourceOuter → SourceInner, which blocks. Each call
+    /// * "sosext-source" runs SourceThreadMain → SourceOuter → SourceInner, which blocks holding a
+    ///   SourceHeldItem in a local only (a stack root of that frame, for gcroot). Each call
     ///   (and the blocking wait) shares its source line with a [CallerLineNumber] capture, so the
     ///   truth holds the exact line every frame stands on, and [CallerFilePath] the document path
     ///   the compiler wrote into the PDB.
@@ -37,6 +44,7 @@ namespace DebuggeeHost
         private static int s_mainLine, s_outerLine, s_innerLine;
         private static int s_throwOuterLine, s_throwInnerLine, s_throwMainLine;
         private static SourceTestException s_exception;
+        private static WeakReference s_held;  // not a root: the frame's local is the only one
 
         private static int Line([CallerLineNumber] int line = 0) => line;
         private static string File([CallerFilePath] string path = "") => path;
@@ -71,7 +79,10 @@ namespace DebuggeeHost
         [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
         internal static void SourceInner(int depth)
         {
+            var held = new SourceHeldItem();
+            s_held = new WeakReference(held);
             s_innerLine = Line(); s_ready.Set(); s_block.Wait();
+            GC.KeepAlive(held);
             GC.KeepAlive(depth);
         }
 
@@ -120,6 +131,7 @@ namespace DebuggeeHost
             w.Name("source").BeginObject();
             w.Prop("file", s_file);
             w.Prop("osTid", s_tid);
+            w.PropHex("held", Mem.Addr(s_held.Target));
             // Innermost first, as clrstack prints them: method (without arguments) and line.
             w.Name("frames").BeginArray();
             foreach ((string m, int line) in new[] { ("SourceInner", s_innerLine), ("SourceOuter", s_outerLine),
