@@ -71,6 +71,9 @@ def _add_clr_path(p: argparse.ArgumentParser) -> None:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .clr.progress import set_interrupt_source
     _apply_clr_path(args)
+    if args.symbols:
+        from .clr.sourcelines import set_symbol_directories
+        set_symbol_directories(args.symbols)
     session = _session_for_core(args.core, args.search_dir)
     flag = {"hit": False}
 
@@ -200,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory to look for module files the core names but this machine lacks")
     _index_options(a)
     _add_clr_path(a)
+    a.add_argument("--symbols", action="append", default=[], metavar="DIR",
+                   help="local directory to search for portable PDBs (source lines), as setsymbolserver -directory")
     a.set_defaults(func=cmd_analyze)
     c = sub.add_parser("collect", help="write a dump of a .NET process through its diagnostics socket")
     c.add_argument("pid", help="process id")  # checked by collect, in one line

@@ -148,8 +148,12 @@ def thread_rows(text: str) -> dict[int, ThreadRow]:
     return rows
 
 
+SOURCE_SUFFIX = re.compile(r" \[[^\[\]]+ @ \d+\]$")  # " [/path/File.cs @ 42]" (test_stacks_source.py checks them)
+
+
 def call_sites(text: str) -> list[str]:
-    return [m.group(3) for m in map(STACK_ROW.match, text.splitlines()) if m]
+    """The Call Site column without source lines."""
+    return [SOURCE_SUFFIX.sub("", m.group(3)) for m in map(STACK_ROW.match, text.splitlines()) if m]
 
 
 def in_order(names: list[str], sites: list[str]) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from ..dac.loader import clr_path_override, set_clr_path
-from .base import Command, Parsed, Positional, register
+from .base import Command, Option, Parsed, Positional, register
 from .context import CommandContext
 
 
@@ -34,3 +34,40 @@ class SetClrPath(Command):
         set_clr_path(path)
         ctx.session.forget()
         ctx.out.line(f"Set load path for DAC/DBI to '{path}'")
+
+
+@register
+class SetSymbolServer(Command):
+    names = ("setsymbolserver", "SetSymbolServer")
+    summary = "Name local directories to search for portable PDBs (source lines); no servers, no network."
+    usage = "setsymbolserver [-directory <dir>]... [-clear]"
+    details = ("clrstack, pe -lines and ip2md look for a module's PDB embedded in the assembly, beside\n"
+               "the assembly, then in these directories (flat, or in the symbol-server layout\n"
+               "name.pdb/<guid><stamp>FFFF/name.pdb). Without options, lists them. sosext never\n"
+               "downloads: -ms and URLs are refused. The CLI's --symbols DIR does the same.\n"
+               "Example:\n  setsymbolserver -directory /src/app/bin/Release/net8.0")
+    options = (
+        Option("-directory", "add a local directory", str, "dir", repeat=True),
+        Option("-clear", "forget every directory"),
+        Option("-ms", "Microsoft's symbol server (refused: sosext reads local files only)"),
+    )
+    positionals = (Positional("server", "a symbol server URL (refused)"),)
+    needs_runtime = False
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from ..clr.sourcelines import add_symbol_directory, set_symbol_directories, symbol_directories
+        from ..errors import SosError
+
+        if args.ms or args.server is not None:
+            raise SosError("sosext reads symbols from local directories only: use setsymbolserver -directory <dir>")
+        if args.clear:
+            set_symbol_directories([])
+            ctx.out.line("Cleared symbol directories")
+        for d in args.directory:
+            ctx.out.line(f"Added symbol directory path: {add_symbol_directory(d)}")
+        if not args.directory and not args.clear:
+            dirs = symbol_directories()
+            if not dirs:
+                ctx.out.line("No symbol directories (PDBs are looked for in the assemblies and beside them)")
+            for d in dirs:
+                ctx.out.line(f"Symbol directory: {d}")

@@ -9,6 +9,7 @@ from ..clr.heap import ClrHeap
 from ..clr.statics import static_name_between
 from ..clr.roots import DEPENDENT, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
     finalizer_queue_ranges, read_handles, read_pointer_array
+from ..clr.sourcelines import source_lines
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.table import Column, Pointer, Table, Text, TypeName, fmt_pointer
@@ -87,7 +88,12 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
                 site = f"[{frame_name(heap, root.source)}: {root.source:016x}]"
                 lines.append(f"    {root.frame_sp:x} {site}" + (f"  ({method})" if method else " "))
             else:
-                lines.append(f"    {root.frame_sp:x} {root.source:x} {method_name_at(heap, root.source)}")
+                site = method_name_at(heap, root.source)
+                # As SOS: the frame's source line when its module's PDB is found (see clrstack).
+                loc = source_lines(heap.runtime).location(root.source) if root.source else None
+                if loc is not None:
+                    site += f" [{loc.path} @ {loc.line}]"
+                lines.append(f"    {root.frame_sp:x} {root.source:x} {site}")
             state["frame"] = frame_key
         if root.register:
             off = f"+{root.offset:x}" if root.offset > 0 else (f"-{-root.offset:x}" if root.offset < 0 else "")
@@ -429,14 +435,20 @@ Examples:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         heap = ctx.heap
         target = heap.runtime.target
-        tid = _thread_argument(target, args.thread)
+        if args.thread is None:
+            # The thread clrstack and pe use (and number) too: the debugger's, or setthread's.
+            from .threads import current_thread
+            cur = current_thread(ctx)
+            tid = cur.tid if cur is not None else _thread_argument(target, None)
+        else:
+            tid = _thread_argument(target, args.thread)
         ix = heap.index(ctx.progress)
         regs = target.registers(tid)
         sp = regs.get("rsp", regs.get("sp"))
         if sp is None:
             raise SosError(f"Unable to get the stack pointer for thread {tid:x}.")
         index_of = {t.tid: t.index for t in target.threads()}
-        ctx.out.line(f"OS Thread Id: 0x{tid:x} ({max(index_of.get(tid, 1) - 1, 0)})")
+        ctx.out.line(f"OS Thread Id: 0x{tid:x} ({index_of.get(tid, 0)})")  # numbered as clrstack does
         t = Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{int(v):012x}"), Pointer(), TypeName())
         ctx.out.line(t.header("SP/REG", "Object", "Name"))
         name_of = lambda i: heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))  # noqa: E731

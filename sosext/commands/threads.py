@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..clr.addresses import classifier
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
 from ..clr.progress import interrupted
+from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
 from ..clr.threadpool import read_threadpool
 from ..clr.threads import ClrThread, clr_threads, thread_by_os_id, thread_store
@@ -91,7 +92,7 @@ _THREAD_RIGHT = (True, True, True, False, True, False, False, False, False, Fals
 class ClrThreads(Command):
     names = ("clrthreads", "ClrThreads")
     summary = "List the managed threads: ids, state, GC mode, allocation context, last exception."
-    usage = "clrthreads [-live] [-special]"
+    usage = "clrthreads [-live] [-special] [-managedexception]"
     details = """\
 One row per thread the runtime knows (running, unstarted and dead ones). DBG is the
 debugger's thread number (XXXX: the OS thread is gone), ID the managed thread id, OSID the
@@ -99,19 +100,25 @@ OS thread id in hex, ThreadOBJ the runtime's Thread object, State its state bits
 threadstate), Lock Count the monitors it holds. The Exception column names special threads
 ((Finalizer), (GC), (Threadpool Worker)) and the last exception the thread threw.
 
+With -managedexception, no table: the first thread with a managed exception becomes the
+current thread (the debugger's selection in LLDB and GDB, setthread's in the CLI), ready for
+pe and clrstack.
+
 Examples:
   clrthreads
-  clrthreads -live"""
+  clrthreads -live
+  clrthreads -managedexception
+    Current thread is now 9 (OS thread id 0x7410), exception 00007f77818113b0"""
     options = (
         Option("-live", "only threads the debugger knows (running OS threads)"),
         Option("-special", "special runtime threads (not supported off Windows)"),
-        Option("-managedexception", "switch to the thread with a managed exception (not supported)"),
+        Option("-managedexception", "make the (first) thread with a managed exception the current thread"),
     )
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.managedexception:
-            raise SosError("-managedexception is not supported by sosext: find the thread in the "
-                           "Exception column and select it with the debugger")
+            select_exception_thread(ctx)
+            return
         runtime = ctx.runtime
         store = thread_store(runtime)
         out = ctx.out
@@ -142,6 +149,27 @@ Examples:
             "Cooperative" if t.cooperative else "Preemptive",
             f"{_p(t.alloc_context[0])}:{_p(t.alloc_context[1])}", _p(t.domain), _lock_count(t.lock_count),
             t.apartment, exception_column(ctx, t)], cut=(0, 5, 9))
+
+
+def select_exception_thread(ctx: CommandContext) -> None:
+    """clrthreads -managedexception: select the first live thread whose last thrown exception is
+    still held (as the Exception column shows it), the way setthread or the debugger would."""
+    target = ctx.session.target()
+    known = {t.tid: t for t in target.threads()}
+    for t in clr_threads(ctx.runtime):
+        info = known.get(t.os_id) if t.os_id else None
+        if info is None or not t.last_exception:
+            continue
+        select = getattr(target, "select_tid", None)
+        if debugger_selected_tid(ctx) is not None:
+            if not callable(select) or not select(t.os_id):
+                raise SosError(f"the debugger cannot select thread {info.index} (OS thread id 0x{t.os_id:x})")
+        else:
+            ctx.session.settings[CURRENT_THREAD] = t.os_id
+        ctx.out.line(f"Current thread is now {info.index} (OS thread id 0x{t.os_id:x}), "
+                     f"exception {t.last_exception:016x}")
+        return
+    raise SosError("no thread has a managed exception")
 
 
 def _lock_count(n: int) -> str:
@@ -279,11 +307,17 @@ class ClrStackCommand(Command):
     details = """\
 One row per frame, innermost first: the frame's stack pointer, instruction pointer and
 method (Namespace.Type.Method(ArgTypes)). Runtime transition frames appear as
-[FrameName: address]. The current thread is the debugger's selected thread (in the CLI the
-one chosen with setthread, else the first). Source lines are not shown (no PDB reader).
+[FrameName: address]. A managed frame ends with its source file and line,
+[/src/app/Program.cs @ 42], when the module's portable PDB is found (embedded in the
+assembly, beside it, or in a directory named with setsymbolserver -directory); modules without
+one are named once per session. The current thread is the debugger's selected thread (in the
+CLI the one chosen with setthread, else the first).
 
 Examples:
   clrstack
+    OS Thread Id: 0x5b1e (1)
+            Child SP               IP Call Site
+    00007FFCF4A1C2D0 00007F3A8C1D2F6E SosextDebuggee.SourceScenario.Block(Int32) [/src/SourceScenario.cs @ 31]
   clrstack -a
   clrstack -all
   clrstack -f -c 5"""
@@ -291,7 +325,7 @@ Examples:
         Option("-a", "show parameters and locals"),
         Option("-p", "show parameters"),
         Option("-l", "show locals (the runtime knows no local names: each shows its location)"),
-        Option("-n", "no source line numbers (sosext shows none anyway)"),
+        Option("-n", "no source file and line numbers"),
         Option("-f", "full: module names and code offsets"),
         Option("-r", "show the registers of every frame"),
         Option("-all", "every managed thread"),
@@ -299,6 +333,11 @@ Examples:
         Option("-i", "use ICorDebug (not supported)"),
         Option("-gc", "show GC references per frame (not supported)"),
     )
+
+    @classmethod
+    def parse(cls, words: list[str]) -> Parsed:
+        # SOS's /d asks for DML links; plain text here, so it is accepted and ignored.
+        return super().parse([w for w in words if w.lower() != "/d"])
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.i or args.gc:
@@ -331,11 +370,27 @@ Examples:
                 out.line("the process")
             out.line(f"Failed to start stack walk: {e.hr:x}")
             return
+        if not stack.frames and not stack.complete:
+            # A thread the runtime knows that has not run (or no longer runs) managed code.
+            out.line("Unable to walk the managed stack. The current thread is likely not a ")
+            out.line("managed thread. You can run clrthreads to get a list of managed threads in")
+            out.line("the process")
+            return
+        lines = None if args.n else source_lines(ctx.runtime)
+        leaf_ip = _thread_ip(ctx, tid) if lines is not None else None
+        missing: list[PdbLookup] = []
         out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, ["Child SP", "IP", "Call Site"]))
-        for f in stack.frames:
+        for i, f in enumerate(stack.frames):
             # With -f SOS leaves a runtime Frame's IP blank (it means little there).
             ip = "" if args.f and not f.is_managed else _p(f.ip)
-            out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, [_p(f.sp), ip, call_site(ctx, f, args.f)]))
+            site = call_site(ctx, f, args.f)
+            if lines is not None and f.is_managed and f.method_desc:
+                # Only an active leaf frame stands on its instruction; the others hold return addresses.
+                active = i == 0 and f.ip == leaf_ip
+                loc = lines.location(f.ip, f.method_desc, return_address=not active, missing=missing.append)
+                if loc is not None:
+                    site += f" [{loc.path} @ {loc.line}]"
+            out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, [_p(f.sp), ip, site]))
             if f.is_managed and (params or local_vars):
                 _args_and_locals(ctx, f, params, local_vars)
             if f.registers is not None:
@@ -345,6 +400,31 @@ Examples:
         elif not stack.complete:
             out.line("<failed>")
             out.line("Stack Walk failed. Reported stack incomplete.")
+        if lines is not None:
+            report_missing_pdbs(ctx, lines, missing)
+
+
+def _thread_ip(ctx: CommandContext, tid: int) -> int | None:
+    try:
+        regs = ctx.runtime.target.registers(tid)
+    except (SosError, OSError):
+        return None
+    return regs.get("rip", regs.get("pc"))
+
+
+_REPORTED = "sourcelines.reported"  # Session.settings key: modules already named as lacking a PDB
+
+
+def report_missing_pdbs(ctx: CommandContext, lines: SourceLines, missing: list[PdbLookup]) -> None:
+    """Name, once per session, the modules whose frames have no source lines for want of a PDB."""
+    reported: set[int] = ctx.session.settings.setdefault(_REPORTED, set())
+    fresh = {m.module: m for m in missing if m.module not in reported}
+    if not fresh:
+        return
+    reported.update(fresh)
+    names = ", ".join(sorted({m.module_name for m in fresh.values()}))
+    ctx.out.line(f"No source lines for {names}: no matching portable PDB found "
+                 "(setsymbolserver -directory <dir> adds a place to look)")
 
 
 def call_site(ctx: CommandContext, f: ClrStackFrame, full: bool = False) -> str:
@@ -447,10 +527,14 @@ pointer and module!method+offset per frame.
 Examples:
   pe
   pe 00007f3a1c0123d8
+  pe -lines
+    ...
+        00007FFCF4A1C1F0 00007F3A8C1D3011 SosextDebuggee.dll!SosextDebuggee.SourceScenario.Throw(Int32)+0x61 [/src/SourceScenario.cs @ 45]
   pe -nested"""
     options = (
         Option("-nested", "also show the current thread's nested exceptions"),
-        Option("-lines", "source lines (not supported: shown without)", aliases=("-l",)),
+        Option("-lines", "source file and line of each frame, from the modules' portable PDBs",
+               aliases=("-l",)),
         Option("-ccw", "the argument is a COM callable wrapper (Windows only; not supported)"),
     )
     positionals = (Positional("object", "address of an exception object"),)
@@ -458,6 +542,15 @@ Examples:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.ccw:
             raise SosError("pe -ccw is not supported by sosext (COM interop exists only on Windows)")
+        self.lines = args.lines
+        self.missing: list[PdbLookup] = []
+        try:
+            self._run(ctx, args)
+        finally:
+            if self.lines:
+                report_missing_pdbs(ctx, source_lines(ctx.runtime), self.missing)
+
+    def _run(self, ctx: CommandContext, args: Parsed) -> None:
         runtime = ctx.runtime
         cur = current_thread(ctx)
         thread = thread_by_os_id(runtime, cur.tid) if cur is not None else None
@@ -498,13 +591,13 @@ Examples:
                 self._print(ctx, pair[0])
                 nested = pair[1]
 
-    @staticmethod
-    def _print(ctx: CommandContext, address: int) -> None:
+    def _print(self, ctx: CommandContext, address: int) -> None:
         # NotAnException / InvalidExceptionObject carry SOS's messages for bad addresses.
-        write_exception(ctx, read_exception(ctx.runtime, address))
+        write_exception(ctx, read_exception(ctx.runtime, address), lines=self.lines, missing=self.missing)
 
 
-def write_exception(ctx: CommandContext, e: ClrExceptionInfo) -> None:
+def write_exception(ctx: CommandContext, e: ClrExceptionInfo, *, lines: bool = False,
+                    missing: list[PdbLookup] | None = None) -> None:
     out = ctx.out
     out.line(f"Exception object: {_lp(e.address)}")
     out.line(f"Exception type:   {e.type_name or '<Unknown>'}")
@@ -529,6 +622,12 @@ def write_exception(ctx: CommandContext, e: ClrExceptionInfo) -> None:
             where = f"{f.module or 'UNKNOWN'}!{f.method_name or 'UNKNOWN'}"
             if f.offset:
                 where += f"+{f.offset:#x}"
+            if lines:
+                # Every recorded IP is a return address (or, after a fault, one past the instruction).
+                loc = source_lines(ctx.runtime).location(f.ip, f.method_desc, return_address=True,
+                                                         missing=None if missing is None else missing.append)
+                if loc is not None:
+                    where += f" [{loc.path} @ {loc.line}]"
             out.line(f"    {_p(f.sp)} {_p(f.ip)} {where}")
         out.line()
     if e.stack_trace_string is not None:
@@ -580,3 +679,50 @@ Example:
                 out.line(f"{label:<17} {value}")
         out.line()
 
+
+
+# -- ip2md -------------------------------------------------------------------------------------
+
+
+@register
+class IP2MD(Command):
+    names = ("ip2md", "IP2MD")
+    summary = "Show the method whose code holds an address: its MethodDesc, as dumpmd, and source line."
+    usage = "ip2md <code address>"
+    details = """\
+The address is an instruction address inside JIT-compiled or precompiled code (an IP column
+of clrstack or pe). Prints the MethodDesc as dumpmd does, then the source file and line of
+that instruction when the module's portable PDB is found. An IP taken from clrstack is a
+return address: subtract 1 to name the call's own line.
+
+Example:
+  ip2md 00007f3a8c1d2f6d
+    MethodDesc:   00007f3a8c2a1b40
+    Method Name:          SosextDebuggee.SourceScenario.Block(Int32)
+    ...
+    Source file:  /src/SourceScenario.cs @ 31"""
+    positionals = (Positional("ip", "the code address, hex"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from .types import DumpMD
+
+        if args.ip is None:
+            raise UsageError("Missing IP address (usage: ip2md <code address>)")
+        try:
+            ip = parse_address(args.ip)
+        except UsageError:
+            ip = 0
+        if not ip:
+            raise SosError(f"{args.ip} is not a valid code address")
+        rt = ctx.runtime
+        md = rt.dac.method_desc_from_ip(ip) or 0
+        if not md:
+            raise SosError(f"Failed to request MethodData, not in JIT code range ({ip:016x})")
+        ctx.out.line(f"MethodDesc:   {md:016x}")
+        DumpMD().run(ctx, Parsed({"md": f"{md:x}"}))
+        missing: list[PdbLookup] = []
+        lines = source_lines(rt)
+        loc = lines.location(ip, md, return_address=False, missing=missing.append)
+        if loc is not None:
+            ctx.out.line(f"Source file:  {loc.path} @ {loc.line}")
+        report_missing_pdbs(ctx, lines, missing)

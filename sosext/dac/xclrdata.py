@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 PROCESS = slot_table("Flush", "StartEnumTasks", "EnumTask", "EndEnumTasks", "GetTaskByOSThreadID",
                      "GetTaskByUniqueID", "GetFlags", "IsSameObject", "GetManagedObject",
                      "GetDesiredExecutionState", "SetDesiredExecutionState", "GetAddressType",
-                     "GetRuntimeNameByAddress")
+                     "GetRuntimeNameByAddress", "StartEnumAppDomains", "EnumAppDomain", "EndEnumAppDomains",
+                     "GetAppDomainByUniqueID", "StartEnumAssemblies", "EnumAssembly", "EndEnumAssemblies",
+                     "StartEnumModules", "EnumModule", "EndEnumModules", "GetModuleByAddress",
+                     "StartEnumMethodInstancesByAddress", "EnumMethodInstanceByAddress",
+                     "EndEnumMethodInstancesByAddress")
 TASK = slot_table("GetProcess", "GetCurrentAppDomain", "GetUniqueID", "GetFlags", "IsSameObject",
                   "GetManagedObject", "GetDesiredExecutionState", "SetDesiredExecutionState",
                   "CreateStackWalk", "GetOSThreadID", "GetContext", "SetContext",
@@ -227,6 +231,22 @@ class MethodInstance(_Interface):
                         ctypes.byref(got), buf)
         return utf16_text(buf) if hr == 0 else None  # S_FALSE: truncated, not worth showing
 
+    def il_offsets(self, address: int) -> list[int] | None:
+        """The IL offsets the JIT mapped native ``address`` to (several when code was inlined or
+        duplicated); special values are the CLRDATA_IL_OFFSET_* markers. None on failure."""
+        n = 8
+        for _ in range(2):
+            buf = (_U32 * n)()
+            need = _U32(0)
+            hr = self._call(METHOD_INSTANCE["GetILOffsetsByAddress"], (_A, _U32, _PU32, _P),
+                            address, n, ctypes.byref(need), buf)
+            if failed(hr):
+                return None
+            if need.value <= n:
+                return list(buf[: need.value])
+            n = min(need.value, 4096)
+        return list(buf[:n])
+
 
 class Value(_Interface):
     """IXCLRDataValue: where a variable lives and its bytes."""
@@ -272,6 +292,33 @@ class Value(_Interface):
         if failed(hr):
             return None, False
         return bytes(buf[: size.value]), True
+
+
+# CLRDATA_IL_OFFSET_MARKER: an address with no IL offset, in a prolog or in an epilog.
+IL_OFFSET_NO_MAPPING = 0xFFFFFFFF
+IL_OFFSET_PROLOG = 0xFFFFFFFE
+IL_OFFSET_EPILOG = 0xFFFFFFFD
+
+
+def method_instance_by_address(dac: "SosDac", address: int) -> MethodInstance | None:
+    """The (first) method instance whose native code holds ``address``, or None."""
+    handle = ctypes.c_uint64(0)
+    with dac.lock:
+        hr = dac.process.call(PROCESS["StartEnumMethodInstancesByAddress"], (_A, _P, ctypes.POINTER(ctypes.c_uint64)),
+                              address, None, ctypes.byref(handle))
+    if hr != 0:  # S_FALSE: no method there, and no enumeration to end
+        return None
+    out = _P()
+    try:
+        with dac.lock:
+            hr = dac.process.call(PROCESS["EnumMethodInstanceByAddress"], (ctypes.POINTER(ctypes.c_uint64), _PP),
+                                  ctypes.byref(handle), ctypes.byref(out))
+    finally:
+        with dac.lock:
+            dac.process.call(PROCESS["EndEnumMethodInstancesByAddress"], (ctypes.c_uint64,), handle.value)
+    if hr != 0 or not out.value:
+        return None
+    return MethodInstance(dac, out.value)
 
 
 def task_by_os_thread_id(dac: "SosDac", os_tid: int) -> tuple[int, Task | None]:

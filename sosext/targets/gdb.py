@@ -403,6 +403,14 @@ class GdbTarget(TargetBase):
         """The thread selected with GDB's ``thread <n>``: what clrstack and pe act on."""
         return self.selected_thread_tid()
 
+    def select_tid(self, tid: int) -> bool:
+        """Make OS thread ``tid`` GDB's selected thread (clrthreads -managedexception)."""
+        for t in self._gdb_threads():
+            if _lwp(t) == tid:
+                t.switch()
+                return True
+        return False
+
 
 def _core_pid(core) -> int | None:  # type: ignore[no-untyped-def]
     """The process a core is of, as GDB numbers a core's inferior (NT_PRPSINFO's pid)."""

@@ -148,3 +148,8 @@ class LldbTarget(TargetBase):
         return t.GetThreadID() if t and t.IsValid() else None
 
     selected_thread_tid = selected_tid  # the earlier name
+
+    def select_tid(self, tid: int) -> bool:
+        """Make OS thread ``tid`` LLDB's selected thread (clrthreads -managedexception); a debugger
+        selection, nothing changes in the target."""
+        return bool(self.process.SetSelectedThreadByID(tid))

@@ -32,6 +32,7 @@ namespace DebuggeeHost
             "threads" => new ThreadsScenario(),
             "deeplist" => new DeepListScenario(),
             "hostile" => new HostileScenario(),
+            "source" => new SourceScenario(),
             _ => null,
         };
 
