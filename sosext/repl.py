@@ -6,6 +6,7 @@ from typing import Callable
 
 from .commands import load_all
 from .commands.base import REGISTRY
+from .render.text import safe_line
 
 HISTORY = os.path.expanduser("~/.sosext_history")
 
@@ -47,7 +48,8 @@ def _save_history() -> None:
 def repl(session, run: Callable[[str], bool], interrupt_flag: dict) -> int:  # type: ignore[no-untyped-def]
     load_all()
     _setup_readline()
-    print(f"sosext analyzer: {session.target().describe()}. Type 'soshelp' for commands, 'quit' to leave.")
+    # The core's path is the user's, but a path can hold anything: escaped like all target text.
+    print(safe_line(f"sosext analyzer: {session.target().describe()}. Type 'soshelp' for commands, 'quit' to leave."))
     try:
         while True:
             try:
