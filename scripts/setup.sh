@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs what sosext needs from Debian's packages, only what is missing.
 #   scripts/setup.sh          runtime needs: lldb-16 with its Python module, gdb, numpy, tabulate, pygments, pyelftools
-#   scripts/setup.sh --test   plus pytest and hypothesis
+#   scripts/setup.sh --test   plus pytest, hypothesis and gcc
 # The .NET SDK (dotnet) is not a Debian package: it must already be installed.
 set -euo pipefail
 
 pkgs=(lldb-16 python3-lldb-16 gdb python3-numpy python3-tabulate python3-pygments python3-pyelftools)
 if [[ "${1:-}" == "--test" ]]; then
-    pkgs+=(python3-pytest python3-hypothesis)
+    pkgs+=(python3-pytest python3-hypothesis gcc)  # gcc: the DAC trust tests build planted libraries
 fi
 
 missing=()
