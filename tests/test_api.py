@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -443,10 +444,11 @@ class LeakCase:
     new: Path
     before: dict
     after: dict
+    pid: int  # the service, still running as it was for the new dump
 
 
 @pytest.fixture(scope="module")
-def leak_case(tmp_path_factory) -> LeakCase:
+def leak_case(tmp_path_factory):  # type: ignore[no-untyped-def]
     from harness.debuggee import dotnet_path
     from test_leaks import Leaky, build_leaky, collect
     if dotnet_path() is None:
@@ -458,9 +460,9 @@ def leak_case(tmp_path_factory) -> LeakCase:
         collect(app.started["pid"], tmp / "old.core")
         after = app.leak(700)
         collect(app.started["pid"], tmp / "new.core")
+        yield LeakCase(tmp / "old.core", tmp / "new.core", before, after, app.started["pid"])
     finally:
         app.stop()
-    return LeakCase(tmp / "old.core", tmp / "new.core", before, after)
 
 
 def run_script(name: str, *args: str, cwd: Path) -> str:
@@ -496,6 +498,9 @@ def test_find_strings_script(leak_case: LeakCase, tmp_path: Path) -> None:
     assert all(ln.split()[0] == "2" for ln in out.splitlines()[:-1])
     out = run_script("find_strings.py", str(leak_case.new), r"^customer-1$", cwd=tmp_path)
     assert out.splitlines()[-1] == "2 strings"
+    # The running service, read through /proc: no garbage strings of that shape exist, so all count.
+    out = run_script("find_strings.py", str(leak_case.pid), r"^customer-\d+$", "--stat", cwd=tmp_path)
+    assert out.splitlines()[-1] == f"{2 * entries} strings, {entries} distinct"
 
 
 def test_top_types_script(heap_case: Live, tmp_path: Path) -> None:
@@ -518,3 +523,30 @@ def test_top_types_script(heap_case: Live, tmp_path: Path) -> None:
     address = min(h(a) for a, s in zip(t["addresses"], t["sizes"]) if s == biggest)
     assert f"The biggest {top}, {biggest} bytes at {address:#x}:" in out
     assert "static DebuggeeHost.HeapScenario.s_root" in out
+    live = run_script("top_types.py", str(heap_case.pid), "--top", "40", cwd=tmp_path)
+    rows = {ln.split(None, 2)[2]: ln.split(None, 2)[:2] for ln in live.splitlines()[1:41] if ln.strip()}
+    for name, t in heap_case.truth["types"].items():
+        if sos_name(t["fullName"]) in rows:
+            assert [int(x) for x in rows[sos_name(t["fullName"])]] == [t["count"] + t["deadCount"],
+                                                                       t["unalignedSize"] + t["deadUnalignedSize"]], name
+    assert sum(sos_name(t["fullName"]) in rows for t in heap_case.truth["types"].values()) >= 5
+
+
+def test_clr_path_names_the_dac(heap_case: Live, tmp_path: Path) -> None:
+    """clr_path= as setclrpath: the DAC is taken from there, and the setting does not stick."""
+    from sosext.dac import loader
+    runtime_dir = Path(heap_case.truth["runtime"]["runtimeDir"])
+    copy = tmp_path / "runtime"
+    copy.mkdir()
+    for name in ("libcoreclr.so", "libmscordaccore.so"):
+        shutil.copy2(runtime_dir / name, copy / name)
+    with sosext.open(heap_case.core, clr_path=str(copy)) as rt:
+        assert rt.dac_path == str(copy / "libmscordaccore.so")
+        check_stats(rt, heap_case.truth)
+    assert loader.clr_path_override() is None
+    with pytest.raises(sosext.SosError, match="not a directory"):
+        sosext.open(heap_case.core, clr_path=str(tmp_path / "nowhere"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(sosext.SosError, match="DAC not found"):
+        sosext.open(heap_case.core, clr_path=str(empty))
