@@ -144,8 +144,11 @@ def test_stats_of_a_snapshot_equal_truth(heap_case: Live) -> None:
 
 
 def test_objects_by_mt_and_by_name(core_rt, heap_case: Live) -> None:
-    heap = core_rt.heap
-    for name, t in populated(heap_case.truth).items():
+    check_objects(core_rt.heap, heap_case.truth)
+
+
+def check_objects(heap: sosext.Heap, truth: dict) -> None:
+    for name, t in populated(truth).items():
         objs = list(heap.objects(mt=h(t["mt"])))
         assert [o.address for o in objs] == sorted(h(a) for a in t["addresses"] + t["deadAddresses"]), name
         assert [o.address for o in heap.objects(type=sos_name(t["fullName"]))] == [o.address for o in objs], name
@@ -157,6 +160,21 @@ def test_objects_by_mt_and_by_name(core_rt, heap_case: Live) -> None:
             for a, s in zip(t["addresses"], t["sizes"]):
                 assert by_addr[h(a)].size == s, (name, a)
         assert all(type(o.address) is int and type(o.size) is int for o in objs)
+
+
+def test_server_gc_with_segments(request, tmp_path_factory) -> None:
+    """The same answers from a server-GC heap made of segments (several heaps, ephemeral ranges)."""
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    with Debuggee("heap", gc="svr", gc_flavor="segments", tfm=tfm, dll=build_debuggee(tfm),
+                  core_dir=tmp_path_factory.mktemp("api-svr")) as d:
+        core = d.write_core("heap")
+        with sosext.open(pid=d.pid) as live:
+            check_stats(live, d.truth)
+    with sosext.open(core) as rt:
+        assert rt.heap.is_server
+        check_stats(rt, d.truth)
+        check_objects(rt.heap, d.truth)
 
 
 def test_live_dead_and_generation_filters(core_rt, heap_case: Live) -> None:
