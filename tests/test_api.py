@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -143,8 +144,11 @@ def test_stats_of_a_snapshot_equal_truth(heap_case: Live) -> None:
 
 
 def test_objects_by_mt_and_by_name(core_rt, heap_case: Live) -> None:
-    heap = core_rt.heap
-    for name, t in populated(heap_case.truth).items():
+    check_objects(core_rt.heap, heap_case.truth)
+
+
+def check_objects(heap: sosext.Heap, truth: dict) -> None:
+    for name, t in populated(truth).items():
         objs = list(heap.objects(mt=h(t["mt"])))
         assert [o.address for o in objs] == sorted(h(a) for a in t["addresses"] + t["deadAddresses"]), name
         assert [o.address for o in heap.objects(type=sos_name(t["fullName"]))] == [o.address for o in objs], name
@@ -156,6 +160,21 @@ def test_objects_by_mt_and_by_name(core_rt, heap_case: Live) -> None:
             for a, s in zip(t["addresses"], t["sizes"]):
                 assert by_addr[h(a)].size == s, (name, a)
         assert all(type(o.address) is int and type(o.size) is int for o in objs)
+
+
+def test_server_gc_with_segments(request, tmp_path_factory) -> None:
+    """The same answers from a server-GC heap made of segments (several heaps, ephemeral ranges)."""
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    with Debuggee("heap", gc="svr", gc_flavor="segments", tfm=tfm, dll=build_debuggee(tfm),
+                  core_dir=tmp_path_factory.mktemp("api-svr")) as d:
+        core = d.write_core("heap")
+        with sosext.open(pid=d.pid) as live:
+            check_stats(live, d.truth)
+    with sosext.open(core) as rt:
+        assert rt.heap.is_server
+        check_stats(rt, d.truth)
+        check_objects(rt.heap, d.truth)
 
 
 def test_live_dead_and_generation_filters(core_rt, heap_case: Live) -> None:
@@ -443,10 +462,11 @@ class LeakCase:
     new: Path
     before: dict
     after: dict
+    pid: int  # the service, still running as it was for the new dump
 
 
 @pytest.fixture(scope="module")
-def leak_case(tmp_path_factory) -> LeakCase:
+def leak_case(tmp_path_factory):  # type: ignore[no-untyped-def]
     from harness.debuggee import dotnet_path
     from test_leaks import Leaky, build_leaky, collect
     if dotnet_path() is None:
@@ -458,9 +478,9 @@ def leak_case(tmp_path_factory) -> LeakCase:
         collect(app.started["pid"], tmp / "old.core")
         after = app.leak(700)
         collect(app.started["pid"], tmp / "new.core")
+        yield LeakCase(tmp / "old.core", tmp / "new.core", before, after, app.started["pid"])
     finally:
         app.stop()
-    return LeakCase(tmp / "old.core", tmp / "new.core", before, after)
 
 
 def run_script(name: str, *args: str, cwd: Path) -> str:
@@ -496,6 +516,9 @@ def test_find_strings_script(leak_case: LeakCase, tmp_path: Path) -> None:
     assert all(ln.split()[0] == "2" for ln in out.splitlines()[:-1])
     out = run_script("find_strings.py", str(leak_case.new), r"^customer-1$", cwd=tmp_path)
     assert out.splitlines()[-1] == "2 strings"
+    # The running service, read through /proc: no garbage strings of that shape exist, so all count.
+    out = run_script("find_strings.py", str(leak_case.pid), r"^customer-\d+$", "--stat", cwd=tmp_path)
+    assert out.splitlines()[-1] == f"{2 * entries} strings, {entries} distinct"
 
 
 def test_top_types_script(heap_case: Live, tmp_path: Path) -> None:
@@ -518,3 +541,30 @@ def test_top_types_script(heap_case: Live, tmp_path: Path) -> None:
     address = min(h(a) for a, s in zip(t["addresses"], t["sizes"]) if s == biggest)
     assert f"The biggest {top}, {biggest} bytes at {address:#x}:" in out
     assert "static DebuggeeHost.HeapScenario.s_root" in out
+    live = run_script("top_types.py", str(heap_case.pid), "--top", "40", cwd=tmp_path)
+    rows = {ln.split(None, 2)[2]: ln.split(None, 2)[:2] for ln in live.splitlines()[1:41] if ln.strip()}
+    for name, t in heap_case.truth["types"].items():
+        if sos_name(t["fullName"]) in rows:
+            assert [int(x) for x in rows[sos_name(t["fullName"])]] == [t["count"] + t["deadCount"],
+                                                                       t["unalignedSize"] + t["deadUnalignedSize"]], name
+    assert sum(sos_name(t["fullName"]) in rows for t in heap_case.truth["types"].values()) >= 5
+
+
+def test_clr_path_names_the_dac(heap_case: Live, tmp_path: Path) -> None:
+    """clr_path= as setclrpath: the DAC is taken from there, and the setting does not stick."""
+    from sosext.dac import loader
+    runtime_dir = Path(heap_case.truth["runtime"]["runtimeDir"])
+    copy = tmp_path / "runtime"
+    copy.mkdir()
+    for name in ("libcoreclr.so", "libmscordaccore.so"):
+        shutil.copy2(runtime_dir / name, copy / name)
+    with sosext.open(heap_case.core, clr_path=str(copy)) as rt:
+        assert rt.dac_path == str(copy / "libmscordaccore.so")
+        check_stats(rt, heap_case.truth)
+    assert loader.clr_path_override() is None
+    with pytest.raises(sosext.SosError, match="not a directory"):
+        sosext.open(heap_case.core, clr_path=str(tmp_path / "nowhere"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(sosext.SosError, match="DAC not found"):
+        sosext.open(heap_case.core, clr_path=str(empty))

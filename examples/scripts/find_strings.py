@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Strings by content: every System.String whose text matches a regular expression.
 
-    python3 find_strings.py CORE 'customer-\\d+' [--live] [--stat]
+    python3 find_strings.py CORE|PID 'customer-\\d+' [--live] [--stat]
 
 Prints address, size and text (cut to 80 characters) of each match; with --stat, how many
 strings carry each distinct text instead (duplicates are a classic waste).
@@ -9,6 +9,7 @@ strings carry each distinct text instead (duplicates are a classic waste).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections import Counter
@@ -28,14 +29,21 @@ def matching_strings(heap: sosext.Heap, pattern: str, live: bool | None = None,
             yield obj, text
 
 
+def open_target(text: str) -> sosext.Runtime:
+    """A core file by path, or a running process by pid (read through /proc, not stopped)."""
+    if text.isdigit() and not os.path.exists(text):
+        return sosext.open(pid=int(text))
+    return sosext.open(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("core")
+    p.add_argument("target", help="core file, or pid of a running process")
     p.add_argument("pattern")
     p.add_argument("--live", action="store_true", help="only strings reachable from a root")
     p.add_argument("--stat", action="store_true", help="count strings per distinct text")
     args = p.parse_args(argv)
-    with sosext.open(args.core) as rt:
+    with open_target(args.target) as rt:
         found = matching_strings(rt.heap, args.pattern, True if args.live else None)
         if args.stat:
             counts = Counter(text for _obj, text in found)

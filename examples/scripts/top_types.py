@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The types that take the most bytes, and why the biggest object of the top type is alive.
 
-    python3 top_types.py CORE [--top 10] [--live]
+    python3 top_types.py CORE|PID [--top 10] [--live]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import sosext
@@ -36,14 +37,21 @@ def print_chain(objects: tuple[sosext.HeapObject, ...], head: int = 4, tail: int
             print(f"    -> {o.address:#x} {o.type.name}")
 
 
+def open_target(text: str) -> sosext.Runtime:
+    """A core file by path, or a running process by pid (read through /proc, not stopped)."""
+    if text.isdigit() and not os.path.exists(text):
+        return sosext.open(pid=int(text))
+    return sosext.open(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("core")
+    p.add_argument("target", help="core file, or pid of a running process")
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--live", action="store_true", help="only objects reachable from a root")
     args = p.parse_args(argv)
     live = True if args.live else None
-    with sosext.open(args.core) as rt:
+    with open_target(args.target) as rt:
         rows = top_types(rt.heap, args.top, live)
         print(f"{'Count':>10} {'TotalSize':>12} Type")
         for row in rows:
