@@ -87,6 +87,14 @@ class SourceLocation:
         return f"{self.path} @ {self.line}"
 
 
+def _printable(text: str) -> str:
+    """A PDB's path is untrusted text bound for a terminal: control characters become escapes."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                   for c in text)
+
+
 def _table_index_width(rows: int) -> int:
     return 2 if rows < 0x10000 else 4
 
@@ -181,7 +189,7 @@ class PortablePdb:
         while pos < len(blob):
             part, pos = read_compressed_uint(blob, pos, len(blob))
             parts.append(self.blobs.get(part))
-        name = sep.join(parts).decode("utf-8", "replace")
+        name = _printable(sep.join(parts).decode("utf-8", "replace"))
         self._names[rid] = name
         return name
 
