@@ -25,7 +25,6 @@ from sosext.clr.metadata.pdb import (
     HIDDEN_LINE,
     DebugDirectoryEntry,
     PortablePdb,
-    SequencePoint,
     codeview,
     debug_directory,
     embedded_pdb,

@@ -42,7 +42,7 @@ METHOD_DEBUG_INFORMATION_TABLE = 0x31
 _FIRST_DEBUG_TABLE = 0x30
 _LAST_DEBUG_TABLE = 0x37
 _METHOD_DEF_TOKEN = 0x06
-_MAX_PDB = 512 << 20  # an embedded PDB claiming more than this is corrupt
+_MAX_PDB = 128 << 20  # an embedded PDB claiming more is corrupt (real ones are a few MB)
 _MAX_POINTS = 1 << 20  # sequence points of one method; a real one has hundreds
 
 IMAGE_DEBUG_TYPE_CODEVIEW = 2
