@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 HOSTS = ["lldb-live", "lldb-core", "cli-core"]
 if drivers.GDB:
-    HOSTS += ["gdb-core"]
+    HOSTS += ["gdb-live", "gdb-core"]
 
 STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-F]{16}| {16}) (.*)$")
 PDB = "SosextDebuggee.pdb"
@@ -119,6 +119,8 @@ def case(request, tmp_path_factory) -> Case:
         ip = next(v for k, v in row_ips(pre).items() if k == inner) - 1  # the call itself
         c.truth["ip2md_ip"] = ip
         c.outputs["lldb-live"] = run("lldb-live", d.truth, ip, pid=d.pid)
+        if "gdb-live" in HOSTS:
+            c.outputs["gdb-live"] = run("gdb-live", d.truth, ip, pid=d.pid)
         exe = str(d.executable)
     c.outputs["cli-core"] = run("cli-core", c.truth, ip, core=core)
     c.outputs["lldb-core"] = run("lldb-core", c.truth, ip, core=core, exe=exe)

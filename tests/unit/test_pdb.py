@@ -25,7 +25,6 @@ from sosext.clr.metadata.pdb import (
     HIDDEN_LINE,
     DebugDirectoryEntry,
     PortablePdb,
-    SequencePoint,
     codeview,
     debug_directory,
     embedded_pdb,
@@ -318,3 +317,9 @@ def test_garbled_pe_images_raise_only_metadata_errors(data: st.DataObject) -> No
         embedded_pdb(entries)
     except MetadataError as e:
         assert "\n" not in str(e)
+
+
+def test_document_paths_reach_the_terminal_escaped() -> None:
+    w = PdbWriter(uuid.uuid4(), 1)
+    doc = w.add_document("/src/evil\x1b[2J\u202e.cs")
+    assert PortablePdb(w.bytes()).document_name(doc) == "/src/evil\\x1b[2J\\u202e.cs"

@@ -42,7 +42,7 @@ METHOD_DEBUG_INFORMATION_TABLE = 0x31
 _FIRST_DEBUG_TABLE = 0x30
 _LAST_DEBUG_TABLE = 0x37
 _METHOD_DEF_TOKEN = 0x06
-_MAX_PDB = 512 << 20  # an embedded PDB claiming more than this is corrupt
+_MAX_PDB = 128 << 20  # an embedded PDB claiming more is corrupt (real ones are a few MB)
 _MAX_POINTS = 1 << 20  # sequence points of one method; a real one has hundreds
 
 IMAGE_DEBUG_TYPE_CODEVIEW = 2
@@ -85,6 +85,14 @@ class SourceLocation:
 
     def __str__(self) -> str:
         return f"{self.path} @ {self.line}"
+
+
+def _printable(text: str) -> str:
+    """A PDB's path is untrusted text bound for a terminal: control characters become escapes."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                   for c in text)
 
 
 def _table_index_width(rows: int) -> int:
@@ -181,7 +189,7 @@ class PortablePdb:
         while pos < len(blob):
             part, pos = read_compressed_uint(blob, pos, len(blob))
             parts.append(self.blobs.get(part))
-        name = sep.join(parts).decode("utf-8", "replace")
+        name = _printable(sep.join(parts).decode("utf-8", "replace"))
         self._names[rid] = name
         return name
 

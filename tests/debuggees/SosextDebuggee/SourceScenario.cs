@@ -28,7 +28,8 @@ namespace DebuggeeHost
     /// * "sosext-source-thrower" runs SourceThrowOuter → SourceThrowInner, which throws a
     ///   SourceTestException; the thread catches it, keeps it and waits inside the catch block (so
     ///   it stays the thread's current managed exception).
-    /// The methods are not optimized: their calls map to their own lines exactly.
+    /// The methods are not optimized (their calls map to their own lines exactly), except SourceMiddle,
+    /// which checks the JIT's map of an optimized call site.
     /// </summary>
     internal sealed class SourceScenario : IScenario
     {
@@ -41,7 +42,7 @@ namespace DebuggeeHost
         private static Thread s_thread, s_thrower;
         private static int s_tid, s_throwerTid;
         private static string s_file;
-        private static int s_mainLine, s_outerLine, s_innerLine;
+        private static int s_mainLine, s_outerLine, s_middleLine, s_innerLine, s_depth;
         private static int s_throwOuterLine, s_throwInnerLine, s_throwMainLine;
         private static SourceTestException s_exception;
         private static WeakReference s_held;  // not a root: the frame's local is the only one
@@ -72,8 +73,16 @@ namespace DebuggeeHost
         [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
         internal static void SourceOuter(int depth)
         {
-            s_outerLine = Line(); SourceInner(depth + 1);
+            s_outerLine = Line(); SourceMiddle(depth + 1);
             GC.KeepAlive(depth);
+        }
+
+        // Optimized (the build's default): its call site must still map to its own line.
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        internal static void SourceMiddle(int depth)
+        {
+            s_middleLine = Line(); SourceInner(depth + 1);
+            s_depth = depth;
         }
 
         [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
@@ -134,8 +143,8 @@ namespace DebuggeeHost
             w.PropHex("held", Mem.Addr(s_held.Target));
             // Innermost first, as clrstack prints them: method (without arguments) and line.
             w.Name("frames").BeginArray();
-            foreach ((string m, int line) in new[] { ("SourceInner", s_innerLine), ("SourceOuter", s_outerLine),
-                                                     ("SourceThreadMain", s_mainLine) })
+            foreach ((string m, int line) in new[] { ("SourceInner", s_innerLine), ("SourceMiddle", s_middleLine),
+                                                     ("SourceOuter", s_outerLine), ("SourceThreadMain", s_mainLine) })
             {
                 w.BeginObject();
                 w.Prop("method", type + "." + m);
