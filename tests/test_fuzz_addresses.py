@@ -93,7 +93,10 @@ def find_places(core: Path, truth: dict) -> dict[str, int]:
     # Before .NET 9 a MethodTable's class is a separate EEClass; since then it is the MT itself.
     eeclass = heap.types.get(item_mt).canonical
     extra = {"eeclass": eeclass} if eeclass != item_mt else {}
+    code = rt.location.runtime.base + 0x1008  # readable, and nothing the runtime describes
+    assert rt.target.read_partial(code, 8), "libcoreclr's first pages are not readable in the core"
     return extra | {
+        "freemt": heap.free_mt, "stringmt": heap.string_mt, "code": code,
         "zero": 0, "one": 1, "unaligned": string + 3, "inside": h(objs["list"]["address"]) + 8, "mt": item_mt,
         "free": int(ix.addresses[frees[0]]), "stringdata": string + 12, "string": string,
         "array": h(objs["ints"]["address"]), "module": mod.address, "domain": domain.address,

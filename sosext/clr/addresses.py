@@ -113,7 +113,7 @@ class AddressClass:
         if k is AddressKind.STACK:
             return f"it is on the stack of thread 0x{self.thread:x}"
         if k is AddressKind.UNKNOWN:
-            return None
+            return f"it is in {self.name}, not a runtime structure sosext knows" if self.name else None
         article = "an" if k.value[0] in "AEIOU" else "a"
         return f"it is {article} {k.value}{named}"
 
@@ -365,7 +365,8 @@ class AddressClassifier:
         mt = self.eeclass_method_table(address)
         if mt is not None:
             return AddressClass(address, AddressKind.EECLASS, address, 0, self.heap.types.name_of(mt))
-        return AddressClass(address, AddressKind.UNKNOWN)
+        image = self.target.module_at(address) if hasattr(self.target, "module_at") else None
+        return AddressClass(address, AddressKind.UNKNOWN, name=image.name if image is not None else "")
 
     # -- what commands ask ------------------------------------------------------------------
 

@@ -518,6 +518,8 @@ Example:
         c = cls.classify(mt)
         if c.kind is not AddressKind.METHOD_TABLE:
             raise c.error("a MethodTable") if c.description() else SosError("Not a managed object")
+        if mt == ctx.heap.free_mt:
+            raise SosError("Free MethodTable")
         if not cls.readable(address, 1):
             raise SosError(f"{address:x} is not readable in the target")
         ctx.out.lines(valuetype_lines(ctx, mt, address))
