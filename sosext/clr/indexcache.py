@@ -217,15 +217,7 @@ class IndexStore:
         return index
 
     def _read(self, fd: int, heap: "ClrHeap") -> HeapIndex | None:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size < _FOOTER.size:
-            raise ValueError("not a regular file of yours")
-        magic, offset, length = _FOOTER.unpack(os.pread(fd, _FOOTER.size, st.st_size - _FOOTER.size))
-        if magic != MAGIC or offset + length + _FOOTER.size != st.st_size:
-            raise ValueError("no index footer")
-        t = json.loads(os.pread(fd, length, offset))
-        if t["format"] != FORMAT or t["identity"] != self.identity.__dict__:
-            raise ValueError("written for another core or format")
+        t, offset = self._trailer(fd)
         n, cap = int(t["count"]), int(t["capacity"])
         if not 0 <= n <= cap:
             raise ValueError("bad object count")
@@ -294,16 +286,9 @@ class IndexStore:
         except OSError:
             return None
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size < _FOOTER.size:
-                raise ValueError("not a regular file of yours")
-            magic, end, length = _FOOTER.unpack(os.pread(fd, _FOOTER.size, st.st_size - _FOOTER.size))
-            if magic != MAGIC or end + length + _FOOTER.size != st.st_size:
-                raise ValueError("no footer")
-            t = json.loads(os.pread(fd, length, end))
+            t, end = self._trailer(fd)
             n, m, items_at = len(index), int(t["items"]), int(t["items_at"])
-            if (t["format"], t["identity"], t["kind"], t["count"]) != (FORMAT, self.identity.__dict__, kind, n) \
-                    or items_at < 8 * (n + 1) or items_at + 4 * m != end:
+            if (t["kind"], t["count"]) != (kind, n) or items_at < 8 * (n + 1) or items_at + 4 * m != end:
                 raise ValueError("written for another core or index")
             mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
             offsets = np.frombuffer(mm, dtype=np.int64, count=n + 1)
@@ -321,6 +306,19 @@ class IndexStore:
             return None
         finally:
             os.close(fd)
+
+    def _trailer(self, fd: int) -> tuple[dict, int]:
+        """The JSON trailer of a cache file of ours for this core, and where it starts."""
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size < _FOOTER.size:
+            raise ValueError("not a regular file of yours")
+        magic, offset, length = _FOOTER.unpack(os.pread(fd, _FOOTER.size, st.st_size - _FOOTER.size))
+        if magic != MAGIC or offset + length + _FOOTER.size != st.st_size:
+            raise ValueError("no sosext footer")
+        t = json.loads(os.pread(fd, length, offset))
+        if t["format"] != FORMAT or t["identity"] != self.identity.__dict__:
+            raise ValueError("written for another core or format")
+        return t, offset
 
     @staticmethod
     def _sample_matches(heap: "ClrHeap", addresses: np.ndarray, type_ids: np.ndarray, mts: np.ndarray) -> bool:

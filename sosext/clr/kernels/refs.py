@@ -78,6 +78,22 @@ def find_object(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block:
     return rank[b] + popcount(below)
 
 
+@kernel("i8", "u8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "i8")
+def follow(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block: np.ndarray,
+           bitmap: np.ndarray, rank: np.ndarray, targets: np.ndarray, e: int) -> int:
+    """A reference slot's value: if it is an object, append its position at ``targets[e]``.
+    Returns the new edge count, or -1 when ``targets`` is full."""
+    if v == 0:
+        return e
+    hit = find_object(v, seg_lo, seg_hi, seg_block, bitmap, rank)
+    if hit < 0:
+        return e
+    if e >= targets.size:
+        return -1
+    targets[e] = hit
+    return e + 1
+
+
 @kernel("(i8,i8,i8)", "u8[]r", "u8", "i8", "i8", "u8[]r", "u4[]r", "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "i8[]", "u4[]", "i8")
 def scan(words: np.ndarray, lo: np.uint64, first: int, stop: int,
          addresses: np.ndarray, type_ids: np.ndarray,
@@ -92,7 +108,6 @@ def scan(words: np.ndarray, lo: np.uint64, first: int, stop: int,
     ``words`` starting at address ``lo``: appends targets from ``e`` on and sets
     ``offsets[p + 1]`` (CSR). Returns (next position, edges, DONE or FULL); on FULL the
     caller grows ``targets`` and calls again from the position returned."""
-    cap = targets.size
     nwords = words.size
     for p in range(first, stop):
         start_e = e
@@ -112,14 +127,9 @@ def scan(words: np.ndarray, lo: np.uint64, first: int, stop: int,
                         q = at + (o >> 3)
                         if q >= nwords:
                             break
-                        v = words[q]
-                        if v != 0:
-                            hit = find_object(v, seg_lo, seg_hi, seg_block, bitmap, rank)
-                            if hit >= 0:
-                                if e >= cap:
-                                    return p, start_e, FULL
-                                targets[e] = hit
-                                e += 1
+                        e = follow(words[q], seg_lo, seg_hi, seg_block, bitmap, rank, targets, e)
+                        if e < 0:
+                            return p, start_e, FULL
             else:
                 pos = repeat_start[t]
                 limit = size - 8
@@ -132,14 +142,9 @@ def scan(words: np.ndarray, lo: np.uint64, first: int, stop: int,
                         while o < end and o < limit:
                             q = at + (o >> 3)
                             if q < nwords:
-                                v = words[q]
-                                if v != 0:
-                                    hit = find_object(v, seg_lo, seg_hi, seg_block, bitmap, rank)
-                                    if hit >= 0:
-                                        if e >= cap:
-                                            return p, start_e, FULL
-                                        targets[e] = hit
-                                        e += 1
+                                e = follow(words[q], seg_lo, seg_hi, seg_block, bitmap, rank, targets, e)
+                                if e < 0:
+                                    return p, start_e, FULL
                             o += 8
                         pos = end + repeat_skip[j]
         offsets[p + 1] = e
