@@ -158,11 +158,33 @@ def _walk_bulk(heap: "ClrHeap", target, seg: ClrSegment, table: MethodTableTable
             if status == hw.UNKNOWN and table.learn(int(words[i])) >= 0:
                 continue
             if status in (hw.UNKNOWN, hw.INVALID):
-                errors.append(WalkError(lo + 8 * i, int(words[i]) if i < len(words) else 0,
-                                        "invalid object header"))
-                break
+                bad = i
+                i = resynchronise(words, bad, stop, table)
+                errors.append(WalkError(lo + 8 * bad, int(words[bad]) if bad < len(words) else 0,
+                                        "invalid object header", lo + 8 * i if i < stop else 0))
             if status == hw.FULL:
                 raise RuntimeError("heap index capacity exceeded")  # capacity() is an upper bound
+
+
+_RESYNC_CHECK = 4  # objects that must follow a candidate header for the walk to trust it
+
+
+def resynchronise(words: np.ndarray, bad: int, stop: int, table: MethodTableTable) -> int:
+    """Where objects start again after a corrupt header at word ``bad`` (SOS steps over
+    corruption too): the first later word that holds a known MethodTable and is followed
+    by ``_RESYNC_CHECK`` well-formed objects (or a clean end of the range). ``stop`` if none."""
+    known = np.array([mt for mt in table.method_tables], dtype=np.uint64)
+    start = bad + MIN_OBJECT_SIZE // 8
+    if start >= stop or not len(known):
+        return stop
+    heads = words[start:stop] & np.uint64(~7 & 0xFFFFFFFFFFFFFFFF)
+    out = [np.zeros(_RESYNC_CHECK, dt) for dt in (np.uint64, np.uint32, np.uint32)]
+    for j in (np.nonzero(np.isin(heads, known))[0] + start).tolist():
+        end, n, status = hw.walk(words, j, stop, np.uint64(0), table.keys, table.values, table.base_sizes,
+                                 table.component_sizes, *out, 0)
+        if status == hw.FULL or (status == hw.DONE and end == stop):
+            return j
+    return stop
 
 
 def _walk_large(heap: "ClrHeap", seg: ClrSegment, table: MethodTableTable, cols: IndexColumns,

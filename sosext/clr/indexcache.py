@@ -156,7 +156,7 @@ class IndexStore:
             "capacity": self._capacity, "columns": self._layout,
             "method_tables": [int(m) for m in index.method_tables],
             "slices": [[sl.segment.start, sl.first, sl.stop] for sl in index.slices],
-            "errors": [[e.address, e.method_table, e.reason] for e in index.errors],
+            "errors": [[e.address, e.method_table, e.reason, e.resumed_at] for e in index.errors],
             "big_sizes": sorted(index.big_sizes.items()),
         }).encode()
         try:
@@ -247,7 +247,7 @@ class IndexStore:
             raise ValueError("addresses or type ids out of order")
         if not self._sample_matches(heap, cols["addresses"], cols["type_ids"], mts):
             return None
-        errors = [WalkError(a, m, r) for a, m, r in t["errors"]]
+        errors = [WalkError(a, m, r, resumed) for a, m, r, resumed in t["errors"]]
         big = {int(p): int(s) for p, s in t["big_sizes"]}
         return HeapIndex(heap, cols["addresses"], cols["type_ids"], mts, cols["sizes"], cols["generations"],
                          slices, errors, big)

@@ -23,6 +23,7 @@ class WalkError:
     address: int
     method_table: int
     reason: str
+    resumed_at: int = 0  # where the walk found objects again after it (0: at the next segment)
 
 
 class SizeTable:

@@ -119,6 +119,19 @@ def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, 
     ctx.out.line(f"Total {sum(c for _m, c, _t in stats):,} objects, {sum(tt for _m, _c, tt in stats):,} bytes")
 
 
+def write_corruption(ctx: CommandContext, ix: HeapIndex) -> None:
+    """Where the walk met memory it could not read as objects: the totals are then partial."""
+    if not ix.errors:
+        return
+    ctx.out.line()
+    ctx.out.line(f"Heap corruption: the walk stepped over {len(ix.errors):,} place"
+                 f"{'' if len(ix.errors) == 1 else 's'} it could not read; the totals above are partial:")
+    for e in ix.errors:
+        what = f"{e.reason} (MethodTable {e.method_table:x})" if e.method_table else e.reason
+        where = f"walk resumed at {e.resumed_at:x}" if e.resumed_at else "walk resumed at the next segment"
+        ctx.out.line(f"  {e.address:x}: {what}; {where}")
+
+
 @register
 class DumpHeap(Command):
     names = ("dumpheap", "DumpHeap")
@@ -194,6 +207,7 @@ Examples:
             # Statistics only: no per-object selection array, two passes of compiled kernels.
             write_stats(ctx, heap, type_stats(heap, ix, mask, args.bycount))
             self._fragmentation(ctx, heap, ix, mask)
+            write_corruption(ctx, ix)
             return
         sel = np.nonzero(mask)[0]
         if args.short:
@@ -207,6 +221,7 @@ Examples:
             return
         write_stats(ctx, heap, type_stats(heap, ix, mask, args.bycount))
         self._fragmentation(ctx, heap, ix, mask)
+        write_corruption(ctx, ix)
 
     @staticmethod
     def _list(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
