@@ -142,3 +142,37 @@ def test_installed_api_and_debuggers_on_a_core(venv: Path, tmp_path: Path, debug
     res = subprocess.run([str(venv / "bin" / "sosext"), "uninstall"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
     assert res.returncode == 0 and "sosext" not in (home / ".lldbinit").read_text()
     shutil.rmtree(home)
+
+
+def test_editable_install(tmp_path: Path) -> None:
+    """pip install -e . (PEP 660): the installed name points at this checkout."""
+    pip_available()
+    root = tmp_path / "venv"
+    subprocess.run([drivers.PYTHON, "-m", "venv", "--system-site-packages", str(root)], check=True)
+    res = subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "--no-deps", "-e", "."], cwd=REPO,
+                         env=offline_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout
+    res = subprocess.run([str(root / "bin" / "python"), "-c", "import sosext; print(sosext.__file__)"], cwd=tmp_path,
+                         env=offline_env(), stdout=subprocess.PIPE, text=True)
+    assert Path(res.stdout.strip()) == REPO / "sosext" / "__init__.py"
+
+
+def test_sdist_builds_the_same_wheel(tmp_path: Path) -> None:
+    import tarfile
+    import sosext_build
+    name = sosext_build.build_sdist(str(tmp_path))
+    assert name == "sosext-0.1.0.tar.gz"
+    with tarfile.open(tmp_path / name) as tar:
+        tar.extractall(tmp_path / "src")  # our own archive, just built
+    src = tmp_path / "src" / "sosext-0.1.0"
+    assert (src / "PKG-INFO").is_file() and (src / "lldbinit" / "sosext.py").is_file()
+    out = tmp_path / "wheels"
+    out.mkdir()
+    code = "import sys; sys.path.insert(0, 'backend'); import sosext_build; print(sosext_build.build_wheel(sys.argv[1]))"
+    res = subprocess.run([drivers.PYTHON, "-c", code, str(out)], cwd=src, stdout=subprocess.PIPE, text=True, check=True)
+    direct = tmp_path / "direct"
+    direct.mkdir()
+    sosext_build.build_wheel(str(direct))
+    with zipfile.ZipFile(out / res.stdout.strip()) as a, zipfile.ZipFile(direct / res.stdout.strip()) as b:
+        assert sorted(a.namelist()) == sorted(b.namelist())
+        assert all(a.read(n) == b.read(n) for n in a.namelist())
