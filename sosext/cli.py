@@ -30,7 +30,9 @@ def _session_for_core(path: str, search_dirs: Sequence[str] = ()):  # type: igno
 
 
 def _print(text: str) -> None:
+    # A command's output comes a chunk at a time (render/output.py): show each at once.
     sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 def _eprint(text: str) -> None:
