@@ -117,6 +117,13 @@ class _LldbCommand:
             ok = False
             err.append(f"error: {e}")
         out.finish(result)
+        if err and interp.WasInterrupted():
+            # LLDB prints no result of an interrupted command (only "... Interrupted."):
+            # say in sosext's one line what happened, straight to the debugger's error file.
+            errfile = debugger.GetErrorFile()
+            if errfile is not None and errfile.IsValid():
+                errfile.Write(("\n".join(err) + "\n").encode("utf-8", "replace"))
+                errfile.Flush()
         if err:
             result.SetError("\n".join(e[7:] if e.startswith("error: ") else e for e in err))
         result.SetStatus(lldb.eReturnStatusSuccessFinishResult if ok else lldb.eReturnStatusFailed)
