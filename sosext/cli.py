@@ -31,13 +31,15 @@ def _session_for_core(path: str, search_dirs: Sequence[str] = ()):  # type: igno
 
 
 def _print(text: str) -> None:
-    sys.stdout.write(safe_text(text) + "\n")  # paths and command lines come from elsewhere
+    # Paths and command lines come from elsewhere: escaped. A command's output comes a chunk
+    # at a time (render/output.py): show each at once.
+    sys.stdout.write(safe_text(text) + "\n")
+    sys.stdout.flush()
 
 
 def _progress(text: str) -> None:
     """A line on stdout before a long wait (stderr carries only the error, if one follows)."""
     _print(text)
-    sys.stdout.flush()
 
 
 def _eprint(text: str) -> None:

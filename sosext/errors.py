@@ -31,6 +31,10 @@ class UsageError(SosError):
     """A command was called with options or values it does not accept."""
 
 
+class TargetChanged(TargetError):
+    """A live process exited, was detached or ran while a command was reading it."""
+
+
 class Interrupted(SosError):
     """The user pressed Ctrl-C during long work."""
 

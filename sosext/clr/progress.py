@@ -1,21 +1,35 @@
-"""Progress of long work on stderr, and the Ctrl-C check that goes with it.
+"""Progress of long work on stderr, and the checks that let a long command stop early.
 
-Hosts install an ``interrupt`` callable (LLDB's SBDebugger.InterruptRequested, a SIGINT
-flag in the CLI); long loops call :meth:`Progress.update`, which raises
-:class:`~sosext.errors.Interrupted` when the user asked to stop and prints a line such as
-``Scanning heap: 120 MB / 512 MB (23%)...`` at most every ``interval`` seconds.
+Hosts install an ``interrupt`` callable (LLDB's SBCommandInterpreter.WasInterrupted, a
+SIGINT flag in the CLI and GDB) and, for a live process, a ``state`` callable that says
+when the process stopped being readable (it exited, or ran). Long loops call
+:func:`check_interrupt` every few thousand items, or :meth:`Progress.update`, which also
+prints a line such as ``Scanning heap: 120 MB / 512 MB (23%)...`` at most every
+``interval`` seconds. Either raises :class:`~sosext.errors.Interrupted` when the user asked
+to stop, and :class:`~sosext.errors.TargetChanged` when the process went away under the
+command. The interrupt flag is cheap and read on every call; the process state costs a
+/proc read, so it is asked at most every ``STATE_INTERVAL`` seconds.
+
+Rule for loops: poll at least every ~0.1 s of work. A loop doing Python work per object
+polls every 4096 objects (``for i in polled(range(n))`` or ``if k & 4095 == 0``).
 """
 from __future__ import annotations
 
 import os
 import sys
 import time
-from typing import Callable, TextIO
+from typing import Callable, Iterable, Iterator, TextIO, TypeVar
 
-from ..errors import Interrupted
+from ..errors import Interrupted, TargetChanged
+
+T = TypeVar("T")
 
 _interrupt_source: Callable[[], bool] = lambda: False
 _noted = False  # a Ctrl-C that arrived where it could not be raised (inside a DAC callback)
+_state_source: Callable[[], str | None] = lambda: None
+_state_due = 0.0
+STATE_INTERVAL = 0.25  # seconds between two questions about the process's state
+POLL_EVERY = 4096  # items of per-object Python work between two checks
 
 
 def set_interrupt_source(fn: Callable[[], bool]) -> None:
@@ -47,9 +61,35 @@ def interrupted() -> bool:
         return False
 
 
+def set_state_source(fn: Callable[[], str | None] | None) -> None:
+    """``fn`` returns None while the target can be read, else why not (one line). None: no checks."""
+    global _state_source, _state_due
+    _state_source = fn if fn is not None else (lambda: None)
+    _state_due = 0.0
+
+
 def check_interrupt() -> None:
+    """Raise Interrupted after a Ctrl-C, TargetChanged when the live process went away."""
+    global _state_due
     if interrupted():
         raise Interrupted()
+    now = time.monotonic()
+    if now >= _state_due:
+        _state_due = now + STATE_INTERVAL
+        try:
+            problem = _state_source()
+        except Exception:  # noqa: BLE001 - asking must not break the work; the end-of-command check decides
+            problem = None
+        if problem:
+            raise TargetChanged(problem)
+
+
+def polled(items: Iterable[T], every: int = POLL_EVERY) -> Iterator[T]:
+    """``items``, with :func:`check_interrupt` before the first and every ``every`` items."""
+    for k, item in enumerate(items):
+        if k % every == 0:
+            check_interrupt()
+        yield item
 
 
 class Progress:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .graph import ragged_arange
+from .progress import check_interrupt
 from .roots import ClrRoot, RootKind
 from .statics import static_name_between
 
@@ -66,6 +67,7 @@ class RetentionTree:
         offsets, targets = self.graph.offsets, self.graph.targets
         frontier = starts
         while frontier.size:
+            check_interrupt()  # one level per turn: a long list makes many levels
             starts_ = offsets[frontier]
             counts = offsets[frontier + 1] - starts_
             kids = targets[np.repeat(starts_, counts) + ragged_arange(counts)].astype(np.int64)
@@ -87,6 +89,8 @@ class RetentionTree:
             nxt = []
             for i in queue:
                 steps += 1
+                if steps & 4095 == 0:
+                    check_interrupt()
                 for k in targets[offsets[i]:offsets[i + 1]].tolist():
                     if parent[k] == UNREACHED:
                         parent[k] = i
@@ -152,6 +156,7 @@ class RetentionTree:
         cur = self.parent[inst].copy()
         with np.errstate(over="ignore"):
             for _ in range(MAX_DEPTH):
+                check_interrupt()
                 act = np.nonzero(cur >= 0)[0]
                 if not len(act):
                     break

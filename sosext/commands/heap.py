@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import unicodedata
+from typing import Iterable, Iterator
 
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
 from ..clr.heap import ClrHeap
 from ..clr.index import HeapIndex
+from ..clr.progress import polled
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
@@ -209,13 +211,13 @@ Examples:
             self._fragmentation(ctx, heap, ix, mask)
             write_corruption(ctx, ix)
             return
-        sel = np.nonzero(mask)[0]
         if args.short:
-            ctx.out.lines(f"{a:012x}" for a in ix.addresses[sel].tolist())
+            write_addresses(ctx, ix, chunks_of_mask(mask))
             return
         if not args.stat:
-            self._list(ctx, heap, ix, sel)
+            write_listing(ctx, heap, ix, chunks_of_mask(mask))
             ctx.out.line()
+        sel = np.nonzero(mask)[0]
         if args.strings:
             self._string_stats(ctx, heap, ix, sel)
             return
@@ -225,15 +227,8 @@ Examples:
 
     @staticmethod
     def _list(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
-        t = Table(Pointer(), Pointer(), Integer(), Text())
-        ctx.out.line(t.header("Address", "MT", "Size"))
-        free_id = ix.type_id(heap.free_mt)
-        addrs = ix.addresses[sel].tolist()
-        tids = ix.type_ids[sel].tolist()
-        sizes = ix.sizes[sel].tolist()
-        mts = ix.method_tables.tolist()
-        for a, tid, size in zip(addrs, tids, sizes):
-            ctx.out.line(t.row(a, mts[tid], size, "Free" if tid == free_id else ""))
+        """The Address/MT/Size listing of the index positions ``sel``, in that order."""
+        write_listing(ctx, heap, ix, chunks_of(sel))
 
     @staticmethod
     def _fragmentation(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray) -> None:
@@ -263,7 +258,7 @@ Examples:
     def _string_stats(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
         target = heap.runtime.target
         groups: dict[tuple[str, int], int] = {}
-        for a, size in zip(ix.addresses[sel].tolist(), ix.sizes[sel].tolist()):
+        for a, size in polled(zip(ix.addresses[sel].tolist(), ix.sizes[sel].tolist())):
             n = target.read_u32(a + 8)
             raw = target.read_partial(a + 12, 2 * min(n, 1024))
             text = bytes(raw).decode("utf-16-le", errors="replace")
@@ -280,7 +275,7 @@ Examples:
         target = heap.runtime.target
         t = Table(Pointer(), Pointer(), Column(18, True, lambda v: f"0x{int(v):02x}"), Integer())
         header = False
-        for a in ix.addresses[mask].tolist():
+        for a in polled(ix.addresses[mask].tolist()):
             word = target.read_u32(a - 4)  # the object header's sync block index / thin lock bits
             if word & 0x08000000 or not word & 0xFFFF:
                 continue  # a hash code or sync block index, or no owner
@@ -319,6 +314,49 @@ def check_heap_arguments(heap: ClrHeap, mt: int | None, segment: int | None) -> 
         desc = c.description()
         raise SosError(f"{segment:x} is not a segment of the GC heap (see eeheap -gc)" +
                        (f": {desc}{c.hint()}" if desc and c.kind is not AddressKind.HEAP_GAP else ""))
+
+
+# -- listings: streamed a chunk of index positions at a time ------------------------------------
+# A listing of millions of objects must print its first line at once and hold no more than a
+# chunk's rows: positions are taken from the mask a chunk at a time, formatted, and handed to
+# ctx.out, which passes them on (and checks for Ctrl-C) every couple of thousand lines.
+
+LIST_CHUNK = 1 << 16  # index positions per chunk
+
+
+def chunks_of_mask(mask: np.ndarray, size: int = LIST_CHUNK) -> Iterator[np.ndarray]:
+    """The positions where ``mask`` is True, in order, ``size`` index entries at a time."""
+    for lo in range(0, len(mask), size):
+        part = np.flatnonzero(mask[lo:lo + size])
+        if len(part):
+            yield part + lo
+
+
+def chunks_of(positions: np.ndarray, size: int = LIST_CHUNK) -> Iterator[np.ndarray]:
+    for lo in range(0, len(positions), size):
+        yield positions[lo:lo + size]
+
+
+def write_addresses(ctx: CommandContext, ix: HeapIndex, chunks: Iterable[np.ndarray]) -> None:
+    """-short: one address per line."""
+    out = ctx.out
+    for part in chunks:
+        out.lines([f"{a:012x}" for a in ix.addresses[part].tolist()])
+
+
+def write_listing(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, chunks: Iterable[np.ndarray]) -> None:
+    """SOS's ``Address MT Size`` table. Its columns have fixed widths (16, 16, 14, then the
+    unbounded "Free" mark), so rows are formatted straight to what Table.row would make."""
+    t = Table(Pointer(), Pointer(), Integer(), Text())
+    out = ctx.out
+    out.line(t.header("Address", "MT", "Size"))
+    free_id = ix.type_id(heap.free_mt)
+    mt_cells = [t.columns[1].render(m) for m in ix.method_tables.tolist()]
+    for part in chunks:
+        rows = [f"{f'{a:012x}':>16} {mt_cells[tid]} {f'{size:,}':>14} {'Free' if tid == free_id else ''}"
+                for a, tid, size in zip(ix.addresses[part].tolist(), ix.type_ids[part].tolist(),
+                                        ix.sizes_at(part))]
+        out.lines(rows)
 
 
 def _string_cell(text: str, limit: int = 128) -> str:

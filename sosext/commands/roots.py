@@ -1,11 +1,14 @@
 """Who keeps it alive: gcroot, objsize, gchandles, finalizequeue, dumpstackobjects, verifyheap."""
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
 from ..clr.gcroot import PathFinder, RootPath, retained_set
 from ..clr.heap import ClrHeap
+from ..clr.progress import Progress, polled
 from ..clr.statics import static_name_between
 from ..clr.roots import DEPENDENT, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
     finalizer_queue_ranges, read_handles, read_pointer_array
@@ -16,7 +19,8 @@ from ..render.table import Column, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import (Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt,
                    parse_thread_id, register)
 from .context import CommandContext
-from .heap import DumpHeap, check_heap_arguments, select_objects, type_stats, write_stats
+from .heap import (DumpHeap, check_heap_arguments, chunks_of, select_objects, type_stats, write_addresses,
+                   write_stats)
 
 # gcroot's wording of handle kinds (SOS's current C# gcroot).
 HANDLE_KIND_TEXT = {
@@ -181,7 +185,7 @@ Examples:
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
                   ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
         paths = []
-        for r in ordered:
+        for r in polled(ordered):
             p = finder.path_from(r)
             if p is not None:
                 paths.append(p)
@@ -255,7 +259,7 @@ Examples:
                      "transitively keep alive:"
         order = retained_set(heap, starts)
         if args.short:
-            ctx.out.lines(f"{a:012x}" for a in ix.addresses[order].tolist())
+            write_addresses(ctx, ix, chunks_of(order))
             return
         ctx.out.line(header)
         ctx.out.line()
@@ -298,8 +302,9 @@ Examples:
         handles = [h for h in read_handles(heap) if wanted is None or h.handle_type == wanted]
         stats: dict[int, list[int]] = {}
         order: list[int] = []
-        rows = []
-        for h in handles:
+        if not args.stat:
+            ctx.out.line(f"{'Handle':>16} {'Type':<11} {'Object':>16} {'Size':>8} {'Data':>16} Type")
+        for h in polled(handles):
             i = ix.find(h.object) if h.object else None
             if i is not None:
                 mt = int(ix.method_tables[ix.type_ids[i]])
@@ -317,11 +322,10 @@ Examples:
                 data = str(h.ref_count)
             elif h.handle_type == DEPENDENT:
                 data = f"{h.secondary:016X}"
-            rows.append((h.address, HANDLE_TYPE_WORD.get(h.handle_type, "Unknown"), h.object, size, data, name))
+            if not args.stat:  # printed as found: the table's widths are fixed
+                word = HANDLE_TYPE_WORD.get(h.handle_type, "Unknown")
+                ctx.out.line(f"{h.address:016X} {word:<11} {h.object:016X} {size:>8} {data:>16} {name}")
         if not args.stat:
-            ctx.out.line(f"{'Handle':>16} {'Type':<11} {'Object':>16} {'Size':>8} {'Data':>16} Type")
-            for addr, word, obj, size, data, name in rows:
-                ctx.out.line(f"{addr:016X} {word:<11} {obj:016X} {size:>8} {data:>16} {name}")
             ctx.out.line()
         ctx.out.line("Statistics:")
         ctx.out.line(f"{'MT':>16} {'Count':>8} {'TotalSize':>12} Class Name")
@@ -389,7 +393,7 @@ Examples:
         for _h, lo, hi in finalizable_ranges(heap):
             all_objects.extend(o for _s, o in read_pointer_array(heap, lo, hi) if o)
         all_objects.extend(ready_slots)
-        idx = [ix.find(o) for o in all_objects]
+        idx = [ix.find(o) for o in polled(all_objects)]
         idx = [i for i in idx if i is not None]
         if args.allready:
             live = heap.live(ctx.progress)
@@ -399,7 +403,7 @@ Examples:
         if args.mt is not None and len(sel):
             sel = sel[ix.mask_method_tables([args.mt])[sel]]
         if args.short:
-            ctx.out.lines(f"{a:012x}" for a in ix.addresses[sel].tolist())
+            write_addresses(ctx, ix, chunks_of(sel))
             return
         for w in ("SyncBlocks to be cleaned up: 0", "Free-Threaded Interfaces to be released: 0",
                   "MTA Interfaces to be released: 0", "STA Interfaces to be released: 0"):
@@ -463,7 +467,7 @@ Examples:
         pos = np.searchsorted(ix.addresses, words)
         pos[pos >= len(ix.addresses)] = 0
         hits = np.nonzero(ix.addresses[pos] == words)[0] if len(words) else []
-        for k in hits:
+        for k in polled(hits):
             ctx.out.line(t.row(sp + 8 * int(k), int(words[k]), name_of(int(pos[k]))))
 
 
@@ -520,36 +524,46 @@ Example:
         progress = None if args.noprogress else ctx.progress
         ix = heap.index(progress)
         mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end)
-        errors: list[tuple[int, int, str, str]] = []
-        for e in ix.errors:
-            seg = heap.segment_of(e.address)
-            errors.append((seg.address if seg else 0, e.address, "InvalidMethodTable",
-                           f"Object {e.address:x} has an invalid method table {e.method_table:x}"))
-        errors.extend(self._bad_references(heap, ix, mask))
-        if errors:
-            t = Table(Column(16, False, lambda v: f"{int(v):012x}" if v else "???"),
-                      Column(16, False, fmt_pointer), Text(32), Text())
-            ctx.out.line(t.header("Segment", "Object", "Failure", "Reason"))
-            for row in errors:
-                ctx.out.line(t.row(*row))
+        # Errors are printed as they are found (the table's widths are fixed), the header
+        # before the first one; the count comes last.
+        t = Table(Column(16, False, lambda v: f"{int(v):012x}" if v else "???"),
+                  Column(16, False, fmt_pointer), Text(32), Text())
+        found = 0
+        for row in self._errors(heap, ix, mask, progress or Progress.silent()):
+            if not found:
+                ctx.out.line(t.header("Segment", "Object", "Failure", "Reason"))
+            ctx.out.line(t.row(*row))
+            found += 1
+        if found:
             ctx.out.line()
         n = int(mask.sum())
-        ctx.out.line(f"{n:,} objects verified, {len(errors):,} error{'' if len(errors) == 1 else 's'}.")
-        if not errors:
+        ctx.out.line(f"{n:,} objects verified, {found:,} error{'' if found == 1 else 's'}.")
+        if not found:
             ctx.out.line("No heap corruption detected.")
 
+    @classmethod
+    def _errors(cls, heap: ClrHeap, ix, mask: np.ndarray, progress: Progress) -> Iterator[tuple[int, int, str, str]]:
+        for e in ix.errors:
+            seg = heap.segment_of(e.address)
+            yield (seg.address if seg else 0, e.address, "InvalidMethodTable",
+                   f"Object {e.address:x} has an invalid method table {e.method_table:x}")
+        yield from cls._bad_references(heap, ix, mask, progress)
+
     @staticmethod
-    def _bad_references(heap: ClrHeap, ix, mask: np.ndarray) -> list[tuple[int, int, str, str]]:
+    def _bad_references(heap: ClrHeap, ix, mask: np.ndarray, progress: Progress) -> Iterator[tuple[int, int, str, str]]:
         """References that do not point at an object start: found by re-reading each
         object's reference slots and comparing with the index."""
         from ..clr.objects import ClrObject
-        graph = heap.graph()
-        out = []
+        graph = heap.graph(progress)
         counts = np.diff(graph.offsets)
-        for i in np.nonzero(mask)[0].tolist():
-            t = heap.types.get(int(ix.method_tables[ix.type_ids[i]]))
-            if t is None or not t.contains_pointers:
-                continue
+        # Only objects whose type has references need a look: pick them with numpy.
+        types = [heap.types.get(int(mt)) for mt in ix.method_tables.tolist()]
+        has_refs = np.array([t is not None and t.contains_pointers for t in types], dtype=bool)
+        candidates = np.flatnonzero(mask & has_refs[ix.type_ids]) if len(types) else np.empty(0, dtype=np.int64)
+        progress.start("Verifying objects", 0)
+        for k, i in enumerate(candidates.tolist()):
+            if k & 4095 == 0:
+                progress.update(k)  # also the Ctrl-C and process checks
             obj = ClrObject(heap, int(ix.addresses[i]))
             slots = obj.reference_slots()
             if len(slots) == counts[i]:
@@ -557,6 +571,6 @@ Example:
             for off, value in slots:
                 if ix.find(value) is None:
                     seg = heap.segment_of(int(ix.addresses[i]))
-                    out.append((seg.address if seg else 0, int(ix.addresses[i]), "ObjectReferenceNotValid",
-                                f"Object {int(ix.addresses[i]):x} has a bad member at offset {off:x}: {value:x}"))
-        return out
+                    yield (seg.address if seg else 0, int(ix.addresses[i]), "ObjectReferenceNotValid",
+                           f"Object {int(ix.addresses[i]):x} has a bad member at offset {off:x}: {value:x}")
+        progress.finish()

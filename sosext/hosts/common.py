@@ -6,14 +6,15 @@ import sys
 import traceback
 from typing import Callable
 
-from ..clr.progress import Progress, take_noted_interrupt
+from ..clr.progress import Progress, set_state_source, take_noted_interrupt
 from ..commands import load_all
 from ..commands.base import lookup, split_words
 from ..commands.context import CommandContext
-from ..errors import SosError
+from ..errors import SosError, TargetError
 from ..render.output import Output
 from ..render.text import safe_line
 from ..session import Session
+from ..targets.base import CHANGED_ERRORS, ProcessState, Target
 
 Writer = Callable[[str], None]
 
@@ -31,6 +32,41 @@ def _flush_quietly(out: Output) -> None:
         out.discard()
 
 
+class TargetWatch:
+    """The live process a command reads: it must be stopped when the command starts, and
+    the command's answer only stands if it is still stopped at the same stop when it ends.
+
+    Long loops ask :meth:`changed` a few times a second (through the progress checks), so a
+    process that exits mid-command ends the command at once; after the command, whatever
+    it printed, the answer is confirmed once more (a read that failed because the process
+    died may have looked like the end of a segment)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        problem = target.state_error() if hasattr(target, "state_error") else None
+        if problem:
+            raise TargetError(problem)
+        self.generation = target.generation
+
+    def changed(self) -> str | None:
+        """Why what the command read may not hold any more; None while it does."""
+        state = self.target.state() if hasattr(self.target, "state") else ProcessState.STOPPED
+        if state is not ProcessState.STOPPED:
+            return CHANGED_ERRORS[state]
+        if self.target.generation != self.generation:
+            return CHANGED_ERRORS[ProcessState.RUNNING]
+        return None
+
+
+def _watch(session: Session) -> TargetWatch | None:
+    target = session.target()
+    if not getattr(target, "is_live", False):
+        return None  # a core holds still
+    watch = TargetWatch(target)
+    set_state_source(watch.changed)
+    return watch
+
+
 def execute(session: Session, name: str, line: str, write: Writer, error: Writer, *,
             color: bool = False, progress_stream=sys.stderr) -> bool:
     """Run command ``name`` with argument string ``line``. Returns False on failure."""
@@ -41,23 +77,47 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         return False
     out = Output(write, color=color)
     take_noted_interrupt()  # a stale note from an earlier command must not be reported now
+    watch: TargetWatch | None = None
+
+    def process_changed() -> str | None:
+        try:
+            return watch.changed() if watch is not None else None
+        except Exception:  # noqa: BLE001 - the debugger's answer itself failed: keep the first error
+            return None
+
     try:
         args = cls.parse(split_words(line))
+        if cls.needs_runtime:
+            watch = _watch(session)
         ctx = CommandContext(session, out, Progress(progress_stream))
         cls().run(ctx, args)
         out.flush()
+        problem = process_changed()
+        if problem:
+            error(f"error: {problem}")
+            return False
         return True
     except SosError as e:
         _flush_quietly(out)
-        # A Ctrl-C inside a DAC callback surfaces as the DAC call failing: say what happened.
-        error("error: interrupted" if take_noted_interrupt() else safe_line(f"error: {e}"))
+        # A process that went away explains any failure after it; a Ctrl-C inside a DAC
+        # callback surfaces as the DAC call failing: say what happened.
+        problem = process_changed()
+        error(f"error: {problem}" if problem else "error: interrupted" if take_noted_interrupt()
+              else safe_line(f"error: {e}"))
     except KeyboardInterrupt:
         _flush_quietly(out)
-        error("error: interrupted")
+        problem = process_changed()
+        error(f"error: {problem}" if problem else "error: interrupted")
     except Exception as e:  # noqa: BLE001 - the debugger must survive any bug of ours
         _flush_quietly(out)
+        problem = process_changed()
+        if problem:
+            error(f"error: {problem}")
+            return False
         if debug_enabled():
             error(traceback.format_exc())
         error(safe_line(f"error: internal error in {name}: {type(e).__name__}: {e} "
                         "(SOSEXT_DEBUG=1 shows a traceback)"))
+    finally:
+        set_state_source(None)
     return False

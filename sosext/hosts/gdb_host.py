@@ -74,7 +74,8 @@ def session() -> Session:
 # -- output ------------------------------------------------------------------------------
 
 class _Stdout:
-    """Writes through GDB's pager; remembers when the user quit it."""
+    """Writes through GDB's pager, a chunk at a time as the command makes it; remembers
+    when the user quit the pager."""
 
     def __init__(self) -> None:
         self.pager_quit = False
@@ -84,9 +85,22 @@ class _Stdout:
             return  # the user asked for no more output from this command
         try:
             gdb.write(text + "\n")
+            gdb.flush()
         except (KeyboardInterrupt, gdb.error):
-            self.pager_quit = True
+            # GDB raises the same "Quit" for `q` at the pager and for Ctrl-C while it
+            # writes: without a pager it can only have been Ctrl-C.
+            if _pager_on():
+                self.pager_quit = True
+            else:
+                interrupt_state.hit = True
             raise KeyboardInterrupt from None  # stop the command; execute() reports it
+
+
+def _pager_on() -> bool:
+    try:
+        return bool(gdb.parameter("pagination")) and gdb.parameter("height") not in (None, 0)
+    except (gdb.error, RuntimeError):
+        return True
 
 
 class _Stderr:

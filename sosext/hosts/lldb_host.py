@@ -6,6 +6,7 @@ LLDB's ``help <command>`` shows sosext's own help text.
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import lldb  # type: ignore[import-not-found]
@@ -54,6 +55,51 @@ def current_session() -> Session:
     return session(debugger)
 
 
+class _Writer:
+    """Where a command's text goes in LLDB.
+
+    Short output goes into the command's result object, as LLDB expects (a script that runs
+    the command with HandleCommand finds it there). Output that keeps coming (more than
+    ``HOLD_BYTES``, or still coming ``HOLD_SECONDS`` after its first line) is written
+    straight to the debugger's output file from then on: a listing of millions of objects
+    shows its first lines at once and is never held in memory, neither here nor in LLDB.
+    (A script that needs a long listing's text uses --json or sosext's Python API.)"""
+
+    HOLD_BYTES = 64 * 1024
+    HOLD_SECONDS = 0.5
+
+    def __init__(self, debugger: "lldb.SBDebugger") -> None:
+        self.debugger = debugger
+        self.held: list[str] = []
+        self.size = 0
+        self.first = 0.0  # when the first text came
+        self.file: Any = None  # the debugger's output SBFile once streaming
+
+    def __call__(self, text: str) -> None:
+        if self.file is None:
+            now = time.monotonic()
+            if not self.held:
+                self.first = now
+            self.held.append(text)
+            self.size += len(text)
+            if self.size < self.HOLD_BYTES and now - self.first < self.HOLD_SECONDS:
+                return
+            out = self.debugger.GetOutputFile()
+            if out is None or not out.IsValid():
+                return  # nowhere to stream to: everything goes into the result
+            self.file = out
+            text, self.held, self.size = "\n".join(self.held), [], 0
+        self.file.Write((text + "\n").encode("utf-8", "replace"))
+        self.file.Flush()
+
+    def finish(self, result: "lldb.SBCommandReturnObject") -> None:
+        if self.held:
+            # Print keeps the text as is; AppendMessage would trim trailing blanks that
+            # SOS's tables contain.
+            result.Print("\n".join(self.held) + "\n")
+            self.held = []
+
+
 class _LldbCommand:
     """Base for the generated command classes (LLDB's class-command protocol)."""
 
@@ -72,18 +118,22 @@ class _LldbCommand:
     def __call__(self, debugger, command, exe_ctx, result) -> None:  # type: ignore[no-untyped-def]
         interp = debugger.GetCommandInterpreter()
         set_interrupt_source(interp.WasInterrupted)
-        out: list[str] = []
+        out = _Writer(debugger)
         err: list[str] = []
         try:
-            ok = execute(session(debugger), self.sos_name, command, out.append, err.append,
+            ok = execute(session(debugger), self.sos_name, command, out, err.append,
                          color=False, progress_stream=sys.stderr)
         except SosError as e:  # target construction failed before the command ran
             ok = False
             err.append(safe_line(f"error: {e}"))
-        if out:
-            # Print keeps the text as is; AppendMessage would trim trailing blanks that
-            # SOS's tables contain.
-            result.Print("\n".join(out) + "\n")
+        out.finish(result)
+        if err and interp.WasInterrupted():
+            # LLDB prints no result of an interrupted command (only "... Interrupted."):
+            # say in sosext's one line what happened, straight to the debugger's error file.
+            errfile = debugger.GetErrorFile()
+            if errfile is not None and errfile.IsValid():
+                errfile.Write(("\n".join(err) + "\n").encode("utf-8", "replace"))
+                errfile.Flush()
         if err:
             result.SetError("\n".join(e[7:] if e.startswith("error: ") else e for e in err))
         result.SetStatus(lldb.eReturnStatusSuccessFinishResult if ok else lldb.eReturnStatusFailed)

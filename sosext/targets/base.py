@@ -6,6 +6,7 @@ layer (the DAC bridge, the CLR model, the commands) is written against this prot
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Iterable, Protocol, runtime_checkable
 
 from ..errors import MemoryReadError
@@ -42,6 +43,29 @@ class MemoryRange:
     path: str = ""
 
 
+class ProcessState(Enum):
+    """Whether a target can be read now. A core is always STOPPED."""
+
+    STOPPED = "stopped"  # a stopped live process: its memory holds still
+    RUNNING = "running"  # resumed (``continue &``, LLDB's async mode): memory changes under us
+    EXITED = "exited"  # gone, or a zombie the debugger has not reaped yet
+    DETACHED = "detached"
+
+
+# One line per state, for a command that is about to start ...
+STATE_ERRORS = {
+    ProcessState.RUNNING: "the process is running; interrupt it first",
+    ProcessState.EXITED: "the process has exited",
+    ProcessState.DETACHED: "the process was detached",
+}
+# ... and for one that was reading when it happened (what it printed so far is not the whole answer).
+CHANGED_ERRORS = {
+    ProcessState.RUNNING: "the process ran during the command; output above is incomplete",
+    ProcessState.EXITED: "the process exited during the command; output above is incomplete",
+    ProcessState.DETACHED: "the process was detached during the command; output above is incomplete",
+}
+
+
 @runtime_checkable
 class Target(Protocol):
     """What sosext needs of a debuggee. Implementations never write target memory."""
@@ -53,6 +77,10 @@ class Target(Protocol):
     @property
     def generation(self) -> int:
         """Changes whenever a live process has run; every cache keys on it."""
+        ...
+
+    def state(self) -> ProcessState:
+        """Whether the target can be read now; asked before every command and during long ones."""
         ...
 
     def read(self, address: int, size: int) -> bytes:
@@ -101,6 +129,13 @@ class TargetBase:
         is cached on disk only for cores: a core never changes)."""
         core = getattr(self, "core", None)
         return core.core_file() if core is not None else None
+
+    def state(self) -> ProcessState:
+        return ProcessState.STOPPED
+
+    def state_error(self) -> str | None:
+        """Why a command cannot read the target now (one line), or None when it can."""
+        return STATE_ERRORS.get(self.state())
 
     def read_partial(self, address: int, size: int) -> bytes:
         raise NotImplementedError
@@ -176,4 +211,4 @@ def modules_from_mappings(mappings: Iterable[tuple]) -> list[Module]:
 
 
 __all__ = ["Module", "ThreadInfo", "MemoryRange", "Registers", "Target", "TargetBase",
-           "modules_from_mappings"]
+           "ProcessState", "STATE_ERRORS", "CHANGED_ERRORS", "modules_from_mappings"]

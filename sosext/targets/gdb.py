@@ -26,13 +26,13 @@ from typing import Callable, Iterator
 import gdb  # type: ignore[import-not-found]
 
 from ..errors import Interrupted, TargetError
-from .base import Module, Registers, TargetBase, ThreadInfo, modules_from_mappings
+from .base import STATE_ERRORS, Module, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
 from .corefind import find_open_core
-from .procfs import ProcMemory, read_maps
+from .procfs import ProcMemory, process_gone, read_maps
 
 NO_PROCESS = "no process: attach to a process (attach PID) or load a core (gdb EXE CORE)"
-RUNNING = ("the process is running: interrupt it first (Ctrl-C, or `interrupt -a` after "
-           "`continue &`), then run the command again")
+# The same words as in LLDB; in GDB that is Ctrl-C, or `interrupt -a` after `continue &`.
+RUNNING = STATE_ERRORS[ProcessState.RUNNING]
 
 _CORE_FILE_RE = re.compile(r"Local core dump file:\s*`(.+?)',\s*file type", re.S)
 # `info proc mappings`: start end size offset [perms] [objfile]; GDB 13 prints perms for
@@ -107,13 +107,17 @@ def core_file_of_gdb() -> str | None:
     return m.group(1) if m else None
 
 
-def require_stopped(inferior: "gdb.Inferior") -> None:
-    """A running inferior (``continue &``, non-stop mode) has no stable heap to read."""
+def is_running(inferior: "gdb.Inferior") -> bool:
+    """Whether any thread runs (``continue &``, non-stop mode): no stable heap to read."""
     try:
         threads = inferior.threads()
     except gdb.error:
-        return
-    if any(t.is_valid() and t.is_running() for t in threads):
+        return False
+    return any(t.is_valid() and t.is_running() for t in threads)
+
+
+def require_stopped(inferior: "gdb.Inferior") -> None:
+    if is_running(inferior):
         raise TargetError(RUNNING)
 
 
@@ -227,8 +231,22 @@ class GdbTarget(TargetBase):
 
     def check_usable(self) -> None:
         """Raise unless the inferior can be read now (checked before every command)."""
-        if self.is_live:
-            require_stopped(self.inferior)
+        problem = self.state_error()
+        if problem:
+            raise TargetError(problem)
+
+    def state(self) -> ProcessState:
+        if not self.is_live:
+            return ProcessState.STOPPED
+        inferior = self.inferior
+        if not inferior.is_valid() or inferior.pid != self.pid:
+            return ProcessState.EXITED  # killed, exited or detached: GDB cleared the pid
+        if is_running(inferior):
+            return ProcessState.RUNNING
+        # GDB hears of a SIGKILL only when it next waits for the process; the kernel knows now.
+        if self.connection == "native" and process_gone(self.pid):
+            return ProcessState.EXITED
+        return ProcessState.STOPPED
 
     def describe(self) -> str:
         return f"core file {self.core.path}" if self.core is not None else f"process {self.pid}"

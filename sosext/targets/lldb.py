@@ -13,9 +13,12 @@ import os
 import lldb  # type: ignore[import-not-found]
 
 from ..errors import TargetError
-from .base import Module, Registers, TargetBase, ThreadInfo, modules_from_mappings
+from .base import Module, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
 from .corefind import find_open_core
-from .procfs import ProcMemory, read_maps
+from .procfs import ProcMemory, process_gone, read_maps
+
+_RUNNING = (lldb.eStateRunning, lldb.eStateStepping, lldb.eStateLaunching, lldb.eStateAttaching)
+_GONE = (lldb.eStateInvalid, lldb.eStateExited, lldb.eStateUnloaded, lldb.eStateConnected)
 
 
 class LldbTarget(TargetBase):
@@ -55,8 +58,26 @@ class LldbTarget(TargetBase):
 
     @property
     def generation(self) -> int:
-        # The stop id changes whenever a live process resumes; a core never runs.
-        return self.process.GetStopID() if self.is_live else 0
+        # The stop id grows whenever the process has run, counting the stops of expression
+        # evaluation (`expr Foo()` runs managed code that may allocate); a core never runs.
+        return self.process.GetStopID(True) if self.is_live else 0
+
+    def state(self) -> ProcessState:
+        if not self.is_live:
+            return ProcessState.STOPPED
+        if not self.process.IsValid():
+            return ProcessState.EXITED
+        s = self.process.GetState()
+        if s in _RUNNING:
+            return ProcessState.RUNNING
+        if s == lldb.eStateDetached:
+            return ProcessState.DETACHED
+        if s in _GONE:
+            return ProcessState.EXITED
+        # LLDB hears of a SIGKILL only when its event thread gets to it; the kernel knows now.
+        if self.proc_mem is not None and process_gone(self.pid):
+            return ProcessState.EXITED
+        return ProcessState.STOPPED
 
     def describe(self) -> str:
         return f"core file {self.core.path}" if self.core else f"process {self.pid}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .base import Module, ThreadInfo, TargetBase, modules_from_mappings
+from .base import Module, ProcessState, ThreadInfo, TargetBase, modules_from_mappings
 
 
 class ProcMemory:
@@ -73,6 +73,23 @@ def read_maps(pid: int) -> list[tuple[int, int, str, str, int]]:
     return out
 
 
+def process_gone(pid: int) -> bool:
+    """Whether the kernel says ``pid`` has exited: no /proc entry, or a zombie not yet reaped.
+
+    A debugger learns of a SIGKILL only when it next waits for the process, which it does
+    not while one of our commands runs; the kernel knows at once."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    except OSError:
+        return False  # not ours to judge (permissions): the debugger's state decides
+    # "pid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'.
+    state = stat[stat.rfind(b")") + 2:][:1]
+    return state in (b"Z", b"X", b"x")
+
+
 def modules_of(pid: int) -> list[Module]:
     return modules_from_mappings((s, e, p, off) for s, e, _perm, p, off in read_maps(pid))
 
@@ -108,6 +125,9 @@ class ProcessTarget(TargetBase):
 
     def registers(self, tid: int) -> dict[str, int]:
         return {}
+
+    def state(self) -> ProcessState:
+        return ProcessState.EXITED if process_gone(self.pid) else ProcessState.STOPPED
 
     def describe(self) -> str:
         return f"process {self.pid}"

@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.Globalization;
 
 using SosextDebuggee;
@@ -11,6 +12,8 @@ namespace DebuggeeHost
     /// the static root <see cref="s_root"/>. The truth has per-type counts and sizes, no address lists.
     /// By default each kind is allocated in one long run; with `mixed` the three are interleaved
     /// (node, node, leaf, node, payload, ...), so the heap has no long runs of one type.
+    /// Stdin command `alloc N` allocates N more <see cref="AllocItem"/>s (kept alive) and answers
+    /// `SOSEXT-ALLOCATED {"mt": "0x...", "count": total}`: the heap grows while a debugger lets it run.
     /// </summary>
     internal sealed class BigHeapScenario : IScenario
     {
@@ -19,6 +22,8 @@ namespace DebuggeeHost
         // [0] BigNode[] chain heads, [1] object[] of BigLeaf[] chunks, [2] object[] of byte[][] chunks.
         internal static object[] s_root;
         private static long s_requested;
+        // What `alloc N` made; the list's backing arrays are AllocItem[], never AllocItem instances.
+        private static readonly List<AllocItem> s_allocated = new();
 
         public void Build(string[] args)
         {
@@ -157,6 +162,18 @@ namespace DebuggeeHost
             w.EndObject();
         }
 
-        public bool OnCommand(string command) => false;
+        public bool OnCommand(string command)
+        {
+            if (!command.StartsWith("alloc ", StringComparison.Ordinal)) return false;
+            long n = long.Parse(command.AsSpan(6), CultureInfo.InvariantCulture);
+            for (long i = 0; i < n; i++) s_allocated.Add(new AllocItem { Serial = s_allocated.Count });
+            var w = new Json();
+            w.BeginObject();
+            w.PropHex("mt", typeof(AllocItem).TypeHandle.Value);
+            w.Prop("count", s_allocated.Count);
+            w.EndObject();
+            Console.Out.WriteLine("SOSEXT-ALLOCATED " + w);
+            return true;
+        }
     }
 }

@@ -14,4 +14,10 @@ namespace SosextDebuggee
         public long A;
         public int B;
     }
+
+    /// <summary>Made only by the bigheap scenario's `alloc N` command, after the truth was printed.</summary>
+    public sealed class AllocItem
+    {
+        public long Serial;
+    }
 }
