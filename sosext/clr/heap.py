@@ -179,6 +179,9 @@ class ClrHeap:
         return self.types.get(mt)
 
     def _sizes_of(self, mt: int) -> tuple[int, int] | None:
+        from .addresses import classifier
+        if not classifier(self.runtime).is_method_table(mt):
+            return None  # a corrupt header word: the DAC is never asked about it
         t = self.types.get(mt)
         if t is None or t.base_size < 17 or t.base_size > 1 << 31:
             return None  # not a MethodTable: treat the header as corrupt

@@ -492,8 +492,10 @@ def _stack_top(heap: ClrHeap, tid: int, sp: int) -> int:
     for addr, t in heap.dac.threads():
         if t.os_thread_id == tid:
             lim = heap.dac.stack_limits(addr)
-            if lim and lim[0] <= sp < lim[1]:
-                return lim[1]
+            if lim:
+                low, high = sorted(lim[:2])  # the DAC answers (base, limit): high end first on x64
+                if low <= sp < high:
+                    return high
     return sp + (1 << 20)
 
 
