@@ -438,3 +438,102 @@ def test_listing_starts_at_once(big_core) -> None:
     print(f"first row {took:.2f} s after the index")
     assert re.match(rb"\s+[0-9a-f]{12} ", first_row), first_row
     assert took < 3, took
+
+
+# -- the pieces, without a debuggee -------------------------------------------------------------------
+
+def test_listing_rows_are_what_the_table_makes() -> None:
+    """write_listing formats rows itself for speed: byte for byte what Table.row makes."""
+    import numpy as np
+    from types import SimpleNamespace
+    from sosext.commands.heap import chunks_of_mask, write_listing
+    from sosext.render.output import Output
+    from sosext.render.table import Integer, Pointer, Table, Text
+    rng = np.random.default_rng(7)
+    mts = np.array([0x10, 0x7F3A1C2D4E80, 0xFFFFFFFFFFFFFFF0], dtype=np.uint64)
+    n = 5000
+    ix = SimpleNamespace(method_tables=mts, type_ids=rng.integers(0, 3, n).astype(np.uint16),
+                         addresses=np.sort(rng.integers(0, 1 << 64, n, dtype=np.uint64)),
+                         sizes=rng.choice([24, 1 << 40, 123_456_789_012_345], n).astype(np.uint64))
+    heap = SimpleNamespace(free_mt=0x10)
+    got: list[str] = []
+    ctx = SimpleNamespace(out=Output(got.append))
+    mask = rng.random(n) < 0.5
+    write_listing(ctx, heap, ix, chunks_of_mask(mask, size=97))
+    ctx.out.flush()
+    t = Table(Pointer(), Pointer(), Integer(), Text())
+    want = [t.header("Address", "MT", "Size")] + [
+        t.row(int(ix.addresses[i]), int(mts[ix.type_ids[i]]), int(ix.sizes[i]), "Free" if ix.type_ids[i] == 0 else "")
+        for i in np.flatnonzero(mask)]
+    assert "\n".join(got).split("\n") == want
+
+
+def test_output_passes_chunks_on_and_checks_for_ctrl_c() -> None:
+    from sosext.clr import progress
+    from sosext.errors import Interrupted, TargetChanged
+    from sosext.render.output import Output
+    chunks: list[str] = []
+    out = Output(chunks.append, chunk=10, interval=3600)
+    out.lines(str(i) for i in range(25))
+    assert [c.count("\n") + 1 for c in chunks] == [10, 10]  # the last 5 wait for the next chunk
+    hit = {"now": False}
+    progress.set_interrupt_source(lambda: hit["now"])
+    try:
+        hit["now"] = True
+        with pytest.raises(Interrupted):
+            out.lines(str(i) for i in range(10))
+        hit["now"] = False
+        out.flush()  # the failure path still prints what was held
+        assert sum(c.count("\n") + 1 for c in chunks) == 30  # 25 + 5 more before the check
+        progress.set_state_source(lambda: "the process exited during the command; output above is incomplete")
+        with pytest.raises(TargetChanged):
+            progress.check_interrupt()
+    finally:
+        progress.set_interrupt_source(lambda: False)
+        progress.set_state_source(None)
+
+
+def test_process_gone_follows_the_kernel() -> None:
+    from sosext.targets.procfs import process_gone
+    child = subprocess.Popen(["/bin/sleep", "60"])
+    try:
+        assert not process_gone(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not process_gone(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert process_gone(child.pid)  # a zombie until we reap it
+    finally:
+        child.kill()
+        child.wait()
+    assert process_gone(child.pid)
+
+
+def test_watch_refuses_and_notices() -> None:
+    """hosts/common.TargetWatch: a running target is refused; one that exits or runs during
+    the command turns the command's result into the one 'incomplete' line."""
+    from sosext.errors import TargetError
+    from sosext.hosts.common import TargetWatch
+    from sosext.targets.base import ProcessState, TargetBase
+
+    class Fake(TargetBase):
+        is_live = True
+
+        def __init__(self) -> None:
+            self.now = ProcessState.STOPPED
+
+        def state(self) -> ProcessState:
+            return self.now
+
+    t = Fake()
+    t.now = ProcessState.RUNNING
+    with pytest.raises(TargetError, match="^the process is running; interrupt it first$"):
+        TargetWatch(t)
+    t.now = ProcessState.STOPPED
+    w = TargetWatch(t)
+    assert w.changed() is None
+    t.now = ProcessState.EXITED
+    assert w.changed() == EXITED_DURING.removeprefix("error: ")
+    t.now = ProcessState.STOPPED
+    t._generation = 1
+    assert w.changed() == "the process ran during the command; output above is incomplete"

@@ -13,6 +13,7 @@ from ..clr.progress import polled
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
+from ..render.output import Output
 from ..render.numbers import hex_and_dec
 from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import Command, Option, Parsed, Positional, add_length, parse_address, parse_count, parse_mt, register
@@ -296,12 +297,37 @@ Examples:
             "total_objects": sum(c for _m, c, _t in stats),
             "total_size": sum(tot for _m, _c, tot in stats),
         }
-        if not args.stat:
+        if args.stat or not mask.any():
+            if not args.stat:
+                doc["objects"] = []
+            emit_json(ctx.out, doc)
+            return
+        # The objects stream a chunk at a time, as the text listing does, and read exactly as
+        # json.dumps(indent=2) would print the whole document: "objects" is its last member.
+        lines: list[str] = []
+        whole = Output(lines.append, chunk=1 << 30)
+        emit_json(whole, {**doc, "objects": []})
+        whole.flush()
+        head = "\n".join(lines)
+        tail = '\n  "objects": []\n}'
+        if not head.endswith(tail):  # emit_json's layout changed: build the whole document instead
             sel = np.nonzero(mask)[0]
             doc["objects"] = [{"address": f"0x{a:x}", "mt": f"0x{int(ix.method_tables[t]):x}", "size": s}
                               for a, t, s in zip(ix.addresses[sel].tolist(), ix.type_ids[sel].tolist(),
                                                  ix.sizes[sel].tolist())]
-        emit_json(ctx.out, doc)
+            emit_json(ctx.out, doc)
+            return
+        ctx.out.line(head[:-len(tail)] + '\n  "objects": [')
+        mts = ix.method_tables.tolist()
+        pending: str | None = None  # a chunk waits for the next one to know whether a comma follows
+        for part in chunks_of_mask(mask):
+            rows = [f'    {{\n      "address": "0x{a:x}",\n      "mt": "0x{mts[t]:x}",\n      "size": {n}\n    }}'
+                    for a, t, n in zip(ix.addresses[part].tolist(), ix.type_ids[part].tolist(),
+                                       ix.sizes[part].tolist())]
+            if pending is not None:
+                ctx.out.line(pending + ",")
+            pending = ",\n".join(rows)
+        ctx.out.line(f"{pending}\n  ]\n}}")
 
 
 def check_heap_arguments(heap: ClrHeap, mt: int | None, segment: int | None) -> None:
