@@ -108,7 +108,7 @@ Examples:
   clrthreads
   clrthreads -live
   clrthreads -managedexception
-    Current thread is now 9 (OS thread id 0x7410), exception 00007f77818113b0"""
+    Current thread is now 9 (OS thread id 0x2ee2), exception 00007fa9d18113b0"""
     options = (
         Option("-live", "only threads the debugger knows (running OS threads)"),
         Option("-special", "special runtime threads (not supported off Windows)"),
@@ -315,9 +315,10 @@ CLI the one chosen with setthread, else the first).
 
 Examples:
   clrstack
-    OS Thread Id: 0x5b1e (1)
+    OS Thread Id: 0x2ee1 (8)
             Child SP               IP Call Site
-    00007FFCF4A1C2D0 00007F3A8C1D2F6E SosextDebuggee.SourceScenario.Block(Int32) [/src/SourceScenario.cs @ 31]
+    ...
+    00007FA9B25FDBD0 00007FB5ACC94ECE DebuggeeHost.SourceScenario.SourceInner(Int32) [/src/SourceScenario.cs @ 74]
   clrstack -a
   clrstack -all
   clrstack -f -c 5"""
@@ -529,7 +530,7 @@ Examples:
   pe 00007f3a1c0123d8
   pe -lines
     ...
-        00007FFCF4A1C1F0 00007F3A8C1D3011 SosextDebuggee.dll!SosextDebuggee.SourceScenario.Throw(Int32)+0x61 [/src/SourceScenario.cs @ 45]
+        00007FA9B1DFCBD0 00007FB5ACC94DB7 SosextDebuggee.dll!DebuggeeHost.SourceScenario.SourceThrowInner()+0x67 [/src/SourceScenario.cs @ 104]
   pe -nested"""
     options = (
         Option("-nested", "also show the current thread's nested exceptions"),
@@ -696,11 +697,11 @@ that instruction when the module's portable PDB is found. An IP taken from clrst
 return address: subtract 1 to name the call's own line.
 
 Example:
-  ip2md 00007f3a8c1d2f6d
-    MethodDesc:   00007f3a8c2a1b40
-    Method Name:          SosextDebuggee.SourceScenario.Block(Int32)
+  ip2md 7fb5acc94ecd
+    MethodDesc:   00007fb5acd4a6d8
+    Method Name:          DebuggeeHost.SourceScenario.SourceInner(Int32)
     ...
-    Source file:  /src/SourceScenario.cs @ 31"""
+    Source file:  /src/SourceScenario.cs @ 74"""
     positionals = (Positional("ip", "the code address, hex"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
