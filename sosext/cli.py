@@ -3,6 +3,7 @@
     sosext analyze CORE [-c CMD]...   every sosext command over a core file, no debugger
     sosext collect PID [--type heap|full|mini|triage] [-o FILE]
     sosext ps                         .NET processes with a diagnostics socket
+    sosext counters PID [--interval S] [--duration S] [--format table|csv|json]
     sosext diff OLD NEW [opts]        heap diff of two cores (heapdiff)
     sosext leaks OLD NEW [opts]       growth report with retention paths
     sosext install | uninstall        add/remove the import line in ~/.lldbinit and ~/.gdbinit
@@ -118,6 +119,30 @@ def cmd_ps(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_counters(args: argparse.Namespace) -> int:
+    """sosext counters PID: System.Runtime counters over an EventPipe session (no .NET tool)."""
+    from .ipc.counters import monitor
+    from .render.counters import CounterWriter
+    if args.duration is not None and not args.duration > 0:
+        raise SosError(f"invalid duration {args.duration!r} (seconds, > 0)")
+    stop = {"hit": False}
+
+    def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
+        stop["hit"] = True  # the loop sends StopTracing and drains; a second Ctrl-C aborts
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, on_sigint)
+    writer = CounterWriter(sys.stdout, args.format, tty=sys.stdout.isatty(), pid=args.pid, interval=args.interval)
+    readings = monitor(args.pid, source=args.source, interval=args.interval, duration=args.duration,
+                       stop_flag=lambda: stop["hit"])
+    try:
+        for interval in readings:
+            writer.write(interval)
+    except BrokenPipeError:  # `| head`: stop the session quietly
+        readings.close()
+        sys.stdout = open(os.devnull, "w")
+    return 0
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     from .install import install, uninstall
     for line in (uninstall() if args.action == "uninstall" else install()):
@@ -154,6 +179,24 @@ def build_parser() -> argparse.ArgumentParser:
         d.add_argument("new")
         d.add_argument("options", nargs=argparse.REMAINDER)
         d.set_defaults(func=cmd_compare, command_name=cmd)
+    ct = sub.add_parser(
+        "counters", help="watch a process's System.Runtime counters (GC heap, gen sizes, GCs, thread pool…)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The runtime's System.Runtime counters over an EventPipe session, like "
+        "'dotnet-counters monitor', with no .NET tool installed. On a terminal the table is refreshed "
+        "in place; in a pipe every reading is one line. Ctrl-C (or --duration) stops the session.",
+        epilog="source: 'metrics' reads the System.Runtime meter (.NET 9+: absolute values such as "
+        "dotnet.gc.collections per generation since start, dotnet.gc.last_collection.heap.size per "
+        "generation); 'eventcounters' reads the System.Runtime EventCounters (every runtime: "
+        "gc-heap-size in MB, gen-N-gc-count as increments per interval); 'auto' picks metrics on .NET 9+.\n\n"
+        "examples:\n  sosext counters 1234\n  sosext counters 1234 --interval 5 --format csv > counters.csv\n"
+        "  sosext counters 1234 --duration 10 --format json | jq '.counters[]'")
+    ct.add_argument("pid", type=int)
+    ct.add_argument("--interval", type=float, default=1.0, help="seconds between readings (default 1)")
+    ct.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
+    ct.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    ct.add_argument("--source", choices=["auto", "metrics", "eventcounters"], default="auto")
+    ct.set_defaults(func=cmd_counters)
     for action in ("install", "uninstall"):
         i = sub.add_parser(action, help=f"{action} the import line in ~/.lldbinit and ~/.gdbinit")
         i.set_defaults(func=cmd_install, action=action)

@@ -31,6 +31,7 @@ namespace DebuggeeHost
             "roots" => new RootsScenario(),
             "threads" => new ThreadsScenario(),
             "deeplist" => new DeepListScenario(),
+            "counters" => new CountersScenario(),
             _ => null,
         };
 
