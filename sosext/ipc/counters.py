@@ -105,7 +105,9 @@ def _providers(source: str, interval: float, session_guid: str) -> list[Provider
     return [Provider(EVENTCOUNTERS_PROVIDER, 0xFFFFFFFF, 4, f"EventCounterIntervalSec={interval:g}")]
 
 
-def _eventcounter_sample(ev: TraceEvent) -> CounterSample | None:
+def _eventcounter_sample(ev: TraceEvent) -> tuple[CounterSample, object] | None:
+    """The sample and its interval key (``IntervalSec``, the same float for every counter of
+    one interval)."""
     payload = ev.decode()
     # The payload is one struct (TraceLogging wrapper) holding a "Payload" struct.
     body = next(iter(payload.values()), None) if len(payload) == 1 else payload
@@ -117,8 +119,8 @@ def _eventcounter_sample(ev: TraceEvent) -> CounterSample | None:
         value, rate = _number(body.get("Increment")), None
     else:
         value, rate = _number(body.get("Mean")), None
-    return CounterSample(str(body["Name"]), "", str(body.get("DisplayUnits") or ""), value, rate,
-                         str(body.get("DisplayName") or ""))
+    return (CounterSample(str(body["Name"]), "", str(body.get("DisplayUnits") or ""), value, rate,
+                          str(body.get("DisplayName") or "")), body.get("IntervalSec"))
 
 
 def monitor(pid: int, *, source: str = "auto", interval: float = 1.0, duration: float | None = None,
@@ -145,11 +147,14 @@ def monitor(pid: int, *, source: str = "auto", interval: float = 1.0, duration: 
     reader.start()
     deadline = None if duration is None else time.monotonic() + duration
     current: dict[tuple[str, str], CounterSample] = {}
+    group: list[object] = [None]  # the IntervalSec of the EventCounters in `current`
+    full = [0]  # how many counters a complete EventCounters interval had
     stopping = False
 
-    def flush() -> CounterInterval | None:
-        if not current:
+    def flush(complete_only: bool = False) -> CounterInterval | None:
+        if not current or (complete_only and len(current) < full[0]):
             return None
+        full[0] = max(full[0], len(current))
         out = CounterInterval(time.time(), source, tuple(current.values()))
         current.clear()
         return out
@@ -164,8 +169,8 @@ def monitor(pid: int, *, source: str = "auto", interval: float = 1.0, duration: 
             except queue.Empty:
                 if stopping:
                     break  # the runtime did not close the stream in time; we close it
-                # EventCounters come as a burst per interval: a quiet gap ends the interval.
-                if source == "eventcounters" and (done := flush()) is not None:
+                # EventCounters come as a burst per interval: a quiet gap after a complete one ends it.
+                if source == "eventcounters" and full[0] and (done := flush(complete_only=True)) is not None:
                     yield done
                 continue
             if item is None:
@@ -214,14 +219,16 @@ def monitor(pid: int, *, source: str = "auto", interval: float = 1.0, duration: 
             else:
                 if ev.provider != EVENTCOUNTERS_PROVIDER or ev.name != "EventCounters":
                     continue
-                s = _eventcounter_sample(ev)
-                if s is None:
+                found = _eventcounter_sample(ev)
+                if found is None:
                     continue
-                if (s.name, s.tags) in current and (done := flush()) is not None:
+                s, key = found
+                if ((s.name, s.tags) in current or key != group[0]) and (done := flush()) is not None:
                     yield done
+                group[0] = key
                 current[(s.name, s.tags)] = s
-        if source == "eventcounters" and (done := flush()) is not None:
-            yield done
+        if source == "eventcounters" and (done := flush(complete_only=True)) is not None:
+            yield done  # the last interval, unless the stop cut it short
     finally:
         try:
             session.close()

@@ -21,7 +21,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, BinaryIO, Iterator, Sequence
 
 from sosext.ipc.client import DiagnosticsClient, NoSuchProcessError, find_socket, pid_exists
 from sosext.ipc.nettrace import NettraceError, NettraceReader, TraceEvent
@@ -156,11 +156,14 @@ class EventPipeSession:
         header = decode_header(recv(HEADER_SIZE))
         return IpcMessage(header, recv(header.size - HEADER_SIZE))
 
-    def events(self) -> Iterator[TraceEvent]:
+    def events(self, tee: BinaryIO | None = None) -> Iterator[TraceEvent]:
         """The session's events until the runtime ends the stream (after :meth:`stop`, or
-        when the process exits). A process that dies mid-stream raises :class:`IpcError`."""
+        when the process exits). A process that dies mid-stream raises :class:`IpcError`.
+        ``tee`` receives a copy of the raw nettrace bytes (to keep a recording)."""
         assert self._sock is not None
-        stream = self._sock.makefile("rb", buffering=65536)
+        stream: Any = self._sock.makefile("rb", buffering=65536)
+        if tee is not None:
+            stream = _Tee(stream, tee)
         self.reader = NettraceReader(stream)
         try:
             yield from self.reader.events()
@@ -201,6 +204,19 @@ class EventPipeSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Tee:
+    def __init__(self, inner: Any, copy: BinaryIO) -> None:
+        self.inner, self.copy = inner, copy
+
+    def read(self, n: int) -> bytes:
+        data = self.inner.read(n)
+        self.copy.write(data)
+        return data
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def process_gone(pid: int, wait: float = 2.0) -> bool:
