@@ -4,7 +4,8 @@
     sosext collect PID [--type heap|full|mini|triage] [-o FILE]
     sosext ps                         .NET processes with a diagnostics socket
     sosext counters PID [--interval S] [--duration S] [--format table|csv|json]
-    sosext diff OLD NEW [opts]        heap diff of two cores (heapdiff)
+    sosext gcdump PID [-o FILE]       GC heap snapshot over EventPipe; gcdump-stat FILE; diff OLD NEW
+    sosext diff OLD NEW [opts]        heap diff of two cores or two gcdump snapshots (heapdiff)
     sosext leaks OLD NEW [opts]       growth report with retention paths
     sosext install | uninstall        add/remove the import line in ~/.lldbinit and ~/.gdbinit
 """
@@ -84,6 +85,13 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """sosext diff|leaks OLD NEW [options]: the heapdiff/leaks command on NEW against OLD."""
     import shlex
+    from .clr.gcdumpsnap import is_gcdump
+    snapshots = [is_gcdump(p) for p in (args.old, args.new)]
+    if any(snapshots):
+        if not all(snapshots) or args.command_name != "heapdiff":
+            raise SosError("a gcdump snapshot can only be compared with another one, by 'sosext diff' "
+                           "(leaks needs cores)")
+        return cmd_gcdump_diff(args)
     session = _session_for_core(args.new)
     line = " ".join([args.command_name, shlex.quote(args.old), *map(shlex.quote, args.options)])
     return 0 if run_command_line(session, line) else 1
@@ -143,6 +151,91 @@ def cmd_counters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gcdump(args: argparse.Namespace) -> int:
+    """sosext gcdump PID -o FILE: a GC heap snapshot over EventPipe (like dotnet-gcdump)."""
+    from .clr.gcdumpsnap import GcDump
+    out = args.output or f"{args.pid}_{_stamp()}.gcdump.npz"
+    if os.path.lexists(out):
+        raise SosError(f"{out} exists; choose another name (snapshots are never overwritten)")
+    stop = {"hit": False}
+
+    def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
+        stop["hit"] = True
+    signal.signal(signal.SIGINT, on_sigint)
+    _eprint(f"Collecting a GC heap dump of process {args.pid} (this runs a full blocking GC)...")
+    dump = GcDump.collect(args.pid, timeout=args.timeout, stop_flag=lambda: stop["hit"])
+    dump.save(out)
+    _print(f"Wrote {dump.object_count:,} objects of {len(dump.type_ids):,} types, {dump.total_size:,} bytes, "
+           f"{dump.edge_target.size:,} references, {dump.root_address.size:,} roots to {out}")
+    return 0
+
+
+def cmd_gcdump_stat(args: argparse.Namespace) -> int:
+    """sosext gcdump-stat FILE: dumpheap -stat over a gcdump snapshot."""
+    import json
+    from .clr.gcdumpsnap import GcDump
+    from .render.table import Column, Integer, Table, TypeName
+    dump = GcDump.load(args.snapshot)
+    rows = dump.stats()
+    if args.type:
+        rows = [r for r in rows if args.type in r.name]
+    if args.min_count:
+        rows = [r for r in rows if r.count >= args.min_count]
+    if args.json:
+        _print(json.dumps({"command": "gcdump-stat", "snapshot": args.snapshot, "pid": dump.pid,
+                           "runtime": dump.runtime, "types": [
+                               {"mt": f"0x{r.type_id:x}", "name": r.name, "count": r.count, "size": r.size}
+                               for r in rows],
+                           "total_objects": sum(r.count for r in rows), "total_size": sum(r.size for r in rows)},
+                          indent=2))
+        return 0
+    from .render.counters import clean
+    t = Table(Column(16, True, lambda v: f"{int(v):012x}"), Integer(), Integer(), TypeName())
+    _print(f"GC heap snapshot of process {dump.pid} ({dump.runtime or 'runtime ?'}), "
+           f"taken {_local_time(dump.time)}; objects live after GC #{dump.gc_number}")
+    _print("Statistics:")
+    _print(t.header("MT", "Count", "TotalSize", "Class Name"))
+    for r in rows:
+        _print(t.row(r.type_id, r.count, r.size, clean(r.name)))
+    _print(f"Total {sum(r.count for r in rows):,} objects, {sum(r.size for r in rows):,} bytes")
+    return 0
+
+
+def _local_time(t: float) -> str:
+    import time
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def cmd_gcdump_diff(args: argparse.Namespace) -> int:
+    """sosext diff OLD NEW where both are gcdump snapshots: heapdiff without cores."""
+    import types
+    from .clr.gcdumpsnap import GcDump
+    from .clr.snapshot import diff_snapshots, filter_deltas
+    from .commands.diff import deltas_json, write_deltas
+    from .render.json import emit_json
+    from .render.output import Output
+    opts = argparse.ArgumentParser(prog="sosext diff", add_help=False)
+    opts.add_argument("-top", type=int)
+    opts.add_argument("-type")
+    opts.add_argument("-min-delta", type=int, dest="min_delta")
+    opts.add_argument("--json", action="store_true")
+    o, unknown = opts.parse_known_args(args.options)
+    if unknown:
+        raise SosError(f"unknown option for diff: {' '.join(unknown)}")
+    old, new = GcDump.load(args.old).heap_snapshot(), GcDump.load(args.new).heap_snapshot()
+    rows = filter_deltas(diff_snapshots(old, new), type_substring=o.type, min_delta=o.min_delta, top=o.top)
+    out = Output(_print)
+    if o.json:
+        emit_json(out, {"command": "heapdiff", "old": old.source, "new": new.source,
+                        "types": [deltas_json(r) for r in rows],
+                        "old_total": {"count": old.total_count, "size": old.total_size},
+                        "new_total": {"count": new.total_count, "size": new.total_size}})
+    else:
+        write_deltas(types.SimpleNamespace(out=out), old, new, rows)  # type: ignore[arg-type]
+    out.flush()
+    return 0
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     from .install import install, uninstall
     for line in (uninstall() if args.action == "uninstall" else install()):
@@ -197,6 +290,27 @@ def build_parser() -> argparse.ArgumentParser:
     ct.add_argument("--format", choices=["table", "csv", "json"], default="table")
     ct.add_argument("--source", choices=["auto", "metrics", "eventcounters"], default="auto")
     ct.set_defaults(func=cmd_counters)
+    g = sub.add_parser(
+        "gcdump", help="take a GC heap snapshot of a process over EventPipe (like dotnet-gcdump)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Has the runtime walk its heap during a full blocking GC and report every live object "
+        "(address, size, type), reference and root, and saves that as a snapshot file (docs/commands.md "
+        "describes its format). No .NET tool, no dump, no ptrace; but no field values and no stacks either.",
+        epilog="examples:\n  sosext gcdump 1234 -o before.gcdump.npz\n  sosext gcdump-stat before.gcdump.npz\n"
+        "  sosext diff before.gcdump.npz after.gcdump.npz -top 10")
+    g.add_argument("pid", type=int)
+    g.add_argument("-o", "--output", help="snapshot file (default <pid>_<time>.gcdump.npz here); never overwritten")
+    g.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the dump (default 300)")
+    g.set_defaults(func=cmd_gcdump)
+    gs = sub.add_parser("gcdump-stat", help="per-type statistics of a gcdump snapshot (dumpheap -stat)",
+                        description="dumpheap -stat over a snapshot written by 'sosext gcdump': MethodTable, "
+                        "count, total size and name per type, ascending by total size.",
+                        epilog="example: sosext gcdump-stat before.gcdump.npz -type MyApp.")
+    gs.add_argument("snapshot")
+    gs.add_argument("-type", help="only types whose name contains this text")
+    gs.add_argument("-min", type=int, dest="min_count", help="only types with at least this many objects")
+    gs.add_argument("--json", action="store_true", help="print the result as JSON")
+    gs.set_defaults(func=cmd_gcdump_stat)
     for action in ("install", "uninstall"):
         i = sub.add_parser(action, help=f"{action} the import line in ~/.lldbinit and ~/.gdbinit")
         i.set_defaults(func=cmd_install, action=action)
