@@ -65,6 +65,16 @@ def counters_debuggee(debuggee_factory):  # type: ignore[no-untyped-def]
     return debuggee_factory("counters")
 
 
+def runtime_major(pid: int) -> int:
+    from sosext.ipc import get_process_info
+    return int((get_process_info(pid).clr_product_version or "0").split(".")[0])
+
+
+def needs_meter(pid: int) -> None:
+    if runtime_major(pid) < 9:
+        pytest.skip("the runtime's System.Runtime meter exists from .NET 9 on")
+
+
 def intervals_json(out: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
@@ -94,6 +104,7 @@ def check_metrics(v: dict[tuple[str, str], float], truth: dict) -> None:
 
 def test_metrics_equal_runtime_truth(counters_debuggee) -> None:  # type: ignore[no-untyped-def]
     d = counters_debuggee
+    needs_meter(d.pid)
     truth = runtime_state(d)
     proc = sosext("counters", str(d.pid), "--duration", "2.5", "--format", "json", "--source", "auto")
     assert proc.returncode == 0, proc.stderr
@@ -144,6 +155,7 @@ def test_eventcounters_equal_runtime_truth(counters_debuggee) -> None:  # type: 
 
 def test_pipe_gets_one_line_per_reading_and_csv(counters_debuggee) -> None:  # type: ignore[no-untyped-def]
     d = counters_debuggee
+    needs_meter(d.pid)
     truth = runtime_state(d)
     proc = sosext("counters", str(d.pid), "--duration", "1.8")
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
@@ -181,6 +193,18 @@ def test_ctrl_c_stops_the_session(counters_debuggee) -> None:  # type: ignore[no
     assert intervals_json(again.stdout)
 
 
+def test_auto_picks_eventcounters_before_net9_and_metrics_says_why(counters_debuggee) -> None:  # type: ignore[no-untyped-def]
+    d = counters_debuggee
+    if runtime_major(d.pid) >= 9:
+        pytest.skip("needs a runtime older than .NET 9 (run with --tfm net8.0)")
+    proc = sosext("counters", str(d.pid), "--duration", "1.5", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert {iv["source"] for iv in intervals_json(proc.stdout)} == {"eventcounters"}
+    line = one_line_error(sosext("counters", str(d.pid), "--duration", "3", "--source", "metrics"))
+    assert line == (f"error: process {d.pid} publishes no System.Runtime metrics (the meter came with .NET 9; "
+                    "before, the metrics event source may not even exist): use --source eventcounters")
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -207,6 +231,8 @@ def test_bad_interval(counters_debuggee) -> None:  # type: ignore[no-untyped-def
 @pytest.mark.parametrize("source", ["metrics", "eventcounters"])
 def test_process_exits_mid_session(counters_debuggee, source: str) -> None:  # type: ignore[no-untyped-def]
     d = counters_debuggee
+    if source == "metrics":
+        needs_meter(d.pid)
     proc = start_sosext("counters", str(d.pid), "--format", "json", "--source", source)
     try:
         read_line(proc)
@@ -237,6 +263,7 @@ def test_process_killed_mid_session(counters_debuggee) -> None:  # type: ignore[
 
 def test_refused_session(counters_debuggee) -> None:  # type: ignore[no-untyped-def]
     d = counters_debuggee
+    needs_meter(d.pid)
     first = start_sosext("counters", str(d.pid), "--format", "json", "--duration", "6")
     try:
         read_line(first)

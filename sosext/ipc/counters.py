@@ -150,6 +150,11 @@ def monitor(pid: int, *, source: str = "auto", interval: float = 1.0, duration: 
     group: list[object] = [None]  # the IntervalSec of the EventCounters in `current`
     full = [0]  # how many counters a complete EventCounters interval had
     stopping = False
+    instruments = 0  # System.Runtime instruments the meter announced
+    heard = False  # the metrics provider said anything for our session
+    silence_limit = time.monotonic() + max(5.0, 2 * interval + 2)
+    no_meter = IpcError(f"process {pid} publishes no System.Runtime metrics (the meter came with .NET 9; "
+                        "before, the metrics event source may not even exist): use --source eventcounters")
 
     def flush(complete_only: bool = False) -> CounterInterval | None:
         if not current or (complete_only and len(current) < full[0]):
@@ -169,11 +174,15 @@ def monitor(pid: int, *, source: str = "auto", interval: float = 1.0, duration: 
             except queue.Empty:
                 if stopping:
                     break  # the runtime did not close the stream in time; we close it
+                if source == "metrics" and not heard and time.monotonic() > silence_limit:
+                    raise no_meter
                 # EventCounters come as a burst per interval: a quiet gap after a complete one ends it.
                 if source == "eventcounters" and full[0] and (done := flush(complete_only=True)) is not None:
                     yield done
                 continue
             if item is None:
+                if source == "metrics" and not heard:
+                    raise no_meter
                 if not stopping:
                     if process_gone(pid):
                         raise IpcError(f"process {pid} exited during the session")
@@ -189,6 +198,7 @@ def monitor(pid: int, *, source: str = "auto", interval: float = 1.0, duration: 
             if source == "metrics":
                 if ev.provider != METRICS_PROVIDER:
                     continue
+                heard = True
                 name = ev.name
                 if name == "CollectionStop":
                     if (done := flush()) is not None:
@@ -205,6 +215,15 @@ def monitor(pid: int, *, source: str = "auto", interval: float = 1.0, duration: 
                     if d.get("sessionId") == session_guid:
                         detail = str(d.get("errorMessage") or "unknown error").strip().splitlines()
                         raise IpcError(f"process {pid}'s metrics session failed: {detail[0] if detail else '?'}")
+                    continue
+                if name == "BeginInstrumentReporting":
+                    d = ev.decode()
+                    if d.get("sessionId") == session_guid and d.get("meterName") == "System.Runtime":
+                        instruments += 1
+                    continue
+                if name == "InitialInstrumentEnumerationComplete" and not instruments:
+                    if ev.decode().get("sessionId") == session_guid:
+                        raise no_meter
                     continue
                 if name not in _VALUE_EVENTS:
                     continue
