@@ -344,3 +344,31 @@ def test_corrupted_recording_never_crashes(recorded_stream: bytes, data) -> None
         _parse_everything(bytes(raw))
     except SosError as exc:
         assert "\n" not in str(exc)
+
+
+def test_terminal_gets_a_table_redrawn_in_place(counters_debuggee) -> None:  # type: ignore[no-untyped-def]
+    import pty
+
+    import drivers
+    d = counters_debuggee
+    truth = runtime_state(d)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([PYTHON, "-m", "sosext", "counters", str(d.pid), "--source", "eventcounters"],
+                            cwd=REPO, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    try:
+        text = drivers.read_pty_until(master, "\x1b[H", timeout=30)
+        text += drivers.read_pty_until(master, "\x1b[H", timeout=30)  # a second frame starts
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    frame = text.split("\x1b[H\x1b[J")[1]
+    lines = frame.replace("\r", "").splitlines()
+    assert lines[0].startswith(f"sosext counters: process {d.pid}, source eventcounters, every 1 s, ")
+    assert lines[2].split() == ["Counter", "Value", "Change", "Unit"]
+    row = next(line for line in lines if line.startswith("gen-2-size "))
+    assert row.split() == ["gen-2-size", f"{truth['generations'][2]['sizeAfterBytes']:,}", "B"]

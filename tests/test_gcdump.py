@@ -146,3 +146,48 @@ def test_existing_output_is_not_overwritten(debuggee_factory, tmp_path) -> None:
     link.symlink_to(tmp_path / "elsewhere")
     assert one_line_error(sosext("gcdump", str(d.pid), "-o", str(link))).startswith(f"error: {link} exists")
     assert not (tmp_path / "elsewhere").exists()
+
+
+def _tiny_dump(tmp_path) -> Path:  # type: ignore[no-untyped-def]
+    dump = GcDump(1, 0.0, "10.0.0", 8, 3, [0x1000, 0x2000], ["A", "B[]"],
+                  np.array([0x10, 0x20, 0x30], dtype=np.uint64), np.array([24, 32, 24], dtype=np.uint64),
+                  np.array([0, 1, 0], dtype=np.uint32), np.array([1, 2, 0], dtype=np.uint32),
+                  np.array([0x20, 0x10, 0x30], dtype=np.uint64), np.array([0x20], dtype=np.uint64),
+                  np.array([2], dtype=np.uint8))
+    path = tmp_path / "tiny.gcdump.npz"
+    dump.save(str(path))
+    return path
+
+
+def test_format_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    back = GcDump.load(str(_tiny_dump(tmp_path)))
+    assert [(s.name, s.count, s.size) for s in back.stats()] == [("B[]", 1, 32), ("A", 2, 48)]
+    assert back.edges_of(1).tolist() == [0x10, 0x30] and back.edges_of(2).tolist() == []
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_damaged_snapshot_is_one_line_error(tmp_path, data) -> None:  # type: ignore[no-untyped-def]
+    raw = bytearray(_TINY.get("raw") or b"")
+    if not raw:
+        (tmp_path / "src").mkdir(exist_ok=True)
+        raw = bytearray(_tiny_dump(tmp_path / "src").read_bytes())
+        _TINY["raw"] = bytes(raw)
+    if data.draw(st.booleans()):
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+    else:
+        for _ in range(data.draw(st.integers(1, 6))):
+            raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    path = tmp_path / "damaged.npz"
+    path.write_bytes(bytes(raw))
+    try:
+        GcDump.load(str(path)).stats()
+    except GcDumpError as exc:
+        assert "\n" not in str(exc)
+
+
+_TINY: dict[str, bytes] = {}
