@@ -275,13 +275,15 @@ def build_parser() -> argparse.ArgumentParser:
     ct = sub.add_parser(
         "counters", help="watch a process's System.Runtime counters (GC heap, gen sizes, GCs, thread pool…)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="The runtime's System.Runtime counters over an EventPipe session, like "
-        "'dotnet-counters monitor', with no .NET tool installed. On a terminal the table is refreshed "
-        "in place; in a pipe every reading is one line. Ctrl-C (or --duration) stops the session.",
-        epilog="source: 'metrics' reads the System.Runtime meter (.NET 9+: absolute values such as "
-        "dotnet.gc.collections per generation since start, dotnet.gc.last_collection.heap.size per "
-        "generation); 'eventcounters' reads the System.Runtime EventCounters (every runtime: "
-        "gc-heap-size in MB, gen-N-gc-count as increments per interval); 'auto' picks metrics on .NET 9+.\n\n"
+        description="The runtime's System.Runtime counters over an EventPipe session, like\n"
+        "'dotnet-counters monitor', with no .NET tool installed. On a terminal the table is\n"
+        "refreshed in place; in a pipe every reading is one line. Ctrl-C (or --duration)\n"
+        "stops the session.",
+        epilog="source: 'metrics' reads the System.Runtime meter (.NET 9+): absolute values such as\n"
+        "  dotnet.gc.collections per generation since start, dotnet.gc.last_collection.heap.size\n"
+        "  per generation; one metrics session per process at a time.\n"
+        "  'eventcounters' reads the System.Runtime EventCounters (every runtime): gc-heap-size\n"
+        "  in MB, gen-N-gc-count as increments per interval. 'auto' picks metrics on .NET 9+.\n\n"
         "examples:\n  sosext counters 1234\n  sosext counters 1234 --interval 5 --format csv > counters.csv\n"
         "  sosext counters 1234 --duration 10 --format json | jq '.counters[]'")
     ct.add_argument("pid", type=int)
@@ -293,9 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser(
         "gcdump", help="take a GC heap snapshot of a process over EventPipe (like dotnet-gcdump)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Has the runtime walk its heap during a full blocking GC and report every live object "
-        "(address, size, type), reference and root, and saves that as a snapshot file (docs/commands.md "
-        "describes its format). No .NET tool, no dump, no ptrace; but no field values and no stacks either.",
+        description="Has the runtime walk its heap during a full blocking GC and report every live\n"
+        "object (address, size, type), reference and root, and saves that as a snapshot file\n"
+        "(docs/commands.md describes its format). No .NET tool, no dump, no ptrace; but no\n"
+        "field values, no strings' contents and no stacks either.",
         epilog="examples:\n  sosext gcdump 1234 -o before.gcdump.npz\n  sosext gcdump-stat before.gcdump.npz\n"
         "  sosext diff before.gcdump.npz after.gcdump.npz -top 10")
     g.add_argument("pid", type=int)
