@@ -88,10 +88,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .clr.gcdumpsnap import is_gcdump
     snapshots = [is_gcdump(p) for p in (args.old, args.new)]
     if any(snapshots):
-        if not all(snapshots) or args.command_name != "heapdiff":
-            raise SosError("a gcdump snapshot can only be compared with another one, by 'sosext diff' "
-                           "(leaks needs cores)")
-        return cmd_gcdump_diff(args)
+        if not all(snapshots):
+            raise SosError("a gcdump snapshot can only be compared with another gcdump snapshot")
+        return cmd_gcdump_diff(args) if args.command_name == "heapdiff" else cmd_gcdump_leaks(args)
     session = _session_for_core(args.new)
     line = " ".join([args.command_name, shlex.quote(args.old), *map(shlex.quote, args.options)])
     return 0 if run_command_line(session, line) else 1
@@ -233,6 +232,53 @@ def cmd_gcdump_diff(args: argparse.Namespace) -> int:
     else:
         write_deltas(types.SimpleNamespace(out=out), old, new, rows)  # type: ignore[arg-type]
     out.flush()
+    return 0
+
+
+def cmd_gcdump_leaks(args: argparse.Namespace) -> int:
+    """sosext leaks OLD NEW over two gcdump snapshots: the growing types and the paths holding them."""
+    import json
+    from .clr.gcdumpsnap import GcDump
+    from .clr.snapshot import diff_snapshots, filter_deltas
+    from .commands.diff import deltas_json
+    from .render.counters import clean
+    opts = argparse.ArgumentParser(prog="sosext leaks", add_help=False)
+    opts.add_argument("-top", type=int, default=3)
+    opts.add_argument("-type")
+    opts.add_argument("-groups", type=int, default=5)
+    opts.add_argument("--json", action="store_true")
+    o, unknown = opts.parse_known_args(args.options)
+    if unknown:
+        raise SosError(f"unknown option for leaks: {' '.join(unknown)}")
+    old_dump, new_dump = GcDump.load(args.old), GcDump.load(args.new)
+    old, new = old_dump.heap_snapshot(), new_dump.heap_snapshot()
+    grown = [r for r in filter_deltas(diff_snapshots(old, new), type_substring=o.type)
+             if r.size_delta > 0 and r.count_delta > 0][: o.top]
+    report = [(r, *new_dump.retention(r.name, exact=True, groups=o.groups)) for r in grown]
+    if o.json:
+        _print(json.dumps({"sosext": 1, "command": "leaks", "old": old.source, "new": new.source, "types": [
+            {**deltas_json(r), "unreachable_instances": unreached, "group_count": ngroups,
+             "groups": [{"root": g.root, "path": list(g.types), "count": g.count, "size": g.size,
+                         "example": f"0x{g.example:x}"} for g in groups]}
+            for r, groups, ngroups, unreached in report]}, indent=2))
+        return 0
+    _print(f"Growth from {old.source} to {new.source}:")
+    if not grown:
+        _print("No type grew.")
+    for r, groups, ngroups, unreached in report:
+        _print("")
+        _print(f"{clean(r.name)}: {r.count_delta:+,} objects, {r.size_delta:+,} bytes "
+               f"(now {r.new_count:,} objects, {r.new_size:,} bytes)")
+        for g in groups:
+            _print(f"  {g.count:,} objects, {g.size:,} bytes, held by {clean(g.root)}:")
+            for k, name in enumerate(g.types):
+                _print(f"      {'   ' if k == 0 else '-> '}{clean(name)}")
+            _print(f"      e.g. {g.example:x}")
+        if ngroups > len(groups):
+            _print(f"  ... {ngroups - len(groups):,} more groups (-groups <n> shows more)")
+        if unreached:
+            _print(f"  {unreached:,} objects with no path from a reported root (held by what the runtime "
+                   "does not report as a root, e.g. a dependent handle or a frozen object)")
     return 0
 
 

@@ -110,6 +110,19 @@ def test_diff_of_two_snapshots_sees_the_growth(debuggee_factory, tmp_path) -> No
     assert cb["size_delta"] == 5000 * (block.size // block.count)
     assert rows["System.Byte[]"]["count_delta"] >= 5000  # each block keeps a byte[1024]
 
+    # Who holds the growth: the debuggee keeps every block in its static List<CounterBlock> s_kept.
+    proc = sosext("leaks", str(old), str(new), "-top", "1", "-type", "DebuggeeHost.CounterBlock", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (grown,) = json.loads(proc.stdout)["types"]
+    assert grown["name"] == "DebuggeeHost.CounterBlock" and grown["count_delta"] == 5000
+    top = grown["groups"][0]
+    assert top["root"] == "static s_kept" and top["count"] == kept0 + 5000
+    assert top["path"] == ["System.Collections.Generic.List`1[DebuggeeHost.CounterBlock]",
+                           "DebuggeeHost.CounterBlock[]", "DebuggeeHost.CounterBlock"]
+    assert grown["unreachable_instances"] == 0
+    text = sosext("leaks", str(old), str(new), "-top", "1", "-type", "DebuggeeHost.CounterBlock").stdout
+    assert f"  {kept0 + 5000:,} objects, {block.size:,} bytes, held by static s_kept:\n" in text
+
     text = sosext("diff", str(old), str(new), "-top", "3").stdout.splitlines()
     assert text[0] == f"Heap growth from gcdump {old} to gcdump {new}:"
     assert any(line.endswith("DebuggeeHost.CounterBlock") and "+5,000" in line for line in text[2:5])
@@ -131,6 +144,9 @@ def test_bad_input(tmp_path) -> None:  # type: ignore[no-untyped-def]
     core_like.write_bytes(b"\x7fELF" + b"\0" * 100)
     assert one_line_error(sosext("gcdump-stat", str(core_like))) == f"error: {core_like} is not a sosext gcdump snapshot"
     assert one_line_error(sosext("gcdump-stat", str(tmp_path / "none"))).startswith("error: cannot read")
+    tiny = _tiny_dump(tmp_path)
+    assert one_line_error(sosext("diff", str(tiny), str(core_like))) == (
+        "error: a gcdump snapshot can only be compared with another gcdump snapshot")
     with pytest.raises(GcDumpError):
         GcDump.load(str(junk))
 
@@ -153,16 +169,21 @@ def _tiny_dump(tmp_path) -> Path:  # type: ignore[no-untyped-def]
                   np.array([0x10, 0x20, 0x30], dtype=np.uint64), np.array([24, 32, 24], dtype=np.uint64),
                   np.array([0, 1, 0], dtype=np.uint32), np.array([1, 2, 0], dtype=np.uint32),
                   np.array([0x20, 0x10, 0x30], dtype=np.uint64), np.array([0x20], dtype=np.uint64),
-                  np.array([2], dtype=np.uint8))
+                  np.array([6], dtype=np.uint8), {0: "s_root"})
     path = tmp_path / "tiny.gcdump.npz"
     dump.save(str(path))
     return path
 
 
-def test_format_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_format_round_trip_and_retention(tmp_path) -> None:  # type: ignore[no-untyped-def]
     back = GcDump.load(str(_tiny_dump(tmp_path)))
     assert [(s.name, s.count, s.size) for s in back.stats()] == [("B[]", 1, 32), ("A", 2, 48)]
     assert back.edges_of(1).tolist() == [0x10, 0x30] and back.edges_of(2).tolist() == []
+    assert back.root_names == {0: "s_root"}
+    # handle -> B[] @0x20 -> A @0x10 (-> B[]) and A @0x30
+    groups, n, unreached = back.retention("A", exact=True)
+    assert (n, unreached) == (1, 0)
+    assert (groups[0].root, groups[0].types, groups[0].count, groups[0].size) == ("static s_root", ("B[]", "A"), 2, 48)
 
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402

@@ -9,7 +9,8 @@ read with ``allow_pickle=False``)::
     meta          uint8[]   UTF-8 JSON: {"format": "sosext-gcdump", "version": 1, "pid", "time"
                             (seconds since the epoch), "runtime" (CLR product version or null),
                             "pointer_size", "gc_number", "type_names": [name per type index],
-                            "type_ids": [hex TypeID (= MethodTable) per type index]}
+                            "type_ids": [hex TypeID (= MethodTable) per type index],
+                            "root_names": {root index: field name of a static variable root}}
     node_address  uint64[n] object addresses, in the order the runtime walked them
     node_size     uint64[n] object sizes in bytes (as the GC sizes them)
     node_type     uint32[n] index into meta.type_names / type_ids
@@ -72,6 +73,7 @@ class GcDump:
     edge_target: np.ndarray
     root_address: np.ndarray
     root_kind: np.ndarray
+    root_names: dict[int, str] = field(default_factory=dict)  # root index -> a static root's field name
     path: str | None = field(default=None)
 
     @classmethod
@@ -90,7 +92,7 @@ class GcDump:
         return cls(pid, time.time(), runtime, ev.pointer_size, ev.gc_number, type_ids, names,
                    ev.nodes["address"].astype(np.uint64), ev.nodes["size"].astype(np.uint64),
                    node_type.astype(np.uint32).reshape(-1), ev.nodes["edges"].astype(np.uint32),
-                   ev.edges, ev.root_address.astype(np.uint64), ev.root_kind.astype(np.uint8))
+                   ev.edges, ev.root_address.astype(np.uint64), ev.root_kind.astype(np.uint8), ev.root_names)
 
     # ------------------------------------------------------------------ queries
 
@@ -127,6 +129,94 @@ class GcDump:
             acc[1] += s.size
         return HeapSnapshot(self.source(), {n: TypeTotal(n, c, sz) for n, (c, sz) in types.items()})
 
+    def retention(self, type_name: str, *, exact: bool = False,
+                  groups: int = 5) -> tuple[list["RetentionGroup"], int, int]:
+        """Why instances of the types whose name contains ``type_name`` (or is it, ``exact``) are alive.
+
+        Every instance gets its shortest path from a root, roots that live long (handles and
+        statics) tried first, then the finalizer queue and others, then stacks; instances
+        whose paths have the same root kind and the same sequence of types (runs of one type,
+        a linked list, shown once) form a group. Returns (largest groups by bytes, number of
+        groups, instances no root reaches).
+        """
+        n = self.object_count
+        order = np.argsort(self.node_address, kind="stable")
+        sorted_addr = self.node_address[order]
+
+        def index_of(addresses: np.ndarray) -> np.ndarray:
+            if n == 0:
+                return np.full(addresses.size, -1, dtype=np.int64)
+            pos = np.minimum(np.searchsorted(sorted_addr, addresses), n - 1)
+            return np.where(sorted_addr[pos] == addresses, order[pos], -1).astype(np.int64)
+
+        starts = np.concatenate(([0], np.cumsum(self.node_edges, dtype=np.int64)))
+        targets = index_of(self.edge_target)
+        parent = np.full(n, -2, dtype=np.int64)  # -2 unreached, -1 a root
+        root_of = np.full(n, -1, dtype=np.int64)  # for a root node: the index of its first root
+        root_nodes = index_of(self.root_address)
+        for phase in ((2, 6), (1, 3, 4, 5), (0,)):  # handles and statics, finalizer and others, stacks
+            mask = np.isin(self.root_kind, phase) & (root_nodes >= 0)
+            nodes, first = np.unique(root_nodes[mask], return_index=True)
+            fresh = parent[nodes] == -2
+            frontier = nodes[fresh]
+            parent[frontier] = -1
+            root_of[frontier] = np.nonzero(mask)[0][first[fresh]]
+            while frontier.size:  # breadth first, one numpy step per level
+                counts = starts[frontier + 1] - starts[frontier]
+                src = np.repeat(frontier, counts)
+                dst = targets[_ranges(starts[frontier], counts)]
+                keep = dst >= 0
+                src, dst = src[keep], dst[keep]
+                keep = parent[dst] == -2
+                dst, first = np.unique(dst[keep], return_index=True)
+                parent[dst] = src[keep][first]
+                frontier = dst
+
+        wanted = [i for i, name in enumerate(self.type_names) if (name == type_name if exact else type_name in name)]
+        instances = np.nonzero(np.isin(self.node_type, wanted))[0]
+        memo: dict[int, tuple[int, tuple[int, ...]]] = {}  # node -> (root node, collapsed type path)
+        types = self.node_type
+
+        def path_of(node: int) -> tuple[int, tuple[int, ...]]:
+            chain = []
+            cur = node
+            while cur not in memo and parent[cur] >= 0:
+                chain.append(cur)
+                cur = int(parent[cur])
+            if cur not in memo:  # cur is a root
+                memo[cur] = (cur, (int(types[cur]),))
+            root, prefix = memo[cur]
+            for c in reversed(chain):
+                t = int(types[c])
+                if prefix[-1] != t:
+                    prefix = (*prefix, t)
+                memo[c] = (root, prefix)
+            return memo[node]
+
+        acc: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+        unreached = 0
+        for node in instances.tolist():
+            if parent[node] == -2:
+                unreached += 1
+                continue
+            root, path = path_of(node)
+            entry = acc.setdefault((self.root_label(int(root_of[root])), path), [0, 0, node])
+            entry[0] += 1
+            entry[1] += int(self.node_size[node])
+        out = [RetentionGroup(label, tuple(self.type_names[t] for t in path), c, size, int(self.node_address[ex]))
+               for (label, path), (c, size, ex) in acc.items()]
+        out.sort(key=lambda g: (-g.size, -g.count, g.types))
+        return (out[:groups] if groups else out), len(out), unreached
+
+    def root_label(self, root_index: int) -> str:
+        """'static s_field', 'handle', 'stack' … for root number ``root_index`` (the runtime
+        names a static's field but not its declaring type)."""
+        name = self.root_names.get(root_index)
+        if name:
+            return f"static {name}"
+        kind = int(self.root_kind[root_index])
+        return ROOT_KIND_NAMES.get(kind, f"root kind {kind}")
+
     def edges_of(self, index: int) -> np.ndarray:
         """Targets of node ``index`` (addresses)."""
         starts = np.concatenate(([0], np.cumsum(self.node_edges, dtype=np.uint64)))
@@ -138,7 +228,8 @@ class GcDump:
         """Write to a new private file (0600); never follows a symlink or overwrites."""
         meta = {"format": FORMAT, "version": VERSION, "pid": self.pid, "time": self.time, "runtime": self.runtime,
                 "pointer_size": self.pointer_size, "gc_number": self.gc_number,
-                "type_ids": [f"{t:x}" for t in self.type_ids], "type_names": self.type_names}
+                "type_ids": [f"{t:x}" for t in self.type_ids], "type_names": self.type_names,
+                "root_names": {str(k): v for k, v in self.root_names.items()}}
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(path, flags, 0o600)
@@ -181,7 +272,8 @@ class GcDump:
             names = [str(n) for n in meta["type_names"]]
             dump = cls(int(meta["pid"]), float(meta["time"]), meta.get("runtime"), int(meta["pointer_size"]),
                        int(meta["gc_number"]), type_ids, names,
-                       **{k: arrays[k].astype(t, copy=False) for k, t in _ARRAYS.items()}, path=path)
+                       **{k: arrays[k].astype(t, copy=False) for k, t in _ARRAYS.items()},
+                       root_names={int(k): str(v) for k, v in (meta.get("root_names") or {}).items()}, path=path)
         except GcDumpError:
             raise
         except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError) as exc:
@@ -201,6 +293,31 @@ class GcDump:
             raise GcDumpError("damaged gcdump: edge counts do not match the edges")
         if self.root_address.size != self.root_kind.size:
             raise GcDumpError("damaged gcdump: root arrays differ in length")
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionGroup:
+    root: str  # 'static s_field', or a ROOT_KIND_NAMES entry
+    types: tuple[str, ...]  # from the rooted object down to the instance's type
+    count: int
+    size: int  # bytes of the instances themselves
+    example: int  # one instance's address
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenated ranges [starts[i], starts[i] + counts[i]) without a Python loop."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    offsets = np.repeat(starts - (ends - counts), counts)
+    return np.arange(total, dtype=np.int64) + offsets
+
+
+def _root_of(parent: np.ndarray, node: int) -> int:
+    while parent[node] >= 0:
+        node = int(parent[node])
+    return node
 
 
 def is_gcdump(path: str) -> bool:

@@ -62,6 +62,7 @@ class HeapDumpEvents:
     edges: np.ndarray  # uint64 targets
     root_address: np.ndarray
     root_kind: np.ndarray
+    root_names: dict[int, str] = field(default_factory=dict)  # root index -> field name of a static
     events: int = 0
     seconds: float = 0.0
 
@@ -73,6 +74,7 @@ class _Collector:
     edges: list[tuple[int, np.ndarray]] = field(default_factory=list)
     roots: list[tuple[int, np.ndarray]] = field(default_factory=list)
     static_roots: list[int] = field(default_factory=list)
+    static_names: list[tuple[int, str]] = field(default_factory=list)  # (declaring TypeID, field name)
     types: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     dump_gc: int | None = None
     ended: set[int] = field(default_factory=set)
@@ -137,9 +139,10 @@ class _Collector:
         for _ in range(max(count, 0)):
             b.take(8)  # GCRootID
             obj = b.unpack(struct.Struct("<Q"))
-            b.take(8 + 4)  # TypeID, Flags
-            b.utf16z()
+            type_id = b.unpack(struct.Struct("<Q"))
+            b.take(4)  # Flags
             self.static_roots.append(obj)
+            self.static_names.append((type_id, b.utf16z()))
 
 
 def _concat(chunks: list[tuple[int, np.ndarray]], dtype: np.dtype) -> np.ndarray:
@@ -204,8 +207,10 @@ def collect_heap_dump(pid: int, *, timeout: float = 300.0, buffer_mb: int = 256,
                        f"announced, {edges.size} received); retry, or the heap is too big for the "
                        f"{buffer_mb} MB session buffer")
     statics = np.array(col.static_roots, dtype=np.uint64)
+    # The event's TypeID is the type of the field's value, not the declaring type: name only.
+    names = {int(roots.size) + i: field_name for i, (_type_id, field_name) in enumerate(col.static_names)}
     return HeapDumpEvents(
         pid, pointer_size, int(col.dump_gc or 0), col.types, nodes, edges,
         np.concatenate([roots["address"], statics]),
         np.concatenate([roots["kind"], np.full(statics.size, STATIC_ROOT_KIND, dtype=np.uint8)]),
-        col.events, time.monotonic() - started)
+        names, col.events, time.monotonic() - started)
