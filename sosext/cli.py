@@ -6,7 +6,7 @@
     sosext counters PID [--interval S] [--duration S] [--format table|csv|json]
     sosext gcdump PID [-o FILE]       GC heap snapshot over EventPipe; gcdump-stat FILE; diff OLD NEW
     sosext diff OLD NEW [opts]        heap diff of two cores or two gcdump snapshots (heapdiff)
-    sosext leaks OLD NEW [opts]       growth report with retention paths
+    sosext leaks OLD NEW [opts]       growth report with retention paths (cores or snapshots)
     sosext install | uninstall        add/remove the import line in ~/.lldbinit and ~/.gdbinit
 """
 from __future__ import annotations
@@ -312,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     snap.set_defaults(func=cmd_snapshot)
     for name, cmd, what in (("diff", "heapdiff", "which types grew from OLD to NEW"),
                             ("leaks", "leaks", "growth report: what holds the types that grew")):
-        d = sub.add_parser(name, help=what, description=f"{what}. Options as for the '{cmd}' command "
+        d = sub.add_parser(name, help=what, description=f"{what}. OLD and NEW are two cores or two "
+                           f"'sosext gcdump' snapshots. Options as for the '{cmd}' command "
                            "(-top N, -type TEXT, -min-delta BYTES, --json).")
         d.add_argument("old")
         d.add_argument("new")
