@@ -24,6 +24,8 @@ from sosext.errors import SosError
 from sosext.ipc.eventpipe import EventPipeSession, Provider
 from sosext.ipc.nettrace import NettraceError, NettraceReader
 
+pytestmark = pytest.mark.slow  # every test here talks to a live debuggee (or a stream recorded from one)
+
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 GENS = ("gen0", "gen1", "gen2", "loh", "poh")  # GCMemoryInfo.GenerationInfo order

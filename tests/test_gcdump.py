@@ -40,6 +40,7 @@ def heap_dump(request, debuggee_factory, tmp_path):  # type: ignore[no-untyped-d
     return d, path
 
 
+@pytest.mark.slow
 def test_counts_and_sizes_equal_truth(heap_dump) -> None:  # type: ignore[no-untyped-def]
     d, path = heap_dump
     assert (os.stat(path).st_mode & 0o777) == 0o600
@@ -68,6 +69,7 @@ def test_counts_and_sizes_equal_truth(heap_dump) -> None:  # type: ignore[no-unt
     assert np.isin(dump.root_address, dump.node_address).sum() > 0
 
 
+@pytest.mark.slow
 def test_gcdump_stat_prints_the_snapshot(heap_dump) -> None:  # type: ignore[no-untyped-def]
     d, path = heap_dump
     proc = sosext("gcdump-stat", str(path), "--json")
@@ -89,6 +91,7 @@ def test_gcdump_stat_prints_the_snapshot(heap_dump) -> None:  # type: ignore[no-
                            "SosextDebuggee.HeapItemA"]
 
 
+@pytest.mark.slow
 def test_diff_of_two_snapshots_sees_the_growth(debuggee_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
     d = debuggee_factory("counters")
     kept0 = d.truth["counters"]["kept"]
@@ -151,6 +154,7 @@ def test_bad_input(tmp_path) -> None:  # type: ignore[no-untyped-def]
         GcDump.load(str(junk))
 
 
+@pytest.mark.slow
 def test_existing_output_is_not_overwritten(debuggee_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
     d = debuggee_factory("counters")
     target = tmp_path / "exists.npz"
