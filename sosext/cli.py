@@ -3,8 +3,11 @@
     sosext analyze CORE [-c CMD]... [--clr-path DIR]   every sosext command over a core file, no debugger
     sosext collect PID [--type heap|full|mini|triage] [-o FILE]
     sosext ps                         .NET processes with a diagnostics socket
-    sosext diff OLD NEW [opts]        heap diff of two cores (heapdiff); opts may hold --clr-path DIR
-    sosext leaks OLD NEW [opts]       growth report with retention paths
+    sosext counters PID [--interval S] [--duration S] [--format table|csv|json]
+    sosext gcdump PID [-o FILE]       GC heap snapshot over EventPipe; gcdump-stat FILE; diff OLD NEW
+    sosext diff OLD NEW [opts]        heap diff of two cores or two gcdump snapshots (heapdiff);
+                                      opts may hold --clr-path DIR
+    sosext leaks OLD NEW [opts]       growth report with retention paths (cores or snapshots)
     sosext install | uninstall        add/remove the import line in ~/.lldbinit and ~/.gdbinit
 """
 from __future__ import annotations
@@ -113,6 +116,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     args.options, clr_path = _take_clr_path(list(args.options))
     args.clr_path = clr_path or args.clr_path
     _apply_clr_path(args)
+    from .clr.gcdumpsnap import is_gcdump
+    snapshots = [is_gcdump(p) for p in (args.old, args.new)]
+    if any(snapshots):
+        if not all(snapshots):
+            raise SosError("a gcdump snapshot can only be compared with another gcdump snapshot")
+        return cmd_gcdump_diff(args) if args.command_name == "heapdiff" else cmd_gcdump_leaks(args)
     session = _session_for_core(args.new)
     line = " ".join([args.command_name, shlex.quote(args.old), *map(shlex.quote, args.options)])
     return 0 if run_command_line(session, line) else 1
@@ -171,6 +180,162 @@ def cmd_ps(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_counters(args: argparse.Namespace) -> int:
+    """sosext counters PID: System.Runtime counters over an EventPipe session (no .NET tool)."""
+    from .ipc.counters import monitor
+    from .render.counters import CounterWriter
+    if args.duration is not None and not args.duration > 0:
+        raise SosError(f"invalid duration {args.duration!r} (seconds, > 0)")
+    stop = {"hit": False}
+
+    def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
+        stop["hit"] = True  # the loop sends StopTracing and drains; a second Ctrl-C aborts
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, on_sigint)
+    writer = CounterWriter(sys.stdout, args.format, tty=sys.stdout.isatty(), pid=args.pid, interval=args.interval)
+    readings = monitor(args.pid, source=args.source, interval=args.interval, duration=args.duration,
+                       stop_flag=lambda: stop["hit"])
+    try:
+        for interval in readings:
+            writer.write(interval)
+    except BrokenPipeError:  # `| head`: stop the session quietly
+        readings.close()
+        sys.stdout = open(os.devnull, "w")
+    return 0
+
+
+def cmd_gcdump(args: argparse.Namespace) -> int:
+    """sosext gcdump PID -o FILE: a GC heap snapshot over EventPipe (like dotnet-gcdump)."""
+    from .clr.gcdumpsnap import GcDump
+    out = args.output or f"{args.pid}_{_stamp()}.gcdump.npz"
+    if os.path.lexists(out):
+        raise SosError(f"{out} exists; choose another name (snapshots are never overwritten)")
+    stop = {"hit": False}
+
+    def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
+        stop["hit"] = True
+    signal.signal(signal.SIGINT, on_sigint)
+    _eprint(f"Collecting a GC heap dump of process {args.pid} (this runs a full blocking GC)...")
+    dump = GcDump.collect(args.pid, timeout=args.timeout, stop_flag=lambda: stop["hit"])
+    dump.save(out)
+    _print(f"Wrote {dump.object_count:,} objects of {len(dump.type_ids):,} types, {dump.total_size:,} bytes, "
+           f"{dump.edge_target.size:,} references, {dump.root_address.size:,} roots to {out}")
+    return 0
+
+
+def cmd_gcdump_stat(args: argparse.Namespace) -> int:
+    """sosext gcdump-stat FILE: dumpheap -stat over a gcdump snapshot."""
+    import json
+    from .clr.gcdumpsnap import GcDump
+    from .render.table import Column, Integer, Table, TypeName
+    dump = GcDump.load(args.snapshot)
+    rows = dump.stats()
+    if args.type:
+        rows = [r for r in rows if args.type in r.name]
+    if args.min_count:
+        rows = [r for r in rows if r.count >= args.min_count]
+    if args.json:
+        _print(json.dumps({"command": "gcdump-stat", "snapshot": args.snapshot, "pid": dump.pid,
+                           "runtime": dump.runtime, "types": [
+                               {"mt": f"0x{r.type_id:x}", "name": r.name, "count": r.count, "size": r.size}
+                               for r in rows],
+                           "total_objects": sum(r.count for r in rows), "total_size": sum(r.size for r in rows)},
+                          indent=2))
+        return 0
+    from .render.counters import clean
+    t = Table(Column(16, True, lambda v: f"{int(v):012x}"), Integer(), Integer(), TypeName())
+    _print(f"GC heap snapshot of process {dump.pid} ({dump.runtime or 'runtime ?'}), "
+           f"taken {_local_time(dump.time)}; objects live after GC #{dump.gc_number}")
+    _print("Statistics:")
+    _print(t.header("MT", "Count", "TotalSize", "Class Name"))
+    for r in rows:
+        _print(t.row(r.type_id, r.count, r.size, clean(r.name)))
+    _print(f"Total {sum(r.count for r in rows):,} objects, {sum(r.size for r in rows):,} bytes")
+    return 0
+
+
+def _local_time(t: float) -> str:
+    import time
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def cmd_gcdump_diff(args: argparse.Namespace) -> int:
+    """sosext diff OLD NEW where both are gcdump snapshots: heapdiff without cores."""
+    import types
+    from .clr.gcdumpsnap import GcDump
+    from .clr.snapshot import diff_snapshots, filter_deltas
+    from .commands.diff import deltas_json, write_deltas
+    from .render.json import emit_json
+    from .render.output import Output
+    opts = argparse.ArgumentParser(prog="sosext diff", add_help=False)
+    opts.add_argument("-top", type=int)
+    opts.add_argument("-type")
+    opts.add_argument("-min-delta", type=int, dest="min_delta")
+    opts.add_argument("--json", action="store_true")
+    o, unknown = opts.parse_known_args(args.options)
+    if unknown:
+        raise SosError(f"unknown option for diff: {' '.join(unknown)}")
+    old, new = GcDump.load(args.old).heap_snapshot(), GcDump.load(args.new).heap_snapshot()
+    rows = filter_deltas(diff_snapshots(old, new), type_substring=o.type, min_delta=o.min_delta, top=o.top)
+    out = Output(_print)
+    if o.json:
+        emit_json(out, {"command": "heapdiff", "old": old.source, "new": new.source,
+                        "types": [deltas_json(r) for r in rows],
+                        "old_total": {"count": old.total_count, "size": old.total_size},
+                        "new_total": {"count": new.total_count, "size": new.total_size}})
+    else:
+        write_deltas(types.SimpleNamespace(out=out), old, new, rows)  # type: ignore[arg-type]
+    out.flush()
+    return 0
+
+
+def cmd_gcdump_leaks(args: argparse.Namespace) -> int:
+    """sosext leaks OLD NEW over two gcdump snapshots: the growing types and the paths holding them."""
+    import json
+    from .clr.gcdumpsnap import GcDump
+    from .clr.snapshot import diff_snapshots, filter_deltas
+    from .commands.diff import deltas_json
+    from .render.counters import clean
+    opts = argparse.ArgumentParser(prog="sosext leaks", add_help=False)
+    opts.add_argument("-top", type=int, default=3)
+    opts.add_argument("-type")
+    opts.add_argument("-groups", type=int, default=5)
+    opts.add_argument("--json", action="store_true")
+    o, unknown = opts.parse_known_args(args.options)
+    if unknown:
+        raise SosError(f"unknown option for leaks: {' '.join(unknown)}")
+    old_dump, new_dump = GcDump.load(args.old), GcDump.load(args.new)
+    old, new = old_dump.heap_snapshot(), new_dump.heap_snapshot()
+    grown = [r for r in filter_deltas(diff_snapshots(old, new), type_substring=o.type)
+             if r.size_delta > 0 and r.count_delta > 0][: o.top]
+    report = [(r, *new_dump.retention(r.name, exact=True, groups=o.groups)) for r in grown]
+    if o.json:
+        _print(json.dumps({"sosext": 1, "command": "leaks", "old": old.source, "new": new.source, "types": [
+            {**deltas_json(r), "unreachable_instances": unreached, "group_count": ngroups,
+             "groups": [{"root": g.root, "path": list(g.types), "count": g.count, "size": g.size,
+                         "example": f"0x{g.example:x}"} for g in groups]}
+            for r, groups, ngroups, unreached in report]}, indent=2))
+        return 0
+    _print(f"Growth from {old.source} to {new.source}:")
+    if not grown:
+        _print("No type grew.")
+    for r, groups, ngroups, unreached in report:
+        _print("")
+        _print(f"{clean(r.name)}: {r.count_delta:+,} objects, {r.size_delta:+,} bytes "
+               f"(now {r.new_count:,} objects, {r.new_size:,} bytes)")
+        for g in groups:
+            _print(f"  {g.count:,} objects, {g.size:,} bytes, held by {clean(g.root)}:")
+            for k, name in enumerate(g.types):
+                _print(f"      {'   ' if k == 0 else '-> '}{clean(name)}")
+            _print(f"      e.g. {g.example:x}")
+        if ngroups > len(groups):
+            _print(f"  ... {ngroups - len(groups):,} more groups (-groups <n> shows more)")
+        if unreached:
+            _print(f"  {unreached:,} objects with no path from a reported root (held by what the runtime "
+                   "does not report as a root, e.g. a dependent handle or a frozen object)")
+    return 0
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     from .install import install, uninstall
     for line in (uninstall() if args.action == "uninstall" else install()):
@@ -226,7 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     snap.set_defaults(func=cmd_snapshot)
     for name, cmd, what in (("diff", "heapdiff", "which types grew from OLD to NEW"),
                             ("leaks", "leaks", "growth report: what holds the types that grew")):
-        d = sub.add_parser(name, help=what, description=f"{what}. Options as for the '{cmd}' command "
+        d = sub.add_parser(name, help=what, description=f"{what}. OLD and NEW are two cores or two "
+                           f"'sosext gcdump' snapshots. Options as for the '{cmd}' command "
                            "(-top N, -type TEXT, -min-delta BYTES, --json) and --clr-path DIR.")
         _add_clr_path(d)
         _index_options(d)
@@ -234,6 +400,48 @@ def build_parser() -> argparse.ArgumentParser:
         d.add_argument("new")
         d.add_argument("options", nargs=argparse.REMAINDER)
         d.set_defaults(func=cmd_compare, command_name=cmd)
+    ct = sub.add_parser(
+        "counters", help="watch a process's System.Runtime counters (GC heap, gen sizes, GCs, thread pool…)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The runtime's System.Runtime counters over an EventPipe session, like\n"
+        "'dotnet-counters monitor', with no .NET tool installed. On a terminal the table is\n"
+        "refreshed in place; in a pipe every reading is one line. Ctrl-C (or --duration)\n"
+        "stops the session.",
+        epilog="source: 'metrics' reads the System.Runtime meter (.NET 9+): absolute values such as\n"
+        "  dotnet.gc.collections per generation since start, dotnet.gc.last_collection.heap.size\n"
+        "  per generation; one metrics session per process at a time.\n"
+        "  'eventcounters' reads the System.Runtime EventCounters (every runtime): gc-heap-size\n"
+        "  in MB, gen-N-gc-count as increments per interval. 'auto' picks metrics on .NET 9+.\n\n"
+        "examples:\n  sosext counters 1234\n  sosext counters 1234 --interval 5 --format csv > counters.csv\n"
+        "  sosext counters 1234 --duration 10 --format json | jq '.counters[]'")
+    ct.add_argument("pid", type=int)
+    ct.add_argument("--interval", type=float, default=1.0, help="seconds between readings (default 1)")
+    ct.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
+    ct.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    ct.add_argument("--source", choices=["auto", "metrics", "eventcounters"], default="auto")
+    ct.set_defaults(func=cmd_counters)
+    g = sub.add_parser(
+        "gcdump", help="take a GC heap snapshot of a process over EventPipe (like dotnet-gcdump)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Has the runtime walk its heap during a full blocking GC and report every live\n"
+        "object (address, size, type), reference and root, and saves that as a snapshot file\n"
+        "(docs/commands.md describes its format). No .NET tool, no dump, no ptrace; but no\n"
+        "field values, no strings' contents and no stacks either.",
+        epilog="examples:\n  sosext gcdump 1234 -o before.gcdump.npz\n  sosext gcdump-stat before.gcdump.npz\n"
+        "  sosext diff before.gcdump.npz after.gcdump.npz -top 10")
+    g.add_argument("pid", type=int)
+    g.add_argument("-o", "--output", help="snapshot file (default <pid>_<time>.gcdump.npz here); never overwritten")
+    g.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the dump (default 300)")
+    g.set_defaults(func=cmd_gcdump)
+    gs = sub.add_parser("gcdump-stat", help="per-type statistics of a gcdump snapshot (dumpheap -stat)",
+                        description="dumpheap -stat over a snapshot written by 'sosext gcdump': MethodTable, "
+                        "count, total size and name per type, ascending by total size.",
+                        epilog="example: sosext gcdump-stat before.gcdump.npz -type MyApp.")
+    gs.add_argument("snapshot")
+    gs.add_argument("-type", help="only types whose name contains this text")
+    gs.add_argument("-min", type=int, dest="min_count", help="only types with at least this many objects")
+    gs.add_argument("--json", action="store_true", help="print the result as JSON")
+    gs.set_defaults(func=cmd_gcdump_stat)
     for action in ("install", "uninstall"):
         i = sub.add_parser(action, help=f"{action} the import line in ~/.lldbinit and ~/.gdbinit")
         i.set_defaults(func=cmd_install, action=action)

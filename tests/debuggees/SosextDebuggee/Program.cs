@@ -33,6 +33,7 @@ namespace DebuggeeHost
             "deeplist" => new DeepListScenario(),
             "hostile" => new HostileScenario(),
             "source" => new SourceScenario(),
+            "counters" => new CountersScenario(),
             _ => null,
         };
 

@@ -1,0 +1,218 @@
+"""sosext gcdump / gcdump-stat / diff over EventPipe heap snapshots, checked against the
+debuggee's own counts of live instances per MethodTable (tests/debuggees scenario `heap`)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sosext.clr.gcdumpsnap import GcDump, GcDumpError
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def sosext(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PYTHON, "-m", "sosext", *args], cwd=REPO, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode != 0, proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    errors = [ln for ln in lines if ln.startswith("error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], proc.stderr
+    return errors[0]
+
+
+@pytest.fixture(params=["wks", "svr"])
+def heap_dump(request, debuggee_factory, tmp_path):  # type: ignore[no-untyped-def]
+    d = debuggee_factory("heap", gc=request.param)
+    path = tmp_path / "heap.gcdump.npz"
+    proc = sosext("gcdump", str(d.pid), "-o", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Wrote ") and proc.stdout.strip().endswith(f" to {path}")
+    return d, path
+
+
+@pytest.mark.slow
+def test_counts_and_sizes_equal_truth(heap_dump) -> None:  # type: ignore[no-untyped-def]
+    d, path = heap_dump
+    assert (os.stat(path).st_mode & 0o777) == 0o600
+    dump = GcDump.load(str(path))
+    assert dump.pid == d.pid
+    stats = {s.type_id: s for s in dump.stats()}
+    checked = 0
+    for name, t in d.truth["types"].items():
+        mt = int(t["mt"], 16)
+        # The dump's GC collected the garbage: only live instances are reported.
+        if t["count"] == 0:
+            assert mt not in stats, f"{name} has no live instances but is listed"
+            continue
+        assert mt in stats, f"{name} missing"
+        assert (stats[mt].count, stats[mt].size) == (t["count"], t["unalignedSize"]), name
+        # The runtime names a nested type without its enclosing type (Dictionary`2+Entry[...] -> Entry[...]).
+        if "+" in name.split("[")[0]:
+            assert name.endswith("+" + stats[mt].name), (name, stats[mt].name)
+        else:
+            assert stats[mt].name == name
+        checked += 1
+    assert checked >= 10
+    # References: every node's edge count adds up, and the static root holds a node.
+    assert int(dump.node_edges.sum()) == dump.edge_target.size
+    assert dump.root_address.size > 0
+    assert np.isin(dump.root_address, dump.node_address).sum() > 0
+
+
+@pytest.mark.slow
+def test_gcdump_stat_prints_the_snapshot(heap_dump) -> None:  # type: ignore[no-untyped-def]
+    d, path = heap_dump
+    proc = sosext("gcdump-stat", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    by_mt = {int(t["mt"], 16): t for t in doc["types"]}
+    for name, t in d.truth["types"].items():
+        if t["count"]:
+            row = by_mt[int(t["mt"], 16)]
+            assert (row["count"], row["size"]) == (t["count"], t["unalignedSize"])
+            assert row["name"] == name or name.endswith("+" + row["name"])
+    assert doc["total_objects"] == sum(t["count"] for t in doc["types"])
+
+    text = sosext("gcdump-stat", str(path), "-type", "SosextDebuggee.HeapItemA").stdout.splitlines()
+    assert text[1] == "Statistics:" and text[2].split() == ["MT", "Count", "TotalSize", "Class", "Name"]
+    t = d.truth["types"]["SosextDebuggee.HeapItemA"]
+    row = next(line for line in text if line.endswith(" SosextDebuggee.HeapItemA"))
+    assert row.split() == [f"{int(t['mt'], 16):012x}", f"{t['count']:,}", f"{t['unalignedSize']:,}",
+                           "SosextDebuggee.HeapItemA"]
+
+
+@pytest.mark.slow
+def test_diff_of_two_snapshots_sees_the_growth(debuggee_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    d = debuggee_factory("counters")
+    kept0 = d.truth["counters"]["kept"]
+    old, new = tmp_path / "old.gcdump.npz", tmp_path / "new.gcdump.npz"
+    assert sosext("gcdump", str(d.pid), "-o", str(old)).returncode == 0
+    assert d.command("grow 5000") == f"SOSEXT-GROWN {kept0 + 5000}"
+    assert sosext("gcdump", str(d.pid), "-o", str(new)).returncode == 0
+    o, n = GcDump.load(str(old)), GcDump.load(str(new))
+    block = next(s for s in n.stats() if s.name == "DebuggeeHost.CounterBlock")
+    assert block.count == kept0 + 5000
+    assert next(s for s in o.stats() if s.name == "DebuggeeHost.CounterBlock").count == kept0
+
+    proc = sosext("diff", str(old), str(new), "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    rows = {r["name"]: r for r in doc["types"]}
+    cb = rows["DebuggeeHost.CounterBlock"]
+    assert (cb["old_count"], cb["new_count"], cb["count_delta"]) == (kept0, kept0 + 5000, 5000)
+    assert cb["size_delta"] == 5000 * (block.size // block.count)
+    assert rows["System.Byte[]"]["count_delta"] >= 5000  # each block keeps a byte[1024]
+
+    # Who holds the growth: the debuggee keeps every block in its static List<CounterBlock> s_kept.
+    proc = sosext("leaks", str(old), str(new), "-top", "1", "-type", "DebuggeeHost.CounterBlock", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (grown,) = json.loads(proc.stdout)["types"]
+    assert grown["name"] == "DebuggeeHost.CounterBlock" and grown["count_delta"] == 5000
+    top = grown["groups"][0]
+    assert top["root"] == "static s_kept" and top["count"] == kept0 + 5000
+    assert top["path"] == ["System.Collections.Generic.List`1[DebuggeeHost.CounterBlock]",
+                           "DebuggeeHost.CounterBlock[]", "DebuggeeHost.CounterBlock"]
+    assert grown["unreachable_instances"] == 0
+    text = sosext("leaks", str(old), str(new), "-top", "1", "-type", "DebuggeeHost.CounterBlock").stdout
+    assert f"  {kept0 + 5000:,} objects, {block.size:,} bytes, held by static s_kept:\n" in text
+
+    text = sosext("diff", str(old), str(new), "-top", "3").stdout.splitlines()
+    assert text[0] == f"Heap growth from gcdump {old} to gcdump {new}:"
+    assert any(line.endswith("DebuggeeHost.CounterBlock") and "+5,000" in line for line in text[2:5])
+
+
+def test_bad_input(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        line = one_line_error(sosext("gcdump", str(sleeper.pid), "-o", str(tmp_path / "x.npz")))
+        assert line.startswith(f"error: process {sleeper.pid} has no diagnostics socket")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not (tmp_path / "x.npz").exists()
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"PK\x03\x04meta.npy" + b"\0" * 100)
+    assert one_line_error(sosext("gcdump-stat", str(junk))).startswith(f"error: {junk} is not a sosext gcdump")
+    core_like = tmp_path / "core"
+    core_like.write_bytes(b"\x7fELF" + b"\0" * 100)
+    assert one_line_error(sosext("gcdump-stat", str(core_like))) == f"error: {core_like} is not a sosext gcdump snapshot"
+    assert one_line_error(sosext("gcdump-stat", str(tmp_path / "none"))).startswith("error: cannot read")
+    tiny = _tiny_dump(tmp_path)
+    assert one_line_error(sosext("diff", str(tiny), str(core_like))) == (
+        "error: a gcdump snapshot can only be compared with another gcdump snapshot")
+    with pytest.raises(GcDumpError):
+        GcDump.load(str(junk))
+
+
+@pytest.mark.slow
+def test_existing_output_is_not_overwritten(debuggee_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    d = debuggee_factory("counters")
+    target = tmp_path / "exists.npz"
+    target.write_text("keep me")
+    assert one_line_error(sosext("gcdump", str(d.pid), "-o", str(target))) == (
+        f"error: {target} exists; choose another name (snapshots are never overwritten)")
+    assert target.read_text() == "keep me"
+    link = tmp_path / "link.npz"
+    link.symlink_to(tmp_path / "elsewhere")
+    assert one_line_error(sosext("gcdump", str(d.pid), "-o", str(link))).startswith(f"error: {link} exists")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def _tiny_dump(tmp_path) -> Path:  # type: ignore[no-untyped-def]
+    dump = GcDump(1, 0.0, "10.0.0", 8, 3, [0x1000, 0x2000], ["A", "B[]"],
+                  np.array([0x10, 0x20, 0x30], dtype=np.uint64), np.array([24, 32, 24], dtype=np.uint64),
+                  np.array([0, 1, 0], dtype=np.uint32), np.array([1, 2, 0], dtype=np.uint32),
+                  np.array([0x20, 0x10, 0x30], dtype=np.uint64), np.array([0x20], dtype=np.uint64),
+                  np.array([6], dtype=np.uint8), {0: "s_root"})
+    path = tmp_path / "tiny.gcdump.npz"
+    dump.save(str(path))
+    return path
+
+
+def test_format_round_trip_and_retention(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    back = GcDump.load(str(_tiny_dump(tmp_path)))
+    assert [(s.name, s.count, s.size) for s in back.stats()] == [("B[]", 1, 32), ("A", 2, 48)]
+    assert back.edges_of(1).tolist() == [0x10, 0x30] and back.edges_of(2).tolist() == []
+    assert back.root_names == {0: "s_root"}
+    # handle -> B[] @0x20 -> A @0x10 (-> B[]) and A @0x30
+    groups, n, unreached = back.retention("A", exact=True)
+    assert (n, unreached) == (1, 0)
+    assert (groups[0].root, groups[0].types, groups[0].count, groups[0].size) == ("static s_root", ("B[]", "A"), 2, 48)
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_damaged_snapshot_is_one_line_error(tmp_path, data) -> None:  # type: ignore[no-untyped-def]
+    raw = bytearray(_TINY.get("raw") or b"")
+    if not raw:
+        (tmp_path / "src").mkdir(exist_ok=True)
+        raw = bytearray(_tiny_dump(tmp_path / "src").read_bytes())
+        _TINY["raw"] = bytes(raw)
+    if data.draw(st.booleans()):
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+    else:
+        for _ in range(data.draw(st.integers(1, 6))):
+            raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    path = tmp_path / "damaged.npz"
+    path.write_bytes(bytes(raw))
+    try:
+        GcDump.load(str(path)).stats()
+    except GcDumpError as exc:
+        assert "\n" not in str(exc)
+
+
+_TINY: dict[str, bytes] = {}
