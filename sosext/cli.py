@@ -331,8 +331,8 @@ def cmd_gcdump_leaks(args: argparse.Namespace) -> int:
         if ngroups > len(groups):
             _print(f"  ... {ngroups - len(groups):,} more groups (-groups <n> shows more)")
         if unreached:
-            _print(f"  {unreached:,} objects with no path from a reported root (held by what the runtime "
-                   "does not report as a root, e.g. a dependent handle or a frozen object)")
+            _print(f"  {unreached:,} objects with no path from a reported root (the runtime holds some itself "
+                   "without reporting a root: interned strings, System.RuntimeType objects)")
     return 0
 
 

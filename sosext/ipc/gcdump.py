@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sosext.ipc.eventpipe import EventPipeSession, Provider, process_gone
-from sosext.ipc.nettrace import NettraceError, TraceEvent
+from sosext.ipc.nettrace import Cursor, NettraceError, TraceEvent
 from sosext.ipc.protocol import IpcError
 
 __all__ = ["HeapDumpEvents", "collect_heap_dump", "KEYWORDS", "PROVIDER"]
@@ -117,8 +117,7 @@ class _Collector:
             self.done = True
 
     def bulk_types(self, p: bytes) -> None:
-        from sosext.ipc.nettrace import _Buf
-        b = _Buf(p, "BulkType event")
+        b = Cursor(p, "BulkType event")
         count = b.i32()
         b.take(2)
         for _ in range(max(count, 0)):
@@ -132,8 +131,7 @@ class _Collector:
             self.types[type_id] = (name, tuple(params))
 
     def static_var_roots(self, p: bytes) -> None:
-        from sosext.ipc.nettrace import _Buf
-        b = _Buf(p, "GCBulkRootStaticVar event")
+        b = Cursor(p, "GCBulkRootStaticVar event")
         count = b.i32()
         b.take(8 + 2)
         for _ in range(max(count, 0)):

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO, Iterator
 
 from sosext.errors import SosError
 
-__all__ = ["NettraceError", "EventMetadata", "TraceEvent", "TraceInfo", "NettraceReader", "FieldDesc"]
+__all__ = ["NettraceError", "EventMetadata", "TraceEvent", "TraceInfo", "NettraceReader", "FieldDesc", "Cursor"]
 
 MAGIC = b"Nettrace"
 SERIALIZER = b"!FastSerialization.1"
@@ -111,7 +111,7 @@ class TraceInfo:
     processors: int
 
 
-class _Buf:
+class Cursor:
     """A cursor over bytes; every read past the end raises NettraceError."""
 
     __slots__ = ("data", "pos", "what")
@@ -176,7 +176,7 @@ class _Buf:
 # --------------------------------------------------------------------------- payloads
 
 
-def _read_fields(b: _Buf, depth: int = 0) -> tuple[FieldDesc, ...]:
+def _read_fields(b: Cursor, depth: int = 0) -> tuple[FieldDesc, ...]:
     """A V1 field list: i32 count, then per field i32 TypeCode [nested list if Object], name."""
     if depth > 16:
         raise NettraceError("malformed event metadata (structs nested too deep)")
@@ -191,7 +191,7 @@ def _read_fields(b: _Buf, depth: int = 0) -> tuple[FieldDesc, ...]:
     return tuple(out)
 
 
-def _read_v2_field(b: _Buf, depth: int) -> FieldDesc:
+def _read_v2_field(b: Cursor, depth: int) -> FieldDesc:
     start = b.pos
     size = b.i32()
     if size < 4 or size > b.remaining + 4:
@@ -204,7 +204,7 @@ def _read_v2_field(b: _Buf, depth: int) -> FieldDesc:
     return desc
 
 
-def _read_v2_type(b: _Buf, name: str, depth: int) -> FieldDesc:
+def _read_v2_type(b: Cursor, name: str, depth: int) -> FieldDesc:
     if depth > 16:
         raise NettraceError("malformed event metadata (types nested too deep)")
     tc = b.i32()
@@ -219,7 +219,7 @@ def _read_v2_type(b: _Buf, name: str, depth: int) -> FieldDesc:
 
 
 def parse_metadata(payload: bytes) -> EventMetadata:
-    b = _Buf(payload, "event metadata")
+    b = Cursor(payload, "event metadata")
     mid = b.i32()
     provider = b.utf16z()
     event_id = b.i32()
@@ -232,7 +232,7 @@ def parse_metadata(payload: bytes) -> EventMetadata:
     while b.remaining >= 5:  # V5 tags
         size = b.i32()
         kind = b.take(1)[0]
-        body = _Buf(b.take(size), "metadata tag")
+        body = Cursor(b.take(size), "metadata tag")
         if kind == 1 and size >= 1:
             opcode = body.data[0]
         elif kind == 2:
@@ -243,7 +243,7 @@ def parse_metadata(payload: bytes) -> EventMetadata:
     return EventMetadata(mid, provider, event_id, name, keywords & 0xFFFFFFFFFFFFFFFF, version, level, fields, opcode)
 
 
-def _decode_value(f: FieldDesc, b: _Buf, depth: int) -> Any:
+def _decode_value(f: FieldDesc, b: Cursor, depth: int) -> Any:
     tc = f.type_code
     s = _FIXED.get(tc)
     if s is not None:
@@ -264,7 +264,7 @@ def _decode_value(f: FieldDesc, b: _Buf, depth: int) -> Any:
 
 
 def decode_payload(fields: tuple[FieldDesc, ...], payload: bytes) -> dict[str, Any]:
-    b = _Buf(payload, "event payload")
+    b = Cursor(payload, "event payload")
     return {f.name: _decode_value(f, b, 0) for f in fields}
 
 
@@ -352,7 +352,7 @@ class NettraceReader:
         name, version = t
         if version not in (4, 5):
             raise NettraceError(f"nettrace version {version} is not supported (4 and 5 are)")
-        b = _Buf(self._read(48, "the Trace object"), "Trace object")
+        b = Cursor(self._read(48, "the Trace object"), "Trace object")
         b.take(16)  # SyncTimeUTC as eight shorts
         qpc, freq = b.i64(), b.i64()
         ptr, pid, ncpu = b.i32(), b.i32(), b.i32()
@@ -362,7 +362,7 @@ class NettraceReader:
     # -- blobs
     def _blobs(self, block: bytes, what: str) -> Iterator[tuple[int, int, int, int, bytes]]:
         """(metadata id, sequence, thread id, timestamp, payload) of each blob of a block."""
-        b = _Buf(block, what)
+        b = Cursor(block, what)
         header_size = b.unpack(_I16)
         flags = b.unpack(_I16)
         if header_size < 20:
