@@ -75,7 +75,9 @@ def _package_files() -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(SOURCE / PACKAGE):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         for name in sorted(filenames):
-            if not name.endswith((".pyc", ".pyo")):
+            # The kernels compiled ahead of time are this machine's build (python3 -m
+            # sosext.clr.kernels makes them where sosext is installed): not part of a py3 wheel.
+            if not name.endswith((".pyc", ".pyo")) and not name.startswith("_sosext_kernels"):
                 out.append(Path(dirpath) / name)
     return out
 

@@ -47,9 +47,16 @@ def build(out_dir: Path) -> Path:
     return final
 
 
+def aot_dirs() -> list[Path]:
+    from . import aot_dirs as dirs
+    return dirs()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python3 -m sosext.clr.kernels", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent)
+    here = Path(__file__).parent
+    # Beside the sources in a checkout (or a user-writable install), else the user's cache.
+    ap.add_argument("--out", type=Path, default=here if os.access(here, os.W_OK) else aot_dirs()[-1])
     ap.add_argument("--if-stale", action="store_true", help="do nothing if an up-to-date build is there")
     args = ap.parse_args()
     from . import mode
