@@ -457,6 +457,7 @@ def test_listing_rows_are_what_the_table_makes() -> None:
                          addresses=np.sort(rng.integers(0, 1 << 64, n, dtype=np.uint64)),
                          sizes=rng.choice([24, 1 << 40, 123_456_789_012_345], n).astype(np.uint64))
     ix.sizes_at = lambda positions: ix.sizes[positions].tolist()  # HeapIndex's exact sizes
+    ix.type_id = lambda mt: {0x10: 0}.get(mt)  # the Free type's id
     heap = SimpleNamespace(free_mt=0x10)
     got: list[str] = []
     ctx = SimpleNamespace(out=Output(got.append))
