@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from . import memory
 from .kernels import heapwalk as hw
 from .progress import Progress
 from .segments import ClrSegment, SegmentKind
@@ -148,6 +149,10 @@ def _walk_bulk(heap: "ClrHeap", target, seg: ClrSegment, table: MethodTableTable
     if avail < seg.end - lo:
         errors.append(WalkError(lo + avail, 0, "memory not readable"))
     words = np.frombuffer(buf, dtype=np.uint64, count=avail // 8)
+    # Map the output for this segment's most objects in one call, not a page fault at a time.
+    most = cols.count + (seg.end - lo) // MIN_OBJECT_SIZE + 1
+    for column in (cols.addresses, cols.type_ids, cols.sizes):
+        memory.populate(column, cols.count, most)
     for a, b in pieces:
         i = (a - lo) >> 3
         stop = min((b - lo) >> 3, len(words))

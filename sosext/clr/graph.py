@@ -106,6 +106,7 @@ class ReferenceGraph:
                 self._reverse = (roff, sources)
                 if self.store is not None:
                     self.store.save_rows("reverse", roff, sources, self.index)
+                    self._reverse = self.store.load_rows("reverse", self.index) or self._reverse
         if self._reverse is None:
             n = len(self.index)
             counts = np.diff(self.offsets)
@@ -181,7 +182,9 @@ def build_graph(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> Refere
         if rows is None:
             rows = refscan.build_graph(heap, index, heap.lookup(), progress)
             if store is not None:
+                # Saved, then used from the file: page cache instead of process memory.
                 store.save_rows("graph", *rows, index)
+                rows = store.load_rows("graph", index) or rows
         return ReferenceGraph(index, *rows, compiled=True, store=store)
     return _build_graph_numpy(heap, index, progress)
 

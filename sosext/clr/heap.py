@@ -279,8 +279,8 @@ class ClrHeap:
         cols = store.columns(cap) if store is not None else None
         if cols is None:
             store = None
-            cols = fastwalk.IndexColumns(memory.empty(cap, np.uint64), memory.empty(cap, np.uint32),
-                                         memory.empty(cap, np.uint32))
+            cols = fastwalk.IndexColumns(memory.reserve(cap, np.uint64), memory.reserve(cap, np.uint32),
+                                         memory.reserve(cap, np.uint32))
         try:
             res = fastwalk.walk_heap(self, cols, progress, self._sizes_of)
         except BaseException:

@@ -110,7 +110,9 @@ class HeapIndex:
             heapwalk.remap(type_ids, mapping)
         addresses = cols.addresses[:n]
         slices = [SegmentSlice(seg, a, b) for seg, a, b in res.slices]
-        generations = np.empty(n, dtype=np.uint8) if generations is None else generations[:n]
+        from . import memory
+        generations = memory.empty(n, np.uint8) if generations is None else generations[:n]
+        memory.populate(generations, 0, n)
         fill_generations(addresses, generations, slices)
         return cls(heap, addresses, type_ids, met[order], cols.sizes[:n], generations,
                    slices, res.errors, res.big_sizes)

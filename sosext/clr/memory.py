@@ -12,7 +12,9 @@ import mmap
 import numpy as np
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+_MADV_POPULATE_WRITE = 23  # Linux 5.14+: map a range writable now, in one call
 _MIN_BYTES = 1 << 20  # below this, numpy's own allocation is as good
+_PAGE = mmap.PAGESIZE
 
 
 def empty(count: int, dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -34,6 +36,39 @@ def full(count: int, value, dtype) -> np.ndarray:  # type: ignore[no-untyped-def
     a = empty(count, dtype)
     a.fill(value)
     return a
+
+
+def reserve(count: int, dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Room for up to ``count`` items of which only a prefix will be written (walk output,
+    edges): address space only, mapped part by part with :func:`populate`, so the unused
+    tail costs nothing."""
+    dt = np.dtype(dtype)
+    size = max(count * dt.itemsize, 1)
+    if size < _MIN_BYTES:
+        return np.zeros(count, dtype=dt)
+    mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(mm, dtype=dt, count=count)
+
+
+def populate(array: np.ndarray, start: int, stop: int) -> None:
+    """Map items [start, stop) of an mmap-backed array (``reserve``, or a file's columns)
+    before a kernel writes them; a no-op where the kernel cannot do it (it then faults)."""
+    base = array.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    if not isinstance(base, mmap.mmap):
+        return
+    item = array.itemsize
+    offset = array.__array_interface__["data"][0] - np.frombuffer(base, np.uint8, 1).__array_interface__["data"][0]
+    lo = (offset + start * item) // _PAGE * _PAGE
+    hi = min(offset + min(stop, len(array)) * item, len(base))
+    if hi > lo:
+        try:
+            base.madvise(_MADV_POPULATE_WRITE, lo, hi - lo)
+        except (OSError, ValueError):
+            pass
 
 
 def buffer(size: int) -> memoryview:

@@ -109,7 +109,7 @@ def build_graph(heap: "ClrHeap", index: "HeapIndex", lookup: ObjectLookup,
     n = len(index)
     layouts = TypeLayouts(heap, index.method_tables)
     offsets = memory.zeros(n + 1, np.int64)
-    targets = memory.empty(max(n + n // 2, 1024), np.uint32)
+    targets = memory.reserve(max(n + n // 2, 1024), np.uint32)
     e = 0
     target = heap.runtime.target
     total = sum(sl.segment.length for sl in index.slices)
@@ -118,12 +118,14 @@ def build_graph(heap: "ClrHeap", index: "HeapIndex", lookup: ObjectLookup,
 
     def run(words: np.ndarray, lo: int, first: int, stop: int) -> None:
         nonlocal e, targets
+        memory.populate(targets, e, e + 2 * (stop - first) + 1024)  # the usual references, mapped at once
         p = first
         while p < stop:
             p, e, status = refs.scan(words, np.uint64(lo), p, stop, index.addresses, index.type_ids,
                                      *layouts.arrays, *lookup.arrays, offsets, targets, e)
             if status == refs.FULL:
-                grown = memory.empty(2 * len(targets), np.uint32)
+                grown = memory.reserve(2 * len(targets), np.uint32)
+                memory.populate(grown, 0, len(targets) + 2 * (stop - p) + 1024)
                 grown[:len(targets)] = targets
                 targets = grown
 
