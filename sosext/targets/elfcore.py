@@ -805,7 +805,7 @@ class CoreTarget(TargetBase):
         for t in self.core.threads:
             if t.tid == tid:
                 return dict(t.registers)
-        raise TargetError(f"no thread {tid} in core file {self.path}")
+        raise TargetError(f"no thread 0x{tid:x} in core file {self.path}")
 
     def diag_info(self) -> DiagInfo | None:
         return self.core.diag_info()
