@@ -73,8 +73,48 @@ def _add_clr_path(p: argparse.ArgumentParser) -> None:
                         "trusted because you chose it (as setclrpath DIR in LLDB/GDB)")
 
 
+def _analyze_snapshot(args: argparse.Namespace) -> int:
+    """``analyze SNAPSHOT``: a gcdump snapshot holds each object's type, size and references,
+    not memory: ``dumpheap -stat`` (with -type, --json) answers from it; anything else says
+    so in one line."""
+    from .commands.base import split_words
+    ok = True
+    for line in args.command or []:
+        words = split_words(line)
+        stat, as_json, type_text, other = False, False, None, False
+        rest = iter(words[1:])
+        for w in rest:
+            if w.lower() == "-stat":
+                stat = True
+            elif w.lower() == "--json":
+                as_json = True
+            elif w.lower() == "-type":
+                type_text = next(rest, None)
+                other = other or type_text is None
+            else:
+                other = True
+        if words and words[0].lstrip("!").lower() == "dumpheap" and stat and not other:
+            ok = cmd_gcdump_stat(argparse.Namespace(snapshot=args.core, type=type_text, min_count=None,
+                                                    json=as_json)) == 0 and ok
+        else:
+            _eprint(f"error: {words[0] if words else 'nothing'}: {args.core} is a gcdump snapshot (types, sizes and "
+                    "references only, no memory, fields or stacks): it answers dumpheap -stat [-type T] [--json]; "
+                    "compare two with 'sosext diff' or 'sosext leaks'")
+            ok = False
+        if args.separator is not None:
+            sys.stderr.flush()
+            _print(args.separator)
+    if not args.command:
+        _eprint(f"error: {args.core} is a gcdump snapshot: use -c \"dumpheap -stat\" (no interactive analyzer)")
+        return 1
+    return 0 if ok else 1
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .clr.progress import set_interrupt_source
+    from .clr.gcdumpsnap import is_gcdump
+    if is_gcdump(args.core):
+        return _analyze_snapshot(args)
     _apply_clr_path(args)
     if args.symbols:
         from .clr.sourcelines import set_symbol_directories

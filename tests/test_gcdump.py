@@ -89,6 +89,13 @@ def test_gcdump_stat_prints_the_snapshot(heap_dump) -> None:  # type: ignore[no-
     row = next(line for line in text if line.endswith(" SosextDebuggee.HeapItemA"))
     assert row.split() == [f"{int(t['mt'], 16):012x}", f"{t['count']:,}", f"{t['unalignedSize']:,}",
                            "SosextDebuggee.HeapItemA"]
+    # The analyzer takes a snapshot where it takes a core, for what a snapshot holds.
+    analyzed = sosext("analyze", str(path), "-c", "dumpheap -stat -type SosextDebuggee.HeapItemA")
+    assert analyzed.returncode == 0 and analyzed.stdout.splitlines() == text
+    refused = sosext("analyze", str(path), "-c", f"dumpobj {t['addresses'][0]}")
+    assert one_line_error(refused) == (
+        f"error: dumpobj: {path} is a gcdump snapshot (types, sizes and references only, no memory, fields "
+        "or stacks): it answers dumpheap -stat [-type T] [--json]; compare two with 'sosext diff' or 'sosext leaks'")
 
 
 @pytest.mark.slow
