@@ -127,23 +127,11 @@ def world() -> World:
     if GCC is None:
         pytest.skip("gcc is not installed: no planted DAC can be built")
     sys.path.insert(0, str(drivers.REPO))
-    from sosext.dac.trust import untrusted_reason
     # The copied runtime must sit where sosext trusts it: the checkout's .work, or, when the
     # checkout itself lives under a directory others can write (a clone in /tmp), the home.
-    why = None
-    for base in (drivers.REPO / ".work", Path.home() / ".cache" / "sosext-tests"):
-        base.mkdir(parents=True, exist_ok=True)
-        root = base / f"dac-trust-{os.getpid()}"
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(mode=0o755)
-        os.chmod(root, 0o755)
-        probe = root / "probe"
-        probe.write_text("")
-        why = untrusted_reason(str(probe))
-        if why is None:
-            break
-        shutil.rmtree(root)
-    if why is not None:
+    from harness.scratch import trusted_scratch
+    root, why = trusted_scratch(f"dac-trust-{os.getpid()}")
+    if root is None:
         pytest.skip(f"no trusted scratch directory for a copied runtime ({why})")
     genuine_dir = _copy_runtime(root)
     runtime_dir = root / "shared" / "Microsoft.NETCore.App" / genuine_dir.name

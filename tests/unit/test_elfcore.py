@@ -313,7 +313,7 @@ def test_prstatus_registers_x86_64(tmp_path: Path) -> None:
         assert t.registers(77)["rip"] == 0x2000 + X86_REGS.index("rip")
         assert t.registers(77)["rsp"] == 0x2000 + X86_REGS.index("rsp")
         assert t.core.threads[0].signal == 11
-        with pytest.raises(TargetError, match="no thread 5 in core file"):
+        with pytest.raises(TargetError, match="no thread 0x5 in core file"):
             t.registers(5)
 
 

@@ -29,17 +29,11 @@ needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed: no tes
 @pytest.fixture
 def trusted(tmp_path: Path):
     """A scratch directory whose whole path is trusted (tmp_path is under /tmp, which is not)."""
-    base = REPO / ".work"
-    base.mkdir(exist_ok=True)
-    root = base / f"unit-trust-{os.getpid()}"
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir()
-    os.chmod(root, 0o755)
-    (root / "probe").write_text("")
-    why = untrusted_reason(str(root / "probe"))
-    if why is not None:
-        shutil.rmtree(root)
-        pytest.skip(f"the repository's .work/ is not a trusted location here: {why}")
+    sys.path.insert(0, str(REPO / "tests"))
+    from harness.scratch import trusted_scratch
+    root, why = trusted_scratch(f"unit-trust-{os.getpid()}")
+    if root is None:
+        pytest.skip(f"neither the repository's .work/ nor ~/.cache is a trusted location here: {why}")
     yield root
     for dirpath, dirnames, _ in os.walk(root):
         for d in dirnames:
