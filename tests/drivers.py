@@ -104,6 +104,25 @@ def run_cli(commands: list[str], *, core: Path, timeout: float = 600, env: dict 
     return _split(MARK + "\n" + proc.stdout, len(commands))
 
 
+def select_thread(host: str, tid: int) -> str:
+    """The command that makes OS thread ``tid`` current in that host (for clrstack, dso …)."""
+    if host.startswith("lldb"):
+        return f"script lldb.debugger.GetSelectedTarget().GetProcess().SetSelectedThreadByID({tid})"
+    if host.startswith("gdb"):
+        return ("python [t.switch() for t in gdb.selected_inferior().threads() "
+                f"if (t.ptid[1] or t.ptid[0]) == {tid}]")
+    return f"setthread -t {tid}"
+
+
+def run_in_host(host: str, commands: list[str], **kw) -> list[Output]:
+    """One batch in the debugger a host name starts with ("lldb…", "gdb…", else the CLI)."""
+    if host.startswith("lldb"):
+        return run_lldb(commands, **kw)
+    if host.startswith("gdb"):
+        return run_gdb(commands, **kw)
+    return run_cli(commands, **kw)
+
+
 def run_in_hosts(debuggee, commands: list[str], hosts: list[str], core_dir: Path,
                  cores: dict[str, Path] | None = None) -> dict[str, list[Output]]:
     """Run one batch of commands in every host named "<debugger>-<target>": debugger lldb, gdb or

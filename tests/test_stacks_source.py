@@ -33,20 +33,11 @@ PDB = "SosextDebuggee.pdb"
 DLL = "SosextDebuggee.dll"
 
 
-def select_thread(host: str, tid: int) -> str:
-    if host.startswith("lldb"):
-        return f"script lldb.debugger.GetSelectedTarget().GetProcess().SetSelectedThreadByID({tid})"
-    if host.startswith("gdb"):
-        return ("python [t.switch() for t in gdb.selected_inferior().threads() "
-                f"if (t.ptid[1] or t.ptid[0]) == {tid}]")
-    return f"setthread -t {tid}"
-
-
 def batch(truth: dict, host: str, ip: int) -> list[tuple[str, str]]:
     src = truth["source"]
     exc = truth["sourceException"]
     return [
-        ("select", select_thread(host, src["osTid"])),
+        ("select", drivers.select_thread(host, src["osTid"])),
         ("clrstack", "clrstack"),
         ("clrstack /d", "clrstack /d"),
         ("clrstack -n", "clrstack -n"),
@@ -64,12 +55,7 @@ def batch(truth: dict, host: str, ip: int) -> list[tuple[str, str]]:
 def run(host: str, truth: dict, ip: int, **kw) -> dict[str, drivers.Output]:  # type: ignore[no-untyped-def]
     pairs = batch(truth, host, ip)
     cmds = [c for _k, c in pairs]
-    if host.startswith("lldb"):
-        outs = drivers.run_lldb(cmds, **kw)
-    elif host.startswith("gdb"):
-        outs = drivers.run_gdb(cmds, **kw)
-    else:
-        outs = drivers.run_cli(cmds, **kw)
+    outs = drivers.run_in_host(host, cmds, **kw)
     return {k: o for (k, _c), o in zip(pairs, outs)}
 
 

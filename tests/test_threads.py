@@ -37,15 +37,6 @@ def select_index(host: str, index: int) -> str:
     return f"setthread {index}"
 
 
-def select_thread(host: str, tid: int) -> str:
-    if host.startswith("lldb"):
-        return f"script lldb.debugger.GetSelectedTarget().GetProcess().SetSelectedThreadByID({tid})"
-    if host.startswith("gdb"):
-        return ("python [t.switch() for t in gdb.selected_inferior().threads() "
-                f"if (t.ptid[1] or t.ptid[0]) == {tid}]")
-    return f"setthread -t {tid}"
-
-
 def batch(truth: dict, host: str) -> list[tuple[str, str]]:
     """(key, command) pairs; keys name outputs independently of the host's selection commands."""
     named = truth["threads"]["named"]["osTid"]
@@ -53,11 +44,11 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
     exc = truth["exception"]
     return [
         ("clrthreads", "clrthreads"),
-        ("select-named", select_thread(host, named)),
+        ("select-named", drivers.select_thread(host, named)),
         ("clrstack", "clrstack"),
         ("clrstack -a", "clrstack -a"),
         ("clrstack -f", "clrstack -f -c 7"),
-        ("select-thrower", select_thread(host, thrower)),
+        ("select-thrower", drivers.select_thread(host, thrower)),
         ("pe", "pe"),
         ("pe exc", f"pe {exc['address']}"),
         ("pe inner", f"pe {exc['inner']['address']}"),
@@ -90,12 +81,7 @@ class Case:
 def run(host: str, truth: dict, **kw) -> dict[str, drivers.Output]:  # type: ignore[no-untyped-def]
     pairs = batch(truth, host)
     cmds = [c for _k, c in pairs]
-    if host.startswith("lldb"):
-        outs = drivers.run_lldb(cmds, **kw)
-    elif host.startswith("gdb"):
-        outs = drivers.run_gdb(cmds, **kw)
-    else:
-        outs = drivers.run_cli(cmds, **kw)
+    outs = drivers.run_in_host(host, cmds, **kw)
     return {k: o for (k, _c), o in zip(pairs, outs)}
 
 
