@@ -50,16 +50,25 @@ namespace LeakyService
         private static CacheWarmupWorker s_worker;
 
         /// <summary>
-        /// Usage: LeakyService [--auto N]  — with --auto, the timer adds N entries a second.
-        /// Stdin commands: "leak N" adds N entries now, "count" prints the count, "exit" quits.
+        /// Usage: LeakyService [--auto N]
+        /// With --auto it runs as a service: the timer adds N entries a second and reports each tick;
+        /// it never reads the console, so `dotnet LeakyService.dll --auto 50 &` from an interactive
+        /// shell keeps running (a background job that reads the terminal is stopped by SIGTTIN).
+        /// Without --auto it is driven through stdin: "leak N" adds N entries now, "count" prints
+        /// the count, "exit" (or the end of input) quits.
         /// Every answer is one line "LEAKY {json}" so scripts and tests can read it.
         /// </summary>
         public static int Main(string[] args)
         {
             s_worker = new CacheWarmupWorker();
             int perTick = args.Length == 2 && args[0] == "--auto" ? int.Parse(args[1]) : 0;
-            s_timer = new Timer(s_worker.DoWork, perTick, perTick > 0 ? 1000 : Timeout.Infinite, perTick > 0 ? 1000 : Timeout.Infinite);
+            s_timer = new Timer(Tick, perTick, perTick > 0 ? 1000 : Timeout.Infinite, perTick > 0 ? 1000 : Timeout.Infinite);
             Report("started");
+            if (perTick > 0)
+            {
+                Thread.Sleep(Timeout.Infinite);  // a service: runs until it is killed
+                return 0;
+            }
             string line;
             while ((line = Console.ReadLine()) != null)
             {
@@ -71,6 +80,12 @@ namespace LeakyService
             }
             GC.KeepAlive(s_timer);
             return 0;
+        }
+
+        private static void Tick(object state)
+        {
+            s_worker.DoWork(state);
+            Report("tick");
         }
 
         private static void Report(string what)

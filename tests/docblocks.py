@@ -1,0 +1,162 @@
+"""Fenced blocks of the docs, and the comparison of the output they show with the output of a run.
+
+The conventions (the docs' authors follow these; tests/test_docs.py enforces them):
+
+Every fenced block names its kind after the opening fence:
+  console   a shell session: `$ ` lines are typed, the lines after one are its output
+  lldb/gdb  a debugger session: an optional `$ lldb-16 …` / `$ gdb …` line that starts the debugger,
+            then `(lldb) ` / `(gdb) ` lines typed, each followed by its output
+  bash      commands only (no output shown): each line is run, all must succeed
+  text      not a session: a synopsis, an excerpt of output, a layout, an error line
+  python    an API example (the scripts in examples/scripts are run by tests/test_api.py)
+A session block that cannot run here carries the reason on the line before its fence:
+  <!-- not-run: a template: MyService and core.1234 stand for your own -->
+
+Output shown is compared line by line after normalising both sides: hex numbers of six digits
+or more (addresses, MethodTables) become H, decimal numbers (counts, sizes, pids, times) become
+N, runs of blanks one blank. Type names, command names, messages and the number of lines must
+match. A line that is just `...` stands for any number of lines (the docs cut long output there).
+Paths: /tmp/lk (the tutorial's directory) is a private directory in the test, /path/to/sosext the
+checkout. The counts that matter (the leak's) are checked against the service's own log by
+tests/test_tutorial.py.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+KINDS = {"console", "lldb", "gdb", "bash", "text", "python"}
+SESSIONS = {"console", "lldb", "gdb", "bash"}
+PROMPTS = {"console": "$ ", "lldb": "(lldb) ", "gdb": "(gdb) "}
+
+_FENCE = re.compile(r"^```(\S*)\s*$")
+_NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.*?)\s*-->\s*$")
+_HEX = re.compile(r"(?<![\w.])(?:0x)?(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}(?![\w])")
+_DEC = re.compile(r"[+-]?\d[\d,]*(?:\.\d+)?")
+
+
+@dataclass
+class Block:
+    doc: Path
+    line: int          # 1-based line of the opening fence
+    kind: str
+    text: list[str]
+    not_run: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc.relative_to(REPO)}:{self.line}"
+
+
+@dataclass
+class Step:
+    """One typed line and the output the doc shows after it."""
+    prompt: str        # "$ ", "(lldb) ", "(gdb) "
+    command: str
+    output: list[str] = field(default_factory=list)
+
+
+def blocks(doc: Path) -> list[Block]:
+    lines = doc.read_text().splitlines()
+    out: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and not lines[j].startswith("```"):
+            j += 1
+        prev = next((lines[k] for k in range(i - 1, -1, -1) if lines[k].strip()), "")
+        nr = _NOT_RUN.match(prev)
+        out.append(Block(doc, i + 1, m.group(1), lines[i + 1:j], nr.group(1) if nr else None))
+        i = j + 1
+    return out
+
+
+def steps(block: Block) -> list[Step]:
+    """The typed lines of a session block with the output shown after each."""
+    prompts = ("$ ", PROMPTS.get(block.kind, "$ "))
+    out: list[Step] = []
+    for ln in block.text:
+        p = next((p for p in prompts if ln.startswith(p)), None)
+        if p is not None:
+            cmd = ln[len(p):]
+            # A trailing shell comment explains the line to the reader; it is not typed output.
+            out.append(Step(p, cmd))
+        elif out:
+            out[-1].output.append(ln)
+        else:
+            raise ValueError(f"{block.where}: output before the first prompt: {ln!r}")
+    return out
+
+
+def normalise(line: str) -> str:
+    line = _HEX.sub("H", line)
+    line = _DEC.sub("N", line)
+    return " ".join(line.split())
+
+
+def hex_tokens(line: str) -> list[str]:
+    return [_key(t) for t in _HEX.findall(line)]
+
+
+def _key(token: str) -> str:
+    return token.lower().removeprefix("0x").lstrip("0") or "0"
+
+
+def match(shown: list[str], real: list[str]) -> list[tuple[str, str]] | None:
+    """Aligns the doc's lines with the run's; None if they differ. Pairs are (shown, real)."""
+    want = tuple(None if s.strip() == "..." else normalise(s) for s in shown)
+    got = tuple(normalise(r) for r in real)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * (len(got) + len(want)) + 1000))
+
+    @lru_cache(maxsize=None)
+    def go(i: int, j: int) -> tuple[tuple[int, int], ...] | None:
+        if i == len(want):
+            return () if j == len(got) else None
+        if want[i] is None:
+            for k in range(j, len(got) + 1):   # lazily: the fewest lines first
+                rest = go(i + 1, k)
+                if rest is not None:
+                    return rest
+            return None
+        if j < len(got) and want[i] == got[j]:
+            rest = go(i + 1, j + 1)
+            if rest is not None:
+                return ((i, j),) + rest
+        return None
+
+    pairs = go(0, 0)
+    go.cache_clear()
+    return None if pairs is None else [(shown[i], real[j]) for i, j in pairs]
+
+
+def learn(mapping: dict[str, str], pairs: list[tuple[str, str]]) -> None:
+    """Doc address -> this run's address, from lines that matched (same number of hex tokens)."""
+    for shown, real in pairs:
+        a, b = _HEX.findall(shown), _HEX.findall(real)
+        if len(a) == len(b):
+            for x, y in zip(a, b):
+                mapping.setdefault(_key(x), y.lower().removeprefix("0x"))
+
+
+def rebind(command: str, mapping: dict[str, str]) -> str:
+    """The command with the doc's addresses replaced by this run's (those learnt so far)."""
+    def sub(m: re.Match) -> str:
+        t = m.group(0)
+        real = mapping.get(_key(t))
+        if real is None:
+            return t
+        return ("0x" if t.lower().startswith("0x") else "") + real
+    return _HEX.sub(sub, command)
+
+
+def unbound(command: str, mapping: dict[str, str]) -> list[str]:
+    return [t for t in _HEX.findall(command) if _key(t) not in mapping]

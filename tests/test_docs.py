@@ -1,0 +1,198 @@
+"""Every shell and debugger block of README.md and docs/*.md runs, and prints what the doc shows.
+
+The conventions for the docs (block kinds, `<!-- not-run: reason -->`, what the comparison masks)
+are in tests/docblocks.py. Each doc's session blocks run in order, as a reader would type them,
+in one shell (so `pid=$!` in one block is `$pid` in the next) with the checkout as the working
+directory, Debian's /usr/bin/python3 first on PATH, a private HOME and /tmp/lk a private directory;
+debugger blocks run in lldb-16 / gdb with the block's own command line. A doc address in a typed
+command (an MT, an object) is replaced by the address the run printed on the matching line.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+import drivers
+from docblocks import DOCS, KINDS, REPO, SESSIONS, Block, Step, blocks, learn, match, rebind, steps
+
+MARK = "@@SOSEXT-DOC@@"
+TIMEOUT = 600
+
+
+def test_every_block_is_classified() -> None:
+    problems = []
+    for doc in DOCS:
+        for b in blocks(doc):
+            if b.kind not in KINDS:
+                problems.append(f"{b.where}: fence kind {b.kind!r} is not one of {sorted(KINDS)}")
+            elif b.kind in SESSIONS - {"bash"} and b.not_run is None:
+                try:
+                    st = steps(b)
+                except ValueError as e:
+                    problems.append(str(e))
+                    continue
+                if not st:
+                    problems.append(f"{b.where}: a {b.kind} block with nothing typed")
+            if b.not_run is not None and (b.kind not in SESSIONS or not b.not_run.strip()):
+                problems.append(f"{b.where}: not-run needs a session block and a reason")
+    assert not problems, "\n".join(problems)
+
+
+def _runnable(doc: Path) -> list[Block]:
+    return [b for b in blocks(doc) if b.kind in SESSIONS and b.not_run is None]
+
+
+class Session:
+    """What a reader's terminal holds while following one doc: a shell, paths, an environment."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.lk = tmp / "lk"
+        home = self.home = tmp / "home"
+        home.mkdir()
+        real_home = os.path.expanduser("~")
+        dotnet_dir = os.path.dirname(drivers.DOTNET_HOST or "/usr/bin/dotnet")
+        self.env = {**os.environ, "HOME": str(home), "PATH": f"/usr/bin:/bin:{dotnet_dir}",
+                    "DOTNET_CLI_HOME": real_home, "NUGET_PACKAGES": os.path.join(real_home, ".nuget", "packages"),
+                    "DOTNET_CLI_TELEMETRY_OPTOUT": "1", "DOTNET_NOLOGO": "1", "TERM": "dumb"}
+        self.env.pop("PYTHONPATH", None)
+        self.mapping: dict[str, str] = {}
+        self.shell = subprocess.Popen(["bash", "--norc", "--noprofile"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      cwd=REPO, env=self.env, start_new_session=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.sh("exec 2>&1")
+
+    def _pump(self) -> None:
+        for ln in self.shell.stdout:
+            self.lines.put(ln.rstrip("\n"))
+        self.lines.put(None)
+
+    def close(self) -> None:
+        # The shell and what the doc started in the background (the service) share its group.
+        try:
+            os.killpg(self.shell.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.shell.wait()
+
+    # Paths as the doc writes them <-> as this run has them.
+    def to_run(self, text: str) -> str:
+        return text.replace("/tmp/lk", str(self.lk)).replace("/path/to/sosext", str(REPO))
+
+    def to_doc(self, text: str) -> str:
+        return (text.replace(str(self.lk), "/tmp/lk").replace(str(self.home), "~")
+                .replace(str(REPO), "/path/to/sosext"))
+
+    def sh(self, command: str) -> list[str]:
+        self.shell.stdin.write(command + f"\necho {MARK}$?\n")
+        self.shell.stdin.flush()
+        out: list[str] = []
+        while True:
+            try:
+                ln = self.lines.get(timeout=TIMEOUT)
+            except queue.Empty:
+                raise AssertionError(f"no end of {command!r} after {TIMEOUT}s; output so far:\n" + "\n".join(out))
+            if ln is None:
+                raise AssertionError(f"the shell ended during {command!r}:\n" + "\n".join(out))
+            if ln.startswith(MARK):
+                self.status = int(ln[len(MARK):] or 0)
+                return [self.to_doc(x) for x in out]
+            out.append(ln)
+
+    def debugger(self, kind: str, start: str | None, commands: list[str]) -> list[list[str]]:
+        """One run of a debugger session; each command's output lines."""
+        args = shlex.split(self.to_run(start)) if start else [kind]
+        if kind == "lldb":
+            assert drivers.LLDB, "lldb-16 is not installed"
+            argv = [drivers.LLDB, "--no-lldbinit", *args[1:]]
+            script = ["settings set auto-confirm true", f"script print('{MARK}')"]
+            for c in commands:
+                script.append(c) if c in ("quit", "q") else script.extend([c, f"script print('{MARK}')"])
+            stdin = "\n".join(script) + "\nquit\n"
+        else:
+            assert drivers.GDB, "gdb is not installed"
+            argv = [drivers.GDB, "-nx", "-batch", *args[1:], "-ex", "set pagination off", "-ex", "set confirm off",
+                    "-ex", f"echo {MARK}\\n"]
+            for c in commands:
+                if c not in ("quit", "q"):
+                    argv += ["-ex", c, "-ex", f"echo {MARK}\\n"]
+            stdin = ""
+        proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              cwd=REPO, env=self.env, timeout=TIMEOUT)
+        parts = self.to_doc(proc.stdout).split(MARK + "\n")[1:]
+        outs = [[ln for ln in p.splitlines() if not ln.startswith("(lldb) ")] for p in parts]
+        typed = [c for c in commands if c not in ("quit", "q")]
+        if len(outs) < len(typed):
+            raise AssertionError(f"{kind} ended early:\n{proc.stdout[-3000:]}")
+        res, k = [], 0
+        for c in commands:
+            if c in ("quit", "q"):
+                res.append([])
+            else:
+                res.append(outs[k])
+                k += 1
+        return res
+
+
+def _check(block: Block, step: Step, real: list[str], session: Session) -> None:
+    pairs = match(step.output, real)
+    if pairs is None:
+        raise AssertionError(f"{block.where}: `{step.command}` printed what the doc does not show.\n"
+                             f"--- doc shows:\n" + "\n".join(step.output) + "\n--- this run printed:\n" + "\n".join(real))
+    learn(session.mapping, pairs)
+
+
+def _run_console(block: Block, session: Session) -> None:
+    for st in steps(block):
+        out = session.sh(session.to_run(rebind(st.command, session.mapping)))
+        assert session.status == 0, f"{block.where}: `{st.command}` failed ({session.status}):\n" + "\n".join(out)
+        _check(block, st, out, session)
+
+
+def _run_bash(block: Block, session: Session) -> None:
+    for ln in block.text:
+        cmd = ln.split("  #")[0].strip()
+        if cmd and not cmd.startswith("#"):
+            out = session.sh(session.to_run(cmd))
+            assert session.status == 0, f"{block.where}: `{cmd}` failed ({session.status}):\n" + "\n".join(out)
+
+
+def _run_debugger(block: Block, session: Session) -> None:
+    st = steps(block)
+    start = st[0].command if st and st[0].prompt == "$ " else None
+    typed = st[1:] if start else st
+    # A command may name an address printed by an earlier one: run, learn the addresses, run
+    # again with them, until every command names only addresses of this run.
+    for _ in range(len(typed) + 1):
+        ran = [session.to_run(rebind(s.command, session.mapping)) for s in typed]
+        outs = session.debugger(block.kind, start, ran)
+        for s, cmd, out in zip(typed, ran, outs):
+            if session.to_run(rebind(s.command, session.mapping)) != cmd:
+                break   # an address learnt in this run: run again with it
+            _check(block, s, out, session)
+        else:
+            return
+    raise AssertionError(f"{block.where}: addresses in the commands never matched an earlier output")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc", [d for d in DOCS if _runnable(d)], ids=lambda d: d.name)
+def test_doc_runs(doc: Path, tmp_path: Path) -> None:
+    if drivers.DOTNET_HOST is None:
+        pytest.skip("dotnet is not on PATH: the docs' blocks build and run the bundled service")
+    session = Session(tmp_path)
+    try:
+        for b in _runnable(doc):
+            {"console": _run_console, "bash": _run_bash}.get(b.kind, _run_debugger)(b, session)
+    finally:
+        session.close()
