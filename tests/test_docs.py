@@ -196,3 +196,35 @@ def test_doc_runs(doc: Path, tmp_path: Path) -> None:
             {"console": _run_console, "bash": _run_bash}.get(b.kind, _run_debugger)(b, session)
     finally:
         session.close()
+
+
+# The comparison itself (no debuggee): what it masks, what it does not.
+
+def test_match_masks_addresses_and_numbers_only() -> None:
+    shown = ["7fddff959d68 1,200    48,000 LeakyService.CacheEntry", "Total 1,206 objects, 126,952 bytes"]
+    real = ["7f3e87729d68 1,050 42,000 LeakyService.CacheEntry", "Total 1,056 objects, 120,952 bytes"]
+    assert match(shown, real) == list(zip(shown, real))
+    assert match(shown, ["7f3e87729d68 1,050 42,000 LeakyService.CacheEntryX", real[1]]) is None
+    assert match(shown, real + ["one line more"]) is None
+    assert match(shown, real[:1]) is None
+    assert match([], []) == [] and match([], ["anything"]) is None
+
+
+def test_match_dots_stand_for_any_lines() -> None:
+    shown = ["Statistics:", "...", "Total 3 objects"]
+    assert match(shown, ["Statistics:", "Total 3 objects"]) is not None
+    assert match(shown, ["Statistics:", "a", "b", "Total 9 objects"]) is not None
+    assert match(shown, ["Statistics:", "a", "Total 9 objects", "c"]) is None
+
+
+def test_addresses_learnt_from_output_rebind_commands() -> None:
+    mapping: dict[str, str] = {}
+    learn(mapping, [("7fddff959d68 1,200 LeakyService.CacheEntry", "7f3e87729d68 1,050 LeakyService.CacheEntry")])
+    assert rebind("dumpheap -mt 7fddff959d68 -short", mapping) == "dumpheap -mt 7f3e87729d68 -short"
+    assert rebind("dumpobj 0x7fddff959d68", mapping) == "dumpobj 0x7f3e87729d68"
+    assert rebind("gcroot 7fd22500cb90", mapping) == "gcroot 7fd22500cb90"
+
+
+def test_tutorial_blocks_all_run() -> None:
+    runnable = _runnable(REPO / "docs" / "leak-hunting.md")
+    assert {b.kind for b in runnable} == {"console", "lldb", "gdb"}
