@@ -6,6 +6,7 @@ Every fenced block names its kind after the opening fence:
   console   a shell session: `$ ` lines are typed, the lines after one are its output
   lldb/gdb  a debugger session: an optional `$ lldb-16 …` / `$ gdb …` line that starts the debugger,
             then `(lldb) ` / `(gdb) ` lines typed, each followed by its output
+  sosext    a `sosext analyze` session: `> ` lines typed, each followed by its output
   bash      commands only (no output shown): each line is run, all must succeed
   text      not a session: a synopsis, an excerpt of output, a layout, an error line
   python    an API example (the scripts in examples/scripts are run by tests/test_api.py)
@@ -30,9 +31,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-KINDS = {"console", "lldb", "gdb", "bash", "text", "python"}
-SESSIONS = {"console", "lldb", "gdb", "bash"}
-PROMPTS = {"console": "$ ", "lldb": "(lldb) ", "gdb": "(gdb) "}
+KINDS = {"console", "lldb", "gdb", "sosext", "bash", "text", "python"}
+SESSIONS = {"console", "lldb", "gdb", "sosext", "bash"}
+PROMPTS = {"console": "$ ", "lldb": "(lldb) ", "gdb": "(gdb) ", "sosext": "> "}
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.*?)\s*-->\s*$")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import drivers
-from docblocks import DOCS, KINDS, REPO, SESSIONS, Block, Step, blocks, learn, match, rebind, steps
+from docblocks import DOCS, KINDS, PROMPTS, REPO, SESSIONS, Block, Step, blocks, learn, match, rebind, steps
 
 MARK = "@@SOSEXT-DOC@@"
 TIMEOUT = 600
@@ -41,6 +41,8 @@ def test_every_block_is_classified() -> None:
                     continue
                 if not st:
                     problems.append(f"{b.where}: a {b.kind} block with nothing typed")
+            if b.kind == "text" and any(ln.startswith(tuple(PROMPTS.values())) for ln in b.text):
+                problems.append(f"{b.where}: a session (prompt lines) marked as text")
             if b.not_run is not None and (b.kind not in SESSIONS or not b.not_run.strip()):
                 problems.append(f"{b.where}: not-run needs a session block and a reason")
     assert not problems, "\n".join(problems)

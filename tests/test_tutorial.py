@@ -124,7 +124,10 @@ def test_leak_hunting_in_a_terminal(tmp_path: Path) -> None:
                 core = re.search(r"collect \$pid -o (\S+)", s.command)
                 before = len(_ticks(log)) if core else 0
                 # Job-control notices ("[1] 8766", "[1]+  Killed …") are the terminal's, not the command's.
-                out = [to_doc(x) for x in term.type(typed, prompt) if not re.match(r"\[\d+\][+-]? ", x)]
+                raw = term.type(typed, prompt)
+                stopped = [x for x in raw if re.match(r"\[\d+\][+-]? +Stopped", x)]
+                assert not stopped, f"{b.where}: a job the doc started was stopped by the terminal: {stopped}"
+                out = [to_doc(x) for x in raw if not re.match(r"\[\d+\][+-]? ", x)]
                 if core:
                     collects[core.group(1)] = (before, len(_ticks(log)))
                 assert not [x for x in out if x.startswith("error:")], f"{b.where}: `{typed}`:\n" + "\n".join(out)
