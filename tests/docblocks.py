@@ -12,14 +12,19 @@ Every fenced block names its kind after the opening fence:
   python    an API example (the scripts in examples/scripts are run by tests/test_api.py)
 A session block that cannot run here carries the reason on the line before its fence:
   <!-- not-run: a template: MyService and core.1234 stand for your own -->
+A debugger block about the test debuggee (tests/debuggees/SosextDebuggee) names its scenario
+there instead; it runs on a heap core of that scenario. An address its first command names is
+bound to this run's by a command run first (unseen): the first hex number it prints.
+  <!-- run: debuggee heap -->
+  <!-- run: debuggee fields | 7f06d5810830 = dumpheap -type SosextDebuggee.FieldsHolder -short -->
 
-Output shown is compared line by line after normalising both sides: hex numbers of six digits
-or more (addresses, MethodTables) become H, decimal numbers (counts, sizes, pids, times) become
-N, runs of blanks one blank. Type names, command names, messages and the number of lines must
-match. A line that is just `...` stands for any number of lines (the docs cut long output there).
-Paths: /tmp/lk (the tutorial's directory) is a private directory in the test, /path/to/sosext the
-checkout. The counts that matter (the leak's) are checked against the service's own log by
-tests/test_tutorial.py.
+Output shown is compared line by line after normalising both sides: hex numbers (0x…, or six
+digits or more: addresses, MethodTables) become H, decimal numbers (counts, sizes, pids, times)
+(and short hex such as thread ids) become N, runs of blanks one blank, and trailing blank lines are dropped. Type names, command
+names, messages and the number of lines must match. A line that is just `...` stands for any
+number of lines (the docs cut long output there). Paths: /tmp/lk (the tutorial's directory) is
+a private directory in the test, /path/to/sosext the checkout. The counts that matter (the
+leak's) are checked against the service's own log by tests/test_tutorial.py.
 """
 from __future__ import annotations
 
@@ -37,8 +42,11 @@ PROMPTS = {"console": "$ ", "lldb": "(lldb) ", "gdb": "(gdb) ", "sosext": "> "}
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.*?)\s*-->\s*$")
-_HEX = re.compile(r"(?<![\w.])(?:0x)?(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}(?![\w])")
-_DEC = re.compile(r"[+-]?\d[\d,]*(?:\.\d+)?")
+_RUN_ON = re.compile(r"^<!--\s*run:\s*debuggee\s+(.*?)\s*-->\s*$")
+_HEX = re.compile(r"(?<![\w.])(?:0x[0-9a-fA-F]+|(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,})(?![\w])")
+# After _HEX: signed grouped decimals (1,050), then standalone short hex or decimal tokens (thread
+# ids such as 36ca, small counts), then digits left inside words (gen0, Int32, 2.236).
+_NUM = re.compile(r"[+-]?(?:(?<![\w.])\d{1,3}(?:,\d{3})+(?![\w])|(?<![\w.])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]+(?![\w])|\d+)")
 
 
 @dataclass
@@ -48,6 +56,8 @@ class Block:
     kind: str
     text: list[str]
     not_run: str | None = None
+    debuggee: list[str] | None = None   # scenario and its arguments
+    binds: list[tuple[str, str]] = field(default_factory=list)   # (doc address, command printing it)
 
     @property
     def where(self) -> str:
@@ -60,6 +70,7 @@ class Step:
     prompt: str        # "$ ", "(lldb) ", "(gdb) "
     command: str
     output: list[str] = field(default_factory=list)
+    binds: str | None = None   # a hidden step: the doc address its first printed address stands for
 
 
 def blocks(doc: Path) -> list[Block]:
@@ -75,8 +86,13 @@ def blocks(doc: Path) -> list[Block]:
         while j < len(lines) and not lines[j].startswith("```"):
             j += 1
         prev = next((lines[k] for k in range(i - 1, -1, -1) if lines[k].strip()), "")
-        nr = _NOT_RUN.match(prev)
-        out.append(Block(doc, i + 1, m.group(1), lines[i + 1:j], nr.group(1) if nr else None))
+        nr, on = _NOT_RUN.match(prev), _RUN_ON.match(prev)
+        scenario, binds = None, []
+        if on:
+            first, *rest = on.group(1).split(" | ")
+            scenario = first.split()
+            binds = [tuple(x.strip() for x in b.split("=", 1)) for b in rest]
+        out.append(Block(doc, i + 1, m.group(1), lines[i + 1:j], nr.group(1) if nr else None, scenario, binds))
         i = j + 1
     return out
 
@@ -100,7 +116,7 @@ def steps(block: Block) -> list[Step]:
 
 def normalise(line: str) -> str:
     line = _HEX.sub("H", line)
-    line = _DEC.sub("N", line)
+    line = _NUM.sub("N", line)
     return " ".join(line.split())
 
 
@@ -114,6 +130,7 @@ def _key(token: str) -> str:
 
 def match(shown: list[str], real: list[str]) -> list[tuple[str, str]] | None:
     """Aligns the doc's lines with the run's; None if they differ. Pairs are (shown, real)."""
+    shown, real = _trim(shown), _trim(real)   # a trailing blank line is not worth a mismatch
     want = tuple(None if s.strip() == "..." else normalise(s) for s in shown)
     got = tuple(normalise(r) for r in real)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * (len(got) + len(want)) + 1000))
@@ -139,6 +156,13 @@ def match(shown: list[str], real: list[str]) -> list[tuple[str, str]] | None:
     return None if pairs is None else [(shown[i], real[j]) for i, j in pairs]
 
 
+def _trim(lines: list[str]) -> list[str]:
+    end = len(lines)
+    while end and not lines[end - 1].strip():
+        end -= 1
+    return list(lines[:end])
+
+
 def learn(mapping: dict[str, str], pairs: list[tuple[str, str]]) -> None:
     """Doc address -> this run's address, from lines that matched (same number of hex tokens)."""
     for shown, real in pairs:
@@ -157,6 +181,18 @@ def rebind(command: str, mapping: dict[str, str]) -> str:
             return t
         return ("0x" if t.lower().startswith("0x") else "") + real
     return _HEX.sub(sub, command)
+
+
+def first_hex(lines: list[str]) -> str | None:
+    for ln in lines:
+        found = _HEX.findall(ln)
+        if found:
+            return found[0].lower().removeprefix("0x")
+    return None
+
+
+def bind(mapping: dict[str, str], doc_address: str, real: str) -> None:
+    mapping.setdefault(_key(doc_address), real)
 
 
 def unbound(command: str, mapping: dict[str, str]) -> list[str]:

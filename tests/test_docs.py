@@ -6,9 +6,12 @@ in one shell (so `pid=$!` in one block is `$pid` in the next) with the checkout 
 directory, Debian's /usr/bin/python3 first on PATH, a private HOME and /tmp/lk a private directory;
 debugger blocks run in lldb-16 / gdb with the block's own command line. A doc address in a typed
 command (an MT, an object) is replaced by the address the run printed on the matching line.
+With SOSEXT_DOCS_DUMP=FILE, each mismatch's exact output is appended to FILE as a JSON line
+(where, command, real), to paste into the doc.
 """
 from __future__ import annotations
 
+import json
 import os
 import queue
 import shlex
@@ -21,7 +24,8 @@ from pathlib import Path
 import pytest
 
 import drivers
-from docblocks import DOCS, KINDS, PROMPTS, REPO, SESSIONS, Block, Step, blocks, learn, match, rebind, steps
+from docblocks import (DOCS, KINDS, PROMPTS, REPO, SESSIONS, Block, Step, bind, blocks, first_hex, learn, match,
+                       rebind, steps)
 
 MARK = "@@SOSEXT-DOC@@"
 TIMEOUT = 600
@@ -67,6 +71,7 @@ class Session:
                     "DOTNET_CLI_TELEMETRY_OPTOUT": "1", "DOTNET_NOLOGO": "1", "TERM": "dumb"}
         self.env.pop("PYTHONPATH", None)
         self.mapping: dict[str, str] = {}
+        self.cores: dict[tuple[str, ...], tuple[Path, str]] = {}
         self.shell = subprocess.Popen(["bash", "--norc", "--noprofile"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                       cwd=REPO, env=self.env, start_new_session=True)
@@ -78,6 +83,20 @@ class Session:
         for ln in self.shell.stdout:
             self.lines.put(ln.rstrip("\n"))
         self.lines.put(None)
+
+    def debuggee_core(self, scenario: list[str]) -> tuple[Path, str]:
+        """A heap core of the test debuggee in that scenario (one per scenario), and its executable."""
+        key = tuple(scenario)
+        if key not in self.cores:
+            from harness import DEFAULT_TFM, Debuggee, build_debuggee
+            d = Debuggee(scenario[0], *scenario[1:], dll=build_debuggee(DEFAULT_TFM), core_dir=self.tmp / "debuggee")
+            try:
+                d.start()
+                exe = str(d.executable)
+                self.cores[key] = (d.write_core("heap", self.tmp / f"{'-'.join(key)}.core"), exe)
+            finally:
+                d.stop()
+        return self.cores[key]
 
     def close(self) -> None:
         # The shell and what the doc started in the background (the service) share its group.
@@ -92,8 +111,9 @@ class Session:
         return text.replace("/tmp/lk", str(self.lk)).replace("/path/to/sosext", str(REPO))
 
     def to_doc(self, text: str) -> str:
+        from harness import work_dir
         return (text.replace(str(self.lk), "/tmp/lk").replace(str(self.home), "~")
-                .replace(str(REPO), "/path/to/sosext"))
+                .replace(str(work_dir()), "/path/to/sosext/.work").replace(str(REPO), "/path/to/sosext"))
 
     def sh(self, command: str) -> list[str]:
         self.shell.stdin.write(command + f"\necho {MARK}$?\n")
@@ -148,6 +168,10 @@ class Session:
 
 def _check(block: Block, step: Step, real: list[str], session: Session) -> None:
     pairs = match(step.output, real)
+    if pairs is None and os.environ.get("SOSEXT_DOCS_DUMP"):
+        # For whoever updates the docs: what this run printed, exactly, one JSON line per mismatch.
+        with open(os.environ["SOSEXT_DOCS_DUMP"], "a") as f:
+            f.write(json.dumps({"where": block.where, "command": step.command, "real": real}) + "\n")
     if pairs is None:
         raise AssertionError(f"{block.where}: `{step.command}` printed what the doc does not show.\n"
                              f"--- doc shows:\n" + "\n".join(step.output) + "\n--- this run printed:\n" + "\n".join(real))
@@ -173,6 +197,13 @@ def _run_debugger(block: Block, session: Session) -> None:
     st = steps(block)
     start = st[0].command if st and st[0].prompt == "$ " else None
     typed = st[1:] if start else st
+    if block.debuggee:
+        core, exe = session.debuggee_core(block.debuggee)
+        start = f"{block.kind} " + (f"--core {core} {exe}" if block.kind == "lldb" else f"{exe} {core}")
+        hidden = [Step(f"({block.kind}) ", cmd, ["..."], binds=addr) for addr, cmd in block.binds]
+        if block.kind == "lldb":
+            hidden.insert(0, Step("(lldb) ", f"command script import {REPO / 'lldbinit' / 'sosext.py'}", ["..."]))
+        typed = hidden + typed
     # A command may name an address printed by an earlier one: run, learn the addresses, run
     # again with them, until every command names only addresses of this run.
     for _ in range(len(typed) + 1):
@@ -181,6 +212,11 @@ def _run_debugger(block: Block, session: Session) -> None:
         for s, cmd, out in zip(typed, ran, outs):
             if session.to_run(rebind(s.command, session.mapping)) != cmd:
                 break   # an address learnt in this run: run again with it
+            if s.binds:
+                real = first_hex(out)
+                assert real, f"{block.where}: `{s.command}` printed no address for {s.binds}:\n" + "\n".join(out)
+                bind(session.mapping, s.binds, real)
+                continue
             _check(block, s, out, session)
         else:
             return
@@ -193,11 +229,18 @@ def test_doc_runs(doc: Path, tmp_path: Path) -> None:
     if drivers.DOTNET_HOST is None:
         pytest.skip("dotnet is not on PATH: the docs' blocks build and run the bundled service")
     session = Session(tmp_path)
+    failures: list[str] = []
     try:
         for b in _runnable(doc):
-            {"console": _run_console, "bash": _run_bash}.get(b.kind, _run_debugger)(b, session)
+            try:
+                {"console": _run_console, "bash": _run_bash}.get(b.kind, _run_debugger)(b, session)
+            except AssertionError as e:
+                if b.kind in ("console", "bash"):
+                    raise      # later shell blocks build on this one
+                failures.append(str(e))
     finally:
         session.close()
+    assert not failures, "\n\n".join(failures)
 
 
 # The comparison itself (no debuggee): what it masks, what it does not.
