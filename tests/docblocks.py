@@ -17,6 +17,7 @@ there instead; it runs on a heap core of that scenario. An address its first com
 bound to this run's by a command run first (unseen): the first hex number it prints.
   <!-- run: debuggee heap -->
   <!-- run: debuggee fields | 7f06d5810830 = dumpheap -type SosextDebuggee.FieldsHolder -short -->
+`@ TEXT` after the command takes the first hex number of the first line holding TEXT instead.
 
 Output shown is compared line by line after normalising both sides: hex numbers (0x…, or six
 digits or more: addresses, MethodTables) become H, decimal numbers (counts, sizes, pids, times)
@@ -71,6 +72,7 @@ class Step:
     command: str
     output: list[str] = field(default_factory=list)
     binds: str | None = None   # a hidden step: the doc address its first printed address stands for
+    on: str | None = None      # ... on the first line that holds this text
 
 
 def blocks(doc: Path) -> list[Block]:
@@ -183,8 +185,10 @@ def rebind(command: str, mapping: dict[str, str]) -> str:
     return _HEX.sub(sub, command)
 
 
-def first_hex(lines: list[str]) -> str | None:
+def first_hex(lines: list[str], on: str | None = None) -> str | None:
     for ln in lines:
+        if on is not None and on not in ln:
+            continue
         found = _HEX.findall(ln)
         if found:
             return found[0].lower().removeprefix("0x")

@@ -200,7 +200,10 @@ def _run_debugger(block: Block, session: Session) -> None:
     if block.debuggee:
         core, exe = session.debuggee_core(block.debuggee)
         start = f"{block.kind} " + (f"--core {core} {exe}" if block.kind == "lldb" else f"{exe} {core}")
-        hidden = [Step(f"({block.kind}) ", cmd, ["..."], binds=addr) for addr, cmd in block.binds]
+        hidden = []
+        for addr, cmd in block.binds:
+            cmd, _, on = cmd.partition(" @ ")
+            hidden.append(Step(f"({block.kind}) ", cmd, ["..."], binds=addr, on=on or None))
         if block.kind == "lldb":
             hidden.insert(0, Step("(lldb) ", f"command script import {REPO / 'lldbinit' / 'sosext.py'}", ["..."]))
         typed = hidden + typed
@@ -213,7 +216,7 @@ def _run_debugger(block: Block, session: Session) -> None:
             if session.to_run(rebind(s.command, session.mapping)) != cmd:
                 break   # an address learnt in this run: run again with it
             if s.binds:
-                real = first_hex(out)
+                real = first_hex(out, s.on)
                 assert real, f"{block.where}: `{s.command}` printed no address for {s.binds}:\n" + "\n".join(out)
                 bind(session.mapping, s.binds, real)
                 continue
