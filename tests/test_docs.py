@@ -45,6 +45,8 @@ def test_every_block_is_classified() -> None:
                     continue
                 if not st:
                     problems.append(f"{b.where}: a {b.kind} block with nothing typed")
+                if b.kind == "sosext":
+                    problems.append(f"{b.where}: test_docs has no runner for sosext-analyze sessions: mark it not-run")
             if b.kind == "text" and any(ln.startswith(tuple(PROMPTS.values())) for ln in b.text):
                 problems.append(f"{b.where}: a session (prompt lines) marked as text")
             if b.not_run is not None and (b.kind not in SESSIONS or not b.not_run.strip()):
