@@ -63,7 +63,7 @@ def run_command_line(session, line: str) -> bool:  # type: ignore[no-untyped-def
 def _apply_clr_path(args: argparse.Namespace) -> None:
     """--clr-path DIR: the user's explicit choice of DAC directory (as setclrpath in a debugger)."""
     if getattr(args, "clr_path", None):
-        from .dac.loader import set_clr_path
+        from .clr.runtime import set_clr_path
         set_clr_path(os.path.abspath(os.path.expanduser(args.clr_path)))
 
 
@@ -111,7 +111,7 @@ def _analyze_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .clr.progress import set_interrupt_source
+    from . import interrupts
     from .clr.gcdumpsnap import is_gcdump
     if is_gcdump(args.core):
         return _analyze_snapshot(args)
@@ -120,18 +120,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .clr.sourcelines import set_symbol_directories
         set_symbol_directories(args.symbols)
     session = _session_for_core(args.core, args.search_dir)
-    flag = {"hit": False}
-
     def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
-        flag["hit"] = True
+        interrupts.request()
         raise KeyboardInterrupt
-    set_interrupt_source(lambda: flag["hit"])
     signal.signal(signal.SIGINT, on_sigint)
     if args.command:
         ok = True
         import time
         for line in args.command:
-            flag["hit"] = False
+            interrupts.clear()
             t0 = time.perf_counter()
             ok = run_command_line(session, line) and ok
             if args.timing:
@@ -141,7 +138,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 _print(args.separator)
         return 0 if ok else 1
     from .repl import repl
-    return repl(session, lambda line: run_command_line(session, line), flag)
+    return repl(session, lambda line: run_command_line(session, line))
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:

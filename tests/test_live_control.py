@@ -479,8 +479,9 @@ def test_output_passes_chunks_on_and_checks_for_ctrl_c() -> None:
     out = Output(chunks.append, chunk=10, interval=3600)
     out.lines(str(i) for i in range(25))
     assert [c.count("\n") + 1 for c in chunks] == [10, 10]  # the last 5 wait for the next chunk
+    from sosext import interrupts
     hit = {"now": False}
-    progress.set_interrupt_source(lambda: hit["now"])
+    interrupts.set_poll(lambda: hit["now"])
     try:
         hit["now"] = True
         with pytest.raises(Interrupted):
@@ -492,7 +493,7 @@ def test_output_passes_chunks_on_and_checks_for_ctrl_c() -> None:
         with pytest.raises(TargetChanged):
             progress.check_interrupt()
     finally:
-        progress.set_interrupt_source(lambda: False)
+        interrupts.set_poll(None)
         progress.set_state_source(None)
 
 

@@ -20,7 +20,7 @@ from ..errors import SosError
 from .metadata import MetadataError, MetadataReader, metadata_from_pe
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from .parts import RuntimeParts
 
 # DacpAppDomainData stage values (dacprivate.h) as SOS names them.
 DOMAIN_STAGES = ("CREATING", "READYFORMANAGEDCODE", "ACTIVE", "OPEN", "UNLOAD_REQUESTED", "EXITING",
@@ -94,7 +94,7 @@ class ClrAppDomain:
 class ModuleCatalog:
     """Every domain, assembly and module of one runtime, read once per target generation."""
 
-    def __init__(self, runtime: "ClrRuntime") -> None:
+    def __init__(self, runtime: "RuntimeParts") -> None:
         self.runtime = runtime
         self.dac = runtime.dac
         self._domains: list[ClrAppDomain] | None = None

@@ -15,7 +15,7 @@ import numpy as np
 
 from .graph import ragged_arange
 from .progress import check_interrupt
-from .roots import ClrRoot, RootKind
+from .roots import HANDLE_KIND_TEXT, ClrRoot, RootKind
 from .statics import static_name_between
 
 if TYPE_CHECKING:
@@ -126,7 +126,6 @@ class RetentionTree:
         if r is None:
             return "dependent handle"
         if r.kind is RootKind.HANDLE:
-            from ..commands.roots import HANDLE_KIND_TEXT  # the wording gcroot uses
             kind = HANDLE_KIND_TEXT.get(r.handle.handle_type, "handle")
             if below is not None and below != root_obj:
                 ix = self.index
@@ -182,7 +181,7 @@ class RetentionTree:
         for g in range(len(uniq)):
             example = int(inst[first[g]])
             path = self.path(example)
-            types, repeated = _collapse([self.heap.types.name_of(int(ix.method_tables[ix.type_ids[p]])) for p in path])
+            types, repeated = _collapse([self.heap.type_name_at(p) for p in path])
             label = labels[(int(root_obj[first[g]]), int(below_root[first[g]]))]
             out.append(RetentionGroup(label, tuple(types), tuple(repeated),
                                       int(counts[g]), int(sizes[g]), int(ix.addresses[example]),

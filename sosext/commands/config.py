@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from ..dac.loader import clr_path_override, set_clr_path
+from ..clr.runtime import clr_path, set_clr_path
 from .base import Command, Option, Parsed, Positional, register
 from .context import CommandContext
 
@@ -26,7 +26,7 @@ class SetClrPath(Command):
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.directory is None:
-            current = clr_path_override()
+            current = clr_path()
             ctx.out.line(f"Load path for DAC/DBI: '{current}'" if current else
                          "Load path for DAC/DBI: <none> (the target's runtime directory is used)")
             return

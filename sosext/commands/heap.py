@@ -9,6 +9,7 @@ import numpy as np
 from ..clr.addresses import AddressKind, classifier
 from ..clr.heap import ClrHeap
 from ..clr.index import HeapIndex
+from ..clr.objects import string_text, thin_lock
 from ..clr.progress import polled
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
@@ -245,7 +246,7 @@ Examples:
                 continue
             j = ix.find(int(nxt))
             rows.append((int(ix.addresses[i]), ix.size_of(i), int(nxt),
-                         heap.types.name_of(int(ix.method_tables[ix.type_ids[j]]))))
+                         heap.type_name_at(j)))
         if not rows:
             return
         ctx.out.line()
@@ -260,9 +261,7 @@ Examples:
         target = heap.runtime.target
         groups: dict[tuple[str, int], int] = {}
         for a, size in polled(zip(ix.addresses[sel].tolist(), ix.sizes[sel].tolist())):
-            n = target.read_u32(a + 8)
-            raw = target.read_partial(a + 12, 2 * min(n, 1024))
-            text = bytes(raw).decode("utf-16-le", errors="replace")
+            text = string_text(target, a, 1024)
             key = (text, size)
             groups[key] = groups.get(key, 0) + 1
         rows = sorted(((c * size, i, c, text) for i, ((text, size), c) in enumerate(groups.items())))
@@ -277,11 +276,11 @@ Examples:
         t = Table(Pointer(), Pointer(), Column(18, True, lambda v: f"0x{int(v):02x}"), Integer())
         header = False
         for a in polled(ix.addresses[mask].tolist()):
-            word = target.read_u32(a - 4)  # the object header's sync block index / thin lock bits
-            if word & 0x08000000 or not word & 0xFFFF:
+            lock = thin_lock(target, a)
+            if lock is None:
                 continue  # a hash code or sync block index, or no owner
-            owner_id, recursion = word & 0xFFFF, (word >> 16) & 0x3F
-            thread = heap.dac_thread_from_thinlock(owner_id)
+            recursion = lock.recursion
+            thread = heap.runtime.thread_with_lock_id(lock.owner_id)
             if not header:
                 ctx.out.line(t.header("Object", "Thread", "OSId", "Recursion"))
                 header = True
@@ -447,7 +446,7 @@ Examples:
         width = min(max(width, 14), 32)
         out = ctx.out
         out.line()
-        datas = heap.dac.gc_dynamic_adaptation_mode()
+        datas = heap.runtime.gc_dynamic_adaptation_mode()
         out.line(f"DATAS = {'' if datas is None else datas}")
         out.line("=" * 40)
         out.line(f"Number of GC Heaps: {len(heap.subheaps)}")

@@ -16,11 +16,11 @@ from ..clr.addresses import AddressKind, classifier
 from ..clr.enums import enum_info
 from ..clr.fields import ClrField
 from ..clr.metadata import MetadataError
+from ..clr.objects import ARRAY_DATA_OFFSET, string_length, string_text, thin_lock
 from ..clr.metadata.signatures import ElementType as ET
-from ..clr.runtime import ClrRuntime
+from ..clr.runtime import ClrRuntime, ObjectData
 from ..clr.values import (c_fixed, decode_primitive, fixed_loses_information, round_trip, well_known_size,
                           well_known_text)
-from ..dac.structs import ObjectData
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.table import Column, Table, fmt_pointer
@@ -30,7 +30,6 @@ from .context import CommandContext
 OBJ_STRING, OBJ_FREE, OBJ_OBJECT, OBJ_ARRAY = 0, 1, 2, 3
 _MAX_STRING = 0x200000  # SOS refuses to print longer strings
 _CONTENT_LIMIT = 128
-_THIN_LOCK_BITS = 0x08000000 | 0x10000000  # hash/sync block index, spin lock
 
 # CorElementType short names as SOS prints them ("Array: ... Type Int32").
 ELEMENT_TYPE_NAMES = {
@@ -85,7 +84,7 @@ def parse_object_address(text: str) -> int:
 
 def prefers_canonical_mt(rt: ClrRuntime, klass: int) -> tuple[bool, int]:
     """(.NET 9+ reports a canonical MethodTable where older runtimes gave the EEClass, that MT)."""
-    canon = rt.dac.method_table_for_eeclass(klass) if klass else None
+    canon = rt.canonical_method_table(klass) if klass else None
     return (canon is not None and canon == klass), (canon or 0)
 
 
@@ -99,7 +98,7 @@ def checked_object(ctx: CommandContext, address: int) -> ObjectData:
     instead. The address is classified first: the DAC never sees one that is not an
     object start."""
     classifier(ctx.runtime).require_object(address)
-    data = ctx.runtime.dac.object_data(address)
+    data = ctx.runtime.object_data(address)
     if data is None or (data.object_type != OBJ_FREE and ctx.heap.types.get(data.method_table) is None):
         raise SosError(f"{address:x} is not a valid object")
     return data
@@ -109,7 +108,7 @@ def object_data_or_none(ctx: CommandContext, address: int) -> ObjectData | None:
     """The DAC's view of a value read from target memory, only if it is an object start."""
     if classifier(ctx.runtime).object_or_none(address) is None:
         return None
-    return ctx.runtime.dac.object_data(address)
+    return ctx.runtime.object_data(address)
 
 
 # -- the field table ----------------------------------------------------------------------
@@ -250,7 +249,7 @@ def object_lines(ctx: CommandContext, address: int, data: ObjectData, *, fields:
     if data.object_type == OBJ_FREE:
         return ["Free Object", f"Size:        {size_text(data.size)}"]
     mt = data.method_table
-    name = rt.dac.object_class_name(address) or heap.types.name_of(mt)
+    name = rt.object_type_name(address) or heap.types.name_of(mt)
     out = [f"Name:        {name}", f"MethodTable: {p16(mt)}"]
     if data.rcw:
         out.append(f"RCW:         {p16(data.rcw)}")
@@ -271,7 +270,7 @@ def object_lines(ctx: CommandContext, address: int, data: ObjectData, *, fields:
         out.append(f"String:      {_string_text(rt, address)}")
     if fields:
         out.append("Fields:")
-        fdata = rt.dac.method_table_field_data(mt)
+        fdata = rt.field_counts(mt)
         if fdata is not None and fdata.num_instance_fields + fdata.num_static_fields > 0:
             out.extend(FieldTable(ctx, indent).lines(mt, address, False))
         else:
@@ -283,33 +282,25 @@ def object_lines(ctx: CommandContext, address: int, data: ObjectData, *, fields:
 
 
 def _string_text(rt: ClrRuntime, address: int) -> str:
-    raw = rt.target.read_partial(address + 8, 4)
-    n = int.from_bytes(raw, "little") if len(raw) == 4 else 0
-    if n > _MAX_STRING:
+    if string_length(rt.target, address) > _MAX_STRING:
         return "<String is invalid or too large to print>"
-    data = rt.target.read_partial(address + 12, 2 * n)
-    return bytes(data).decode("utf-16-le", errors="replace")
+    return string_text(rt.target, address)
 
 
 def _array_content(rt: ClrRuntime, address: int, data: ObjectData) -> str:
     n = min(data.num_components, _CONTENT_LIMIT)
     wide = data.element_type == ET.CHAR
-    raw = bytes(rt.target.read_partial(address + 16, n * (2 if wide else 1)))
+    raw = bytes(rt.target.read_partial(address + ARRAY_DATA_OFFSET, n * (2 if wide else 1)))
     codes = [int.from_bytes(raw[i:i + 2], "little") for i in range(0, len(raw) - 1, 2)] if wide else list(raw)
     return "".join(chr(c) if 32 <= c <= 126 else "." for c in codes)
 
 
 def _thin_lock(ctx: CommandContext, address: int) -> str | None:
-    raw = ctx.runtime.target.read_partial(address - 4, 4)
-    if len(raw) < 4:
+    lock = thin_lock(ctx.runtime.target, address)
+    thread = ctx.runtime.thread_with_lock_id(lock.owner_id) if lock else None
+    if lock is None or thread is None:
         return None
-    word = int.from_bytes(raw, "little")
-    if word & _THIN_LOCK_BITS or not word & 0xFFFF:
-        return None
-    thread = ctx.heap.dac_thread_from_thinlock(word & 0xFFFF)
-    if thread is None:
-        return None
-    return f"ThinLock owner {word & 0xFFFF:x} ({P16(thread[0])}), Recursive {(word >> 16) & 0x3F:x}"
+    return f"ThinLock owner {lock.owner_id:x} ({P16(thread[0])}), Recursive {lock.recursion:x}"
 
 
 def _runtime_type_lines(ctx: CommandContext, address: int, mt: int, name: str) -> list[str]:
@@ -396,7 +387,7 @@ def object_json(ctx: CommandContext, address: int, data: ObjectData) -> dict[str
         return {"command": "dumpobj", "address": f"0x{address:x}", "mt": f"0x{mt:x}", "name": "Free",
                 "size": data.size, "free": True, "fields": []}
     doc: dict[str, Any] = {"command": "dumpobj", "address": f"0x{address:x}", "mt": f"0x{mt:x}",
-                           "name": rt.dac.object_class_name(address) or heap.types.name_of(mt),
+                           "name": rt.object_type_name(address) or heap.types.name_of(mt),
                            "size": data.size}
     if data.object_type == OBJ_STRING:
         doc["string"] = _string_text(rt, address)
@@ -487,7 +478,7 @@ def valuetype_lines(ctx: CommandContext, mt: int, address: int | None, *, fields
     out.append(f"File:        {module_file(rt, t.module)}")
     if fields:
         out.append("Fields:")
-        fdata = rt.dac.method_table_field_data(mt)
+        fdata = rt.field_counts(mt)
         if fdata is not None and fdata.num_instance_fields + fdata.num_static_fields > 0:
             out.extend(FieldTable(ctx, indent).lines(mt, address, True))
     return out

@@ -6,11 +6,10 @@ from typing import Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.gcroot import PathFinder, RootPath, retained_set
+from ..clr.gcroot import PathFinder, RootPath, chain_static, retained_set, root_method_name
 from ..clr.heap import ClrHeap
 from ..clr.progress import Progress, polled
-from ..clr.statics import static_name_between
-from ..clr.roots import DEPENDENT, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
+from ..clr.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
     finalizer_queue_ranges, read_handles, read_pointer_array
 from ..clr.sourcelines import source_lines
 from ..errors import SosError, UsageError
@@ -22,17 +21,6 @@ from .context import CommandContext
 from .heap import (DumpHeap, check_heap_arguments, chunks_of, select_objects, type_stats, write_addresses,
                    write_stats)
 
-# gcroot's wording of handle kinds (SOS's current C# gcroot).
-HANDLE_KIND_TEXT = {
-    0: "weak short handle", 1: "weak long handle", 2: "strong handle", 3: "pinned handle",
-    4: "variable handle", 5: "ref counted handle", 6: "dependent handle", 7: "async pinned handle",
-    8: "sized ref handle", 9: "weak WinRT handle", 10: "weak interior pointer handle",
-}
-# gchandles' column words.
-HANDLE_TYPE_WORD = {
-    0: "WeakShort", 1: "WeakLong", 2: "Strong", 3: "Pinned", 4: "Variable", 5: "RefCounted",
-    6: "Dependent", 7: "AsyncPinned", 8: "SizedRef", 9: "WeakWinRT", 10: "WeakInteriorPointer",
-}
 HANDLE_STAT_LABEL = [
     (2, "Strong Handles:"), (3, "Pinned Handles:"), (7, "Async Pinned Handles:"), (5, "Ref Count Handles:"),
     (1, "Weak Long Handles:"), (0, "Weak Short Handles:"), (9, "Weak WinRT Handles:"),
@@ -47,19 +35,7 @@ def parse_object_address(text: str | None) -> int:
 
 
 def method_name_at(heap: ClrHeap, ip: int) -> str:
-    md = heap.dac.method_desc_from_ip(ip) if ip else None
-    name = heap.dac.method_desc_name(md) if md else None
-    return name or "UnknownType.UnknownMethod()"
-
-
-def frame_name(heap: ClrHeap, frame: int) -> str:
-    # The first word is a vtable (a frame identifier since .NET 10); the DAC only compares it
-    # with the values it knows and never follows it, so any value is safe to hand over.
-    try:
-        vtable = heap.runtime.target.read_pointer(frame)
-    except SosError:
-        return "Frame"
-    return heap.dac.frame_name(vtable) or "Frame"
+    return heap.runtime.method_name_at(ip) or "UnknownType.UnknownMethod()"
 
 
 def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
@@ -87,9 +63,8 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
         frame_key = (root.frame_sp, root.source)
         if state.get("frame") != frame_key:
             if root.source_is_frame:
-                md = heap.dac.method_desc_from_frame(root.source)
-                method = heap.dac.method_desc_name(md) if md else None
-                site = f"[{frame_name(heap, root.source)}: {root.source:016x}]"
+                method = root_method_name(heap.runtime, root)
+                site = f"[{heap.runtime.frame_name(root.source)}: {root.source:016x}]"
                 lines.append(f"    {root.frame_sp:x} {site}" + (f"  ({method})" if method else " "))
             else:
                 site = method_name_at(heap, root.source)
@@ -109,13 +84,7 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
 
 def static_of(heap: ClrHeap, path: RootPath) -> str | None:
     """The static field a chain starts from, when its first object is a statics array."""
-    if len(path.chain) < 2:
-        return None
-    ix = heap.index()
-    first, second = (int(ix.addresses[i]) for i in path.chain[:2])
-    if heap.types.name_of(int(ix.method_tables[ix.type_ids[path.chain[0]]])) != "System.Object[]":
-        return None
-    return static_name_between(heap.runtime, first, second)
+    return chain_static(heap, path.chain)
 
 
 def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
@@ -125,7 +94,7 @@ def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
     out = []
     for k, i in enumerate(path.chain):
         addr = int(ix.addresses[i])
-        name = heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))
+        name = heap.type_name_at(i)
         extra = "(dependent handle)" if k > 0 and path.via_dependent[k - 1] else ""
         if k == 1 and static:
             extra = f"(static variable: {static})"
@@ -213,7 +182,7 @@ Examples:
             root.update(thread=f"0x{r.thread_os_id:x}", register=r.register or None,
                         method=None if r.source_is_frame else method_name_at(heap, r.source))
         chain = [{"address": f"0x{int(ix.addresses[i]):x}",
-                  "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))} for i in p.chain]
+                  "type": heap.type_name_at(i)} for i in p.chain]
         static = static_of(heap, p)
         if static:
             root["static"] = static
@@ -255,7 +224,7 @@ Examples:
             address = parse_object_address(args.address)
             i = require_object(heap, address)
             starts = np.array([i])
-            header = f"Objects which {address:x} ({heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))}) " \
+            header = f"Objects which {address:x} ({heap.type_name_at(i)}) " \
                      "transitively keep alive:"
         order = retained_set(heap, starts)
         if args.short:
@@ -455,7 +424,7 @@ Examples:
         ctx.out.line(f"OS Thread Id: 0x{tid:x} ({index_of.get(tid, 0)})")  # numbered as clrstack does
         t = Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{int(v):012x}"), Pointer(), TypeName())
         ctx.out.line(t.header("SP/REG", "Object", "Name"))
-        name_of = lambda i: heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))  # noqa: E731
+        name_of = lambda i: heap.type_name_at(i)  # noqa: E731
         for reg in sorted(regs):
             i = ix.find(regs[reg])
             if i is not None and reg not in ("rip", "pc"):
@@ -489,14 +458,8 @@ def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untype
 
 def _stack_top(heap: ClrHeap, tid: int, sp: int) -> int:
     """The stack's upper end: from the runtime's Thread when managed, else the mapping."""
-    for addr, t in heap.dac.threads():
-        if t.os_thread_id == tid:
-            lim = heap.dac.stack_limits(addr)
-            if lim:
-                low, high = sorted(lim[:2])  # the DAC answers (base, limit): high end first on x64
-                if low <= sp < high:
-                    return high
-    return sp + (1 << 20)
+    known = heap.runtime.stack_range(tid, sp)
+    return known[1] if known else sp + (1 << 20)
 
 
 @register

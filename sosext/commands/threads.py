@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from ..clr.addresses import classifier
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
-from ..clr.progress import interrupted
 from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
 from ..clr.threadpool import read_threadpool
@@ -363,7 +362,7 @@ Examples:
         out = ctx.out
         try:
             stack = walk_stack(ctx.runtime, tid, arguments=params, local_variables=local_vars,
-                               registers=args.r, max_frames=args.c or 0, interrupted=interrupted)
+                               registers=args.r, max_frames=args.c or 0)
         except NotManagedThread as e:
             if not e.is_managed:
                 out.line("Unable to walk the managed stack. The current thread is likely not a ")
@@ -443,14 +442,14 @@ def call_site(ctx: CommandContext, f: ClrStackFrame, full: bool = False) -> str:
     if not full:
         return f.method_name
     text = _module_prefix(ctx, f.method_desc) + f.method_name
-    mdd = runtime.dac.method_desc_data(f.method_desc)
+    mdd = runtime.method_desc_data(f.method_desc)
     if mdd is not None and f.ip != mdd.native_code_addr:
         text += f" + {(f.ip - mdd.native_code_addr) & 0xFFFFFFFFFFFFFFFF}"
     return text
 
 
 def _module_prefix(ctx: CommandContext, md: int) -> str:
-    mdd = ctx.runtime.dac.method_desc_data(md)
+    mdd = ctx.runtime.method_desc_data(md)
     name = module_file_name(ctx.runtime, mdd.module_ptr) if mdd is not None else ""
     return f"{name}!" if name else ""
 
@@ -583,7 +582,7 @@ Examples:
             seen: set[int] = set()
             while nested and nested not in seen:
                 seen.add(nested)
-                pair = runtime.dac.nested_exception(nested)
+                pair = runtime.nested_exception(nested)
                 if pair is None:
                     ctx.out.line(f"Error retrieving nested exception info {_p(nested)}")
                     return
@@ -716,7 +715,7 @@ Example:
         if not ip:
             raise SosError(f"{args.ip} is not a valid code address")
         rt = ctx.runtime
-        md = rt.dac.method_desc_from_ip(ip) or 0
+        md = rt.method_desc_at(ip) or 0
         if not md:
             raise SosError(f"Failed to request MethodData, not in JIT code range ({ip:016x})")
         ctx.out.line(f"MethodDesc:   {md:016x}")

@@ -73,16 +73,16 @@ Examples:
         out.line(_label("Name:", t.name))
         out.line(_label("mdToken:", P16(t.token)))
         out.line(_label("File:", module_file(rt, t.module)))
-        coll = rt.dac.method_table_collectible_data(mt)
+        coll = rt.collectible_data(mt)
         if coll is not None and coll.loader_allocator_object_handle:
             raw = rt.target.read_partial(coll.loader_allocator_object_handle, 8)
             if len(raw) == 8:
                 out.line(_label("LoaderAllocator:", P16(int.from_bytes(raw, "little"))))
-        alc = rt.dac.assembly_load_context(mt)
+        alc = rt.assembly_load_context(mt)
         if alc is not None:
             out.line(_label("AssemblyLoadContext:", P16(alc) if alc else
                             "Default ALC - The managed instance of this context doesn't exist yet."))
-        data = rt.dac.method_table_data(mt)
+        data = rt.method_table_data(mt)
         out.line(_label("BaseSize:", f"0x{data.base_size:x}"))
         if data.component_size:
             out.line(_label("ComponentSize:", f"0x{data.component_size:x}"))
@@ -118,7 +118,7 @@ def _token_name(rt: ClrRuntime, module: int, token: int) -> str:
 def class_details(ctx: CommandContext, mt: int) -> list[str]:
     """Attributes, slot counts and the field list (dumpclass, dumpmt -all)."""
     rt = ctx.runtime
-    data = rt.dac.method_table_data(mt)
+    data = rt.method_table_data(mt)
     words = "".join(w for bit, w in ((TYPE_INTERFACE, "Interface "), (_TD_ABSTRACT, "Abstract "),
                                      (_TD_IMPORT, "ComImport "), (_TD_SEALED, "Sealed ")) if data.attr_class & bit)
     out = [f"Class Attributes:    {data.attr_class:08x}  {words}"]
@@ -126,7 +126,7 @@ def class_details(ctx: CommandContext, mt: int) -> list[str]:
         out.append(f"Vtable Slots:    {data.num_virtuals}")
     if data.num_vtable_slots:
         out.append(f"Total Method Slots:  {data.num_vtable_slots}")
-    fdata = rt.dac.method_table_field_data(mt)
+    fdata = rt.field_counts(mt)
     if fdata is not None:
         out.append(f"NumInstanceFields:   {fdata.num_instance_fields}")
         out.append(f"NumStaticFields:     {fdata.num_static_fields}")
@@ -280,7 +280,7 @@ def _method_lines(rt: ClrRuntime, module: int, token: int, method_table: int, fa
     if m is None:
         # The DAC names it but cannot read its code state (e.g. a heap dump without the
         # ReadyToRun image's pages): say so rather than guess.
-        name = rt.dac.method_desc_name(md) or fallback_name
+        name = rt.method_desc_name(md) or fallback_name
         return out + [f"MethodDesc:  {md:016x}", f"Name:        {name}",
                       "JIT state unknown: the runtime's data for this method cannot be read."]
     out += [f"MethodDesc:  {m.method_desc:016x}", f"Name:        {m.name}"]

@@ -6,7 +6,8 @@ import sys
 import traceback
 from typing import Callable
 
-from ..clr.progress import Progress, set_state_source, take_noted_interrupt
+from .. import interrupts
+from ..clr.progress import Progress, set_state_source
 from ..commands import load_all
 from ..commands.base import lookup, split_words
 from ..commands.context import CommandContext
@@ -69,14 +70,17 @@ def _watch(session: Session) -> TargetWatch | None:
 
 def execute(session: Session, name: str, line: str, write: Writer, error: Writer, *,
             color: bool = False, progress_stream=sys.stderr) -> bool:
-    """Run command ``name`` with argument string ``line``. Returns False on failure."""
+    """Run command ``name`` with argument string ``line``. Returns False on failure.
+
+    ``color``: the host's output is a terminal that takes colour (the command's --no-color
+    and NO_COLOR still turn it off)."""
     load_all()
     cls = lookup(name)
     if cls is None:
         error(safe_line(f"error: unknown command: {name}"))
         return False
     out = Output(write, color=color)
-    take_noted_interrupt()  # a stale note from an earlier command must not be reported now
+    interrupts.clear()  # a Ctrl-C of an earlier command is not this one's
     watch: TargetWatch | None = None
 
     def process_changed() -> str | None:
@@ -102,7 +106,7 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         # A process that went away explains any failure after it; a Ctrl-C inside a DAC
         # callback surfaces as the DAC call failing: say what happened.
         problem = process_changed()
-        error(f"error: {problem}" if problem else "error: interrupted" if take_noted_interrupt()
+        error(f"error: {problem}" if problem else "error: interrupted" if interrupts.recorded()
               else safe_line(f"error: {e}"))
     except KeyboardInterrupt:
         _flush_quietly(out)

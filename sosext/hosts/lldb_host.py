@@ -11,7 +11,7 @@ from typing import Any
 
 import lldb  # type: ignore[import-not-found]
 
-from ..clr.progress import set_interrupt_source
+from .. import interrupts
 from ..commands import load_all
 from ..commands.base import primary_commands
 from ..errors import SosError
@@ -117,7 +117,7 @@ class _LldbCommand:
 
     def __call__(self, debugger, command, exe_ctx, result) -> None:  # type: ignore[no-untyped-def]
         interp = debugger.GetCommandInterpreter()
-        set_interrupt_source(interp.WasInterrupted)
+        interrupts.set_poll(interp.WasInterrupted)
         out = _Writer(debugger)
         err: list[str] = []
         try:
