@@ -40,6 +40,13 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
+def _print_output(text: str) -> None:
+    # A command's output: render/output.py escaped every line already (and may have added
+    # colour after that, which a second escape would spoil).
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def _progress(text: str) -> None:
     """A line on stdout before a long wait (stderr carries only the error, if one follows)."""
     _print(text)
@@ -57,7 +64,15 @@ def run_command_line(session, line: str) -> bool:  # type: ignore[no-untyped-def
     name, _, rest = line.partition(" ")
     if name.startswith("!"):
         name = name[1:]  # WinDbg habit: !dumpheap
-    return execute(session, name, rest, _print, _eprint, color=False, progress_stream=sys.stderr)
+    return execute(session, name, rest, _print_output, _eprint, color=_stdout_is_terminal(),
+                   progress_stream=sys.stderr)
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _apply_clr_path(args: argparse.Namespace) -> None:

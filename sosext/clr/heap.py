@@ -9,7 +9,6 @@ from __future__ import annotations
 import bisect
 import os
 from array import array
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 import numpy as np

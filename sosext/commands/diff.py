@@ -35,16 +35,19 @@ def baseline_and_current(ctx: CommandContext, baseline: str) -> tuple[HeapSnapsh
 def write_deltas(ctx: CommandContext, old: HeapSnapshot, new: HeapSnapshot, rows: list[TypeDelta]) -> None:
     out = ctx.out
     out.line(f"Heap growth from {old.source} to {new.source}:")
-    if not rows:
-        out.line("No type matches.")
-        return
     signed = lambda: Column(14, True, _signed)  # noqa: E731
-    t = Table(Integer(), Integer(), signed(), Integer(), Integer(), signed(), TypeName())
-    out.line(t.header("OldCount", "NewCount", "CountDelta", "OldBytes", "NewBytes", "BytesDelta", "Class Name"))
+    t = out.table("types", Table(Integer(), Integer(), signed(), Integer(), Integer(), signed(), TypeName()),
+                  ("old_count", "new_count", "count_delta", "old_size", "new_size", "size_delta", "name"))
+    # No match still shows the header and the totals, as SOS's tables do.
+    t.header("OldCount", "NewCount", "CountDelta", "OldBytes", "NewBytes", "BytesDelta", "Class Name")
     for r in rows:
-        out.line(t.row(r.old_count, r.new_count, r.count_delta, r.old_size, r.new_size, r.size_delta, r.name))
-    out.line(f"Total {new.total_count:,} objects ({new.total_count - old.total_count:+,}), "
-             f"{new.total_size:,} bytes ({new.total_size - old.total_size:+,})")
+        t.row(r.old_count, r.new_count, r.count_delta, r.old_size, r.new_size, r.size_delta, r.name)
+    out.field("total_objects", new.total_count)
+    out.field("total_objects_delta", new.total_count - old.total_count)
+    out.field("total_size", new.total_size)
+    out.field("total_size_delta", new.total_size - old.total_size,
+              f"Total {new.total_count:,} objects ({new.total_count - old.total_count:+,}), "
+              f"{new.total_size:,} bytes ({new.total_size - old.total_size:+,})")
 
 
 def deltas_json(r: TypeDelta) -> dict:
@@ -157,4 +160,4 @@ class Snapshot(Command):
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         import json
-        ctx.out.line(json.dumps(current_snapshot(ctx).to_json()))
+        ctx.out.raw(json.dumps(current_snapshot(ctx).to_json()))  # JSON in every format: it is the snapshot file

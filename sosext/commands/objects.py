@@ -23,7 +23,9 @@ from ..clr.values import (c_fixed, decode_primitive, fixed_loses_information, ro
                           well_known_text)
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
-from ..render.table import Column, Table, fmt_pointer
+from ..render.numbers import P16, p16
+from ..render.output import Address
+from ..render.table import Cells, Column, Table, fmt_pointer
 from .base import Command, Option, Parsed, Positional, address_or, parse_address, parse_count, register
 from .context import CommandContext
 
@@ -43,16 +45,6 @@ ELEMENT_TYPE_NAMES = {
 _IN_SYSTEM = {ET.VOID, ET.BOOLEAN, ET.CHAR, ET.I1, ET.U1, ET.I2, ET.U2, ET.I4, ET.U4, ET.I8, ET.U8, ET.R4, ET.R8,
               ET.STRING, ET.TYPEDBYREF, ET.I, ET.U, ET.OBJECT}
 FIELD_HEADER = f"{'MT':>16} {'Field':>8} {'Offset':>8} {'Type':>20} {'VT':>4} {'Attr':>8} {'Value':>16} Name"
-
-
-def p16(value: int) -> str:
-    """A pointer as SOS's DML helpers print it: 16 lowercase hex digits."""
-    return f"{value & 0xFFFFFFFFFFFFFFFF:016x}"
-
-
-def P16(value: int) -> str:  # noqa: N802 - SOS's raw %p: uppercase
-    """A pointer as SOS's raw %p prints it: 16 uppercase hex digits."""
-    return f"{value & 0xFFFFFFFFFFFFFFFF:016X}"
 
 
 def element_type_name(et: int) -> str:
@@ -135,12 +127,27 @@ class FieldTable:
                     pass
         return composed_type_name(f.sig_type if f.sig_type != f.element_type else f.element_type)
 
+    def _collect(self, mt: int, start: int | None, value_class: bool) -> None:
+        """The structured forms' rows of "fields": mt, token, offset, type, vt, attr, value
+        (as SOS shows it), name."""
+        out = self.ctx.out
+        rows = out.table("fields", None, ("mt", "token", "offset", "type", "vt", "attr", "value", "name"))  # type: ignore[arg-type]
+        for f in self.rt.fields.all_fields(mt) or []:
+            line = self.row(f, mt, start, value_class)[0]
+            offset = f.offset + (0 if value_class or f.is_thread_static or f.is_context_static else 8)
+            attr = line[61:69].strip()
+            value = line[70:86].strip() if attr in ("static", "instance") else None
+            rows.row(data=(Address(f.type_mt), f.token, offset, self.type_name(f), bool(f.is_value_type), attr,
+                           value, f.name))
+
     def lines(self, mt: int, start: int | None, value_class: bool) -> list[str]:
         """The header and rows for the fields of ``mt``; instance values read at ``start``
         (an object, or with ``value_class`` a struct's first byte), blank without one."""
         fields = self.rt.fields.all_fields(mt)
         if fields is None:
             return [self.indent + "Unable to display fields"]
+        if self.ctx.out.structured:
+            self._collect(mt, start, value_class)
         out = [self.indent + FIELD_HEADER]
         for f in fields:
             out.extend(self.indent + ln for ln in self.row(f, mt, start, value_class))
@@ -452,7 +459,7 @@ Examples:
         if args.json:
             emit_json(ctx.out, object_json(ctx, address, data))
             return
-        ctx.out.lines(object_lines(ctx, address, data, fields=not args.nofields))
+        ctx.out.record(object_lines(ctx, address, data, fields=not args.nofields))
         if args.refs and data.object_type != OBJ_FREE:
             ctx.out.lines(gc_ref_lines(ctx, address, data))
 
@@ -513,7 +520,7 @@ Example:
             raise SosError("Free MethodTable")
         if not cls.readable(address, 1):
             raise SosError(f"{address:x} is not readable in the target")
-        ctx.out.lines(valuetype_lines(ctx, mt, address))
+        ctx.out.record(valuetype_lines(ctx, mt, address))
 
 
 # -- dumparray ------------------------------------------------------------------------------
@@ -557,19 +564,24 @@ Examples:
         rt = ctx.runtime
         heap = ctx.heap
         elem_mt = data.element_type_handle
-        out.line(f"Name:        {heap.types.name_of(elem_mt)}[{',' * (data.rank - 1)}]")
-        out.line(f"MethodTable: {p16(data.method_table)}")
+        out.field("address", Address(address))
+        out.field("name", f"{heap.types.name_of(elem_mt)}[{',' * (data.rank - 1)}]",
+                  f"Name:        {heap.types.name_of(elem_mt)}[{',' * (data.rank - 1)}]")
+        out.field("mt", Address(data.method_table), f"MethodTable: {p16(data.method_table)}")
         t = heap.types.get(data.method_table)
         if t is not None:
-            out.line(f"EEClass:     {p16(t.canonical)}")
-        out.line(f"Size:        {size_text(data.size)}")
-        out.line(f"Array:       Rank {data.rank}, Number of elements {data.num_components}, "
-                 f"Type {element_type_name(data.element_type)}")
-        out.line(f"Element Methodtable: {p16(elem_mt)}")
+            out.field("eeclass", Address(t.canonical), f"EEClass:     {p16(t.canonical)}")
+        out.field("size", data.size, f"Size:        {size_text(data.size)}")
+        out.field("rank", data.rank)
+        out.field("length", data.num_components, f"Array:       Rank {data.rank}, Number of elements "
+                  f"{data.num_components}, Type {element_type_name(data.element_type)}")
+        out.field("element_type", element_type_name(data.element_type))
+        out.field("element_mt", Address(elem_mt), f"Element Methodtable: {p16(elem_mt)}")
+        elements = out.table("elements", Cells((), ()), ("index", "value"))
         value_elements = ET.BOOLEAN <= data.element_type <= ET.R8 or data.element_type in (ET.VALUETYPE, ET.I, ET.U)
         for label, where in _array_elements(rt, address, data, start, args.length):
             if value_elements:
-                out.line(f"{label} {p16(where)}")
+                elements.row(f"{label} {p16(where)}", data=(label, Address(where)))
                 if args.details:
                     out.lines(valuetype_lines(ctx, elem_mt, where, fields=not args.nofields, indent=1))
                 continue
@@ -578,7 +590,7 @@ Examples:
                 out.line(f"Failed to read element at {label}")
                 continue
             ref = int.from_bytes(raw, "little")
-            out.line(f"{label} {p16(ref)}" if ref else f"{label} null")
+            elements.row(f"{label} {p16(ref)}" if ref else f"{label} null", data=(label, Address(ref) if ref else None))
             if args.details and ref:
                 rdata = object_data_or_none(ctx, ref)
                 if rdata is not None:

@@ -14,7 +14,9 @@ from ..clr.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTE
 from ..clr.sourcelines import source_lines
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
-from ..render.table import Column, Pointer, Table, Text, TypeName, fmt_pointer
+from ..render.numbers import os_thread_column, os_thread_id
+from ..render.output import Address
+from ..render.table import Cells, Column, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import (Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt,
                    parse_thread_id, register)
 from .context import CommandContext
@@ -56,7 +58,7 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
         state["section"] = "finalizer"
     else:
         if state.get("section") != "stack" or state.get("thread") != root.thread_os_id:
-            lines.append(f"Thread {root.thread_os_id:x}:")
+            lines.append(f"Thread {os_thread_column(root.thread_os_id)}:")
             state["frame"] = None
         state["section"] = "stack"
         state["thread"] = root.thread_os_id
@@ -179,7 +181,7 @@ Examples:
         if r.handle is not None:
             root["handle_type"] = HANDLE_KIND_TEXT.get(r.handle.handle_type, str(r.handle.handle_type))
         if r.kind is RootKind.STACK:
-            root.update(thread=f"0x{r.thread_os_id:x}", register=r.register or None,
+            root.update(thread=os_thread_id(r.thread_os_id), register=r.register or None,
                         method=None if r.source_is_frame else method_name_at(heap, r.source))
         chain = [{"address": f"0x{int(ix.addresses[i]):x}",
                   "type": heap.type_name_at(i)} for i in p.chain]
@@ -271,6 +273,7 @@ Examples:
         handles = [h for h in read_handles(heap) if wanted is None or h.handle_type == wanted]
         stats: dict[int, list[int]] = {}
         order: list[int] = []
+        rows = ctx.out.table("handles", Cells((), ()), ("handle", "type", "object", "size", "data", "object_type"))
         if not args.stat:
             ctx.out.line(f"{'Handle':>16} {'Type':<11} {'Object':>16} {'Size':>8} {'Data':>16} Type")
         for h in polled(handles):
@@ -293,24 +296,30 @@ Examples:
                 data = f"{h.secondary:016X}"
             if not args.stat:  # printed as found: the table's widths are fixed
                 word = HANDLE_TYPE_WORD.get(h.handle_type, "Unknown")
-                ctx.out.line(f"{h.address:016X} {word:<11} {h.object:016X} {size:>8} {data:>16} {name}")
+                rows.row(f"{h.address:016X} {word:<11} {h.object:016X} {size:>8} {data:>16} {name}",
+                         data=(Address(h.address), word, Address(h.object), size,
+                               Address(h.secondary) if h.handle_type == DEPENDENT else (data or None), name))
         if not args.stat:
             ctx.out.line()
         ctx.out.line("Statistics:")
         ctx.out.line(f"{'MT':>16} {'Count':>8} {'TotalSize':>12} Class Name")
+        types = ctx.out.table("types", Cells((), ()), ("mt", "count", "total_size", "name"))
         for mt in sorted(order, key=lambda m: stats[m][1]):
             c, tot = stats[mt]
-            ctx.out.line(f"{mt:016x} {c:>8} {tot:>12} {heap.types.name_of(mt)}")
-        ctx.out.line(f"Total {sum(c for c, _t in stats.values())} objects")
+            types.row(f"{mt:016x} {c:>8} {tot:>12} {heap.types.name_of(mt)}",
+                      data=(Address(mt), c, tot, heap.types.name_of(mt)))
+        total = sum(c for c, _t in stats.values())
+        ctx.out.field("total_objects", total, f"Total {total} objects")
         if wanted is None:
             counts: dict[int, int] = {}
             for h in handles:
                 counts[h.handle_type] = counts.get(h.handle_type, 0) + 1
             ctx.out.line()
             ctx.out.line("Handles:")
+            kinds = ctx.out.table("handle_counts", Cells((), ()), ("type", "count"))
             for k, label in HANDLE_STAT_LABEL:
                 if counts.get(k):
-                    ctx.out.line(f"    {label[:21]:<21} {counts[k]}")
+                    kinds.row(f"    {label[:21]:<21} {counts[k]}", data=(HANDLE_TYPE_WORD.get(k, str(k)), counts[k]))
 
 
 @register
@@ -421,14 +430,16 @@ Examples:
         if sp is None:
             raise SosError(f"Unable to get the stack pointer for thread {tid:x}.")
         index_of = {t.tid: t.index for t in target.threads()}
-        ctx.out.line(f"OS Thread Id: 0x{tid:x} ({index_of.get(tid, 0)})")  # numbered as clrstack does
-        t = Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{int(v):012x}"), Pointer(), TypeName())
-        ctx.out.line(t.header("SP/REG", "Object", "Name"))
+        # numbered as clrstack does
+        ctx.out.field("os_thread_id", tid, f"OS Thread Id: {os_thread_id(tid)} ({index_of.get(tid, 0)})")
+        t = ctx.out.table("objects", Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{int(v):012x}"),
+                                           Pointer(), TypeName()), ("location", "object", "name"))
+        t.header("SP/REG", "Object", "Name")
         name_of = lambda i: heap.type_name_at(i)  # noqa: E731
         for reg in sorted(regs):
             i = ix.find(regs[reg])
             if i is not None and reg not in ("rip", "pc"):
-                ctx.out.line(t.row(reg, regs[reg], name_of(i)))
+                t.row(reg, regs[reg], name_of(i), data=(reg, Address(regs[reg]), name_of(i)))
         top = _stack_top(heap, tid, sp)
         data = target.read_partial(sp, top - sp) if top > sp else b""
         n = len(data) // 8
@@ -437,14 +448,15 @@ Examples:
         pos[pos >= len(ix.addresses)] = 0
         hits = np.nonzero(ix.addresses[pos] == words)[0] if len(words) else []
         for k in polled(hits):
-            ctx.out.line(t.row(sp + 8 * int(k), int(words[k]), name_of(int(pos[k]))))
+            t.row(sp + 8 * int(k), int(words[k]), name_of(int(pos[k])),
+                  data=(Address(sp + 8 * int(k)), Address(int(words[k])), name_of(int(pos[k]))))
 
 
 def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untyped-def]
     if text is not None:
         tid = parse_thread_id(text)
         if not any(t.tid == tid for t in target.threads()):
-            raise SosError(f"no thread with OS id 0x{tid:x} in the target (see setthread or clrthreads)")
+            raise SosError(f"no thread with OS id {os_thread_id(tid)} in the target (see setthread or clrthreads)")
         return tid
     sel = getattr(target, "selected_tid", None) or getattr(target, "selected_thread_tid", None)
     tid = sel() if sel else None
@@ -494,15 +506,17 @@ Example:
         t = Table(Column(16, False, lambda v: f"{int(v):012x}" if v else "???"),
                   Column(16, False, fmt_pointer), Text(32), Text())
         found = 0
+        rows = ctx.out.table("errors", t, ("segment", "object", "failure", "reason"))
         for row in self._errors(heap, ix, mask, progress or Progress.silent()):
             if not found:
-                ctx.out.line(t.header("Segment", "Object", "Failure", "Reason"))
-            ctx.out.line(t.row(*row))
+                rows.header("Segment", "Object", "Failure", "Reason")
+            rows.row(*row, data=(Address(row[0]) if row[0] else None, Address(row[1]), row[2], row[3]))
             found += 1
         if found:
             ctx.out.line()
         n = int(mask.sum())
-        ctx.out.line(f"{n:,} objects verified, {found:,} error{'' if found == 1 else 's'}.")
+        ctx.out.field("objects_verified", n)
+        ctx.out.field("errors_found", found, f"{n:,} objects verified, {found:,} error{'' if found == 1 else 's'}.")
         if not found:
             ctx.out.line("No heap corruption detected.")
 

@@ -12,6 +12,7 @@ from ..commands import load_all
 from ..commands.base import lookup, split_words
 from ..commands.context import CommandContext
 from ..errors import SosError, TargetError
+from ..render.color import color_wanted
 from ..render.output import Output
 from ..render.text import safe_line
 from ..session import Session
@@ -79,7 +80,7 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
     if cls is None:
         error(safe_line(f"error: unknown command: {name}"))
         return False
-    out = Output(write, color=color)
+    out = Output(write, command=cls.names[0])
     interrupts.clear()  # a Ctrl-C of an earlier command is not this one's
     watch: TargetWatch | None = None
 
@@ -91,11 +92,12 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
 
     try:
         args = cls.parse(split_words(line))
+        out.configure(cls.output_format(args), color_wanted(color, args.no_color))
         if cls.needs_runtime:
             watch = _watch(session)
         ctx = CommandContext(session, out, Progress(progress_stream))
         cls().run(ctx, args)
-        out.flush()
+        out.finish()
         problem = process_changed()
         if problem:
             error(f"error: {problem}")

@@ -96,6 +96,14 @@ class _Stdout:
             raise KeyboardInterrupt from None  # stop the command; execute() reports it
 
 
+def _use_color() -> bool:
+    """GDB's own styling setting (``set style enabled off``) and a terminal on its output."""
+    try:
+        return bool(gdb.parameter("style enabled")) and sys.stdout.isatty()
+    except (gdb.error, RuntimeError, AttributeError, ValueError):
+        return False
+
+
 def _pager_on() -> bool:
     try:
         return bool(gdb.parameter("pagination")) and gdb.parameter("height") not in (None, 0)
@@ -137,7 +145,7 @@ def run_command(name: str, arg: str) -> bool:
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _noting_interrupts(previous_hook)
     try:
-        ok = execute(session(), name, arg, stdout, errors.append, color=False, progress_stream=_Stderr())
+        ok = execute(session(), name, arg, stdout, errors.append, color=_use_color(), progress_stream=_Stderr())
     except SosError as e:  # raised before the command ran (e.g. building the session)
         ok, errors = False, [safe_line(f"error: {e}")]
     except KeyboardInterrupt:  # Ctrl-C outside the command proper

@@ -55,6 +55,14 @@ def current_session() -> Session:
     return session(debugger)
 
 
+def _use_color(debugger: "lldb.SBDebugger") -> bool:
+    """LLDB's own colour setting (off with --no-use-colors) and a terminal on its output."""
+    try:
+        return bool(debugger.GetUseColor()) and sys.stdout.isatty()
+    except Exception:  # noqa: BLE001 - no colour is always a safe answer
+        return False
+
+
 class _Writer:
     """Where a command's text goes in LLDB.
 
@@ -122,7 +130,7 @@ class _LldbCommand:
         err: list[str] = []
         try:
             ok = execute(session(debugger), self.sos_name, command, out, err.append,
-                         color=False, progress_stream=sys.stderr)
+                         color=_use_color(debugger), progress_stream=sys.stderr)
         except SosError as e:  # target construction failed before the command ran
             ok = False
             err.append(safe_line(f"error: {e}"))
