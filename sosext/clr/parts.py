@@ -59,4 +59,6 @@ class HeapParts(Protocol):
 
     def pieces(self, seg: "ClrSegment") -> list[tuple[int, int]]: ...
 
+    def segment_of(self, address: int) -> "ClrSegment | None": ...
+
     def lookup(self) -> Any: ...  # refscan.ObjectLookup
