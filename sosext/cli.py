@@ -238,15 +238,16 @@ def cmd_counters(args: argparse.Namespace) -> int:
     from .render.counters import CounterWriter
     if args.duration is not None and not args.duration > 0:
         raise SosError(f"invalid duration {args.duration!r} (seconds, > 0)")
-    stop = {"hit": False}
+    from . import interrupts
+    interrupts.clear()
 
     def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
-        stop["hit"] = True  # the loop sends StopTracing and drains; a second Ctrl-C aborts
+        interrupts.request()  # the loop sends StopTracing and drains; a second Ctrl-C aborts
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGINT, on_sigint)
     writer = CounterWriter(sys.stdout, args.format, tty=sys.stdout.isatty(), pid=args.pid, interval=args.interval)
     readings = monitor(args.pid, source=args.source, interval=args.interval, duration=args.duration,
-                       stop_flag=lambda: stop["hit"])
+                       stop_flag=interrupts.recorded)
     try:
         for interval in readings:
             writer.write(interval)
@@ -262,13 +263,14 @@ def cmd_gcdump(args: argparse.Namespace) -> int:
     out = args.output or f"{args.pid}_{_stamp()}.gcdump.npz"
     if os.path.lexists(out):
         raise SosError(f"{out} exists; choose another name (snapshots are never overwritten)")
-    stop = {"hit": False}
+    from . import interrupts
+    interrupts.clear()
 
     def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
-        stop["hit"] = True
+        interrupts.request()
     signal.signal(signal.SIGINT, on_sigint)
     _eprint(f"Collecting a GC heap dump of process {args.pid} (this runs a full blocking GC)...")
-    dump = GcDump.collect(args.pid, timeout=args.timeout, stop_flag=lambda: stop["hit"])
+    dump = GcDump.collect(args.pid, timeout=args.timeout, stop_flag=interrupts.recorded)
     dump.save(out)
     _print(f"Wrote {dump.object_count:,} objects of {len(dump.type_ids):,} types, {dump.total_size:,} bytes, "
            f"{dump.edge_target.size:,} references, {dump.root_address.size:,} roots to {out}")

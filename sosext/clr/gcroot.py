@@ -67,10 +67,8 @@ class PathFinder:
 
     def _dependent_parents(self) -> dict[int, list[int]]:
         parents: dict[int, list[int]] = {}
-        for h in self.heap.roots(include_stacks=False).dependent_handles:
-            p, s = self.index.find(h.object), self.index.find(h.secondary)
-            if p is not None and s is not None:
-                parents.setdefault(s, []).append(p)
+        for p, s in self.heap.roots(include_stacks=False).dependent_pairs(self.index.find):
+            parents.setdefault(s, []).append(p)
         return parents
 
     def _search(self) -> None:

@@ -60,7 +60,7 @@ class RetentionTree:
             if len(starts):
                 self.parent[starts] = ROOT
                 self._bfs(starts, self.parent)
-            self._add_dependents(roots.dependent_handles)
+            self._add_dependents(roots.dependent_pairs(self.index.find))
 
     def _bfs(self, starts: np.ndarray, parent: np.ndarray) -> None:
         """Extend the tree breadth-first from ``starts`` (already in it) to what they reach."""
@@ -98,9 +98,7 @@ class RetentionTree:
             queue = nxt
         return np.array(queue, dtype=np.int64)
 
-    def _add_dependents(self, handles) -> None:  # type: ignore[no-untyped-def]
-        pairs = [(self.index.find(h.object), self.index.find(h.secondary)) for h in handles]
-        pairs = [(p, s) for p, s in pairs if p is not None and s is not None]
+    def _add_dependents(self, pairs: list[tuple[int, int]]) -> None:
         while True:
             grow = [(p, s) for p, s in pairs if self.parent[p] != UNREACHED and self.parent[s] == UNREACHED]
             if not grow:

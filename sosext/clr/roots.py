@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..dac.sos import HANDLE_TYPES  # the runtime's names of handle types (HNDTYPE_*), re-exported
 from ..errors import DacError, SosError
@@ -181,6 +181,17 @@ class RootSet:
     @property
     def dependent_handles(self) -> list[ClrHandle]:
         return [h for h in self.handles if h.handle_type == DEPENDENT and h.object and h.secondary]
+
+    def dependent_pairs(self, find: "Callable[[int], int | None]") -> list[tuple[int, int]]:
+        """(primary, secondary) heap index positions of every dependent handle whose two
+        objects are both on the heap; ``find`` maps an address to its position
+        (``HeapIndex.find``). Marking, gcroot and retention all add these edges."""
+        out = []
+        for h in self.dependent_handles:
+            p, s = find(h.object), find(h.secondary)
+            if p is not None and s is not None:
+                out.append((p, s))
+        return out
 
 
 def gather_roots(heap: "HeapParts", include_stacks: bool = True) -> RootSet:
