@@ -166,6 +166,14 @@ Examples:
             emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}",
                                 "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})
             return
+        if ctx.out.structured:  # CSV/Markdown: one row per object of each chain
+            rows = ctx.out.table("chain", None, ("root", "root_kind", "root_address", "step", "address", "type"))  # type: ignore[arg-type]
+            for n, p in enumerate(paths):
+                doc = self._json_path(heap, p)
+                for k, obj in enumerate(doc["chain"]):
+                    rows.row(data=(n, doc["root"]["kind"], doc["root"]["address"], k, obj["address"], obj["type"]))
+            ctx.out.field("count", len(paths))
+            return
         state: dict = {}
         for p in paths:
             ctx.out.lines(root_header_lines(heap, p.root, state))

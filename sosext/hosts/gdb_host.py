@@ -99,7 +99,7 @@ class _Stdout:
 def _use_color() -> bool:
     """GDB's own styling setting (``set style enabled off``) and a terminal on its output."""
     try:
-        return bool(gdb.parameter("style enabled")) and sys.stdout.isatty()
+        return bool(gdb.parameter("style enabled")) and os.isatty(1)  # the process's own terminal, not a wrapper's
     except (gdb.error, RuntimeError, AttributeError, ValueError):
         return False
 

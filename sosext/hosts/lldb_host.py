@@ -5,6 +5,7 @@ LLDB's ``help <command>`` shows sosext's own help text.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -58,7 +59,7 @@ def current_session() -> Session:
 def _use_color(debugger: "lldb.SBDebugger") -> bool:
     """LLDB's own colour setting (off with --no-use-colors) and a terminal on its output."""
     try:
-        return bool(debugger.GetUseColor()) and sys.stdout.isatty()
+        return bool(debugger.GetUseColor()) and os.isatty(1)  # the process's own terminal, not a wrapper's
     except Exception:  # noqa: BLE001 - no colour is always a safe answer
         return False
 
