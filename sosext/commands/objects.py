@@ -44,7 +44,18 @@ ELEMENT_TYPE_NAMES = {
 }
 _IN_SYSTEM = {ET.VOID, ET.BOOLEAN, ET.CHAR, ET.I1, ET.U1, ET.I2, ET.U2, ET.I4, ET.U4, ET.I8, ET.U8, ET.R4, ET.R8,
               ET.STRING, ET.TYPEDBYREF, ET.I, ET.U, ET.OBJECT}
-FIELD_HEADER = f"{'MT':>16} {'Field':>8} {'Offset':>8} {'Type':>20} {'VT':>4} {'Attr':>8} {'Value':>16} Name"
+
+
+def _field_table(header: bool = False) -> Table:
+    """SOS's DisplayFields columns; the Value title is right-aligned in 16, the values
+    themselves are printed as they come (numbers aligned by the value formatter, floats not)."""
+    value = Column(16, True, str) if header else Column(-1, False, str)
+    return Table(Column(16, True, p16), Column(8, True, lambda v: f"{v:08x}"), Column(8, True, lambda v: f"{v:x}"),
+                 Column(20, True, str), Column(4, True, str), Column(8, True, str), value, Column(-1, False, str))
+
+
+FIELD_HEADER = _field_table(True).header("MT", "Field", "Offset", "Type", "VT", "Attr", "Value", "Name")
+_FIELD_ROW = _field_table()
 
 
 def element_type_name(et: int) -> str:
@@ -156,26 +167,26 @@ class FieldTable:
     def row(self, f: ClrField, mt: int, start: int | None, value_class: bool) -> list[str]:
         # SOS adds the MethodTable pointer to every offset but thread statics' (statics too).
         offset = f.offset + (0 if value_class or f.is_thread_static or f.is_context_static else 8)
-        prefix = (f"{p16(f.type_mt)} {f.token:08x} {offset:8x} {clip_type_name(self.type_name(f)):>20} "
-                  f"{'Yes' if f.is_value_type else 'No':>4} ")
+        cells = (f.type_mt, f.token, offset, clip_type_name(self.type_name(f)), "Yes" if f.is_value_type else "No")
+        row = _FIELD_ROW.row
         if f.is_thread_static or f.is_context_static:
-            return self._thread_static_rows(f, mt, prefix)
+            return self._thread_static_rows(f, mt, cells)
         if f.is_static:
             addr = self.rt.fields.static_address(f.owner_mt, f)
             if addr is None:
-                return [f"{prefix}{'static':>8}  <no information>"]
+                return [row(*cells, "static", "", "<no information>")]
             bases = self.rt.fields.static_bases(f.owner_mt)
             note = "not initialized" if bases is not None and bases.initialized is False else None
             value, extra = self.value(f, addr, align=True, static=True) if addr else (" " * 16, None)
-            return [f"{prefix}{'static':>8} {value} {f.name}{_note(note or extra)}"]
+            return [row(*cells, "static", value, f"{f.name}{_note(note or extra)}")]
         if start is None:
-            return [f"{prefix}{'instance':>8} {' ' * 16} {f.name}"]
+            return [row(*cells, "instance", " " * 16, f.name)]
         value, extra = self.value(f, f.address_in(start, value_class), align=True)
-        return [f"{prefix}{'instance':>8} {value} {f.name}{_note(extra)}"]
+        return [row(*cells, "instance", value, f"{f.name}{_note(extra)}")]
 
-    def _thread_static_rows(self, f: ClrField, mt: int, prefix: str) -> list[str]:
+    def _thread_static_rows(self, f: ClrField, mt: int, cells: tuple) -> list[str]:
         attr = "TLstatic" if f.is_thread_static else "CLstatic"
-        rows = [f"{prefix}{attr:>8}  {f.name}"]
+        rows = [_FIELD_ROW.row(*cells, attr, "", f.name)]
         if f.is_context_static:
             return rows + ["", "Display of context static variables is not implemented"]
         places = self.rt.fields.thread_static_addresses(f.owner_mt, f)
