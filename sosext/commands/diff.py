@@ -6,6 +6,7 @@ import numpy as np
 from ..clr.retention import RetentionTree
 from ..clr.snapshot import BaselineJob, HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas
 from ..render.json import emit_json
+from ..render.numbers import count as fmt_count
 from ..render.table import Column, Integer, Table, TypeName
 from .base import Command, Option, Parsed, Positional, parse_count, register
 from .context import CommandContext
@@ -46,8 +47,8 @@ def write_deltas(ctx: CommandContext, old: HeapSnapshot, new: HeapSnapshot, rows
     out.field("total_objects_delta", new.total_count - old.total_count)
     out.field("total_size", new.total_size)
     out.field("total_size_delta", new.total_size - old.total_size,
-              f"Total {new.total_count:,} objects ({new.total_count - old.total_count:+,}), "
-              f"{new.total_size:,} bytes ({new.total_size - old.total_size:+,})")
+              f"Total {fmt_count(new.total_count)} objects ({new.total_count - old.total_count:+,}), "
+              f"{fmt_count(new.total_size)} bytes ({new.total_size - old.total_size:+,})")
 
 
 def deltas_json(r: TypeDelta) -> dict:
@@ -138,17 +139,17 @@ Examples:
         for r, groups, ngroups, unreached in report:
             out.line()
             out.line(f"{r.name}: {r.count_delta:+,} objects, {r.size_delta:+,} bytes "
-                     f"(now {r.new_count:,} objects, {r.new_size:,} bytes)")
+                     f"(now {fmt_count(r.new_count)} objects, {fmt_count(r.new_size)} bytes)")
             for g in groups:
-                out.line(f"  {g.count:,} objects, {g.size:,} bytes, held by {g.root}:")
+                out.line(f"  {fmt_count(g.count)} objects, {fmt_count(g.size)} bytes, held by {g.root}:")
                 for k, (name, rep) in enumerate(zip(g.types, g.repeated)):
                     mark = " (repeated)" if rep else ""
                     out.line(f"      {'   ' if k == 0 else '-> '}{name}{mark}")
                 out.line(f"      e.g. {g.example:x} (gcroot {g.example:x} shows its full chain)")
             if ngroups > len(groups):
-                out.line(f"  ... {ngroups - len(groups):,} more groups (-groups <n> shows more)")
+                out.line(f"  ... {fmt_count(ngroups - len(groups))} more groups (-groups <n> shows more)")
             if unreached:
-                out.line(f"  {unreached:,} objects no root reaches (garbage not yet collected)")
+                out.line(f"  {fmt_count(unreached)} objects no root reaches (garbage not yet collected)")
 
 
 @register

@@ -16,7 +16,8 @@ from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.output import Address, Output, TableWriter
-from ..render.numbers import hex_and_dec
+from ..render.numbers import count as fmt_count
+from ..render.numbers import hex_and_dec, p16
 from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import Command, Option, Parsed, Positional, add_length, parse_address, parse_count, parse_mt, register
 from .context import CommandContext
@@ -123,7 +124,7 @@ def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, 
         rows.row(Address(mt), c, tot, name)
     objects, size = sum(c for _m, c, _t in stats), sum(tt for _m, _c, tt in stats)
     ctx.out.field("total_objects", objects)
-    ctx.out.field("total_size", size, f"Total {objects:,} objects, {size:,} bytes")
+    ctx.out.field("total_size", size, f"Total {fmt_count(objects)} objects, {fmt_count(size)} bytes")
 
 
 def _whole_heap(args: Parsed) -> bool:
@@ -138,7 +139,7 @@ def write_corruption(ctx: CommandContext, errors: list) -> None:
     if not errors:
         return
     ctx.out.line()
-    ctx.out.line(f"Heap corruption: the walk stepped over {len(errors):,} place"
+    ctx.out.line(f"Heap corruption: the walk stepped over {fmt_count(len(errors))} place"
                  f"{'' if len(errors) == 1 else 's'} it could not read; the totals above are partial:")
     for e in errors:
         what = f"{e.reason} (MethodTable {e.method_table:x})" if e.method_table else e.reason
@@ -213,8 +214,8 @@ Examples:
             live = heap.live(progress)
             mask &= live if args.live else ~live
             if not args.short:
-                ctx.out.line(f"Calculating live objects complete: {int(live.sum()):,} objects from "
-                             f"{len(heap.roots().roots):,} roots")
+                ctx.out.line(f"Calculating live objects complete: {fmt_count(int(live.sum()))} objects from "
+                             f"{fmt_count(len(heap.roots().roots))} roots")
         if args.thinlock:
             self._thinlocks(ctx, heap, ix, mask)
             return
@@ -475,7 +476,7 @@ Examples:
             if args.heap is not None and sh.index != args.heap:
                 continue
             if heap.is_server:
-                out.line(f"Heap {sh.index} ({sh.address:016x})")
+                out.line(f"Heap {sh.index} ({p16(sh.address)})")
             if not heap.uses_regions:
                 for g in range(3):
                     out.line(f"generation {g} starts at {sh.generations[g].allocation_start:x}")

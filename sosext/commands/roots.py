@@ -14,7 +14,8 @@ from ..clr.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTE
 from ..clr.sourcelines import source_lines
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
-from ..render.numbers import os_thread_column, os_thread_id
+from ..render.numbers import P16, os_thread_column, os_thread_id, p16
+from ..render.numbers import count as fmt_count
 from ..render.output import Address
 from ..render.table import Cells, Column, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import (Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt,
@@ -48,13 +49,13 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
             lines.append("HandleTable:")
         kind = HANDLE_KIND_TEXT.get(root.handle.handle_type, "handle")
         if root.handle.handle_type == REFCOUNTED:
-            kind += f" RefCount: {root.handle.ref_count:,}"
-        lines.append(f"    {root.address:016x} ({kind})")
+            kind += f" RefCount: {fmt_count(root.handle.ref_count)}"
+        lines.append(f"    {p16(root.address)} ({kind})")
         state["section"] = "handle"
     elif root.kind is RootKind.FINALIZER:
         if state.get("section") != "finalizer":
             lines.append("Finalizer Queue:")
-        lines.append(f"    {root.address:016x} (finalizer root)")
+        lines.append(f"    {p16(root.address)} (finalizer root)")
         state["section"] = "finalizer"
     else:
         if state.get("section") != "stack" or state.get("thread") != root.thread_os_id:
@@ -66,7 +67,7 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
         if state.get("frame") != frame_key:
             if root.source_is_frame:
                 method = root_method_name(heap.runtime, root)
-                site = f"[{heap.runtime.frame_name(root.source)}: {root.source:016x}]"
+                site = f"[{heap.runtime.frame_name(root.source)}: {p16(root.source)}]"
                 lines.append(f"    {root.frame_sp:x} {site}" + (f"  ({method})" if method else " "))
             else:
                 site = method_name_at(heap, root.source)
@@ -78,9 +79,9 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
             state["frame"] = frame_key
         if root.register:
             off = f"+{root.offset:x}" if root.offset > 0 else (f"-{-root.offset:x}" if root.offset < 0 else "")
-            lines.append(f"        {root.register}{off}: {root.address:016x}")
+            lines.append(f"        {root.register}{off}: {p16(root.address)}")
         else:
-            lines.append(f"        {root.address:016x}")
+            lines.append(f"        {p16(root.address)}")
     return lines
 
 
@@ -179,7 +180,7 @@ Examples:
             ctx.out.lines(root_header_lines(heap, p.root, state))
             ctx.out.lines(chain_lines(heap, p))
             ctx.out.line()
-        ctx.out.line(f"Found {len(paths):,} unique roots.")
+        ctx.out.line(f"Found {fmt_count(len(paths))} unique roots.")
 
     @staticmethod
     def _json_path(heap: ClrHeap, p: RootPath) -> dict:
@@ -301,10 +302,10 @@ Examples:
             if h.handle_type == REFCOUNTED:
                 data = str(h.ref_count)
             elif h.handle_type == DEPENDENT:
-                data = f"{h.secondary:016X}"
+                data = f"{P16(h.secondary)}"
             if not args.stat:  # printed as found: the table's widths are fixed
                 word = HANDLE_TYPE_WORD.get(h.handle_type, "Unknown")
-                rows.row(f"{h.address:016X} {word:<11} {h.object:016X} {size:>8} {data:>16} {name}",
+                rows.row(f"{P16(h.address)} {word:<11} {P16(h.object)} {size:>8} {data:>16} {name}",
                          data=(Address(h.address), word, Address(h.object), size,
                                Address(h.secondary) if h.handle_type == DEPENDENT else (data or None), name))
         if not args.stat:
@@ -314,7 +315,7 @@ Examples:
         types = ctx.out.table("types", Cells((), ()), ("mt", "count", "total_size", "name"))
         for mt in sorted(order, key=lambda m: stats[m][1]):
             c, tot = stats[mt]
-            types.row(f"{mt:016x} {c:>8} {tot:>12} {heap.types.name_of(mt)}",
+            types.row(f"{p16(mt)} {c:>8} {tot:>12} {heap.types.name_of(mt)}",
                       data=(Address(mt), c, tot, heap.types.name_of(mt)))
         total = sum(c for c, _t in stats.values())
         ctx.out.field("total_objects", total, f"Total {total} objects")
@@ -369,9 +370,9 @@ Examples:
                 k = ngen - g - 1
                 lo = fill[k - 1] if k > 0 else fill[0]
                 hi = fill[k]
-                lines.append(f"generation {g} has {(hi - lo) // 8:,} objects ({lo:x}->{hi:x})")
+                lines.append(f"generation {g} has {fmt_count((hi - lo) // 8)} objects ({lo:x}->{hi:x})")
             lo, hi = ready_ranges.get(sh.index, (0, 0))
-            lines.append(f"Ready for finalization {(hi - lo) // 8:,} objects ({lo:x}->{hi:x})")
+            lines.append(f"Ready for finalization {fmt_count((hi - lo) // 8)} objects ({lo:x}->{hi:x})")
             lines.append("-" * 30)
             for _slot, obj in read_pointer_array(heap, lo, hi):
                 if obj:
@@ -440,7 +441,7 @@ Examples:
         index_of = {t.tid: t.index for t in target.threads()}
         # numbered as clrstack does
         ctx.out.field("os_thread_id", tid, f"OS Thread Id: {os_thread_id(tid)} ({index_of.get(tid, 0)})")
-        t = ctx.out.table("objects", Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{int(v):012x}"),
+        t = ctx.out.table("objects", Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{fmt_pointer(int(v))}"),
                                            Pointer(), TypeName()), ("location", "object", "name"))
         t.header("SP/REG", "Object", "Name")
         name_of = lambda i: heap.type_name_at(i)  # noqa: E731
@@ -511,7 +512,7 @@ Example:
         mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end)
         # Errors are printed as they are found (the table's widths are fixed), the header
         # before the first one; the count comes last.
-        t = Table(Column(16, False, lambda v: f"{int(v):012x}" if v else "???"),
+        t = Table(Column(16, False, lambda v: f"{fmt_pointer(int(v))}" if v else "???"),
                   Column(16, False, fmt_pointer), Text(32), Text())
         found = 0
         rows = ctx.out.table("errors", t, ("segment", "object", "failure", "reason"))
@@ -524,7 +525,7 @@ Example:
             ctx.out.line()
         n = int(mask.sum())
         ctx.out.field("objects_verified", n)
-        ctx.out.field("errors_found", found, f"{n:,} objects verified, {found:,} error{'' if found == 1 else 's'}.")
+        ctx.out.field("errors_found", found, f"{fmt_count(n)} objects verified, {fmt_count(found)} error{'' if found == 1 else 's'}.")
         if not found:
             ctx.out.line("No heap corruption detected.")
 

@@ -15,9 +15,10 @@ from ..clr.threadpool import read_threadpool
 from ..clr.threads import ClrThread, clr_threads, thread_by_os_id, thread_store
 from ..errors import SosError, UsageError
 from ..targets.base import ThreadInfo
-from ..render.numbers import P16 as _p, os_thread_column, os_thread_id, p16 as _lp
-from ..render.table import Cells
+from ..render.numbers import P16 as _p, os_thread_column, os_thread_id, p16
+from ..render.numbers import p16 as _lp
 from ..render.output import Address
+from ..render.table import Cells
 from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
 from .context import CommandContext
 
@@ -144,7 +145,7 @@ def select_exception_thread(ctx: CommandContext) -> None:
         else:
             ctx.session.settings[CURRENT_THREAD] = t.os_id
         ctx.out.line(f"Current thread is now {info.index} (OS thread id {os_thread_id(t.os_id)}), "
-                     f"exception {t.last_exception:016x}")
+                     f"exception {p16(t.last_exception)}")
         return
     raise SosError("no thread has a managed exception")
 
@@ -444,7 +445,7 @@ def _value_text(v: FrameValue) -> str:
     n = v.value
     if n is None:
         return "<no data>"
-    return f"0x{n:016x}"
+    return f"0x{p16(n)}"
 
 
 def _args_and_locals(ctx: CommandContext, f: ClrStackFrame, params: bool, local_vars: bool) -> None:
@@ -483,7 +484,7 @@ def _registers(ctx: CommandContext, regs: dict[str, int], arch: str) -> None:
         rows = (("rsp", "rbp", "rip"), ("rax", "rbx", "rcx"), ("rdx", "rsi", "rdi"), ("r8", "r9", "r10"),
                 ("r11", "r12", "r13"), ("r14", "r15"))
         for row in rows:
-            out.line("    " + " ".join(f"{r:>3}={regs.get(r, 0):016x}" for r in row))
+            out.line("    " + " ".join(f"{r:>3}={p16(regs.get(r, 0))}" for r in row))
         return
     line = "   "
     for i in range(29):
@@ -556,7 +557,7 @@ Examples:
             c = classifier(runtime).classify(address)
             if not c.is_object:
                 desc = c.description()
-                raise SosError(f"Invalid exception object: {address:016x}" + (f": {desc}{c.hint()}" if desc else ""))
+                raise SosError(f"Invalid exception object: {p16(address)}" + (f": {desc}{c.hint()}" if desc else ""))
             self._print(ctx, address)
         if thread is not None and thread.first_nested_exception:
             if not args.nested:
@@ -703,8 +704,8 @@ Example:
         rt = ctx.runtime
         md = rt.method_desc_at(ip) or 0
         if not md:
-            raise SosError(f"Failed to request MethodData, not in JIT code range ({ip:016x})")
-        ctx.out.record_line(f"MethodDesc:   {md:016x}")
+            raise SosError(f"Failed to request MethodData, not in JIT code range ({p16(ip)})")
+        ctx.out.record_line(f"MethodDesc:   {p16(md)}")
         DumpMD().run(ctx, Parsed({"md": f"{md:x}"}))
         missing: list[PdbLookup] = []
         lines = source_lines(rt)

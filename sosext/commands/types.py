@@ -12,11 +12,11 @@ from ..clr.metadata.records import TYPE_INTERFACE
 from ..clr.modules import ClrModule
 from ..clr.runtime import ClrRuntime
 from ..errors import SosError, UsageError
-from .base import Command, Option, Parsed, Positional, address_or, parse_mt, register
-from .context import CommandContext
 from ..render.numbers import P16, p16
 from ..render.output import Address, label_fields
 from ..render.table import Column, Table, Text
+from .base import Command, Option, Parsed, Positional, address_or, parse_mt, register
+from .context import CommandContext
 from .objects import FieldTable, module_file, prefers_canonical_mt
 
 MODULE_RULE = "-" * 38
@@ -277,7 +277,7 @@ _NAME2EE_USAGE = ("Usage: name2ee <module> <type or method>, or name2ee <module>
 
 
 def _module_header(mod: ClrModule) -> list[str]:
-    return [f"Module:      {mod.address:016x}", f"Assembly:    {mod.file_name or '<unknown>'}"]
+    return [f"Module:      {p16(mod.address)}", f"Assembly:    {mod.file_name or '<unknown>'}"]
 
 
 def _method_lines(rt: ClrRuntime, module: int, token: int, method_table: int, fallback_name: str,
@@ -292,20 +292,20 @@ def _method_lines(rt: ClrRuntime, module: int, token: int, method_table: int, fa
         # The DAC names it but cannot read its code state (e.g. a heap dump without the
         # ReadyToRun image's pages): say so rather than guess.
         name = rt.method_desc_name(md) or fallback_name
-        return out + [f"MethodDesc:  {md:016x}", f"Name:        {name}",
+        return out + [f"MethodDesc:  {p16(md)}", f"Name:        {name}",
                       "JIT state unknown: the runtime's data for this method cannot be read."]
-    out += [f"MethodDesc:  {m.method_desc:016x}", f"Name:        {m.name}"]
+    out += [f"MethodDesc:  {p16(m.method_desc)}", f"Name:        {m.name}"]
     code = m.native_code
     if code:
-        out.append(f"JITTED Code Address: {code:016x}")
+        out.append(f"JITTED Code Address: {p16(code)}")
     else:
-        out.append(f"Not JITTED yet. Use !bpmd -md {m.method_desc:016x} to break on run.")
+        out.append(f"Not JITTED yet. Use !bpmd -md {p16(m.method_desc)} to break on run.")
     return out
 
 
 def _type_lines(token: int, mt: int, name: str, token_width: int = 16) -> list[str]:
     return [f"Token:       {token:0{token_width}x}",
-            f"MethodTable: {mt:016x}" if mt else "MethodTable: <not loaded yet>",
+            f"MethodTable: {p16(mt)}" if mt else "MethodTable: <not loaded yet>",
             f"Name:        {name}"]
 
 
