@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from .table import Table
 
 MODES = ("text", "json", "csv", "markdown")
+# Colour is for reading: a listing longer than this is for scrolling or saving, and pygments
+# costs microseconds per line, so the rest of such a listing is left plain.
+COLOR_LINES_MAX = 20_000
 _LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 /.()#-]{0,40}?):\s+(\S.*)$")
 
 
@@ -123,6 +126,7 @@ class Output:
         self._text: list[str] = []
         self._emitted = False  # the command wrote its own JSON document
         self._colorize: Callable[[str], str] | None = None
+        self._painted = 0
         self.configure(mode, color)
 
     def configure(self, mode: str = "text", color: bool = False, command: str | None = None) -> None:
@@ -216,7 +220,13 @@ class Output:
         return render_document(self.mode, self.command, self._fields, self._tables, self._text)
 
     def _paint(self, text: str) -> str:
-        return self._colorize(text) if self._colorize is not None and text else text
+        if self._colorize is None or not text:
+            return text
+        self._painted += 1
+        if self._painted > COLOR_LINES_MAX:
+            self._colorize = None
+            return text
+        return self._colorize(text)
 
     def _pass_on(self) -> None:
         check_interrupt()  # raises with the chunk still held: the failure path prints it
