@@ -269,3 +269,18 @@ def test_renderers_without_a_debuggee() -> None:
             assert "0x7f0012345678,1234" in text and '"a,b \\x1b]0;title\\x07"' in text
         else:
             assert "| 0x7f0012345678 | 1234    |" in text
+
+
+def test_colour_is_added_after_escaping_and_stops_on_long_listings(monkeypatch) -> None:
+    from sosext.render import output
+    monkeypatch.setattr(output, "COLOR_LINES_MAX", 3)
+    got: list[str] = []
+    out = output.Output(got.append, color=True)
+    out.line("Statistics: \x1b]0;title\x07 7f0012345678")
+    out.lines([f"    7f00123456{i:02x}          1,234" for i in range(4)])
+    out.finish()
+    lines = "\n".join(got).split("\n")
+    assert _RESET in lines[0] and "\\x1b]0;title\\x07" in lines[0]  # the target's escape stays escaped
+    assert "\x1b]" not in lines[0] and "\x07" not in lines[0]
+    assert all(_RESET in ln for ln in lines[1:3])
+    assert lines[3:] == ["    7f0012345602          1,234", "    7f0012345603          1,234"]
