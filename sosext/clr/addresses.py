@@ -323,7 +323,7 @@ class AddressClassifier:
         if i is None:
             return AddressClass(address, AddressKind.HEAP_GAP)
         start = int(ix.addresses[i])
-        mt = int(ix.method_tables[ix.type_ids[i]])
+        mt = ix.method_table_at(i)
         size = int(ix.sizes[i])
         if start != address:
             return AddressClass(address, AddressKind.INTERIOR, start, size, heap.types.name_of(mt))

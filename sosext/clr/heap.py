@@ -240,7 +240,7 @@ class ClrHeap:
         if i is not None:
             start = int(ix.addresses[i])
             if start != address:
-                mt = int(ix.method_tables[ix.type_ids[i]])
+                mt = ix.method_table_at(i)
                 return (f"{address:x} is not a valid object: it is inside {start:x} ({self.types.name_of(mt)}, "
                         f"{int(ix.sizes[i])} bytes) at offset 0x{address - start:x}")
         return f"{address:x} is not a valid object"

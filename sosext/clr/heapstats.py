@@ -73,7 +73,7 @@ def _index_free_blocks(heap: "HeapParts", ix: "HeapIndex", mask: np.ndarray | No
         nxt = int(ix.addresses[i]) + ((size + 7) & ~7)
         j = ix.find(nxt)
         if j is not None and not _in_large_object_heap(heap, nxt):
-            blocks.append(FreeBlock(int(ix.addresses[i]), size, nxt, int(ix.method_tables[ix.type_ids[j]])))
+            blocks.append(FreeBlock(int(ix.addresses[i]), size, nxt, ix.method_table_at(j)))
     return blocks
 
 

@@ -288,7 +288,7 @@ Examples:
         for h in polled(handles):
             i = ix.find(h.object) if h.object else None
             if i is not None:
-                mt = int(ix.method_tables[ix.type_ids[i]])
+                mt = ix.method_table_at(i)
                 size = int(ix.sizes[i])
                 name = heap.types.name_of(mt)
                 if mt not in stats:
