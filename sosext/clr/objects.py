@@ -39,6 +39,23 @@ class ThinLock:
     recursion: int
 
 
+# The first word of an object is its MethodTable pointer; the GC keeps mark bits in its low bits.
+METHOD_TABLE_BITS = ~7
+# A TypeHandle with bit 1 set is a TypeDesc (a pointer, array or function type), not a MethodTable.
+TYPE_DESC_BIT = 2
+
+
+def method_table_of(target: _Reader, address: int) -> int | None:
+    """The MethodTable pointer in the header word of the object at ``address`` (None: unreadable)."""
+    raw = target.read_partial(address, 8)
+    return int.from_bytes(raw, "little") & METHOD_TABLE_BITS if len(raw) == 8 else None
+
+
+def type_desc_of(type_handle: int) -> int | None:
+    """The TypeDesc a TypeHandle points to, or None when it is a MethodTable."""
+    return type_handle & ~TYPE_DESC_BIT if type_handle & TYPE_DESC_BIT else None
+
+
 def thin_lock(target: _Reader, address: int) -> ThinLock | None:
     """The thin lock held on the object at ``address``, from its header (None: none)."""
     raw = target.read_partial(address - 4, 4)
@@ -79,7 +96,7 @@ class ClrObject:
 
     @property
     def method_table(self) -> int:
-        return self.heap.runtime.target.read_pointer(self.address) & ~7
+        return self.heap.runtime.target.read_pointer(self.address) & METHOD_TABLE_BITS
 
     @property
     def is_valid(self) -> bool:

@@ -16,7 +16,8 @@ from ..clr.addresses import AddressKind, classifier
 from ..clr.enums import enum_info
 from ..clr.fields import ClrField
 from ..clr.metadata import MetadataError
-from ..clr.objects import ARRAY_DATA_OFFSET, string_length, string_text, thin_lock
+from ..clr.objects import (ARRAY_DATA_OFFSET, method_table_of, string_length, string_text, thin_lock,
+                           type_desc_of)
 from ..clr.metadata.signatures import ElementType as ET
 from ..clr.runtime import ClrRuntime, ObjectData
 from ..clr.values import (c_fixed, decode_primitive, fixed_loses_information, round_trip, well_known_size,
@@ -331,13 +332,16 @@ def _runtime_type_lines(ctx: CommandContext, address: int, mt: int, name: str) -
         address = fields.read(f, f.address_in(address))
         if not address or classifier(rt).object_or_none(address) is None:
             return []
-        mt = rt.target.read_pointer(address) & ~7
+        mt = method_table_of(rt.target, address)
+        if mt is None:
+            return []
     f = fields.field(mt, "m_handle")
     if f is None:
         return []
     handle = fields.read(f, f.address_in(address))
-    if handle & 2:
-        return [f"TypeDesc:    {P16(handle & ~2)}"]
+    desc = type_desc_of(handle)
+    if desc is not None:
+        return [f"TypeDesc:    {P16(desc)}"]
     if not classifier(rt).is_method_table(handle):
         return [f"Type MT:     {p16(handle)} (not a MethodTable)"] if handle else []
     return [f"Type Name:   {ctx.heap.types.name_of(handle)}", f"Type MT:     {p16(handle)}"]
@@ -388,10 +392,9 @@ def gc_ref_lines(ctx: CommandContext, address: int, data: ObjectData) -> list[st
 
 
 def _type_of(ctx: CommandContext, ref: int) -> str:
-    raw = ctx.runtime.target.read_partial(ref, 8)
-    if len(raw) < 8:
+    mt = method_table_of(ctx.runtime.target, ref)
+    if mt is None:
         return "Unknown"
-    mt = int.from_bytes(raw, "little") & ~7
     t = ctx.heap.types.get(mt) if classifier(ctx.runtime).is_method_table(mt) else None
     return t.name if t is not None else "Unknown"
 

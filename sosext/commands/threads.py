@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..clr.addresses import classifier
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
+from ..clr.objects import method_table_of
 from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
 from ..clr.threadpool import read_threadpool
@@ -172,10 +173,7 @@ def exception_column(ctx: CommandContext, t: ClrThread) -> str:
         text += "(Threadpool Completion Port) "
     if t.last_exception:
         heap = ctx.runtime.heap
-        try:
-            mt = ctx.runtime.target.read_pointer(t.last_exception) & ~7
-        except SosError:
-            mt = None
+        mt = method_table_of(ctx.runtime.target, t.last_exception)
         if mt is not None:
             name = heap.types.name_of(mt) if heap.types.get(mt) is not None else None
             text += f"{name} {_lp(t.last_exception)}" if name else f"<Invalid Object> ({_p(t.last_exception)})"
