@@ -32,7 +32,6 @@ REPO = Path(__file__).resolve().parents[1]
 # Commands that print no table and no record of their own, and why.
 NO_TABLE = {
     "sosext": "a host command (sosext core <file> opens a core); prints one line",
-    "setsymbolserver": "configures where PDBs are looked for; prints one line per directory",
     "heapsnapshot": "prints a JSON snapshot in every format already",
     "heapdiff": "needs a baseline core; its --json is tested in test_diff.py",
     "leaks": "needs a baseline core; its --json is tested in test_diff.py",
@@ -78,6 +77,7 @@ def json_commands(truth: dict) -> dict[str, str]:
         "name2ee": "name2ee * SosextDebuggee.HeapItemA",
         "token2ee": None,  # needs a module and token: covered by test_types
         "setclrpath": "setclrpath",
+        "setsymbolserver": "setsymbolserver -directory /tmp",
         "soshelp": "soshelp",
     }
 
