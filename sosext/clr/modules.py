@@ -242,7 +242,7 @@ class ModuleCatalog:
 
     def _metadata_from_file(self, mod: ClrModule) -> MetadataReader | None:
         """The module file on disk, when the target's copy of the image is missing."""
-        path = self._local_file(mod.path)
+        path = self.local_file(mod.path)
         if path is None:
             return None
         try:
@@ -256,7 +256,7 @@ class ModuleCatalog:
             return None  # another build of the file than the one the target loaded
         return reader
 
-    def _local_file(self, path: str) -> str | None:
+    def local_file(self, path: str) -> str | None:
         if not path:
             return None
         finder = getattr(self.runtime.target, "core", None)
