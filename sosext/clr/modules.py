@@ -257,6 +257,7 @@ class ModuleCatalog:
         return reader
 
     def local_file(self, path: str) -> str | None:
+        """Where a module file the target names can be read here (a core's files may have moved)."""
         if not path:
             return None
         finder = getattr(self.runtime.target, "core", None)
