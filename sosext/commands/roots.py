@@ -282,9 +282,11 @@ Examples:
         handles = [h for h in read_handles(heap) if wanted is None or h.handle_type == wanted]
         stats: dict[int, list[int]] = {}
         order: list[int] = []
-        rows = ctx.out.table("handles", Cells((), ()), ("handle", "type", "object", "size", "data", "object_type"))
+        rows = ctx.out.table("handles", Table(Column(16, True, P16), Column(11, False, str), Column(16, True, P16),
+                                              Column(8, True, str), Column(16, True, str), Text()),
+                             ("handle", "type", "object", "size", "data", "object_type"))
         if not args.stat:
-            ctx.out.line(f"{'Handle':>16} {'Type':<11} {'Object':>16} {'Size':>8} {'Data':>16} Type")
+            rows.header("Handle", "Type", "Object", "Size", "Data", "Type")
         for h in polled(handles):
             i = ix.find(h.object) if h.object else None
             if i is not None:
@@ -305,18 +307,18 @@ Examples:
                 data = f"{P16(h.secondary)}"
             if not args.stat:  # printed as found: the table's widths are fixed
                 word = HANDLE_TYPE_WORD.get(h.handle_type, "Unknown")
-                rows.row(f"{P16(h.address)} {word:<11} {P16(h.object)} {size:>8} {data:>16} {name}",
+                rows.row(h.address, word, h.object, size, data, name,
                          data=(Address(h.address), word, Address(h.object), size,
                                Address(h.secondary) if h.handle_type == DEPENDENT else (data or None), name))
         if not args.stat:
             ctx.out.line()
         ctx.out.line("Statistics:")
-        ctx.out.line(f"{'MT':>16} {'Count':>8} {'TotalSize':>12} Class Name")
-        types = ctx.out.table("types", Cells((), ()), ("mt", "count", "total_size", "name"))
+        types = ctx.out.table("types", Table(Column(16, True, p16), Column(8, True, str), Column(12, True, str), Text()),
+                              ("mt", "count", "total_size", "name"))
+        types.header("MT", "Count", "TotalSize", "Class Name")
         for mt in sorted(order, key=lambda m: stats[m][1]):
             c, tot = stats[mt]
-            types.row(f"{p16(mt)} {c:>8} {tot:>12} {heap.types.name_of(mt)}",
-                      data=(Address(mt), c, tot, heap.types.name_of(mt)))
+            types.row(mt, c, tot, heap.types.name_of(mt), data=(Address(mt), c, tot, heap.types.name_of(mt)))
         total = sum(c for c, _t in stats.values())
         ctx.out.field("total_objects", total, f"Total {total} objects")
         if wanted is None:
