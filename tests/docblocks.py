@@ -17,7 +17,8 @@ there instead; it runs on a heap core of that scenario. An address its first com
 bound to this run's by a command run first (unseen): the first hex number it prints.
   <!-- run: debuggee heap -->
   <!-- run: debuggee fields | 7f06d5810830 = dumpheap -type SosextDebuggee.FieldsHolder -short -->
-`@ TEXT` after the command takes the first hex number of the first line holding TEXT instead.
+`@ TEXT` after the command takes the first hex number of the first line holding TEXT instead,
+`@last TEXT` the last one on that line (a field's value in dumpobj).
 
 Output shown is compared line by line after normalising both sides: hex numbers (0x…, or six
 digits or more: addresses, MethodTables) become H, decimal numbers (counts, sizes, pids, times)
@@ -186,12 +187,15 @@ def rebind(command: str, mapping: dict[str, str]) -> str:
 
 
 def first_hex(lines: list[str], on: str | None = None) -> str | None:
+    last = on is not None and on.startswith("last ")
+    if last:
+        on = on[len("last "):]
     for ln in lines:
         if on is not None and on not in ln:
             continue
         found = _HEX.findall(ln)
         if found:
-            return found[0].lower().removeprefix("0x")
+            return found[-1 if last else 0].lower().removeprefix("0x")
     return None
 
 

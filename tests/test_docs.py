@@ -204,7 +204,8 @@ def _run_debugger(block: Block, session: Session) -> None:
         start = f"{block.kind} " + (f"--core {core} {exe}" if block.kind == "lldb" else f"{exe} {core}")
         hidden = []
         for addr, cmd in block.binds:
-            cmd, _, on = cmd.partition(" @ ")
+            cmd, _, on = cmd.partition(" @")
+            on = on.removeprefix(" ")
             hidden.append(Step(f"({block.kind}) ", cmd, ["..."], binds=addr, on=on or None))
         if block.kind == "lldb":
             hidden.insert(0, Step("(lldb) ", f"command script import {REPO / 'lldbinit' / 'sosext.py'}", ["..."]))
