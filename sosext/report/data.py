@@ -1,0 +1,251 @@
+"""The report's facts about one heap, as plain JSON-able data (small whatever the heap's size).
+
+``heap_report(heap)`` reads the model once (index, roots, the retention tree) and keeps
+only bounded aggregates: the summary, per-type totals, the grouped path tree (a few
+thousand nodes at most) and the largest holders with their chains. The same document is
+what a baseline child process prints (``sosext report OLD --format json -o -``), so a
+comparison matches types and paths by name, never by address.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..clr.index import SIZE_OVERFLOW
+from ..clr.segments import SegmentKind
+from .paths import KIND, OTHER, PathTree, build_paths
+from .retained import Retention, retention_of
+
+if TYPE_CHECKING:
+    from ..clr.heap import ClrHeap
+
+SCHEMA = 1
+HOLDERS = 25
+# Bounds for the picture and for the folded stacks (a flame graph tool copes with more).
+PICTURE = dict(max_depth=16, top_children=12, max_nodes=2000)
+FOLDED = dict(max_depth=48, top_children=200, max_nodes=100_000)
+
+
+def object_sizes(heap: "ClrHeap") -> np.ndarray:
+    """dumpheap's size of every object (uint64, the rare >= 4 GiB ones included)."""
+    ix = heap.index()
+    sizes = ix.sizes.astype(np.uint64)
+    for p, s in ix.big_sizes.items():
+        if ix.sizes[p] == SIZE_OVERFLOW:
+            sizes[p] = s
+    return sizes
+
+
+def summary(heap: "ClrHeap", source: str) -> dict[str, Any]:
+    ix = heap.index()
+    rt = heap.runtime
+    counts, totals, _first = ix.type_totals()
+    free_id = ix.type_id(heap.free_mt)
+    free = int(totals[free_id]) if free_id is not None else 0
+    allocated = sum(s.length for s in heap.segments if s.kind is not SegmentKind.FROZEN)
+    committed = sum(s.committed - s.start for s in heap.segments if s.kind is not SegmentKind.FROZEN)
+    live = heap.live()
+    sizes = object_sizes(heap)
+    return {
+        "source": source,
+        "runtime": rt.info.version,
+        "gc_mode": "server" if heap.is_server else "workstation",
+        "gc_heaps": len(heap.subheaps),
+        "layout": "regions" if heap.uses_regions else "segments",
+        "allocated": allocated,
+        "committed": committed,
+        "objects": int(counts.sum()),
+        "object_bytes": int(totals.sum()),
+        "free_bytes": free,
+        "fragmentation": (free / allocated) if allocated else 0.0,
+        "live_objects": int(live.sum()),
+        "live_bytes": int(sizes[live].sum()),
+        "walk_errors": len(ix.errors),
+    }
+
+
+def type_table(heap: "ClrHeap", ret: Retention) -> list[dict[str, Any]]:
+    """Every type present: dumpheap -stat's count and bytes, and retained bytes with dominators."""
+    ix = heap.index()
+    counts, totals, _first = ix.type_totals()
+    rows = []
+    for t in np.nonzero(counts)[0].tolist():
+        mt = int(ix.method_tables[t])
+        row = {"name": heap.types.name_of(mt), "mt": mt, "count": int(counts[t]), "size": int(totals[t])}
+        if ret.retained_by_type is not None:
+            row["retained"] = int(ret.retained_by_type[t])
+        rows.append(row)
+    rows.sort(key=lambda r: (-r["size"], r["name"], r["mt"]))
+    return rows
+
+
+def path_tree(heap: "ClrHeap", ret: Retention, bounds: dict[str, int]) -> PathTree:
+    ix = heap.index()
+    return build_paths(ix.type_ids, object_sizes(heap), ret.parent, ret.root_kind, len(ret.kinds),
+                       ret.retained, **bounds)
+
+
+def node_labels(heap: "ClrHeap", ret: Retention, tree: PathTree) -> list[str]:
+    ix = heap.index()
+    out = []
+    for t, k, other in zip(tree.type_id.tolist(), tree.kind.tolist(), tree.other_types.tolist()):
+        if t == KIND:
+            out.append("all roots" if k < 0 else ret.kinds[k])
+        elif t == OTHER:
+            out.append(f"other ({other:,} paths)")
+        else:
+            out.append(heap.types.name_of(int(ix.method_tables[t])))
+    return out
+
+
+def tree_nodes(heap: "ClrHeap", ret: Retention, tree: PathTree) -> list[dict[str, Any]]:
+    """The path tree as records: each names its parent by position and carries its full path."""
+    ix = heap.index()
+    labels = node_labels(heap, ret, tree)
+    paths: list[list[str]] = []
+    out = []
+    for k, (p, total, count, ex) in enumerate(zip(tree.parent.tolist(), tree.total.tolist(),
+                                                  tree.count.tolist(), tree.example.tolist())):
+        path = [] if p < 0 else paths[p] + [labels[k]]
+        paths.append(path)
+        out.append({"label": labels[k], "parent": p, "path": path, "total": total, "count": count,
+                    "other": int(tree.type_id[k]) == OTHER,
+                    "example": int(ix.addresses[ex]) if ex >= 0 else None, "example_row": ex})
+    return out
+
+
+def chain_records(heap: "ClrHeap", ret: Retention, row: int, limit: int = 40) -> list[dict[str, Any]]:
+    """The chain from the root object down to ``row``; a long one (a linked list) keeps its
+    two ends and says how many links it skipped."""
+    ix = heap.index()
+    chain = ret.chain_of(row)
+    out: list[dict[str, Any]] = []
+    if len(chain) > limit:
+        half = limit // 2
+        chain = chain[:half] + [-1] + chain[-half:]
+    skipped = len(ret.chain_of(row)) - limit
+    for r in chain:
+        if r < 0:
+            out.append({"skipped": skipped})
+            continue
+        rec = {"address": int(ix.addresses[r]), "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[r]]))}
+        if ret.retained is not None:
+            rec["retained"] = int(ret.retained[r])
+        out.append(rec)
+    return out
+
+
+def root_kind_of(ret: Retention, row: int) -> str:
+    chain = ret.chain_of(row)
+    if not chain:
+        return "unreachable"
+    k = int(ret.root_kind[chain[0]])
+    return ret.kinds[k] if k >= 0 else "?"
+
+
+def holders(heap: "ClrHeap", ret: Retention, n: int = HOLDERS) -> list[dict[str, Any]]:
+    """The objects retaining the most, each with its dominator chain (dominators only)."""
+    if ret.top is None or ret.retained is None:
+        return []
+    ix = heap.index()
+    sizes = object_sizes(heap)
+    out = []
+    for row in ret.top(n):
+        out.append({"address": int(ix.addresses[row]),
+                    "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[row]])),
+                    "retained": int(ret.retained[row]), "size": int(sizes[row]),
+                    "root": root_kind_of(ret, row), "chain": chain_records(heap, ret, row)})
+    return out
+
+
+def heap_report(heap: "ClrHeap", source: str,
+                baseline: "dict[str, Any] | Callable[[], dict[str, Any]] | None" = None) -> dict[str, Any]:
+    """Everything the HTML page shows about one heap; with ``baseline`` (the same document
+    of an older heap, or a function that waits for it) the growth of every type and path,
+    and the growing holders."""
+    heap.index()
+    ret = retention_of(heap)
+    tree = path_tree(heap, ret, PICTURE)
+    nodes = tree_nodes(heap, ret, tree)
+    doc = {"sosext_report": SCHEMA, "exact": ret.exact, "summary": summary(heap, source),
+           "types": type_table(heap, ret), "paths": nodes, "holders": holders(heap, ret)}
+    if callable(baseline):
+        baseline = baseline()
+    if baseline is not None:
+        add_growth(doc, baseline)
+        doc["growing_holders"] = growing_holders(heap, ret, nodes)
+    for node in nodes:
+        node.pop("example_row")
+    return doc
+
+
+def add_growth(doc: dict[str, Any], old: dict[str, Any]) -> None:
+    """Deltas by name: per type (count, bytes, retained) and per path (bytes, objects)."""
+    if old.get("sosext_report") != SCHEMA:
+        from ..errors import SosError
+        raise SosError("the baseline's report data has another schema (a different sosext?)")
+    doc["baseline"] = old["summary"]
+    old_types: dict[str, dict[str, int]] = {}
+    for t in old["types"]:
+        acc = old_types.setdefault(t["name"], {"count": 0, "size": 0, "retained": 0})
+        for k in acc:
+            acc[k] += t.get(k, 0)
+    seen: set[str] = set()
+    merged: dict[str, dict[str, int]] = {}
+    for t in doc["types"]:
+        o = old_types.get(t["name"], {"count": 0, "size": 0, "retained": 0})
+        if t["name"] in seen:  # the same name twice (two MTs): the old totals go to the first
+            o = {"count": 0, "size": 0, "retained": 0}
+        seen.add(t["name"])
+        t["count_delta"] = t["count"] - o["count"]
+        t["size_delta"] = t["size"] - o["size"]
+        if "retained" in t:
+            t["retained_delta"] = t["retained"] - o["retained"]
+        merged[t["name"]] = o
+    doc["gone_types"] = [{"name": n, "count": o["count"], "size": o["size"]}
+                         for n, o in sorted(old_types.items()) if n not in seen]
+    old_paths = {tuple(p["path"]): p for p in old["paths"] if not p.get("other")}
+    for p in doc["paths"]:
+        o = old_paths.get(tuple(p["path"])) if not p["other"] else None
+        p["total_delta"] = p["total"] - (o["total"] if o else 0)
+        p["count_delta"] = p["count"] - (o["count"] if o else 0)
+        p["in_baseline"] = o is not None
+
+
+def growing_holders(heap: "ClrHeap", ret: Retention, nodes: list[dict[str, Any]], n: int = 10) -> list[dict[str, Any]]:
+    """Paths whose objects did not multiply but whose retained bytes grew, directly above
+    paths whose objects did: the holder of a growing set (a cache above its entries)."""
+    kids: dict[int, list[dict[str, Any]]] = {}
+    for p in nodes:
+        kids.setdefault(p["parent"], []).append(p)
+    found = []
+    for k, p in enumerate(nodes):
+        if p["other"] or len(p["path"]) < 2 or p["total_delta"] <= 0 or p["count_delta"] > 0 or not p["in_baseline"]:
+            continue
+        growing = [c for c in kids.get(k, []) if c["count_delta"] > 0 and c["total_delta"] > 0 and not c["other"]]
+        if not growing:
+            continue
+        row = p["example_row"]
+        found.append({"path": p["path"], "total": p["total"], "total_delta": p["total_delta"], "count": p["count"],
+                      "growing": [{"type": c["label"], "count_delta": c["count_delta"], "total_delta": c["total_delta"]}
+                                  for c in sorted(growing, key=lambda c: -c["total_delta"])],
+                      "chain": chain_records(heap, ret, row) if row >= 0 else []})
+    found.sort(key=lambda h: (-h["total_delta"], h["path"]))
+    return found[:n]
+
+
+def folded_lines(heap: "ClrHeap") -> list[str]:
+    """Brendan Gregg's folded stacks: ``root kind;Type;Type;... bytes`` (each line a path's own
+    bytes; flamegraph.pl and speedscope add children up)."""
+    ret = retention_of(heap)
+    tree = path_tree(heap, ret, FOLDED)
+    labels = [lab.replace(";", ":") for lab in node_labels(heap, ret, tree)]
+    own = tree.own()
+    frames: list[str] = []
+    lines = []
+    for k, p in enumerate(tree.parent.tolist()):
+        frames.append("" if p < 0 else (frames[p] + ";" if frames[p] else "") + labels[k])
+        if p >= 0 and own[k] > 0:
+            lines.append(f"{frames[k]} {int(own[k])}")
+    return lines

@@ -1,0 +1,99 @@
+"""What keeps what alive, for the report: the one place that knows where the tree comes from.
+
+With the model's dominator tree (``heap.dominators()``) the tree is exact: ``parent`` is
+each object's immediate dominator and ``retained`` what freeing it would free. Without it
+(an older model), the shortest-path tree of ``clr/retention.py`` stands in: paths are then
+"how the GC first reaches it" and there are no retained sizes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from ..clr.roots import RootKind
+
+if TYPE_CHECKING:
+    from ..clr.heap import ClrHeap
+
+ROOT = -1
+UNREACHABLE = -2
+SEVERAL = "several roots"  # an object under the virtual root that is not itself a root
+
+
+@dataclass
+class Retention:
+    parent: np.ndarray  # int64 per index row: ROOT, UNREACHABLE or a row
+    retained: np.ndarray | None  # uint64 bytes per row, None without dominators
+    exact: bool  # parent is the immediate dominator
+    chain_of: Callable[[int], list[int]]  # rows from the root object down to the row
+    kinds: list[str]  # root-kind labels
+    root_kind: np.ndarray  # int64 per row: index into kinds for rows with parent == ROOT, else -1
+    retained_by_type: np.ndarray | None = None  # uint64 per type id (dumpheap -stat -retained)
+    top: Callable[[int], list[int]] | None = None  # rows retaining the most
+
+
+def retention_of(heap: "ClrHeap") -> Retention:
+    labels = _root_labels(heap)
+    dominators = getattr(heap, "dominators", None)
+    if dominators is not None:
+        dt = dominators()
+        parent = np.asarray(dt.idom, dtype=np.int64)
+        by_type = np.asarray(dt.retained_by_type(), dtype=np.uint64) if hasattr(dt, "retained_by_type") else None
+
+        def chain(row: int) -> list[int]:
+            rows = list(dt.chain(row))
+            return rows if not rows or rows[-1] == row else rows[::-1]
+        kinds, root_kind = _kind_column(labels, parent)
+        return Retention(parent, np.asarray(dt.retained), True, chain, kinds, root_kind, by_type,
+                         lambda n: list(dt.top(n)))
+    from ..clr.retention import RetentionTree
+    tree = RetentionTree(heap)
+    kinds, root_kind = _kind_column(labels, tree.parent)
+    return Retention(tree.parent, None, False, tree.path, kinds, root_kind)
+
+
+def _root_labels(heap: "ClrHeap") -> dict[int, str]:
+    """Row -> root kind of every root object; a handle outranks the finalizer queue, which
+    outranks a stack (the long-lived holder is the one a leak hunter wants)."""
+    ix = heap.index()
+    order = {RootKind.HANDLE: 0, RootKind.FINALIZER: 1, RootKind.STACK: 2}
+    out: dict[int, str] = {}
+    for r in sorted(heap.roots().roots, key=lambda r: order[r.kind]):
+        i = ix.find(r.object)
+        if i is None and r.kind is RootKind.STACK:
+            i = ix.containing(r.object)
+        if i is None or i in out:
+            continue
+        if r.kind is RootKind.HANDLE:
+            out[i] = f"{r.handle.kind_name} handle" if r.handle else "handle"
+        elif r.kind is RootKind.FINALIZER:
+            out[i] = "finalizer queue"
+        else:
+            out[i] = "stack"
+    for hnd in heap.roots().dependent_handles:
+        s = ix.find(hnd.secondary)
+        if s is not None and s not in out:
+            out[s] = "dependent handle"
+    return out
+
+
+def _kind_column(labels: dict[int, str], parent: np.ndarray) -> tuple[list[str], np.ndarray]:
+    kinds = sorted(set(labels.values()) | {SEVERAL})
+    ids = {k: n for n, k in enumerate(kinds)}
+    column = np.full(len(parent), -1, dtype=np.int64)
+    top = np.nonzero(parent == ROOT)[0]
+    column[top] = ids[SEVERAL]
+    if labels:
+        rows = np.fromiter(labels.keys(), dtype=np.int64, count=len(labels))
+        vals = np.fromiter((ids[v] for v in labels.values()), dtype=np.int64, count=len(labels))
+        at_top = parent[rows] == ROOT
+        column[rows[at_top]] = vals[at_top]
+    used = sorted(set(column[top].tolist()))
+    if len(used) == len(kinds):
+        return kinds, column
+    remap = np.full(len(kinds), -1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    column[top] = remap[column[top]]
+    return [kinds[k] for k in used], column
