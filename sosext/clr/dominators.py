@@ -160,22 +160,27 @@ class DominatorTree:
         out.sort(key=lambda r: (-int(self.retained[r]), r))  # ties: rows ascend = addresses ascend
         return out[:n]
 
-    def retained_by_type(self) -> list[TypeRetained]:
+    def retained_by_type(self, mask: np.ndarray | None = None) -> list[TypeRetained]:
         """Per type (reachable objects only): count, shallow bytes, and retained bytes where
         an object counts only if its immediate dominator is not of the same type — a list of
         nodes retains once, not once per node — so the types' figures never double count
-        among themselves (different types still nest: a cache and its entries both show)."""
-        if self._by_type is None:
+        among themselves (different types still nest: a cache and its entries both show).
+        ``mask`` (bool per row) restricts it to some objects, as dumpheap's filters do."""
+        if self._by_type is None or mask is not None:
             from .kernels import dominators as k
             ix = self.index
             ntypes = len(ix.method_tables)
             acc = np.zeros(3 * ntypes, dtype=np.uint64)
-            k.retained_by_type(ix.type_ids, self.idom, self.retained, ix.sizes, acc)
+            keep = np.empty(0, np.bool_) if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
+            k.retained_by_type(ix.type_ids, self.idom, self.retained, ix.sizes, keep, acc)
             for p, s in ix.big_sizes.items():
-                if int(self.idom[p]) != self.UNREACHABLE:
+                if int(self.idom[p]) != self.UNREACHABLE and (mask is None or mask[p]):
                     acc[3 * int(ix.type_ids[p]) + 1] += np.uint64(s - SIZE_OVERFLOW)
-            self._by_type = [TypeRetained(t, int(ix.method_tables[t]), int(acc[3 * t]), int(acc[3 * t + 1]),
-                                          int(acc[3 * t + 2])) for t in range(ntypes) if acc[3 * t]]
+            rows = [TypeRetained(t, int(ix.method_tables[t]), int(acc[3 * t]), int(acc[3 * t + 1]),
+                                 int(acc[3 * t + 2])) for t in range(ntypes) if acc[3 * t]]
+            if mask is not None:
+                return rows
+            self._by_type = rows
         return self._by_type
 
 

@@ -156,5 +156,8 @@ def test_retained_by_type_counts_each_run_of_one_type_once():
     tids = np.array([0, 1, 1, 2, 2], np.uint32)
     for fn in (kd.retained_by_type, kd.NUMPY_FORMS["retained_by_type"]):
         out = np.zeros(9, np.uint64)
-        fn(tids, idom, retained, sizes, out)
+        fn(tids, idom, retained, sizes, np.empty(0, np.bool_), out)
         assert out.reshape(3, 3).tolist() == [[1, 1, 15], [2, 6, 14], [1, 8, 8]]
+        out = np.zeros(9, np.uint64)  # only the second B (its dominator is a B) and C
+        fn(tids, idom, retained, sizes, np.array([False, False, True, True, True]), out)
+        assert out.reshape(3, 3).tolist() == [[0, 0, 0], [1, 4, 0], [1, 8, 8]]

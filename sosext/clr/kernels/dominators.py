@@ -177,15 +177,17 @@ def accumulate(order: np.ndarray, idom: np.ndarray, count: int, sizes: np.ndarra
             retained[d] += total
 
 
-@kernel("void", "u4[]r", "i4[]r", "u8[]r", "u4[]r", "u8[]")
+@kernel("void", "u4[]r", "i4[]r", "u8[]r", "u4[]r", "b1[]r", "u8[]")
 def retained_by_type(type_ids: np.ndarray, idom: np.ndarray, retained: np.ndarray, sizes: np.ndarray,
-                     out: np.ndarray) -> None:
-    """Per type id (``out``: 3 items per type, zeroed): reachable count, their shallow
-    bytes, and retained bytes of those whose immediate dominator is of another type (or
-    the virtual root), so that nothing is counted twice."""
+                     keep: np.ndarray, out: np.ndarray) -> None:
+    """Per type id (``out``: 3 items per type, zeroed), over reachable objects that ``keep``
+    selects (an empty ``keep``: all): their count, their shallow bytes, and the retained bytes
+    of those whose immediate dominator is of another type (or the virtual root), so that
+    nothing is counted twice."""
+    everything = keep.size == 0
     for v in range(type_ids.size):
         d = idom[v]
-        if d == -2:
+        if d == -2 or not (everything or keep[v]):
             continue
         t = type_ids[v]
         out[3 * t] += np.uint64(1)
@@ -195,9 +197,11 @@ def retained_by_type(type_ids: np.ndarray, idom: np.ndarray, retained: np.ndarra
 
 
 def _retained_by_type_numpy(type_ids: np.ndarray, idom: np.ndarray, retained: np.ndarray, sizes: np.ndarray,
-                            out: np.ndarray) -> None:
+                            keep: np.ndarray, out: np.ndarray) -> None:
     ntypes = out.size // 3
     reach = idom != -2
+    if keep.size:
+        reach &= keep
     t = type_ids[reach].astype(np.int64)
     d = idom[reach].astype(np.int64)
     top = d < 0
@@ -205,9 +209,9 @@ def _retained_by_type_numpy(type_ids: np.ndarray, idom: np.ndarray, retained: np
     out[0::3] += np.bincount(t, minlength=ntypes).astype(np.uint64)
     out[1::3] += np.bincount(t, weights=sizes[reach].astype(np.float64), minlength=ntypes).astype(np.uint64)
     held = retained[reach][top]
-    # float weights would round large totals: add exactly, type by type
-    for tid in np.unique(t[top]).tolist():
-        out[3 * tid + 2] += np.uint64(int(held[t[top] == tid].sum(dtype=np.uint64)))
+    held_t = t[top]
+    for tid in np.unique(held_t).tolist():  # exact u64 sums (float weights would round)
+        out[3 * tid + 2] += held[held_t == tid].sum(dtype=np.uint64)
 
 
 NUMPY_FORMS = {"retained_by_type": _retained_by_type_numpy}
