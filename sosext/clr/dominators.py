@@ -1,0 +1,238 @@
+"""Dominators and retained sizes: what freeing one object would free.
+
+An object d *dominates* v when every path from the GC's roots to v passes through d. The
+roots hang under one virtual root (handles, statics — which live in arrays that strong
+handles hold —, stack roots, the finalizer queue's ready objects); a dependent handle is an
+edge from its primary to its secondary. The closest dominator is the *immediate* one, and
+the immediate dominators form a tree: an object's **retained size** is its own size plus
+the sizes of everything below it in that tree, i.e. exactly what a collection would free if
+nothing referenced it any more.
+
+The tree is computed once per target generation by the kernels in
+``kernels/dominators.py`` (see there why Cooper–Harvey–Kennedy) over the reference graph's
+compressed rows, with 32-bit object ids. Columns are aligned with the HeapIndex rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .index import SIZE_OVERFLOW
+from .roots import ClrRoot, RootKind
+
+if TYPE_CHECKING:
+    from .heap import ClrHeap
+
+MAX_CHAIN = 100_000  # a dominator chain longer than this is cut (a corrupt tree would loop)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldBy:
+    """One root holding the top of a dominator chain."""
+
+    kind: str  # "handle", "stack" or "finalizer" (RootKind values)
+    label: str  # as leaks/gcroot word it: "static N.C.s_field (strong handle)", "thread 1a2b: M()"
+    row: int  # index row of the root's object
+    address: int  # the root: handle address, stack slot (0: a register) or finalizer queue slot
+    root: ClrRoot
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRetained:
+    """``DominatorTree.retained_by_type`` row: reachable objects of one type."""
+
+    type_id: int
+    method_table: int
+    count: int
+    shallow: int  # their own bytes
+    retained: int  # bytes they retain, counting an object only below a dominator of another type
+
+
+class DominatorTree:
+    """The dominator tree of one heap; ``heap.dominators()`` builds and caches it.
+
+    ``idom`` (int32, one per HeapIndex row): the row of the immediate dominator,
+    :attr:`ROOT` when only the virtual root dominates it (a root object, or an object that
+    several roots reach independently), :attr:`UNREACHABLE` when no root reaches it.
+    ``retained`` (uint64 per row): bytes retained (SOS sizes, as dumpheap adds them),
+    0 for unreachable objects.
+    """
+
+    ROOT = -1
+    UNREACHABLE = -2
+
+    def __init__(self, heap: "ClrHeap", idom: np.ndarray, retained: np.ndarray, reached: int,
+                 passes: int) -> None:
+        self.heap = heap
+        self.index = heap.index()
+        self.idom = idom
+        self.retained = retained
+        self.reached = reached  # objects some root reaches
+        self.passes = passes  # iterations the algorithm needed (diagnostics)
+        self._root_rows: dict[int, list[ClrRoot]] | None = None
+        self._by_type: list[TypeRetained] | None = None
+
+    def __len__(self) -> int:
+        return len(self.idom)
+
+    def chain(self, row: int) -> list[int]:
+        """``row``, its immediate dominator, that one's, … up to the object just under the
+        virtual root (the top). Empty if ``row`` is unreachable."""
+        if int(self.idom[row]) == self.UNREACHABLE:
+            return []
+        out = [int(row)]
+        while len(out) < MAX_CHAIN:
+            d = int(self.idom[out[-1]])
+            if d < 0:
+                break
+            out.append(d)
+        return out
+
+    def top_of(self, row: int) -> int | None:
+        c = self.chain(row)
+        return c[-1] if c else None
+
+    def root_of(self, row: int, limit: int = 8) -> list[HeldBy]:
+        """The roots holding the top of ``row``'s chain: the roots of that object itself
+        when it is a root object (long-lived kinds first: handles, finalizer queue,
+        stacks), else the roots whose references reach it (it then has several, none of
+        which alone keeps it). At most ``limit``."""
+        chain = self.chain(row)
+        if not chain:
+            return []
+        top = chain[-1]
+        below = chain[-2] if len(chain) > 1 else None
+        roots = self.root_rows().get(top)
+        if roots:
+            return [self._held(r, top, below) for r in roots[:limit]]
+        from .gcroot import PathFinder
+        finder = PathFinder(self.heap, top)
+        out: list[HeldBy] = []
+        seen: set[tuple[int, int]] = set()
+        for r in self._ordered(self.heap.roots().roots):
+            path = finder.path_from(r)
+            if path is None or (r.address, path.chain[0]) in seen:
+                continue
+            seen.add((r.address, path.chain[0]))
+            nxt = path.chain[1] if len(path.chain) > 1 else None
+            out.append(self._held(r, path.chain[0], nxt))
+            if len(out) >= limit:
+                break
+        return out
+
+    def _held(self, r: ClrRoot, obj_row: int, below: int | None) -> HeldBy:
+        from .retention import root_label
+        return HeldBy(r.kind.value, root_label(self.heap, r, obj_row, below), obj_row, r.address, r)
+
+    @staticmethod
+    def _ordered(roots: list[ClrRoot]) -> list[ClrRoot]:
+        order = {RootKind.HANDLE: 0, RootKind.FINALIZER: 1, RootKind.STACK: 2}
+        return sorted(roots, key=lambda r: order[r.kind])
+
+    def root_rows(self) -> dict[int, list[ClrRoot]]:
+        """Row of each root object → its roots, handles first."""
+        if self._root_rows is None:
+            ix = self.index
+            rows: dict[int, list[ClrRoot]] = {}
+            for r in self._ordered(self.heap.roots().roots):
+                i = ix.find(r.object)
+                if i is None and r.kind is RootKind.STACK:
+                    i = ix.containing(r.object)
+                if i is not None:
+                    rows.setdefault(i, []).append(r)
+            self._root_rows = rows
+        return self._root_rows
+
+    def top(self, n: int, type_id: int | None = None) -> list[int]:
+        """Rows of the ``n`` objects retaining the most (of one type id, if given), largest
+        first, ties by address."""
+        if n <= 0:
+            return []
+        rows = np.arange(len(self.idom), dtype=np.int64) if type_id is None else \
+            np.nonzero(self.index.type_ids == np.uint32(type_id))[0]
+        vals = self.retained[rows]
+        if len(rows) > n:
+            keep = np.argpartition(vals, len(rows) - n)[len(rows) - n:]
+            rows = rows[keep]
+        out = [r for r in rows.tolist() if self.retained[r] > 0]
+        out.sort(key=lambda r: (-int(self.retained[r]), r))  # ties: rows ascend = addresses ascend
+        return out[:n]
+
+    def retained_by_type(self, mask: np.ndarray | None = None) -> list[TypeRetained]:
+        """Per type (reachable objects only): count, shallow bytes, and retained bytes where
+        an object counts only if its immediate dominator is not of the same type — a list of
+        nodes retains once, not once per node — so the types' figures never double count
+        among themselves (different types still nest: a cache and its entries both show).
+        ``mask`` (bool per row) restricts it to some objects, as dumpheap's filters do."""
+        if self._by_type is None or mask is not None:
+            from .kernels import dominators as k
+            ix = self.index
+            ntypes = len(ix.method_tables)
+            acc = np.zeros(3 * ntypes, dtype=np.uint64)
+            keep = np.empty(0, np.bool_) if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
+            k.retained_by_type(ix.type_ids, self.idom, self.retained, ix.sizes, keep, acc)
+            for p, s in ix.big_sizes.items():
+                if int(self.idom[p]) != self.UNREACHABLE and (mask is None or mask[p]):
+                    acc[3 * int(ix.type_ids[p]) + 1] += np.uint64(s - SIZE_OVERFLOW)
+            rows = [TypeRetained(t, int(ix.method_tables[t]), int(acc[3 * t]), int(acc[3 * t + 1]),
+                                 int(acc[3 * t + 2])) for t in range(ntypes) if acc[3 * t]]
+            if mask is not None:
+                return rows
+            self._by_type = rows
+        return self._by_type
+
+
+def root_rows_and_deps(heap: "ClrHeap") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(root rows, dependent primaries sorted, their secondaries) as the kernels take them."""
+    from .liveness import root_indices
+    ix = heap.index()
+    roots = heap.roots()
+    rows = root_indices(ix, roots)
+    pairs = sorted((p, s) for p, s in ((ix.find(h.object), ix.find(h.secondary)) for h in roots.dependent_handles)
+                   if p is not None and s is not None)
+    return (np.ascontiguousarray(rows, dtype=np.int64), np.array([p for p, _ in pairs], dtype=np.int64),
+            np.array([s for _, s in pairs], dtype=np.int64))
+
+
+def build_dominators(heap: "ClrHeap") -> DominatorTree:
+    ix = heap.index()
+    graph = heap.graph()
+    roots, dep_p, dep_s = root_rows_and_deps(heap)
+    idom, retained, count, passes = compute(graph.offsets, graph.targets, ix.sizes, roots, dep_p, dep_s)
+    for p, s in ix.big_sizes.items():  # sizes of 4 GiB and more were counted as SIZE_OVERFLOW
+        extra = np.uint64(s - SIZE_OVERFLOW)
+        v = p
+        while v >= 0 and int(idom[v]) != DominatorTree.UNREACHABLE:
+            retained[v] += extra
+            v = int(idom[v])
+    return DominatorTree(heap, idom, retained, count, passes)
+
+
+def compute(offsets: np.ndarray, targets: np.ndarray, sizes: np.ndarray, roots: np.ndarray,
+            dep_primary: np.ndarray, dep_secondary: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """(idom, retained, objects reached, passes) of the graph in compressed rows
+    (``offsets`` int64 n + 1, ``targets`` uint32), object sizes (uint32), root rows and the
+    dependent-handle edges (primaries sorted, secondaries beside them)."""
+    from . import memory
+    from .kernels import dominators as k
+    n = len(offsets) - 1
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    targets = np.ascontiguousarray(targets, dtype=np.uint32)
+    roots = np.ascontiguousarray(roots, dtype=np.int64)
+    dep_primary = np.ascontiguousarray(dep_primary, dtype=np.int64)
+    dep_secondary = np.ascontiguousarray(dep_secondary, dtype=np.int64)
+    post = memory.full(n, -1, np.int32)
+    order = memory.empty(n, np.int32)
+    cursor = memory.empty(n, np.int32)
+    stack = memory.empty(n + 1, np.int32)
+    count = int(k.dfs_postorder(offsets, targets, roots, dep_primary, dep_secondary, post, order, cursor, stack))
+    dom = stack  # the stack is free now: dominators by postorder number, count + 1 items
+    passes = int(k.iterate(offsets, targets, roots, dep_primary, dep_secondary, post, order, count, dom))
+    idom = cursor  # so is the cursor: it becomes the dominators by row
+    k.rows_of(post, order, dom, count, idom)
+    del post, dom, stack
+    retained = memory.zeros(n, np.uint64)
+    k.accumulate(order, idom, count, np.ascontiguousarray(sizes, dtype=np.uint32), retained)
+    return idom, retained, count, passes
