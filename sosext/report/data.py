@@ -137,6 +137,8 @@ def chain_records(heap: "ClrHeap", ret: Retention, row: int, limit: int = 40) ->
 
 
 def root_kind_of(ret: Retention, row: int) -> str:
+    if ret.held_by is not None:
+        return ret.held_by(row)
     chain = ret.chain_of(row)
     if not chain:
         return "unreachable"
@@ -230,6 +232,7 @@ def growing_holders(heap: "ClrHeap", ret: Retention, nodes: list[dict[str, Any]]
         found.append({"path": p["path"], "total": p["total"], "total_delta": p["total_delta"], "count": p["count"],
                       "growing": [{"type": c["label"], "count_delta": c["count_delta"], "total_delta": c["total_delta"]}
                                   for c in sorted(growing, key=lambda c: -c["total_delta"])],
+                      "root": root_kind_of(ret, row) if row >= 0 else "",
                       "chain": chain_records(heap, ret, row) if row >= 0 else []})
     found.sort(key=lambda h: (-h["total_delta"], h["path"]))
     return found[:n]

@@ -32,6 +32,7 @@ class Retention:
     root_kind: np.ndarray  # int64 per row: index into kinds for rows with parent == ROOT, else -1
     retained_by_type: np.ndarray | None = None  # uint64 per type id (dumpheap -stat -retained)
     top: Callable[[int], list[int]] | None = None  # rows retaining the most
+    held_by: Callable[[int], str] | None = None  # how leaks/dominators name the root holding a row
 
 
 def retention_of(heap: "ClrHeap") -> Retention:
@@ -40,14 +41,21 @@ def retention_of(heap: "ClrHeap") -> Retention:
     if dominators is not None:
         dt = dominators()
         parent = np.asarray(dt.idom, dtype=np.int64)
-        by_type = np.asarray(dt.retained_by_type(), dtype=np.uint64) if hasattr(dt, "retained_by_type") else None
+        by_type = np.zeros(len(heap.index().method_tables), dtype=np.uint64)
+        for t in dt.retained_by_type():
+            by_type[t.type_id] = t.retained
 
         def chain(row: int) -> list[int]:
-            rows = list(dt.chain(row))
-            return rows if not rows or rows[-1] == row else rows[::-1]
+            return list(dt.chain(row))[::-1]  # dt.chain runs from the row up to the top
+
+        def held_by(row: int) -> str:
+            held = dt.root_of(row, limit=2)
+            if not held:
+                return "unreachable"
+            return held[0].label + (" (and other roots)" if len(held) > 1 else "")
         kinds, root_kind = _kind_column(labels, parent)
         return Retention(parent, np.asarray(dt.retained), True, chain, kinds, root_kind, by_type,
-                         lambda n: list(dt.top(n)))
+                         lambda n: list(dt.top(n)), held_by)
     from ..clr.retention import RetentionTree
     tree = RetentionTree(heap)
     kinds, root_kind = _kind_column(labels, tree.parent)
