@@ -397,4 +397,4 @@ def test_baseline_colours_growth_and_names_the_holder(growth, tmp_path: Path) ->
         any(f"+{grown:,} objects" in h[3] for h in holders), holders
     assert "colorbar" in section(dom, "icicle")  # coloured by growth
     if os.environ.get("SOSEXT_UPDATE_DOCS_PNG"):
-        chromium(page, tmp_path, f"--screenshot={DOCS_PNG}", "--window-size=1400,1500")
+        chromium(page, tmp_path, f"--screenshot={DOCS_PNG}", "--window-size=1400,1010", "--hide-scrollbars")

@@ -112,7 +112,7 @@ def _icicle(doc: dict[str, Any]) -> dict[str, Any]:
     paths = doc["paths"]
     unit = "retained" if doc["exact"] else "reachable"
     trace: dict[str, Any] = {
-        "type": "icicle", "branchvalues": "total", "maxdepth": 6,
+        "type": "icicle", "branchvalues": "total", "maxdepth": 8,
         "ids": [str(k) for k in range(len(paths))],
         "parents": ["" if p["parent"] < 0 else str(p["parent"]) for p in paths],
         "labels": [safe_line(p["label"]) for p in paths],
@@ -124,7 +124,7 @@ def _icicle(doc: dict[str, Any]) -> dict[str, Any]:
         "tiling": {"orientation": "v"},
     }
     if "baseline" in doc:
-        trace["marker"] = {"colors": [p["total_delta"] for p in paths], "colorscale": "RdBu", "reversescale": True,
+        trace["marker"] = {"colors": [p["total_delta"] for p in paths], "colorscale": "RdBu",
                            "cmid": 0, "showscale": True, "colorbar": {"title": {"text": "growth, bytes"}}}
     return trace
 
@@ -180,7 +180,7 @@ def _treemap(doc: dict[str, Any]) -> dict[str, Any]:
                           + ("<br>growth %{customdata[1]:+,} bytes" if grow else "") + "<extra></extra>"),
     }
     if grow:
-        trace["marker"] = {"colors": deltas, "colorscale": "RdBu", "reversescale": True, "cmid": 0,
+        trace["marker"] = {"colors": deltas, "colorscale": "RdBu", "cmid": 0,
                            "showscale": True, "colorbar": {"title": {"text": "growth, bytes"}}}
     return trace
 

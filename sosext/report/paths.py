@@ -32,6 +32,7 @@ ROOT = -1
 UNREACHABLE = -2
 OTHER = -1  # type id of an "other" node
 KIND = -2  # type id of a root-kind node
+_CHUNK = 1 << 22
 
 
 @dataclass
@@ -99,30 +100,32 @@ def build_paths(type_ids: np.ndarray, sizes: np.ndarray, parent: np.ndarray, roo
     ``[0, n_kinds)``; ``rank`` (e.g. retained bytes) picks each node's example head.
     """
     n = len(parent)
-    tids = type_ids.astype(np.int64)
+    it = np.int32 if n < (1 << 31) - 1 else np.int64  # row numbers: 4 bytes each below 2G objects
+    tids = type_ids
     reach = parent != UNREACHABLE
     top = parent == ROOT
-    par = np.where(parent >= 0, parent, 0)
+    par = np.where(parent >= 0, parent, 0).astype(it, copy=False)
     is_head = reach & (top | (tids[par] != tids))
-    rows = np.arange(n, dtype=np.int64)
     # 1. run heads
-    rh = np.where(is_head | ~reach, rows, par)
+    rh = np.where(is_head | ~reach, np.arange(n, dtype=it), par)
     rh = _jump(rh)
     heads = np.nonzero(is_head)[0]
+    del is_head
     h = len(heads)
-    hpos = np.full(n, -1, dtype=np.int64)
-    hpos[heads] = np.arange(h, dtype=np.int64)
-    hp = np.where(top[heads], -1, hpos[rh[par[heads]]])
+    hpos = np.full(n, -1, dtype=it)
+    hpos[heads] = np.arange(h, dtype=it)
+    hp = np.where(top[heads], -1, hpos[rh[par[heads]]]).astype(np.int64)
+    del par, top
     # 2. path depth; deep heads fold into their ancestor at max_depth
     depth = _depths(hp)
     anchor = np.where(depth <= max_depth, np.arange(h, dtype=np.int64), hp)
     anchor = _jump(anchor)
     # 3. nodes level by level: 0 = all roots, 1..n_kinds = root kinds, then types
-    htype = tids[heads]
+    htype = tids[heads].astype(np.int64)
     node_parent = [np.array([-1], dtype=np.int64), np.zeros(n_kinds, dtype=np.int64)]
     node_type = [np.array([KIND], dtype=np.int64), np.full(n_kinds, KIND, dtype=np.int64)]
     group = np.full(h, -1, dtype=np.int64)
-    ntypes = int(tids.max()) + 1 if n else 1
+    ntypes = int(tids.max()) + 1 if n else 1  # type_ids is never empty when n > 0
     base = 1 + n_kinds
     order = np.argsort(depth, kind="stable")
     bounds = np.searchsorted(depth[order], np.arange(1, max_depth + 2))
@@ -145,13 +148,18 @@ def build_paths(type_ids: np.ndarray, sizes: np.ndarray, parent: np.ndarray, roo
     level_start.append(base)
     parents = np.concatenate(node_parent)
     ntype = np.concatenate(node_type)
-    # 4. sizes per node, totals bottom-up
-    obj = np.nonzero(reach)[0]
-    node_of = group[anchor[hpos[rh[obj]]]]
-    total = np.bincount(node_of, weights=sizes[obj].astype(np.float64), minlength=base)
-    total = np.rint(total).astype(np.int64)
-    same = ntype[node_of] == tids[obj]
-    count = np.bincount(node_of[same], minlength=base).astype(np.int64)
+    # 4. sizes per node (a chunk of rows at a time: no heap-sized temporaries), totals bottom-up
+    head_node = group[anchor]
+    total_f = np.zeros(base, dtype=np.float64)
+    count = np.zeros(base, dtype=np.int64)
+    for lo in range(0, n, _CHUNK):
+        hi = min(n, lo + _CHUNK)
+        live = reach[lo:hi]
+        node_of = head_node[hpos[rh[lo:hi][live]]]
+        total_f += np.bincount(node_of, weights=sizes[lo:hi][live].astype(np.float64), minlength=base)
+        same = ntype[node_of] == tids[lo:hi][live]
+        count += np.bincount(node_of[same], minlength=base)
+    total = np.rint(total_f).astype(np.int64)
     for lvl in range(len(level_start) - 2, 0, -1):
         lo, hi = level_start[lvl], level_start[lvl + 1]
         if hi > lo:

@@ -24,12 +24,12 @@ SEVERAL = "several roots"  # an object under the virtual root that is not itself
 
 @dataclass
 class Retention:
-    parent: np.ndarray  # int64 per index row: ROOT, UNREACHABLE or a row
+    parent: np.ndarray  # signed int per index row: ROOT, UNREACHABLE or a row
     retained: np.ndarray | None  # uint64 bytes per row, None without dominators
     exact: bool  # parent is the immediate dominator
     chain_of: Callable[[int], list[int]]  # rows from the root object down to the row
     kinds: list[str]  # root-kind labels
-    root_kind: np.ndarray  # int64 per row: index into kinds for rows with parent == ROOT, else -1
+    root_kind: np.ndarray  # int16 per row: index into kinds for rows with parent == ROOT, else -1
     retained_by_type: np.ndarray | None = None  # uint64 per type id (dumpheap -stat -retained)
     top: Callable[[int], list[int]] | None = None  # rows retaining the most
     held_by: Callable[[int], str] | None = None  # how leaks/dominators name the root holding a row
@@ -40,7 +40,7 @@ def retention_of(heap: "ClrHeap") -> Retention:
     dominators = getattr(heap, "dominators", None)
     if dominators is not None:
         dt = dominators()
-        parent = np.asarray(dt.idom, dtype=np.int64)
+        parent = np.asarray(dt.idom)  # int32: build_paths takes it as it is
         by_type = np.zeros(len(heap.index().method_tables), dtype=np.uint64)
         for t in dt.retained_by_type():
             by_type[t.type_id] = t.retained
@@ -90,18 +90,18 @@ def _root_labels(heap: "ClrHeap") -> dict[int, str]:
 def _kind_column(labels: dict[int, str], parent: np.ndarray) -> tuple[list[str], np.ndarray]:
     kinds = sorted(set(labels.values()) | {SEVERAL})
     ids = {k: n for n, k in enumerate(kinds)}
-    column = np.full(len(parent), -1, dtype=np.int64)
+    column = np.full(len(parent), -1, dtype=np.int16)
     top = np.nonzero(parent == ROOT)[0]
     column[top] = ids[SEVERAL]
     if labels:
         rows = np.fromiter(labels.keys(), dtype=np.int64, count=len(labels))
-        vals = np.fromiter((ids[v] for v in labels.values()), dtype=np.int64, count=len(labels))
+        vals = np.fromiter((ids[v] for v in labels.values()), dtype=np.int16, count=len(labels))
         at_top = parent[rows] == ROOT
         column[rows[at_top]] = vals[at_top]
     used = sorted(set(column[top].tolist()))
     if len(used) == len(kinds):
         return kinds, column
-    remap = np.full(len(kinds), -1, dtype=np.int64)
+    remap = np.full(len(kinds), -1, dtype=np.int16)
     remap[used] = np.arange(len(used))
     column[top] = remap[column[top]]
     return [kinds[k] for k in used], column
