@@ -267,6 +267,7 @@ class RetainedCase:
     page: Path
     folded: str
     retained_stat: str
+    lldb_folded: str | None
 
 
 @pytest.fixture(scope="module")
@@ -276,12 +277,14 @@ def retained_case(tmp_path_factory) -> RetainedCase:
     with Debuggee("retained", gc="svr", gc_flavor="segments", dll=build_debuggee(), core_dir=tmp) as d:
         core = d.write_core("heap", tmp / "retained.core")
         truth = d.truth
+        exe = str(d.executable)
     res = sosext("report", str(core), "-o", str(tmp / "retained.html"))
     assert res.returncode == 0, res.stderr
     folded = sosext("report", str(core), "--format", "folded")
     assert folded.returncode == 0, folded.stderr
     stat = drivers.run_cli([f"dumpheap -stat -retained -type {NS}"], core=core)[0].text
-    return RetainedCase(truth, tmp / "retained.html", folded.stdout, stat)
+    lldb = drivers.run_lldb(["report --format folded"], core=core, exe=exe)[0].text if drivers.LLDB else None
+    return RetainedCase(truth, tmp / "retained.html", folded.stdout, stat, lldb)
 
 
 def by_name(t: dict, name: str) -> dict:
@@ -344,6 +347,13 @@ def test_folded_stacks_sum_to_the_truth(retained_case: RetainedCase) -> None:
         assert sum(under) == retained, name
     fin = [frames for frames, _v in stacks if NS + "RetFinalHolder" in frames]
     assert all(f[0] == "finalizer queue" for f in fin)
+
+
+def test_report_is_a_debugger_command_too(retained_case: RetainedCase) -> None:
+    if retained_case.lldb_folded is None:
+        pytest.skip("lldb-16 is not installed")
+    stacks = [ln for ln in retained_case.lldb_folded.splitlines() if re.fullmatch(r"[^;]+(;[^;]+)* \d+", ln)]
+    assert stacks == retained_case.folded.splitlines()
 
 
 def test_existing_file_is_not_overwritten(retained_case: RetainedCase, tmp_path: Path) -> None:

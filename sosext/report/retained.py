@@ -53,6 +53,8 @@ def retention_of(heap: "ClrHeap") -> Retention:
             if not held:
                 return "unreachable"
             return held[0].label + (" (and other roots)" if len(held) > 1 else "")
+        for row in _also_referenced(heap, parent, labels):
+            labels[row] = SEVERAL
         kinds, root_kind = _kind_column(labels, parent)
         return Retention(parent, np.asarray(dt.retained), True, chain, kinds, root_kind, by_type,
                          lambda n: list(dt.top(n)), held_by)
@@ -85,6 +87,20 @@ def _root_labels(heap: "ClrHeap") -> dict[int, str]:
         if s is not None and s not in out:
             out[s] = "dependent handle"
     return out
+
+
+def _also_referenced(heap: "ClrHeap", parent: np.ndarray, labels: dict[int, str]) -> list[int]:
+    """Root objects under the virtual root that a reachable object references too: a static
+    and a thread's local, say. No single root keeps them, so neither kind names them."""
+    rows = np.array([r for r in labels if parent[r] == ROOT], dtype=np.int64)
+    if not len(rows):
+        return []
+    g = heap.graph()
+    hit = np.nonzero(np.isin(g.targets, rows.astype(g.targets.dtype)))[0]
+    src = np.searchsorted(g.offsets, hit, side="right") - 1
+    dst = g.targets[hit].astype(np.int64)
+    keep = (src != dst) & (parent[src] != UNREACHABLE)
+    return sorted(set(dst[keep].tolist()))
 
 
 def _kind_column(labels: dict[int, str], parent: np.ndarray) -> tuple[list[str], np.ndarray]:
