@@ -14,7 +14,7 @@ import numpy as np
 
 from ..clr.index import SIZE_OVERFLOW
 from ..clr.segments import SegmentKind
-from .paths import KIND, OTHER, PathTree, build_paths
+from .paths import KIND, OTHER, UNREACHABLE, PathTree, build_paths
 from .retained import Retention, retention_of
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def object_sizes(heap: "ClrHeap") -> np.ndarray:
     return sizes
 
 
-def summary(heap: "ClrHeap", source: str) -> dict[str, Any]:
+def summary(heap: "ClrHeap", source: str, ret: Retention) -> dict[str, Any]:
     ix = heap.index()
     rt = heap.runtime
     counts, totals, _first = ix.type_totals()
@@ -45,7 +45,7 @@ def summary(heap: "ClrHeap", source: str) -> dict[str, Any]:
     free = int(totals[free_id]) if free_id is not None else 0
     allocated = sum(s.length for s in heap.segments if s.kind is not SegmentKind.FROZEN)
     committed = sum(s.committed - s.start for s in heap.segments if s.kind is not SegmentKind.FROZEN)
-    live = heap.live()
+    live = ret.parent != UNREACHABLE  # what the roots reach: dumpheap -live's objects
     sizes = object_sizes(heap)
     return {
         "source": source,
@@ -170,7 +170,7 @@ def heap_report(heap: "ClrHeap", source: str,
     ret = retention_of(heap)
     tree = path_tree(heap, ret, PICTURE)
     nodes = tree_nodes(heap, ret, tree)
-    doc = {"sosext_report": SCHEMA, "exact": ret.exact, "summary": summary(heap, source),
+    doc = {"sosext_report": SCHEMA, "exact": ret.exact, "summary": summary(heap, source, ret),
            "types": type_table(heap, ret), "paths": nodes, "holders": holders(heap, ret)}
     if callable(baseline):
         baseline = baseline()

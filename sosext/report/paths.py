@@ -77,7 +77,7 @@ def _jump(ptr: np.ndarray) -> np.ndarray:
 
 def _depths(up: np.ndarray) -> np.ndarray:
     """Depth of each node of a forest given as parent positions (-1 at the tops; tops are 1)."""
-    depth = np.ones(len(up), dtype=np.int64)
+    depth = np.ones(len(up), dtype=np.int32)
     up = up.copy()
     for _ in range(80):
         m = np.nonzero(up >= 0)[0]
@@ -89,6 +89,20 @@ def _depths(up: np.ndarray) -> np.ndarray:
         nu[m] = up[up[m]]
         depth, up = nd, nu
     raise ValueError("the tree has a cycle")
+
+
+def _unique(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(key, return_inverse=True) without sorting when the keys span a small range
+    (the usual case: a few thousand parent nodes times the types)."""
+    lo = int(key.min())
+    span = int(key.max()) - lo + 1
+    if span > max(4 * len(key), 1 << 22):
+        return np.unique(key, return_inverse=True)
+    present = np.zeros(span, dtype=bool)
+    off = key - lo
+    present[off] = True
+    rank = np.cumsum(present, dtype=np.int32) - 1
+    return np.nonzero(present)[0] + lo, rank[off]
 
 
 def build_paths(type_ids: np.ndarray, sizes: np.ndarray, parent: np.ndarray, root_kind: np.ndarray,
@@ -109,26 +123,26 @@ def build_paths(type_ids: np.ndarray, sizes: np.ndarray, parent: np.ndarray, roo
     # 1. run heads
     rh = np.where(is_head | ~reach, np.arange(n, dtype=it), par)
     rh = _jump(rh)
-    heads = np.nonzero(is_head)[0]
+    heads = np.nonzero(is_head)[0].astype(it)
     del is_head
     h = len(heads)
     hpos = np.full(n, -1, dtype=it)
     hpos[heads] = np.arange(h, dtype=it)
-    hp = np.where(top[heads], -1, hpos[rh[par[heads]]]).astype(np.int64)
+    hp = np.where(top[heads], -1, hpos[rh[par[heads]]]).astype(it)
     del par, top
     # 2. path depth; deep heads fold into their ancestor at max_depth
     depth = _depths(hp)
-    anchor = np.where(depth <= max_depth, np.arange(h, dtype=np.int64), hp)
+    anchor = np.where(depth <= max_depth, np.arange(h, dtype=it), hp)
     anchor = _jump(anchor)
     # 3. nodes level by level: 0 = all roots, 1..n_kinds = root kinds, then types
-    htype = tids[heads].astype(np.int64)
     node_parent = [np.array([-1], dtype=np.int64), np.zeros(n_kinds, dtype=np.int64)]
     node_type = [np.array([KIND], dtype=np.int64), np.full(n_kinds, KIND, dtype=np.int64)]
-    group = np.full(h, -1, dtype=np.int64)
+    group = np.full(h, -1, dtype=it)
     ntypes = int(tids.max()) + 1 if n else 1  # type_ids is never empty when n > 0
     base = 1 + n_kinds
-    order = np.argsort(depth, kind="stable")
+    order = np.argsort(depth, kind="stable").astype(it)
     bounds = np.searchsorted(depth[order], np.arange(1, max_depth + 2))
+    del depth
     level_start = [0, 1]
     for lvl in range(1, max_depth + 1):
         at = order[bounds[lvl - 1]:bounds[lvl]]
@@ -138,18 +152,21 @@ def build_paths(type_ids: np.ndarray, sizes: np.ndarray, parent: np.ndarray, roo
         if lvl == 1:
             pnode = 1 + root_kind[heads[at]].astype(np.int64)
         else:
-            pnode = group[hp[at]]
-        key = pnode * ntypes + htype[at]
-        uniq, inv = np.unique(key, return_inverse=True)
+            pnode = group[hp[at]].astype(np.int64)
+        key = pnode * ntypes + tids[heads[at]]
+        uniq, inv = _unique(key)
         group[at] = base + inv
         node_parent.append(uniq // ntypes)
         node_type.append(uniq % ntypes)
         base += len(uniq)
+        del pnode, key, inv, at
     level_start.append(base)
+    del order, hp
     parents = np.concatenate(node_parent)
     ntype = np.concatenate(node_type)
     # 4. sizes per node (a chunk of rows at a time: no heap-sized temporaries), totals bottom-up
     head_node = group[anchor]
+    del anchor
     total_f = np.zeros(base, dtype=np.float64)
     count = np.zeros(base, dtype=np.int64)
     for lo in range(0, n, _CHUNK):
@@ -159,20 +176,23 @@ def build_paths(type_ids: np.ndarray, sizes: np.ndarray, parent: np.ndarray, roo
         total_f += np.bincount(node_of, weights=sizes[lo:hi][live].astype(np.float64), minlength=base)
         same = ntype[node_of] == tids[lo:hi][live]
         count += np.bincount(node_of[same], minlength=base)
+        del node_of, same, live
+    del head_node, hpos, rh
     total = np.rint(total_f).astype(np.int64)
     for lvl in range(len(level_start) - 2, 0, -1):
         lo, hi = level_start[lvl], level_start[lvl + 1]
         if hi > lo:
             np.add.at(total, parents[lo:hi], total[lo:hi])
+    # each node's example: its head that ranks highest (the first such row on ties)
     example = np.full(base, -1, dtype=np.int64)
     if h:
-        key = rank[heads].astype(np.float64) if rank is not None else sizes[heads].astype(np.float64)
-        by = np.lexsort((-key, group))  # per node, its largest head first
-        g = group[by]
-        first = np.ones(len(g), dtype=bool)
-        first[1:] = g[1:] != g[:-1]
-        keep = first & (g >= 0)
-        example[g[keep]] = heads[by[keep]]
+        key = (rank if rank is not None else sizes)[heads]
+        best = np.zeros(base, dtype=key.dtype)
+        np.maximum.at(best, group, key)
+        cand = np.nonzero(key == best[group])[0]
+        del key
+        nodes, first = np.unique(group[cand], return_index=True)
+        example[nodes] = heads[cand[first]]
     kinds = np.full(base, -1, dtype=np.int64)
     kinds[1:1 + n_kinds] = np.arange(n_kinds)
     return _cut(parents, ntype, kinds, total, count, example, level_start, top_children, max_nodes)

@@ -96,7 +96,9 @@ def _also_referenced(heap: "ClrHeap", parent: np.ndarray, labels: dict[int, str]
     if not len(rows):
         return []
     g = heap.graph()
-    hit = np.nonzero(np.isin(g.targets, rows.astype(g.targets.dtype)))[0]
+    wanted = np.zeros(len(parent), dtype=bool)
+    wanted[rows] = True
+    hit = np.nonzero(wanted[g.targets])[0]  # one byte per reference, no sort
     src = np.searchsorted(g.offsets, hit, side="right") - 1
     dst = g.targets[hit].astype(np.int64)
     keep = (src != dst) & (parent[src] != UNREACHABLE)
