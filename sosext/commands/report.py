@@ -69,18 +69,18 @@ Examples:
         heap.check_walkable()
         heap.index(ctx.progress)
         if fmt == "folded":
-            self._emit(ctx, output, "\n".join(folded_lines(heap)) + "\n", args.force)
+            self._emit(ctx, output, "\n".join(folded_lines(heap, ctx.progress)) + "\n", args.force)
             return
         source = ctx.runtime.target.describe()
         if args.baseline:
             from ..report.baseline import BaselineReport
             job = BaselineReport(args.baseline)
             try:
-                doc = heap_report(heap, source, job.result)  # this heap's work overlaps the child's
+                doc = heap_report(heap, source, job.result, ctx.progress)  # overlaps the child's work
             finally:
                 job.cancel()
         else:
-            doc = heap_report(heap, source)
+            doc = heap_report(heap, source, progress=ctx.progress)
         if fmt == "json":
             self._emit(ctx, output, json.dumps(doc, separators=(",", ":")) + "\n", args.force)
             return

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ..clr.index import SIZE_OVERFLOW
+from ..clr.progress import check_interrupt
 from ..clr.segments import SegmentKind
 from .paths import KIND, OTHER, UNREACHABLE, PathTree, build_paths
 from .retained import Retention, retention_of
 
 if TYPE_CHECKING:
     from ..clr.heap import ClrHeap
+    from ..clr.progress import Progress
 
 SCHEMA = 1
 HOLDERS = 25
@@ -162,16 +164,20 @@ def holders(heap: "ClrHeap", ret: Retention, n: int = HOLDERS) -> list[dict[str,
 
 
 def heap_report(heap: "ClrHeap", source: str,
-                baseline: "dict[str, Any] | Callable[[], dict[str, Any]] | None" = None) -> dict[str, Any]:
+                baseline: "dict[str, Any] | Callable[[], dict[str, Any]] | None" = None,
+                progress: "Progress | None" = None) -> dict[str, Any]:
     """Everything the HTML page shows about one heap; with ``baseline`` (the same document
     of an older heap, or a function that waits for it) the growth of every type and path,
     and the growing holders."""
-    heap.index()
-    ret = retention_of(heap)
+    heap.index(progress)
+    ret = retention_of(heap, progress)
+    check_interrupt()
     tree = path_tree(heap, ret, PICTURE)
+    check_interrupt()
     nodes = tree_nodes(heap, ret, tree)
     doc = {"sosext_report": SCHEMA, "exact": ret.exact, "summary": summary(heap, source, ret),
            "types": type_table(heap, ret), "paths": nodes, "holders": holders(heap, ret)}
+    check_interrupt()
     if callable(baseline):
         baseline = baseline()
     if baseline is not None:
@@ -238,10 +244,11 @@ def growing_holders(heap: "ClrHeap", ret: Retention, nodes: list[dict[str, Any]]
     return found[:n]
 
 
-def folded_lines(heap: "ClrHeap") -> list[str]:
+def folded_lines(heap: "ClrHeap", progress: "Progress | None" = None) -> list[str]:
     """Brendan Gregg's folded stacks: ``root kind;Type;Type;... bytes`` (each line a path's own
     bytes; flamegraph.pl and speedscope add children up)."""
-    ret = retention_of(heap)
+    ret = retention_of(heap, progress)
+    check_interrupt()
     tree = path_tree(heap, ret, FOLDED)
     labels = [lab.replace(";", ":") for lab in node_labels(heap, ret, tree)]
     own = tree.own()
@@ -251,4 +258,4 @@ def folded_lines(heap: "ClrHeap") -> list[str]:
         frames.append("" if p < 0 else (frames[p] + ";" if frames[p] else "") + labels[k])
         if p >= 0 and own[k] > 0:
             lines.append(f"{frames[k]} {int(own[k])}")
-    return lines
+    return sorted(lines)

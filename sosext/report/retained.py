@@ -16,6 +16,7 @@ from ..clr.roots import RootKind
 
 if TYPE_CHECKING:
     from ..clr.heap import ClrHeap
+    from ..clr.progress import Progress
 
 ROOT = -1
 UNREACHABLE = -2
@@ -35,11 +36,11 @@ class Retention:
     held_by: Callable[[int], str] | None = None  # how leaks/dominators name the root holding a row
 
 
-def retention_of(heap: "ClrHeap") -> Retention:
-    labels = _root_labels(heap)
+def retention_of(heap: "ClrHeap", progress: "Progress | None" = None) -> Retention:
     dominators = getattr(heap, "dominators", None)
     if dominators is not None:
-        dt = dominators()
+        dt = dominators(progress)
+        labels = _root_labels(heap)
         parent = np.asarray(dt.idom)  # int32: build_paths takes it as it is
         by_type = np.zeros(len(heap.index().method_tables), dtype=np.uint64)
         for t in dt.retained_by_type():
@@ -60,6 +61,7 @@ def retention_of(heap: "ClrHeap") -> Retention:
                          lambda n: list(dt.top(n)), held_by)
     from ..clr.retention import RetentionTree
     tree = RetentionTree(heap)
+    labels = _root_labels(heap)
     kinds, root_kind = _kind_column(labels, tree.parent)
     return Retention(tree.parent, None, False, tree.path, kinds, root_kind)
 
