@@ -268,6 +268,7 @@ class RetainedCase:
     folded: str
     retained_stat: str
     lldb_folded: str | None
+    gdb_folded: str | None
 
 
 @pytest.fixture(scope="module")
@@ -284,7 +285,8 @@ def retained_case(tmp_path_factory) -> RetainedCase:
     assert folded.returncode == 0, folded.stderr
     stat = drivers.run_cli([f"dumpheap -stat -retained -type {NS}"], core=core)[0].text
     lldb = drivers.run_lldb(["report --format folded"], core=core, exe=exe)[0].text if drivers.LLDB else None
-    return RetainedCase(truth, tmp / "retained.html", folded.stdout, stat, lldb)
+    gdb = drivers.run_gdb(["report --format folded"], core=core, exe=exe)[0].text if drivers.GDB else None
+    return RetainedCase(truth, tmp / "retained.html", folded.stdout, stat, lldb, gdb)
 
 
 def by_name(t: dict, name: str) -> dict:
@@ -349,10 +351,12 @@ def test_folded_stacks_sum_to_the_truth(retained_case: RetainedCase) -> None:
     assert all(f[0] == "finalizer queue" for f in fin)
 
 
-def test_report_is_a_debugger_command_too(retained_case: RetainedCase) -> None:
-    if retained_case.lldb_folded is None:
-        pytest.skip("lldb-16 is not installed")
-    stacks = [ln for ln in retained_case.lldb_folded.splitlines() if re.fullmatch(r"[^;]+(;[^;]+)* \d+", ln)]
+@pytest.mark.parametrize("host", ["lldb", "gdb"])
+def test_report_is_a_debugger_command_too(retained_case: RetainedCase, host: str) -> None:
+    text = retained_case.lldb_folded if host == "lldb" else retained_case.gdb_folded
+    if text is None:
+        pytest.skip(f"{host} is not installed")
+    stacks = [ln for ln in text.splitlines() if re.fullmatch(r"[^;]+(;[^;]+)* \d+", ln)]
     assert stacks == retained_case.folded.splitlines()
 
 

@@ -15,6 +15,7 @@ from ..errors import SosError
 from ..render.text import safe_line
 
 TREEMAP_TYPES = 300  # the treemap's largest types; the rest is one "other types" rectangle
+TABLE_TYPES = 2000  # rows of the type table (largest first); --format json has every type
 
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
@@ -193,7 +194,7 @@ def _type_table(doc: dict[str, Any]) -> str:
         heads += ["Count delta", "Bytes delta"] + (["Retained delta"] if retained else [])
     th = "".join(f'<th class="{"" if h in ("Type", "MethodTable") else "num"}">{h}</th>' for h in heads)
     rows = []
-    for t in doc["types"]:
+    for t in doc["types"][:TABLE_TYPES]:
         cells = [f"<td>{_t(t['name'])}</td>", f"<td><code>{t['mt']:016x}</code></td>", _num(t["count"]), _num(t["size"])]
         if retained:
             cells.append(_num(t.get("retained", 0)))
@@ -202,8 +203,11 @@ def _type_table(doc: dict[str, Any]) -> str:
             if retained:
                 cells.append(_num(t.get("retained_delta", 0), True))
         rows.append(f"<tr>{''.join(cells)}</tr>")
+    more = len(doc["types"]) - TABLE_TYPES
+    note = (f'<p class="note">{more:,} smaller types are left out here (--format json lists every type).</p>'
+            if more > 0 else "")
     return (f'<table class="sortable" id="types"><thead><tr>{th}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
+            f"<tbody>{''.join(rows)}</tbody></table>{note}")
 
 
 def _chain(chain: list[dict[str, Any]]) -> str:
