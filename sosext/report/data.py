@@ -1,6 +1,6 @@
 """The report's facts about one heap, as plain JSON-able data (small whatever the heap's size).
 
-``heap_report(heap)`` reads the model once (index, roots, the retention tree) and keeps
+``heap_report(heap)`` reads the model once (index, roots, the dominator tree) and keeps
 only bounded aggregates: the summary, per-type totals, the grouped path tree (a few
 thousand nodes at most) and the largest holders with their chains. The same document is
 what a baseline child process prints (``sosext report OLD --format json -o -``), so a
@@ -75,8 +75,7 @@ def type_table(heap: "ClrHeap", ret: Retention) -> list[dict[str, Any]]:
     for t in np.nonzero(counts)[0].tolist():
         mt = int(ix.method_tables[t])
         row = {"name": heap.types.name_of(mt), "mt": mt, "count": int(counts[t]), "size": int(totals[t])}
-        if ret.retained_by_type is not None:
-            row["retained"] = int(ret.retained_by_type[t])
+        row["retained"] = int(ret.retained_by_type[t])
         rows.append(row)
     rows.sort(key=lambda r: (-r["size"], r["name"], r["mt"]))
     return rows
@@ -132,26 +131,13 @@ def chain_records(heap: "ClrHeap", ret: Retention, row: int, limit: int = 40) ->
             out.append({"skipped": skipped})
             continue
         rec = {"address": int(ix.addresses[r]), "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[r]]))}
-        if ret.retained is not None:
-            rec["retained"] = int(ret.retained[r])
+        rec["retained"] = int(ret.retained[r])
         out.append(rec)
     return out
 
 
-def root_kind_of(ret: Retention, row: int) -> str:
-    if ret.held_by is not None:
-        return ret.held_by(row)
-    chain = ret.chain_of(row)
-    if not chain:
-        return "unreachable"
-    k = int(ret.root_kind[chain[0]])
-    return ret.kinds[k] if k >= 0 else "?"
-
-
 def holders(heap: "ClrHeap", ret: Retention, n: int = HOLDERS) -> list[dict[str, Any]]:
-    """The objects retaining the most, each with its dominator chain (dominators only)."""
-    if ret.top is None or ret.retained is None:
-        return []
+    """The objects retaining the most, each with its dominator chain."""
     ix = heap.index()
     sizes = object_sizes(heap)
     out = []
@@ -159,7 +145,7 @@ def holders(heap: "ClrHeap", ret: Retention, n: int = HOLDERS) -> list[dict[str,
         out.append({"address": int(ix.addresses[row]),
                     "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[row]])),
                     "retained": int(ret.retained[row]), "size": int(sizes[row]),
-                    "root": root_kind_of(ret, row), "chain": chain_records(heap, ret, row)})
+                    "root": ret.held_by(row), "chain": chain_records(heap, ret, row)})
     return out
 
 
@@ -175,7 +161,7 @@ def heap_report(heap: "ClrHeap", source: str,
     tree = path_tree(heap, ret, PICTURE)
     check_interrupt()
     nodes = tree_nodes(heap, ret, tree)
-    doc = {"sosext_report": SCHEMA, "exact": ret.exact, "summary": summary(heap, source, ret),
+    doc = {"sosext_report": SCHEMA, "summary": summary(heap, source, ret),
            "types": type_table(heap, ret), "paths": nodes, "holders": holders(heap, ret)}
     check_interrupt()
     if callable(baseline):
@@ -238,7 +224,7 @@ def growing_holders(heap: "ClrHeap", ret: Retention, nodes: list[dict[str, Any]]
         found.append({"path": p["path"], "total": p["total"], "total_delta": p["total_delta"], "count": p["count"],
                       "growing": [{"type": c["label"], "count_delta": c["count_delta"], "total_delta": c["total_delta"]}
                                   for c in sorted(growing, key=lambda c: -c["total_delta"])],
-                      "root": root_kind_of(ret, row) if row >= 0 else "",
+                      "root": ret.held_by(row) if row >= 0 else "",
                       "chain": chain_records(heap, ret, row) if row >= 0 else []})
     found.sort(key=lambda h: (-h["total_delta"], h["path"]))
     return found[:n]

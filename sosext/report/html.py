@@ -111,7 +111,6 @@ def _summary(doc: dict[str, Any]) -> str:
 
 def _icicle(doc: dict[str, Any]) -> dict[str, Any]:
     paths = doc["paths"]
-    unit = "retained" if doc["exact"] else "reachable"
     trace: dict[str, Any] = {
         "type": "icicle", "branchvalues": "total", "maxdepth": 8,
         "ids": [str(k) for k in range(len(paths))],
@@ -120,7 +119,7 @@ def _icicle(doc: dict[str, Any]) -> dict[str, Any]:
         "values": [p["total"] for p in paths],
         "customdata": [[p["count"], p.get("total_delta", 0)] for p in paths],
         "texttemplate": "%{label}<br>%{value:,} bytes",
-        "hovertemplate": ("%{label}<br>%{value:,} bytes " + unit + "<br>%{customdata[0]:,} objects"
+        "hovertemplate": ("%{label}<br>%{value:,} bytes retained<br>%{customdata[0]:,} objects"
                           + ("<br>growth %{customdata[1]:+,} bytes" if "baseline" in doc else "") + "<extra></extra>"),
         "tiling": {"orientation": "v"},
     }
@@ -188,7 +187,7 @@ def _treemap(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _type_table(doc: dict[str, Any]) -> str:
     grow = "baseline" in doc
-    retained = any("retained" in t for t in doc["types"])
+    retained = all("retained" in t for t in doc["types"])
     heads = ["Type", "MethodTable", "Count", "Bytes"] + (["Retained"] if retained else [])
     if grow:
         heads += ["Count delta", "Bytes delta"] + (["Retained delta"] if retained else [])
@@ -223,8 +222,7 @@ def _chain(chain: list[dict[str, Any]]) -> str:
 
 def _holders(doc: dict[str, Any]) -> str:
     if not doc["holders"]:
-        return ('<p class="note">Retained sizes need the dominator tree, which this build of sosext '
-                "does not have; the icicle shows bytes along the shortest root paths instead.</p>")
+        return '<p class="note">No object retains anything.</p>'
     rows = []
     for h in doc["holders"]:
         rows.append(f"<tr><td><code>{h['address']:016x}</code></td><td>{_t(h['type'])}</td>{_num(h['retained'])}"
@@ -252,8 +250,6 @@ def _growing(doc: dict[str, Any]) -> str:
 def render_html(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     grow = "baseline" in doc
-    how = ("retained bytes along dominator paths" if doc["exact"] else
-           "bytes along the shortest paths from the roots (no dominator tree in this build)")
     config = {"displaylogo": False, "responsive": True, "showLink": False}
     layout = {"margin": {"t": 10, "l": 4, "r": 4, "b": 4}}
     scripts = (f"var cfg={_js(config)},lay={_js(layout)};"
@@ -269,7 +265,7 @@ def render_html(doc: dict[str, Any]) -> str:
         f"<script>{_plotly_js()}</script></head><body>",
         f"<h1>sosext heap report</h1><p class=\"note\">{_t(s['source'])}</p>",
         "<h2>Summary</h2>", _summary(doc),
-        f"<h2>What keeps the memory: {how}</h2>",
+        "<h2>What keeps the memory: retained bytes along dominator paths</h2>",
         '<p class="note">Root kind, then the types along each path (runs of one type collapsed); '
         "click a box to zoom in, the top bar to zoom out."
         + (" Colour: growth since the baseline (red grew, blue shrank)." if grow else "") + "</p>",

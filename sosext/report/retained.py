@@ -1,9 +1,8 @@
-"""What keeps what alive, for the report: the one place that knows where the tree comes from.
+"""What keeps what alive, for the report: the one place that reads the dominator tree.
 
-With the model's dominator tree (``heap.dominators()``) the tree is exact: ``parent`` is
-each object's immediate dominator and ``retained`` what freeing it would free. Without it
-(an older model), the shortest-path tree of ``clr/retention.py`` stands in: paths are then
-"how the GC first reaches it" and there are no retained sizes.
+``parent`` is each object's immediate dominator (``heap.dominators()``), ``retained`` what
+freeing it would free; the rest is how the report names roots: a root kind per object at
+the top of a chain, and leaks'/dominators' wording for a holder's roots.
 """
 from __future__ import annotations
 
@@ -20,50 +19,42 @@ if TYPE_CHECKING:
 
 ROOT = -1
 UNREACHABLE = -2
-SEVERAL = "several roots"  # an object under the virtual root that is not itself a root
+SEVERAL = "several roots"  # an object under the virtual root that no single root keeps
 
 
 @dataclass
 class Retention:
     parent: np.ndarray  # signed int per index row: ROOT, UNREACHABLE or a row
-    retained: np.ndarray | None  # uint64 bytes per row, None without dominators
-    exact: bool  # parent is the immediate dominator
+    retained: np.ndarray  # uint64 bytes per row
     chain_of: Callable[[int], list[int]]  # rows from the root object down to the row
     kinds: list[str]  # root-kind labels
     root_kind: np.ndarray  # int16 per row: index into kinds for rows with parent == ROOT, else -1
-    retained_by_type: np.ndarray | None = None  # uint64 per type id (dumpheap -stat -retained)
-    top: Callable[[int], list[int]] | None = None  # rows retaining the most
-    held_by: Callable[[int], str] | None = None  # how leaks/dominators name the root holding a row
+    retained_by_type: np.ndarray  # uint64 per type id (dumpheap -stat -retained)
+    top: Callable[[int], list[int]]  # rows retaining the most, largest first
+    held_by: Callable[[int], str]  # how leaks/dominators name the root holding a row
 
 
 def retention_of(heap: "ClrHeap", progress: "Progress | None" = None) -> Retention:
-    dominators = getattr(heap, "dominators", None)
-    if dominators is not None:
-        dt = dominators(progress)
-        labels = _root_labels(heap)
-        parent = np.asarray(dt.idom)  # int32: build_paths takes it as it is
-        by_type = np.zeros(len(heap.index().method_tables), dtype=np.uint64)
-        for t in dt.retained_by_type():
-            by_type[t.type_id] = t.retained
+    dt = heap.dominators(progress)
+    parent = np.asarray(dt.idom)  # int32: build_paths takes it as it is
+    by_type = np.zeros(len(heap.index().method_tables), dtype=np.uint64)
+    for t in dt.retained_by_type():
+        by_type[t.type_id] = t.retained
 
-        def chain(row: int) -> list[int]:
-            return list(dt.chain(row))[::-1]  # dt.chain runs from the row up to the top
+    def chain(row: int) -> list[int]:
+        return list(dt.chain(row))[::-1]  # dt.chain runs from the row up to the top
 
-        def held_by(row: int) -> str:
-            held = dt.root_of(row, limit=2)
-            if not held:
-                return "unreachable"
-            return held[0].label + (" (and other roots)" if len(held) > 1 else "")
-        for row in _also_referenced(heap, parent, labels):
-            labels[row] = SEVERAL
-        kinds, root_kind = _kind_column(labels, parent)
-        return Retention(parent, np.asarray(dt.retained), True, chain, kinds, root_kind, by_type,
-                         lambda n: list(dt.top(n)), held_by)
-    from ..clr.retention import RetentionTree
-    tree = RetentionTree(heap)
+    def held_by(row: int) -> str:
+        held = dt.root_of(row, limit=2)
+        if not held:
+            return "unreachable"
+        return held[0].label + (" (and other roots)" if len(held) > 1 else "")
     labels = _root_labels(heap)
-    kinds, root_kind = _kind_column(labels, tree.parent)
-    return Retention(tree.parent, None, False, tree.path, kinds, root_kind)
+    for row in _also_referenced(heap, parent, labels):
+        labels[row] = SEVERAL
+    kinds, root_kind = _kind_column(labels, parent)
+    return Retention(parent, np.asarray(dt.retained), chain, kinds, root_kind, by_type,
+                     lambda n: list(dt.top(n)), held_by)
 
 
 def _root_labels(heap: "ClrHeap") -> dict[int, str]:

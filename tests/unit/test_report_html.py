@@ -35,7 +35,7 @@ def doc(baseline: bool) -> dict:
                "layout": "regions", "allocated": 100, "committed": 200, "objects": 2, "object_bytes": 48,
                "free_bytes": 0, "fragmentation": 0.0, "live_objects": 2, "live_bytes": 48, "walk_errors": 0}
     chain = [{"address": 0x1000, "type": EVIL, "retained": 48}]
-    d = {"sosext_report": 1, "exact": True, "summary": summary,
+    d = {"sosext_report": 1, "summary": summary,
          "types": [{"name": EVIL, "mt": 0x7f00, "count": 2, "size": 48, "retained": 48}],
          "paths": [{"label": "all roots", "parent": -1, "path": [], "total": 48, "count": 0, "other": False,
                     "example": None},
