@@ -12,7 +12,6 @@ same for an empty page) are told apart by host.
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 import shutil

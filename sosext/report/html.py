@@ -103,8 +103,9 @@ def _summary(doc: dict[str, Any]) -> str:
     old = doc.get("baseline")
     if old:
         rows.append(("Baseline", old["source"]))
-        rows.append(("Growth", f"{s['objects'] - old['objects']:+,} objects, {s['object_bytes'] - old['object_bytes']:+,} "
-                               f"bytes; live {s['live_bytes'] - old['live_bytes']:+,} bytes"))
+        rows.append(("Growth", f"{s['objects'] - old['objects']:+,} objects, "
+                               f"{s['object_bytes'] - old['object_bytes']:+,} bytes; "
+                               f"live {s['live_bytes'] - old['live_bytes']:+,} bytes"))
     body = "".join(f'<tr><th>{_t(k)}</th><td id="summary-{i}">{_t(v)}</td></tr>' for i, (k, v) in enumerate(rows))
     return f'<table class="summary" id="summary">{body}</table>'
 
@@ -194,7 +195,8 @@ def _type_table(doc: dict[str, Any]) -> str:
     th = "".join(f'<th class="{"" if h in ("Type", "MethodTable") else "num"}">{h}</th>' for h in heads)
     rows = []
     for t in doc["types"][:TABLE_TYPES]:
-        cells = [f"<td>{_t(t['name'])}</td>", f"<td><code>{t['mt']:016x}</code></td>", _num(t["count"]), _num(t["size"])]
+        cells = [f"<td>{_t(t['name'])}</td>", f"<td><code>{t['mt']:016x}</code></td>",
+                 _num(t["count"]), _num(t["size"])]
         if retained:
             cells.append(_num(t.get("retained", 0)))
         if grow:

@@ -1,9 +1,10 @@
 """Retention paths grouped by type: the icicle's and the folded stacks' tree, built with numpy.
 
 Input is a tree over the heap index (``parent`` per row: the immediate dominator; ``ROOT``
-under the virtual root, ``UNREACHABLE`` outside the tree; any tree works). An object's *path* is the sequence of types from its root object down to
-it, runs of one type collapsed (a linked list is one ``Node`` step, not ten thousand), with
-the root's kind in front: ``strong handle → Cache → Entry[] → Entry → Byte[]``.
+under the virtual root, ``UNREACHABLE`` outside the tree; any tree works). An object's
+*path* is the sequence of types from its root object down to it, runs of one type
+collapsed (a linked list is one ``Node`` step, not ten thousand), with the root's kind in
+front: ``strong handle → Cache → Entry[] → Entry → Byte[]``.
 
 A node's *total* is the sum of the sizes of every object whose path starts with the node's
 path; on a dominator tree that is exactly the retained size of the objects at the node
