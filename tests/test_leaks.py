@@ -90,13 +90,15 @@ def case(tmp_path_factory) -> Case:
         outputs = {}
         if drivers.LLDB:
             outputs["lldb-live"] = drivers.run_lldb(
-                [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry"],
+                [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry",
+                 f"leaks {tmp / 'old.core'} -holders 1 --json"],
                 pid=app.started["pid"])
     finally:
         app.stop()
     if drivers.GDB:
         outputs["gdb-core"] = drivers.run_gdb(
-            [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry"],
+            [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry",
+             f"leaks {tmp / 'old.core'} -holders 1 --json"],
             core=tmp / "new.core")
     return Case(tmp / "old.core", tmp / "new.core", before, after, outputs)
 
@@ -106,10 +108,15 @@ def sosext(*args: str) -> subprocess.CompletedProcess:
                           stderr=subprocess.PIPE, text=True)
 
 
-def diff_rows(text: str) -> list[list[str]]:
+def diff_rows(text: str, retained: bool = False) -> list[list[str]]:
+    """The heapdiff table's rows: OldCount … BytesDelta, Class Name (and RetainedDelta before
+    the name if ``retained``)."""
     lines = text.splitlines()
     start = next(i for i, ln in enumerate(lines) if "CountDelta" in ln) + 1
-    return [ln.split(None, 6) for ln in lines[start:] if not ln.startswith("Total")]
+    assert "RetainedDelta" in lines[start - 1]
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("Total"))
+    rows = [ln.split(None, 7) for ln in lines[start:end]]
+    return rows if retained else [r[:6] + r[7:] for r in rows]
 
 
 def test_diff_ranks_the_leak_first_with_the_exact_delta(case: Case) -> None:
@@ -168,12 +175,46 @@ def test_leaks_text_report(case: Case) -> None:
 def test_in_the_debuggers(case: Case, host: str) -> None:
     if host not in case.outputs:
         pytest.skip(f"{host.split('-')[0]} is not installed")
-    diff, leaks = case.outputs[host]
+    diff, leaks, holders = case.outputs[host]
     rows = {r[6]: r for r in diff_rows(diff.text)}
     leaked = case.after["cacheEntries"] - case.before["cacheEntries"]
     assert int(rows["LeakyService.CacheEntry"][2].replace(",", "")) == leaked
     assert f"LeakyService.CacheEntry: {leaked:+,} objects" in leaks.text
     assert f"  {case.after['cacheEntries']:,} objects, " in leaks.text
+    # the entries' holder, named with its exact retained size and growth
+    grew = case.after["cacheRetained"] - case.before["cacheRetained"]
+    assert f": retains {case.after['cacheRetained']:,} bytes ({grew:+,} since the baseline)" in leaks.text
+    line = next(ln for ln in leaks.lines if ": retains " in ln)
+    assert line.split()[0] == "LeakyService.MemoryCache"
+    text = holders.text
+    assert_cache_holder_first(case, json.loads(text[text.index("{"):text.rindex("}") + 1])["holders"])
+
+
+def assert_cache_holder_first(case: Case, holders: list[dict]) -> None:
+    """The MemoryCache holds the growth: ranked first, with the retained size and growth the
+    service computed itself, dominated by the worker, held by the static that holds the worker."""
+    top = holders[0]
+    assert top["name"] == "LeakyService.MemoryCache"
+    assert top["retained"] == case.after["cacheRetained"]
+    assert top["retained_delta"] == case.after["cacheRetained"] - case.before["cacheRetained"]
+    assert top["chain"][:2] == ["LeakyService.MemoryCache", "LeakyService.CacheWarmupWorker"]
+    assert top["held_by"][0]["root"] == "static LeakyService.Program.s_worker (strong handle)"
+    payloads = next(t for t in top["types"] if t["name"] == "System.Byte[]")
+    assert payloads["count"] == case.after["cacheEntries"]
+
+
+def test_leaks_and_diff_rank_the_cache_holder_first_by_retained_growth(case: Case) -> None:
+    for command in ("leaks", "diff"):
+        res = sosext(command, str(case.old_core), str(case.new_core), "--json")
+        assert res.returncode == 0, res.stderr
+        assert_cache_holder_first(case, json.loads(res.stdout)["holders"])
+    res = sosext("diff", str(case.old_core), str(case.new_core), "-type", "LeakyService.MemoryCache")
+    row = diff_rows(res.stdout, retained=True)[0]
+    assert row[7] == "LeakyService.MemoryCache"
+    assert int(row[6].replace(",", "")) == case.after["cacheRetained"] - case.before["cacheRetained"]
+    text = sosext("leaks", str(case.old_core), str(case.new_core), "-holders", "1").stdout
+    assert "Holders of the growth, by retained growth:" in text
+    assert "      held by static LeakyService.Program.s_worker (strong handle)" in text
 
 
 def test_bad_baseline_gives_one_line(case: Case) -> None:

@@ -1,5 +1,7 @@
 using System;
 using System.Collections.Generic;
+using System.Reflection;
+using System.Runtime.InteropServices;
 using System.Threading;
 
 namespace LeakyService
@@ -22,6 +24,40 @@ namespace LeakyService
         {
             lock (_entries) _entries[key] = entry;
         }
+
+        /// <summary>The bytes a GC would free with this cache: itself, its dictionary with the
+        /// dictionary's arrays, and every entry with its two key strings and its payload.</summary>
+        public long RetainedBytes()
+        {
+            lock (_entries)
+            {
+                long total = Layout.Size(this) + Layout.Size(_entries);
+                foreach (string field in new[] { "_buckets", "_entries" })
+                {
+                    object array = typeof(Dictionary<string, CacheEntry>)
+                        .GetField(field, BindingFlags.NonPublic | BindingFlags.Instance)?.GetValue(_entries);
+                    if (array != null) total += Layout.Size(array);
+                }
+                foreach (KeyValuePair<string, CacheEntry> kv in _entries)
+                    total += Layout.Size(kv.Key) + Layout.Size(kv.Value) + Layout.Size(kv.Value.Key) + Layout.Size(kv.Value.Payload);
+                return total;
+            }
+        }
+    }
+
+    /// <summary>Object sizes as the runtime lays them out (and as dumpheap adds them): the
+    /// MethodTable's base size plus length times its component size, not rounded up, at least 24.</summary>
+    internal static class Layout
+    {
+        public static long Size(object o)
+        {
+            IntPtr mt = o.GetType().TypeHandle.Value;
+            uint flags = (uint)Marshal.ReadInt32(mt);
+            long size = Marshal.ReadInt32(mt, 4);
+            if ((flags & 0x80000000) != 0)  // the low 16 bits are the component size
+                size += (flags & 0xFFFF) * (o is string s ? s.Length : ((Array)o).LongLength);
+            return Math.Max(size, 24);
+        }
     }
 
     /// <summary>A background worker in the style of an IHostedService: a timer calls DoWork.</summary>
@@ -30,6 +66,7 @@ namespace LeakyService
         private readonly MemoryCache _cache = new MemoryCache();
         private int _next;
         public int Cached => _cache.Count;
+        public long CacheRetained => _cache.RetainedBytes();
 
         public void DoWork(object state) => Add((int)(state ?? 1));
 
@@ -77,6 +114,7 @@ namespace LeakyService
         {
             Console.WriteLine("LEAKY {\"event\":\"" + what + "\",\"pid\":" + Environment.ProcessId +
                               ",\"cacheEntries\":" + s_worker.Cached +
+                              ",\"cacheRetained\":" + s_worker.CacheRetained +
                               ",\"cacheEntryMT\":\"0x" + typeof(CacheEntry).TypeHandle.Value.ToString("x") + "\"" +
                               ",\"workerMT\":\"0x" + typeof(CacheWarmupWorker).TypeHandle.Value.ToString("x") + "\"}");
             Console.Out.Flush();

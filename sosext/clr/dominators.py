@@ -37,6 +37,7 @@ class HeldBy:
     row: int  # index row of the root's object
     address: int  # the root: handle address, stack slot (0: a register) or finalizer queue slot
     root: ClrRoot
+    direct: bool = True  # the root refers to the top object itself (else: through references)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,16 @@ class TypeRetained:
     count: int
     shallow: int  # their own bytes
     retained: int  # bytes they retain, counting an object only below a dominator of another type
+
+
+@dataclass(frozen=True, slots=True)
+class GrowthHolder:
+    """``DominatorTree.growth_holders`` row: one object holding growing objects."""
+
+    row: int  # the holder (index row)
+    objects: int  # growing objects whose holder it is
+    size: int  # their own bytes
+    types: tuple[tuple[int, int, int], ...]  # (type id, objects, bytes) of those, most bytes first
 
 
 class DominatorTree:
@@ -104,27 +115,29 @@ class DominatorTree:
             return []
         top = chain[-1]
         below = chain[-2] if len(chain) > 1 else None
-        roots = self.root_rows().get(top)
-        if roots:
-            return [self._held(r, top, below) for r in roots[:limit]]
+        direct = [self._held(r, top, below) for r in self.root_rows().get(top, [])]
+        if any(r.kind is not RootKind.STACK for r in self.root_rows().get(top, [])):
+            return _unique(direct)[:limit]
+        # Only threads' stacks hold it directly (or nothing does): the long-lived roots that
+        # reach it through references come first, as leaks and gcroot order them.
         from .gcroot import PathFinder
         finder = PathFinder(self.heap, top)
         out: list[HeldBy] = []
-        seen: set[tuple[int, int]] = set()
         for r in self._ordered(self.heap.roots().roots):
-            path = finder.path_from(r)
-            if path is None or (r.address, path.chain[0]) in seen:
-                continue
-            seen.add((r.address, path.chain[0]))
-            nxt = path.chain[1] if len(path.chain) > 1 else None
-            out.append(self._held(r, path.chain[0], nxt))
-            if len(out) >= limit:
+            if direct and r.kind is RootKind.STACK:
                 break
-        return out
+            path = finder.path_from(r)
+            if path is None or path.chain[0] == top:
+                continue
+            nxt = path.chain[1] if len(path.chain) > 1 else None
+            out.append(self._held(r, path.chain[0], nxt, direct=False))
+            if len(_unique(out)) >= limit:
+                break
+        return _unique(out + direct)[:limit]
 
-    def _held(self, r: ClrRoot, obj_row: int, below: int | None) -> HeldBy:
+    def _held(self, r: ClrRoot, obj_row: int, below: int | None, direct: bool = True) -> HeldBy:
         from .retention import root_label
-        return HeldBy(r.kind.value, root_label(self.heap, r, obj_row, below), obj_row, r.address, r)
+        return HeldBy(r.kind.value, root_label(self.heap, r, obj_row, below), obj_row, r.address, r, direct)
 
     @staticmethod
     def _ordered(roots: list[ClrRoot]) -> list[ClrRoot]:
@@ -160,6 +173,38 @@ class DominatorTree:
         out.sort(key=lambda r: (-int(self.retained[r]), r))  # ties: rows ascend = addresses ascend
         return out[:n]
 
+    def growth_holders(self, growing: np.ndarray, passed: np.ndarray | None = None) -> list[GrowthHolder]:
+        """Who holds the growth: for every reachable object of a type that ``growing`` (bool
+        per type id) marks, its holder is the first object up its dominator chain whose type
+        is neither growing nor marked by ``passed`` (types to look through, such as a
+        collection's internals), or the chain's top if there is none. Holders with the bytes
+        of the growing objects they hold, most first."""
+        from . import memory
+        from .kernels import dominators as k
+        ix = self.index
+        growing = np.ascontiguousarray(growing, dtype=np.bool_)
+        skip = growing | (np.zeros_like(growing) if passed is None else np.asarray(passed, dtype=np.bool_))
+        rows = np.nonzero(growing[ix.type_ids] & (self.idom != self.UNREACHABLE))[0].astype(np.int64)
+        if not len(rows):
+            return []
+        memo = memory.full(len(ix), -3, np.int32)
+        out = np.empty(len(rows), np.int32)
+        k.holders(self.idom, ix.type_ids, np.ascontiguousarray(skip), rows, memo, out)
+        del memo
+        sizes = np.array(ix.sizes_at(rows), dtype=np.uint64) if ix.big_sizes else ix.sizes[rows].astype(np.uint64)
+        order = np.lexsort((ix.type_ids[rows], out))  # by holder, then type
+        h, t, sz = out[order], ix.type_ids[rows][order], sizes[order]
+        starts = np.flatnonzero(np.r_[True, (h[1:] != h[:-1]) | (t[1:] != t[:-1])])
+        counts = np.diff(np.r_[starts, len(h)])
+        totals = np.add.reduceat(sz, starts) if len(starts) else np.empty(0, np.uint64)
+        acc: dict[int, list] = {}
+        for s0, c, tot in zip(starts.tolist(), counts.tolist(), totals.tolist()):
+            acc.setdefault(int(h[s0]), []).append((int(t[s0]), c, int(tot)))
+        result = [GrowthHolder(r, sum(c for _t, c, _b in ts), sum(b for _t, _c, b in ts),
+                               tuple(sorted(ts, key=lambda x: (-x[2], x[0])))) for r, ts in acc.items()]
+        result.sort(key=lambda g: (-g.size, -g.objects, g.row))
+        return result
+
     def retained_by_type(self, mask: np.ndarray | None = None) -> list[TypeRetained]:
         """Per type (reachable objects only): count, shallow bytes, and retained bytes where
         an object counts only if its immediate dominator is not of the same type — a list of
@@ -182,6 +227,17 @@ class DominatorTree:
                 return rows
             self._by_type = rows
         return self._by_type
+
+
+def _unique(held: list[HeldBy]) -> list[HeldBy]:
+    """One entry per (kind, label): a frame often reports one local in several slots."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for h in held:
+        if (h.kind, h.label) not in seen:
+            seen.add((h.kind, h.label))
+            out.append(h)
+    return out
 
 
 def root_rows_and_deps(heap: "ClrHeap") -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -23,7 +23,8 @@ def chain_json(heap: ClrHeap, tree: DominatorTree, chain: list[int]) -> list[dic
 
 
 def held_json(held: list[HeldBy]) -> list[dict]:
-    return [{"kind": h.kind, "root": h.label, "address": f"0x{h.address:x}", "object_index": h.row} for h in held]
+    return [{"kind": h.kind, "root": h.label, "address": f"0x{h.address:x}", "direct": h.direct,
+             "root_object": f"0x{int(h.root.object):x}"} for h in held]
 
 
 def write_chain(ctx: CommandContext, heap: ClrHeap, tree: DominatorTree, chain: list[int], indent: str = "") -> None:
@@ -36,13 +37,14 @@ def write_chain(ctx: CommandContext, heap: ClrHeap, tree: DominatorTree, chain: 
 
 
 def write_held(ctx: CommandContext, held: list[HeldBy], top_is_root: bool, indent: str = "") -> None:
+    """Roots of the chain's top: "Held by" a root that refers to it, "Reached from" one whose
+    references lead to it (several such roots: none of them alone retains it)."""
     if not held:
         ctx.out.line(f"{indent}Held by: no root found")
         return
-    intro = "Held by" if top_is_root else "Reached independently from"
     for h in held:
         where = f" {h.address:x}" if h.address else ""
-        ctx.out.line(f"{indent}{intro}: {h.label} [{h.kind}{where}]")
+        ctx.out.line(f"{indent}{'Held by' if h.direct else 'Reached from'}: {h.label} [{h.kind}{where}]")
 
 
 @register

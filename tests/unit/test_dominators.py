@@ -161,3 +161,23 @@ def test_retained_by_type_counts_each_run_of_one_type_once():
         out = np.zeros(9, np.uint64)  # only the second B (its dominator is a B) and C
         fn(tids, idom, retained, sizes, np.array([False, False, True, True, True]), out)
         assert out.reshape(3, 3).tolist() == [[0, 0, 0], [1, 4, 0], [1, 8, 8]]
+
+
+def test_holders_climb_past_growing_and_passed_types():
+    # chain: 0(A, root) <- 1(B) <- 2(C) <- 3(G) <- 4(G); 5(G) under 2; 6(G) a root; 7(G) unreachable
+    idom = np.array([-1, 0, 1, 2, 3, 2, -1, -2], np.int32)
+    tids = np.array([0, 1, 2, 3, 3, 3, 3, 3], np.uint32)
+    rows = np.array([3, 4, 5, 6, 7], np.int64)
+    for fn in (kd.holders, KERNELS["holders"].function):
+        growing = np.array([False, False, False, True])
+        out = np.zeros(5, np.int32)
+        fn(idom, tids, growing, rows, np.full(8, -3, np.int32), out)
+        assert out.tolist() == [2, 2, 2, 6, -2]
+        skip = np.array([False, True, True, True])  # B and C passed over as well
+        out = np.zeros(5, np.int32)
+        fn(idom, tids, skip, rows, np.full(8, -3, np.int32), out)
+        assert out.tolist() == [0, 0, 0, 6, -2]
+        skip = np.array([True, True, True, True])  # everything passed: the top
+        out = np.zeros(5, np.int32)
+        fn(idom, tids, skip, rows, np.full(8, -3, np.int32), out)
+        assert out.tolist() == [0, 0, 0, 6, -2]

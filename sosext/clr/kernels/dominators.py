@@ -196,6 +196,46 @@ def retained_by_type(type_ids: np.ndarray, idom: np.ndarray, retained: np.ndarra
             out[3 * t + 2] += retained[v]
 
 
+@kernel("void", "i4[]r", "u4[]r", "b1[]r", "i8[]r", "i4[]", "i4[]")
+def holders(idom: np.ndarray, type_ids: np.ndarray, skip: np.ndarray, rows: np.ndarray, memo: np.ndarray,
+            out: np.ndarray) -> None:
+    """``out[k]``: the holder of object ``rows[k]`` — the first object above it on its
+    dominator chain whose type ``skip`` (per type id) does not pass over; the top of the
+    chain if every object above is skipped (the object itself when it is the top); -2 for
+    an unreachable object. ``memo`` (n items, filled with -3 by the caller) remembers each
+    passed object's answer, so shared chain parts are climbed once."""
+    for k in range(rows.size):
+        v = rows[k]
+        u = idom[v]
+        if u == -2:
+            out[k] = -2
+            continue
+        if u < 0:
+            out[k] = v
+            continue
+        a = u  # climb: the first non-skipped object, a remembered answer, or the top
+        while True:
+            if memo[a] != -3:
+                a = memo[a]
+                break
+            if not skip[type_ids[a]]:
+                break
+            d = idom[a]
+            if d < 0:
+                break
+            a = d
+        w = u  # second climb: remember the answer along the path
+        while w != a and memo[w] == -3:
+            memo[w] = a
+            if not skip[type_ids[w]]:
+                break
+            d = idom[w]
+            if d < 0:
+                break
+            w = d
+        out[k] = a
+
+
 def _retained_by_type_numpy(type_ids: np.ndarray, idom: np.ndarray, retained: np.ndarray, sizes: np.ndarray,
                             keep: np.ndarray, out: np.ndarray) -> None:
     ntypes = out.size // 3
