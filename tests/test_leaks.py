@@ -49,8 +49,10 @@ class Leaky:
             if line.startswith("LEAKY "):  # createdump, spawned by the runtime, shares stdout
                 return json.loads(line[6:])
 
-    def leak(self, n: int) -> dict:
-        self.proc.stdin.write(f"leak {n}\n")
+    def leak(self, n: int, what: str = "leak") -> dict:
+        """``leak``: cache entries; ``customers``: the static customer list; ``wrappers``:
+        wrappers behind strong GC handles."""
+        self.proc.stdin.write(f"{what} {n}\n")
         self.proc.stdin.flush()
         return self._reply()
 
@@ -83,8 +85,12 @@ def case(tmp_path_factory) -> Case:
     tmp = tmp_path_factory.mktemp("leaks")
     app = Leaky(build_leaky())
     try:
+        app.leak(10, "customers")
+        app.leak(5, "wrappers")
         before = app.leak(100)
         collect(app.started["pid"], tmp / "old.core")
+        app.leak(290, "customers")
+        app.leak(55, "wrappers")
         after = app.leak(2000)
         collect(app.started["pid"], tmp / "new.core")
         outputs = {}
@@ -215,6 +221,27 @@ def test_leaks_and_diff_rank_the_cache_holder_first_by_retained_growth(case: Cas
     text = sosext("leaks", str(case.old_core), str(case.new_core), "-holders", "1").stdout
     assert "Holders of the growth, by retained growth:" in text
     assert "      held by static LeakyService.Program.s_worker (strong handle)" in text
+
+
+def test_the_other_two_leaks_are_named_by_their_holders(case: Case) -> None:
+    """The static customer list and the wrappers behind leaked strong handles, each with the
+    retained bytes the service computed itself."""
+    res = sosext("leaks", str(case.old_core), str(case.new_core), "-holders", "6", "--json")
+    holders = json.loads(res.stdout)["holders"]
+    assert_cache_holder_first(case, holders)
+    a, b = case.after, case.before
+    customers = next(h for h in holders
+                     if h["held_by"][0]["root"] == "static LeakyService.CustomerStore.s_customers (strong handle)")
+    assert customers["name"].startswith("System.Collections.Generic.List`1[[LeakyService.Customer, LeakyService]]")
+    assert customers["retained"] == a["customersRetained"]
+    assert customers["retained_delta"] == a["customersRetained"] - b["customersRetained"]
+    assert {t["name"]: t["count"] for t in customers["types"]}["LeakyService.Customer"] == a["customers"]
+    wrappers = next(h for h in holders if h["name"] == "LeakyService.DacWrapper")
+    assert wrappers["instances"] == a["wrappers"]
+    assert wrappers["retained"] == a["wrappers"] * a["wrapperRetained"]
+    assert [(r["kind"], r["root"]) for r in wrappers["held_by"]] == [("handle", "strong handle")]
+    text = sosext("leaks", str(case.old_core), str(case.new_core), "-holders", "6").stdout
+    assert f"  {a['wrappers']:,} x LeakyService.DacWrapper (e.g. " in text
 
 
 def test_bad_baseline_gives_one_line(case: Case) -> None:

@@ -59,6 +59,8 @@ class GrowthHolder:
     objects: int  # growing objects whose holder it is
     size: int  # their own bytes
     types: tuple[tuple[int, int, int], ...]  # (type id, objects, bytes) of those, most bytes first
+    example: int  # one growing object it holds (row)
+    via: int  # a top holder split by reference: the object below it they are held through; else -1
 
 
 class DominatorTree:
@@ -105,16 +107,18 @@ class DominatorTree:
         c = self.chain(row)
         return c[-1] if c else None
 
-    def root_of(self, row: int, limit: int = 8) -> list[HeldBy]:
+    def root_of(self, row: int, limit: int = 8, below: int | None = None) -> list[HeldBy]:
         """The roots holding the top of ``row``'s chain: the roots of that object itself
         when it is a root object (long-lived kinds first: handles, finalizer queue,
         stacks), else the roots whose references reach it (it then has several, none of
-        which alone keeps it). At most ``limit``."""
+        which alone keeps it). At most ``limit``. ``below``: when ``row`` is itself the top,
+        the object under it that the question is about (a statics array's slot then names
+        the static)."""
         chain = self.chain(row)
         if not chain:
             return []
         top = chain[-1]
-        below = chain[-2] if len(chain) > 1 else None
+        below = chain[-2] if len(chain) > 1 else below
         direct = [self._held(r, top, below) for r in self.root_rows().get(top, [])]
         if any(r.kind is not RootKind.STACK for r in self.root_rows().get(top, [])):
             return _unique(direct)[:limit]
@@ -173,12 +177,15 @@ class DominatorTree:
         out.sort(key=lambda r: (-int(self.retained[r]), r))  # ties: rows ascend = addresses ascend
         return out[:n]
 
-    def growth_holders(self, growing: np.ndarray, passed: np.ndarray | None = None) -> list[GrowthHolder]:
+    def growth_holders(self, growing: np.ndarray, passed: np.ndarray | None = None,
+                       by_reference: bool = True) -> list[GrowthHolder]:
         """Who holds the growth: for every reachable object of a type that ``growing`` (bool
         per type id) marks, its holder is the first object up its dominator chain whose type
         is neither growing nor marked by ``passed`` (types to look through, such as a
         collection's internals), or the chain's top if there is none. Holders with the bytes
-        of the growing objects they hold, most first."""
+        of the growing objects they hold, most first; with ``by_reference``, a holder at the
+        top of its chain (a root object) that holds growth through several objects below it
+        (a statics array: one per static) once per such object (``via``)."""
         from . import memory
         from .kernels import dominators as k
         ix = self.index
@@ -188,20 +195,40 @@ class DominatorTree:
         if not len(rows):
             return []
         memo = memory.full(len(ix), -3, np.int32)
+        memo_via = memory.full(len(ix), -3, np.int32)
         out = np.empty(len(rows), np.int32)
-        k.holders(self.idom, ix.type_ids, np.ascontiguousarray(skip), rows, memo, out)
-        del memo
+        out_via = np.empty(len(rows), np.int32)
+        k.holders(self.idom, ix.type_ids, np.ascontiguousarray(skip), rows, memo, memo_via, out, out_via)
+        del memo, memo_via
+        # A root object holding growth through several references (a statics array: one
+        # slot per static) is one holder per reference, so that each is named on its own.
+        split = np.zeros(len(out), dtype=bool)
+        if by_reference:
+            through = (out >= 0) & (out_via >= 0)
+            pairs = np.unique(np.stack([out[through], out_via[through]]), axis=1)
+            holder_of_pair, refs = np.unique(pairs[0], return_counts=True)
+            split_rows = holder_of_pair[(refs > 1) & (self.idom[holder_of_pair] < 0)]
+            if len(split_rows):
+                split = np.isin(out, split_rows)
         sizes = np.array(ix.sizes_at(rows), dtype=np.uint64) if ix.big_sizes else ix.sizes[rows].astype(np.uint64)
-        order = np.lexsort((ix.type_ids[rows], out))  # by holder, then type
-        h, t, sz = out[order], ix.type_ids[rows][order], sizes[order]
-        starts = np.flatnonzero(np.r_[True, (h[1:] != h[:-1]) | (t[1:] != t[:-1])])
+        via_key = np.where(split, out_via, -1).astype(np.int64)
+        tid = ix.type_ids[rows]
+        order = np.lexsort((tid, via_key, out))  # by holder, reference, then type
+        h, vk, t, sz = out[order], via_key[order], tid[order], sizes[order]
+        change = np.r_[True, (h[1:] != h[:-1]) | (vk[1:] != vk[:-1]) | (t[1:] != t[:-1])]
+        starts = np.flatnonzero(change)
         counts = np.diff(np.r_[starts, len(h)])
         totals = np.add.reduceat(sz, starts) if len(starts) else np.empty(0, np.uint64)
-        acc: dict[int, list] = {}
+        held_rows = rows[order]
+        acc: dict[tuple[int, int], list] = {}
+        example: dict[tuple[int, int], int] = {}
         for s0, c, tot in zip(starts.tolist(), counts.tolist(), totals.tolist()):
-            acc.setdefault(int(h[s0]), []).append((int(t[s0]), c, int(tot)))
+            key = (int(h[s0]), int(vk[s0]))
+            acc.setdefault(key, []).append((int(t[s0]), c, int(tot)))
+            example.setdefault(key, int(held_rows[s0]))
         result = [GrowthHolder(r, sum(c for _t, c, _b in ts), sum(b for _t, _c, b in ts),
-                               tuple(sorted(ts, key=lambda x: (-x[2], x[0])))) for r, ts in acc.items()]
+                               tuple(sorted(ts, key=lambda x: (-x[2], x[0]))), example[(r, v)], v)
+                  for (r, v), ts in acc.items()]
         result.sort(key=lambda g: (-g.size, -g.objects, g.row))
         return result
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..clr.dominators import GrowthHolder
 from ..clr.retention import RetentionTree
+from ..clr.roots import RootKind
 from ..clr.snapshot import BaselineJob, HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas
 from ..render.json import emit_json
 from ..render.table import Column, Integer, Table, TypeName
@@ -29,22 +30,29 @@ def current_snapshot(ctx: CommandContext) -> HeapSnapshot:
 PASSED_OVER = ("System.Collections.",)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass
 class HolderReport:
-    holder: GrowthHolder
+    """Holders of the growth that look alike (same type, dominator chain and roots: the
+    wrappers behind a thousand leaked handles) are one report."""
+
+    holder: GrowthHolder  # the first of them
     address: int
     name: str
-    retained: int  # what the holder retains now
-    retained_delta: int | None  # growth of its type's retained bytes since the baseline
+    retained: int  # what they retain now, together
+    retained_delta: int | None  # growth of their type's retained bytes since the baseline
     chain: list[str]  # type names, the holder first, up its dominator chain
     held_by: list[tuple[str, str]]  # (root kind, root label)
-    types: list[tuple[str, int, int]]  # growing types under it: (name, objects, bytes)
+    types: list[tuple[str, int, int]]  # growing types under them: (name, objects, bytes)
+    instances: int = 1
+    objects: int = 0  # growing objects under them, together
+    size: int = 0  # their bytes
+    rows: set = None  # type: ignore[assignment]  # the holders' rows
 
 
 def growth_holders(ctx: CommandContext, grown: list[TypeDelta], limit: int,
                    every: list[TypeDelta]) -> list[HolderReport]:
-    """The objects holding the growth, ranked by how much their type's retained bytes grew
-    (by the growing bytes they hold where the baseline has no retained sizes). A growing
+    """The objects holding the growth, ranked by how much their retained bytes grew (known
+    when the holder is its type's only instance), else by the growing bytes they hold. A growing
     object's holder is the first object up its dominator chain whose type did not grow and
     is not a collection's internals. ``grown``: the types whose growth is explained;
     ``every``: all types' deltas (a holder's type need not be among ``grown``)."""
@@ -59,29 +67,65 @@ def growth_holders(ctx: CommandContext, grown: list[TypeDelta], limit: int,
     tree = heap.dominators(ctx.progress)
     by_name = {r.name: r for r in every}
 
-    def delta(g: GrowthHolder) -> int | None:
+    def delta(row: int) -> int | None:
         # A growing object can be its own holder (nothing above it did not grow): its type's
         # growth is then not this object's, and it ranks by what it holds.
-        if growing[ix.type_ids[g.row]]:
+        if growing[ix.type_ids[row]]:
             return None
-        d = by_name.get(names[ix.type_ids[g.row]])
-        return d.retained_delta if d is not None else None
+        # Snapshots know retained bytes per type: that is this object's growth only when it is
+        # its type's one instance in both dumps.
+        d = by_name.get(names[ix.type_ids[row]])
+        return d.retained_delta if d is not None and d.new_count == 1 and d.old_count <= 1 else None
 
-    holders = tree.growth_holders(growing, passed)
-    holders.sort(key=lambda g: (-(delta(g) if delta(g) is not None else g.size), -g.size, g.row))
-    out = []
-    for g in holders[:limit]:
-        chain = tree.chain(g.row)
-        out.append(HolderReport(g, int(ix.addresses[g.row]), names[ix.type_ids[g.row]], int(tree.retained[g.row]),
-                                delta(g), [names[ix.type_ids[r]] for r in chain],
-                                [(h.kind, h.label) for h in tree.root_of(g.row, limit=3)],
-                                [(names[t], c, b) for t, c, b in g.types]))
-    return out
+    roots_of = tree.root_rows()
+    groups: dict[tuple, HolderReport] = {}
+    below_of: dict[tuple, int | None] = {}
+    for g in tree.growth_holders(growing, passed):
+        # A root object holding growth through one of its references (a statics array's
+        # slot) is shown as that reference: the object the static refers to.
+        row = g.via if g.via >= 0 else g.row
+        chain = tree.chain(row)
+        under = tree.chain(g.example)
+        k = under.index(row) if row in under else 0
+        below = under[k - 1] if k > 0 else None
+        names_up = [names[ix.type_ids[r]] for r in chain]
+        # Alike: same types up the chain and a top held by the same kinds of long-lived roots
+        # (a thousand wrappers behind a thousand strong handles); else each holder on its own.
+        top_roots = roots_of.get(chain[-1], [])
+        kinds = tuple(sorted({(r.kind.value, r.handle.handle_type if r.handle else -1) for r in top_roots}))
+        alike = bool(top_roots) and len(chain) == 1 and all(r.kind is not RootKind.STACK for r in top_roots)
+        key = (tuple(names_up), kinds if alike else row)
+        rep = groups.get(key)
+        if rep is None:
+            rep = groups[key] = HolderReport(g, int(ix.addresses[row]), names_up[0], 0, delta(row), names_up,
+                                             [], [], 0)
+            below_of[key] = below
+            rep.rows = set()
+        if row not in rep.rows:
+            rep.rows.add(row)
+            rep.instances += 1
+            rep.retained += int(tree.retained[row])
+        rep.objects += g.objects
+        rep.size += g.size
+        rep.types.extend((names[t], c, b) for t, c, b in g.types)
+    out = list(groups.values())
+    out.sort(key=lambda r: (-(r.retained_delta if r.retained_delta is not None else r.size), -r.size, r.address))
+    below_by_rep = {id(groups[k]): b for k, b in below_of.items()}
+    for rep in out[:limit]:
+        merged: dict[str, list[int]] = {}
+        for n, c, b in rep.types:
+            acc = merged.setdefault(n, [0, 0])
+            acc[0] += c
+            acc[1] += b
+        rep.types = sorted(((n, c, b) for n, (c, b) in merged.items()), key=lambda x: (-x[2], x[0]))
+        first = rep.holder.via if rep.holder.via >= 0 else rep.holder.row
+        rep.held_by = [(h.kind, h.label) for h in tree.root_of(first, limit=3, below=below_by_rep[id(rep)])]
+    return out[:limit]
 
 
 def holders_json(holders: list[HolderReport]) -> list[dict]:
-    return [{"address": f"0x{h.address:x}", "name": h.name, "retained": h.retained, "retained_delta": h.retained_delta,
-             "objects": h.holder.objects, "size": h.holder.size, "chain": h.chain,
+    return [{"address": f"0x{h.address:x}", "name": h.name, "instances": h.instances, "retained": h.retained,
+             "retained_delta": h.retained_delta, "objects": h.objects, "size": h.size, "chain": h.chain,
              "held_by": [{"kind": k, "root": lab} for k, lab in h.held_by],
              "types": [{"name": n, "count": c, "size": b} for n, c, b in h.types]} for h in holders]
 
@@ -95,10 +139,12 @@ def write_holders(ctx: CommandContext, holders: list[HolderReport]) -> None:
         return
     for h in holders:
         grew = "" if h.retained_delta is None else f" ({h.retained_delta:+,} since the baseline)"
-        out.line(f"  {h.name} {h.address:x}: retains {h.retained:,} bytes{grew}")
+        who = f"{h.name} {h.address:x}" if h.instances == 1 else f"{h.instances:,} x {h.name} (e.g. {h.address:x})"
+        out.line(f"  {who}: retain{'s' if h.instances == 1 else ''} {h.retained:,} bytes{grew}")
         parts = ", ".join(f"{n} {c:,} ({b:,} bytes)" for n, c, b in h.types[:3])
         more = f", {len(h.types) - 3} more types" if len(h.types) > 3 else ""
-        out.line(f"      holds {h.holder.objects:,} growing objects, {h.holder.size:,} bytes: {parts}{more}")
+        out.line(f"      hold{'s' if h.instances == 1 else ''} {h.objects:,} growing objects, {h.size:,} bytes: "
+                 f"{parts}{more}")
         if len(h.chain) > 1:
             out.line(f"      dominated by {' <- '.join(h.chain[1:])}")
         roots = "; ".join(label for _k, label in h.held_by) or "no root found"
