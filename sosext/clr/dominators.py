@@ -167,12 +167,13 @@ class DominatorTree:
         first, ties by address."""
         if n <= 0:
             return []
-        rows = np.arange(len(self.idom), dtype=np.int64) if type_id is None else \
-            np.nonzero(self.index.type_ids == np.uint32(type_id))[0]
-        vals = self.retained[rows]
-        if len(rows) > n:
-            keep = np.argpartition(vals, len(rows) - n)[len(rows) - n:]
-            rows = rows[keep]
+        if type_id is None:  # no heap-sized temporaries but argpartition's own
+            total = len(self.retained)
+            rows = np.argpartition(self.retained, total - n)[total - n:] if total > n else np.arange(total)
+        else:
+            rows = np.nonzero(self.index.type_ids == np.uint32(type_id))[0]
+            if len(rows) > n:
+                rows = rows[np.argpartition(self.retained[rows], len(rows) - n)[len(rows) - n:]]
         out = [r for r in rows.tolist() if self.retained[r] > 0]
         out.sort(key=lambda r: (-int(self.retained[r]), r))  # ties: rows ascend = addresses ascend
         return out[:n]
