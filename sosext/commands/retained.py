@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..clr.dominators import DominatorTree, HeldBy
 from ..clr.heap import ClrHeap
+from ..clr.segments import Generation
 from ..errors import UsageError
 from ..render.json import emit_json
 from ..render.table import Integer, Pointer, Table, TypeName
@@ -82,8 +83,12 @@ Examples:
             return
         out = ctx.out
         if not chain:
-            out.line(f"{address:x} ({type_name(heap, row)}): no root reaches it; it retains nothing "
-                     "(garbage not yet collected)")
+            if heap.index().generations[row] == Generation.FROZEN:
+                out.line(f"{address:x} ({type_name(heap, row)}) is on the frozen (NonGC) heap: never collected, "
+                         "it retains nothing")
+            else:
+                out.line(f"{address:x} ({type_name(heap, row)}): no root reaches it; it retains nothing "
+                         "(garbage not yet collected)")
             return
         out.line(f"{address:x} ({type_name(heap, row)}) retains {int(tree.retained[row]):,} bytes "
                  f"(its own size {heap.index().size_of(row):,})")
