@@ -37,6 +37,7 @@ class HeldBy:
     row: int  # index row of the root's object
     address: int  # the root: handle address, stack slot (0: a register) or finalizer queue slot
     root: ClrRoot
+    direct: bool = True  # the root refers to the top object itself (else: through references)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,18 @@ class TypeRetained:
     count: int
     shallow: int  # their own bytes
     retained: int  # bytes they retain, counting an object only below a dominator of another type
+
+
+@dataclass(frozen=True, slots=True)
+class GrowthHolder:
+    """``DominatorTree.growth_holders`` row: one object holding growing objects."""
+
+    row: int  # the holder (index row)
+    objects: int  # growing objects whose holder it is
+    size: int  # their own bytes
+    types: tuple[tuple[int, int, int], ...]  # (type id, objects, bytes) of those, most bytes first
+    example: int  # one growing object it holds (row)
+    via: int  # a top holder split by reference: the object below it they are held through; else -1
 
 
 class DominatorTree:
@@ -94,37 +107,41 @@ class DominatorTree:
         c = self.chain(row)
         return c[-1] if c else None
 
-    def root_of(self, row: int, limit: int = 8) -> list[HeldBy]:
+    def root_of(self, row: int, limit: int = 8, below: int | None = None) -> list[HeldBy]:
         """The roots holding the top of ``row``'s chain: the roots of that object itself
         when it is a root object (long-lived kinds first: handles, finalizer queue,
         stacks), else the roots whose references reach it (it then has several, none of
-        which alone keeps it). At most ``limit``."""
+        which alone keeps it). At most ``limit``. ``below``: when ``row`` is itself the top,
+        the object under it that the question is about (a statics array's slot then names
+        the static)."""
         chain = self.chain(row)
         if not chain:
             return []
         top = chain[-1]
-        below = chain[-2] if len(chain) > 1 else None
-        roots = self.root_rows().get(top)
-        if roots:
-            return [self._held(r, top, below) for r in roots[:limit]]
+        below = chain[-2] if len(chain) > 1 else below
+        direct = [self._held(r, top, below) for r in self.root_rows().get(top, [])]
+        if any(r.kind is not RootKind.STACK for r in self.root_rows().get(top, [])):
+            return _unique(direct)[:limit]
+        # Only threads' stacks hold it directly (or nothing does): the long-lived roots that
+        # reach it through references come first, as leaks and gcroot order them.
         from .gcroot import PathFinder
         finder = PathFinder(self.heap, top)
         out: list[HeldBy] = []
-        seen: set[tuple[int, int]] = set()
         for r in self._ordered(self.heap.roots().roots):
-            path = finder.path_from(r)
-            if path is None or (r.address, path.chain[0]) in seen:
-                continue
-            seen.add((r.address, path.chain[0]))
-            nxt = path.chain[1] if len(path.chain) > 1 else None
-            out.append(self._held(r, path.chain[0], nxt))
-            if len(out) >= limit:
+            if direct and r.kind is RootKind.STACK:
                 break
-        return out
+            path = finder.path_from(r)
+            if path is None or path.chain[0] == top:
+                continue
+            nxt = path.chain[1] if len(path.chain) > 1 else None
+            out.append(self._held(r, path.chain[0], nxt, direct=False))
+            if len(_unique(out)) >= limit:
+                break
+        return _unique(out + direct)[:limit]
 
-    def _held(self, r: ClrRoot, obj_row: int, below: int | None) -> HeldBy:
+    def _held(self, r: ClrRoot, obj_row: int, below: int | None, direct: bool = True) -> HeldBy:
         from .retention import root_label
-        return HeldBy(r.kind.value, root_label(self.heap, r, obj_row, below), obj_row, r.address, r)
+        return HeldBy(r.kind.value, root_label(self.heap, r, obj_row, below), obj_row, r.address, r, direct)
 
     @staticmethod
     def _ordered(roots: list[ClrRoot]) -> list[ClrRoot]:
@@ -150,15 +167,71 @@ class DominatorTree:
         first, ties by address."""
         if n <= 0:
             return []
-        rows = np.arange(len(self.idom), dtype=np.int64) if type_id is None else \
-            np.nonzero(self.index.type_ids == np.uint32(type_id))[0]
-        vals = self.retained[rows]
-        if len(rows) > n:
-            keep = np.argpartition(vals, len(rows) - n)[len(rows) - n:]
-            rows = rows[keep]
+        if type_id is None:  # no heap-sized temporaries but argpartition's own
+            total = len(self.retained)
+            rows = np.argpartition(self.retained, total - n)[total - n:] if total > n else np.arange(total)
+        else:
+            rows = np.nonzero(self.index.type_ids == np.uint32(type_id))[0]
+            if len(rows) > n:
+                rows = rows[np.argpartition(self.retained[rows], len(rows) - n)[len(rows) - n:]]
         out = [r for r in rows.tolist() if self.retained[r] > 0]
         out.sort(key=lambda r: (-int(self.retained[r]), r))  # ties: rows ascend = addresses ascend
         return out[:n]
+
+    def growth_holders(self, growing: np.ndarray, passed: np.ndarray | None = None,
+                       by_reference: bool = True) -> list[GrowthHolder]:
+        """Who holds the growth: for every reachable object of a type that ``growing`` (bool
+        per type id) marks, its holder is the first object up its dominator chain whose type
+        is neither growing nor marked by ``passed`` (types to look through, such as a
+        collection's internals), or the chain's top if there is none. Holders with the bytes
+        of the growing objects they hold, most first; with ``by_reference``, a holder at the
+        top of its chain (a root object) that holds growth through several objects below it
+        (a statics array: one per static) once per such object (``via``)."""
+        from . import memory
+        from .kernels import dominators as k
+        ix = self.index
+        growing = np.ascontiguousarray(growing, dtype=np.bool_)
+        skip = growing | (np.zeros_like(growing) if passed is None else np.asarray(passed, dtype=np.bool_))
+        rows = np.nonzero(growing[ix.type_ids] & (self.idom != self.UNREACHABLE))[0].astype(np.int64)
+        if not len(rows):
+            return []
+        memo = memory.full(len(ix), -3, np.int32)
+        memo_via = memory.full(len(ix), -3, np.int32)
+        out = np.empty(len(rows), np.int32)
+        out_via = np.empty(len(rows), np.int32)
+        k.holders(self.idom, ix.type_ids, np.ascontiguousarray(skip), rows, memo, memo_via, out, out_via)
+        del memo, memo_via
+        # A root object holding growth through several references (a statics array: one
+        # slot per static) is one holder per reference, so that each is named on its own.
+        split = np.zeros(len(out), dtype=bool)
+        if by_reference:
+            through = (out >= 0) & (out_via >= 0)
+            pairs = np.unique(np.stack([out[through], out_via[through]]), axis=1)
+            holder_of_pair, refs = np.unique(pairs[0], return_counts=True)
+            split_rows = holder_of_pair[(refs > 1) & (self.idom[holder_of_pair] < 0)]
+            if len(split_rows):
+                split = np.isin(out, split_rows)
+        sizes = np.array(ix.sizes_at(rows), dtype=np.uint64) if ix.big_sizes else ix.sizes[rows].astype(np.uint64)
+        via_key = np.where(split, out_via, -1).astype(np.int64)
+        tid = ix.type_ids[rows]
+        order = np.lexsort((tid, via_key, out))  # by holder, reference, then type
+        h, vk, t, sz = out[order], via_key[order], tid[order], sizes[order]
+        change = np.r_[True, (h[1:] != h[:-1]) | (vk[1:] != vk[:-1]) | (t[1:] != t[:-1])]
+        starts = np.flatnonzero(change)
+        counts = np.diff(np.r_[starts, len(h)])
+        totals = np.add.reduceat(sz, starts) if len(starts) else np.empty(0, np.uint64)
+        held_rows = rows[order]
+        acc: dict[tuple[int, int], list] = {}
+        example: dict[tuple[int, int], int] = {}
+        for s0, c, tot in zip(starts.tolist(), counts.tolist(), totals.tolist()):
+            key = (int(h[s0]), int(vk[s0]))
+            acc.setdefault(key, []).append((int(t[s0]), c, int(tot)))
+            example.setdefault(key, int(held_rows[s0]))
+        result = [GrowthHolder(r, sum(c for _t, c, _b in ts), sum(b for _t, _c, b in ts),
+                               tuple(sorted(ts, key=lambda x: (-x[2], x[0]))), example[(r, v)], v)
+                  for (r, v), ts in acc.items()]
+        result.sort(key=lambda g: (-g.size, -g.objects, g.row))
+        return result
 
     def retained_by_type(self, mask: np.ndarray | None = None) -> list[TypeRetained]:
         """Per type (reachable objects only): count, shallow bytes, and retained bytes where
@@ -182,6 +255,17 @@ class DominatorTree:
                 return rows
             self._by_type = rows
         return self._by_type
+
+
+def _unique(held: list[HeldBy]) -> list[HeldBy]:
+    """One entry per (kind, label): a frame often reports one local in several slots."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for h in held:
+        if (h.kind, h.label) not in seen:
+            seen.add((h.kind, h.label))
+            out.append(h)
+    return out
 
 
 def root_rows_and_deps(heap: "ClrHeap") -> tuple[np.ndarray, np.ndarray, np.ndarray]:

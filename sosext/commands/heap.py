@@ -151,8 +151,8 @@ def write_retained_stats(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask
 def _whole_heap(args: Parsed) -> bool:
     """No option narrows dumpheap to part of the heap or asks for more than the statistics."""
     narrowing = (args.mt, args.type, args.min, args.max, args.gen, args.heap, args.segment, args.start, args.end)
-    return (all(v is None for v in narrowing) and not (args.strings or args.live or args.dead or args.retained
-                                                      or args.thinlock or args.json or args.short))
+    return (all(v is None for v in narrowing) and not (args.strings or args.live or args.dead
+                                                      or args.thinlock or args.json or args.short or args.retained))
 
 
 def write_corruption(ctx: CommandContext, errors: list) -> None:

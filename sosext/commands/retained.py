@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..clr.dominators import DominatorTree, HeldBy
 from ..clr.heap import ClrHeap
+from ..clr.segments import Generation
 from ..errors import UsageError
 from ..render.json import emit_json
 from ..render.table import Integer, Pointer, Table, TypeName
@@ -23,7 +24,8 @@ def chain_json(heap: ClrHeap, tree: DominatorTree, chain: list[int]) -> list[dic
 
 
 def held_json(held: list[HeldBy]) -> list[dict]:
-    return [{"kind": h.kind, "root": h.label, "address": f"0x{h.address:x}", "object_index": h.row} for h in held]
+    return [{"kind": h.kind, "root": h.label, "address": f"0x{h.address:x}", "direct": h.direct,
+             "root_object": f"0x{int(h.root.object):x}"} for h in held]
 
 
 def write_chain(ctx: CommandContext, heap: ClrHeap, tree: DominatorTree, chain: list[int], indent: str = "") -> None:
@@ -36,13 +38,14 @@ def write_chain(ctx: CommandContext, heap: ClrHeap, tree: DominatorTree, chain: 
 
 
 def write_held(ctx: CommandContext, held: list[HeldBy], top_is_root: bool, indent: str = "") -> None:
+    """Roots of the chain's top: "Held by" a root that refers to it, "Reached from" one whose
+    references lead to it (several such roots: none of them alone retains it)."""
     if not held:
         ctx.out.line(f"{indent}Held by: no root found")
         return
-    intro = "Held by" if top_is_root else "Reached independently from"
     for h in held:
         where = f" {h.address:x}" if h.address else ""
-        ctx.out.line(f"{indent}{intro}: {h.label} [{h.kind}{where}]")
+        ctx.out.line(f"{indent}{'Held by' if h.direct else 'Reached from'}: {h.label} [{h.kind}{where}]")
 
 
 @register
@@ -80,8 +83,12 @@ Examples:
             return
         out = ctx.out
         if not chain:
-            out.line(f"{address:x} ({type_name(heap, row)}): no root reaches it; it retains nothing "
-                     "(garbage not yet collected)")
+            if heap.index().generations[row] == Generation.FROZEN:
+                out.line(f"{address:x} ({type_name(heap, row)}) is on the frozen (NonGC) heap: never collected, "
+                         "it retains nothing")
+            else:
+                out.line(f"{address:x} ({type_name(heap, row)}): no root reaches it; it retains nothing "
+                         "(garbage not yet collected)")
             return
         out.line(f"{address:x} ({type_name(heap, row)}) retains {int(tree.retained[row]):,} bytes "
                  f"(its own size {heap.index().size_of(row):,})")

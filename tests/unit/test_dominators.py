@@ -161,3 +161,49 @@ def test_retained_by_type_counts_each_run_of_one_type_once():
         out = np.zeros(9, np.uint64)  # only the second B (its dominator is a B) and C
         fn(tids, idom, retained, sizes, np.array([False, False, True, True, True]), out)
         assert out.reshape(3, 3).tolist() == [[0, 0, 0], [1, 4, 0], [1, 8, 8]]
+
+
+def test_holders_climb_past_growing_and_passed_types():
+    # chain: 0(A, root) <- 1(B) <- 2(C) <- 3(G) <- 4(G); 5(G) under 2; 6(G) a root; 7(G) unreachable
+    idom = np.array([-1, 0, 1, 2, 3, 2, -1, -2], np.int32)
+    tids = np.array([0, 1, 2, 3, 3, 3, 3, 3], np.uint32)
+    rows = np.array([3, 4, 5, 6, 7], np.int64)
+    for fn in (kd.holders, KERNELS["holders"].function):
+        growing = np.array([False, False, False, True])
+        out = np.zeros(5, np.int32)
+        via = np.zeros(5, np.int32)
+        fn(idom, tids, growing, rows, np.full(8, -3, np.int32), np.full(8, -3, np.int32), out, via)
+        assert out.tolist() == [2, 2, 2, 6, -2] and via.tolist() == [3, 3, 5, -1, -1]
+        skip = np.array([False, True, True, True])  # B and C passed over as well
+        memo, memo_via = np.full(8, -3, np.int32), np.full(8, -3, np.int32)
+        fn(idom, tids, skip, rows, memo, memo_via, out, via)
+        assert out.tolist() == [0, 0, 0, 6, -2] and via.tolist() == [1, 1, 1, -1, -1]
+        fn(idom, tids, skip, rows[::-1].copy(), memo, memo_via, out, via)  # answers from the memo
+        assert out.tolist() == [-2, 6, 0, 0, 0] and via.tolist() == [-1, -1, 1, 1, 1]
+        skip = np.array([True, True, True, True])  # everything passed: the top
+        fn(idom, tids, skip, rows, np.full(8, -3, np.int32), np.full(8, -3, np.int32), out, via)
+        assert out.tolist() == [0, 0, 0, 6, -2] and via.tolist() == [1, 1, 1, -1, -1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(graphs)
+def test_holders_match_climbing_the_chain(g):
+    n, edges, roots, deps = g
+    offsets, targets = csr(n, edges)
+    dp = sorted(deps)
+    idom, _r, _c, _p = dm.compute(offsets, targets, np.full(n, 24, np.uint32), np.array(roots, np.int64),
+                                  np.array([p for p, _ in dp], np.int64), np.array([s for _, s in dp], np.int64))
+    tids = np.array([i % 3 for i in range(n)], np.uint32)
+    skip = np.array([True, False, True])
+    rows = np.arange(n, dtype=np.int64)
+    out, via = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    kd.holders(idom, tids, skip, rows, np.full(n, -3, np.int32), np.full(n, -3, np.int32), out, via)
+    for v in range(n):
+        if idom[v] == -2:
+            assert out[v] == -2
+            continue
+        chain = [v]
+        while idom[chain[-1]] >= 0:
+            chain.append(int(idom[chain[-1]]))
+        k = next((i for i in range(1, len(chain)) if not skip[tids[chain[i]]]), len(chain) - 1)
+        assert out[v] == chain[k] and via[v] == (chain[k - 1] if k > 0 else -1)

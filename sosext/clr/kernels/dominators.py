@@ -196,6 +196,57 @@ def retained_by_type(type_ids: np.ndarray, idom: np.ndarray, retained: np.ndarra
             out[3 * t + 2] += retained[v]
 
 
+@kernel("void", "i4[]r", "u4[]r", "b1[]r", "i8[]r", "i4[]", "i4[]", "i4[]", "i4[]")
+def holders(idom: np.ndarray, type_ids: np.ndarray, skip: np.ndarray, rows: np.ndarray, memo: np.ndarray,
+            memo_via: np.ndarray, out: np.ndarray, out_via: np.ndarray) -> None:
+    """``out[k]``: the holder of object ``rows[k]`` — the first object above it on its
+    dominator chain whose type ``skip`` (per type id) does not pass over; the top of the
+    chain if every object above is skipped (the object itself when it is the top); -2 for
+    an unreachable object. ``out_via[k]``: the object just below the holder on that chain
+    (-1 when the object is its own holder), e.g. which slot of a statics array leads to it.
+    ``memo``/``memo_via`` (n items, filled with -3 by the caller) remember each passed
+    object's answer, so shared chain parts are climbed once."""
+    for k in range(rows.size):
+        v = rows[k]
+        u = idom[v]
+        if u == -2:
+            out[k] = -2
+            out_via[k] = -1
+            continue
+        if u < 0:
+            out[k] = v
+            out_via[k] = -1
+            continue
+        prev = v  # climb: the first non-skipped object, a remembered answer, or the top
+        a = u
+        while True:
+            if memo[a] != -3:
+                holder = memo[a]
+                via = memo_via[a]
+                break
+            if not skip[type_ids[a]]:
+                holder = a
+                via = prev
+                break
+            d = idom[a]
+            if d < 0:
+                holder = a
+                via = prev
+                break
+            prev = a
+            a = d
+        w = u  # second climb: remember the answer along the path
+        while w != holder and memo[w] == -3:
+            memo[w] = holder
+            memo_via[w] = via
+            d = idom[w]
+            if d < 0:
+                break
+            w = d
+        out[k] = holder
+        out_via[k] = via
+
+
 def _retained_by_type_numpy(type_ids: np.ndarray, idom: np.ndarray, retained: np.ndarray, sizes: np.ndarray,
                             keep: np.ndarray, out: np.ndarray) -> None:
     ntypes = out.size // 3
