@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..clr.progress import Progress
 
 SCHEMA = 1
+PASSED_OVER = ("System.Collections.",)  # looked through for a holder, as leaks and heapdiff do
 HOLDERS = 25
 # Bounds for the picture and for the folded stacks (a flame graph tool copes with more).
 PICTURE = dict(max_depth=16, top_children=12, max_nodes=2000)
@@ -112,7 +113,7 @@ def tree_nodes(heap: "ClrHeap", ret: Retention, tree: PathTree) -> list[dict[str
         paths.append(path)
         out.append({"label": labels[k], "parent": p, "path": path, "total": total, "count": count,
                     "other": int(tree.type_id[k]) == OTHER,
-                    "example": int(ix.addresses[ex]) if ex >= 0 else None, "example_row": ex})
+                    "example": int(ix.addresses[ex]) if ex >= 0 else None})
     return out
 
 
@@ -168,9 +169,7 @@ def heap_report(heap: "ClrHeap", source: str,
         baseline = baseline()
     if baseline is not None:
         add_growth(doc, baseline)
-        doc["growing_holders"] = growing_holders(heap, ret, nodes)
-    for node in nodes:
-        node.pop("example_row")
+        doc["growing_holders"] = growing_holders(heap, ret, doc["types"])
     return doc
 
 
@@ -207,27 +206,32 @@ def add_growth(doc: dict[str, Any], old: dict[str, Any]) -> None:
         p["in_baseline"] = o is not None
 
 
-def growing_holders(heap: "ClrHeap", ret: Retention, nodes: list[dict[str, Any]], n: int = 10) -> list[dict[str, Any]]:
-    """Paths whose objects did not multiply but whose retained bytes grew, directly above
-    paths whose objects did: the holder of a growing set (a cache above its entries)."""
-    kids: dict[int, list[dict[str, Any]]] = {}
-    for p in nodes:
-        kids.setdefault(p["parent"], []).append(p)
-    found = []
-    for k, p in enumerate(nodes):
-        if p["other"] or len(p["path"]) < 2 or p["total_delta"] <= 0 or p["count_delta"] > 0 or not p["in_baseline"]:
-            continue
-        growing = [c for c in kids.get(k, []) if c["count_delta"] > 0 and c["total_delta"] > 0 and not c["other"]]
-        if not growing:
-            continue
-        row = p["example_row"]
-        found.append({"path": p["path"], "total": p["total"], "total_delta": p["total_delta"], "count": p["count"],
-                      "growing": [{"type": c["label"], "count_delta": c["count_delta"], "total_delta": c["total_delta"]}
-                                  for c in sorted(growing, key=lambda c: -c["total_delta"])],
-                      "root": ret.held_by(row) if row >= 0 else "",
-                      "chain": chain_records(heap, ret, row) if row >= 0 else []})
-    found.sort(key=lambda h: (-h["total_delta"], h["path"]))
-    return found[:n]
+def growing_holders(heap: "ClrHeap", ret: Retention, types: list[dict[str, Any]],
+                    n: int = 10) -> list[dict[str, Any]]:
+    """The holders of the growth as leaks and heapdiff find them (the model's
+    ``growth_holders``): for each object of a type whose bytes grew, the first object up its
+    dominator chain whose type did not grow and is not a collection's internals."""
+    ix = heap.index()
+    names = [heap.types.name_of(mt) for mt in ix.method_tables.tolist()]
+    grown = {t["name"] for t in types if t["size_delta"] > 0}
+    growing = np.array([nm in grown for nm in names], dtype=bool)
+    if not growing.any():
+        return []
+    passed = np.array([nm.startswith(PASSED_OVER) for nm in names], dtype=bool)
+    by_name = {t["name"]: t for t in types}
+    out = []
+    for g in ret.tree.growth_holders(growing, passed)[:n]:
+        row = g.via if g.via >= 0 else g.row
+        name = names[ix.type_ids[row]]
+        t = by_name.get(name)
+        # its type's retained growth is this object's only when it is the type's one instance
+        delta = (t["retained_delta"] if t is not None and not growing[ix.type_ids[row]] and t["count"] == 1
+                 and t["count"] - t["count_delta"] <= 1 else None)
+        out.append({"address": int(ix.addresses[row]), "type": name, "retained": int(ret.retained[row]),
+                    "retained_delta": delta, "objects": g.objects, "size": g.size,
+                    "types": [{"name": names[tid], "count": c, "size": b} for tid, c, b in g.types[:4]],
+                    "root": ret.held_by(row), "chain": chain_records(heap, ret, row)})
+    return out
 
 
 def folded_lines(heap: "ClrHeap", progress: "Progress | None" = None) -> list[str]:

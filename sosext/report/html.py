@@ -237,15 +237,20 @@ def _holders(doc: dict[str, Any]) -> str:
 def _growing(doc: dict[str, Any]) -> str:
     found = doc.get("growing_holders") or []
     if not found:
-        return '<p class="note">No path grew whose objects stayed as many while the objects below them multiplied.</p>'
+        return '<p class="note">No reachable object of a type that grew.</p>'
     rows = []
     for g in found:
-        below = "; ".join(f"{_t(c['type'])} {c['count_delta']:+,} objects" for c in g["growing"])
-        rows.append(f"<tr><td>{' → '.join(_t(x) for x in g['path'])}</td>{_num(g['total_delta'], True)}"
-                    f"{_num(g['total'])}<td>{below}</td><td>{_chain(g['chain'])}</td></tr>")
-    return ('<table class="sortable" id="growing"><thead><tr><th>Holder path (root kind first)</th>'
-            '<th class="num">Growth</th><th class="num">Now</th><th>Growing below it</th>'
-            '<th>Example chain (root first)</th></tr></thead>'
+        kinds = "; ".join(f"{_t(t['name'])} {t['count']:,} ({t['size']:,} bytes)" for t in g["types"])
+        delta = (_num(g["retained_delta"], True) if g["retained_delta"] is not None
+                 else '<td class="num" data-v="0"></td>')
+        rows.append(f"<tr><td><code>{g['address']:016x}</code> {_t(g['type'])}</td>{_num(g['retained'])}{delta}"
+                    f"{_num(g['size'])}<td>{kinds}</td><td>{_t(g['root'])}</td><td>{_chain(g['chain'])}</td></tr>")
+    return ('<p class="note">For each object of a type that grew, its holder is the first object up its '
+            "dominator chain whose type did not grow (collections' internals looked through), as "
+            "<code>leaks</code> and <code>heapdiff</code> name them.</p>"
+            '<table class="sortable" id="growing"><thead><tr><th>Holder</th><th class="num">Retained</th>'
+            '<th class="num">Retained growth</th><th class="num">Growing bytes held</th><th>Growing types held</th>'
+            "<th>Held by</th><th>Dominator chain (root first)</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 

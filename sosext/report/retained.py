@@ -7,7 +7,7 @@ the top of a chain, and leaks'/dominators' wording for a holder's roots.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -32,6 +32,7 @@ class Retention:
     retained_by_type: np.ndarray  # uint64 per type id (dumpheap -stat -retained)
     top: Callable[[int], list[int]]  # rows retaining the most, largest first
     held_by: Callable[[int], str]  # how leaks/dominators name the root holding a row
+    tree: Any = None  # the model's DominatorTree, for what the report asks of it directly
 
 
 def retention_of(heap: "ClrHeap", progress: "Progress | None" = None) -> Retention:
@@ -54,7 +55,7 @@ def retention_of(heap: "ClrHeap", progress: "Progress | None" = None) -> Retenti
         labels[row] = SEVERAL
     kinds, root_kind = _kind_column(labels, parent)
     return Retention(parent, np.asarray(dt.retained), chain, kinds, root_kind, by_type,
-                     lambda n: list(dt.top(n)), held_by)
+                     lambda n: list(dt.top(n)), held_by, dt)
 
 
 def _root_labels(heap: "ClrHeap") -> dict[int, str]:

@@ -50,9 +50,9 @@ def doc(baseline: bool) -> dict:
             t.update(count_delta=1, size_delta=24, retained_delta=24)
         for p in d["paths"]:
             p.update(total_delta=24, count_delta=1, in_baseline=True)
-        d["growing_holders"] = [{"path": ["strong handle", EVIL], "total": 48, "total_delta": 24, "count": 1,
-                                 "root": EVIL, "growing": [{"type": EVIL, "count_delta": 1, "total_delta": 24}],
-                                 "chain": chain}]
+        d["growing_holders"] = [{"address": 0x1000, "type": EVIL, "retained": 48, "retained_delta": 24,
+                                 "objects": 1, "size": 24, "types": [{"name": EVIL, "count": 1, "size": 24}],
+                                 "root": EVIL, "chain": chain}]
     return d
 
 
