@@ -377,6 +377,12 @@ def test_existing_file_is_not_overwritten(retained_case: RetainedCase, tmp_path:
 # -- a baseline: growth -------------------------------------------------------------------------
 
 
+def command(app, line: str) -> dict:  # type: ignore[no-untyped-def]
+    app.proc.stdin.write(line + "\n")
+    app.proc.stdin.flush()
+    return app._reply()
+
+
 @pytest.fixture(scope="module")
 def growth(tmp_path_factory):
     from test_leaks import Leaky, build_leaky, collect
@@ -388,7 +394,9 @@ def growth(tmp_path_factory):
     try:
         before = app.leak(100)
         collect(app.started["pid"], tmp / "old.core")
-        after = app.leak(2000)
+        app.leak(2000)
+        after = command(app, "customers 3000")  # a static list of customers
+        after = command(app, "wrappers 60")  # wrappers behind strong handles nobody frees
         collect(app.started["pid"], tmp / "new.core")
     finally:
         app.stop()
@@ -418,6 +426,17 @@ def test_baseline_colours_growth_and_names_the_holder(growth, tmp_path: Path) ->
     assert int(first[2]) == after["cacheRetained"] - before["cacheRetained"]
     assert f"LeakyService.CacheEntry {after['cacheEntries']:,} (" in first[4]
     assert "LeakyService.CacheWarmupWorker" in first[6] and "static LeakyService.Program.s_worker" in first[5]
+    # the other two leaks, named by their holders too
+    customers = next(h for h in holders if h[0].endswith("System.Collections.Generic.List`1[[LeakyService.Customer, "
+                                                         "LeakyService]]"))
+    assert int(customers[1]) == after["customersRetained"]
+    # (not its growth: the service counts the empty list's Array.Empty<Customer>() as the list's,
+    # but that singleton is shared, so no list retains it)
+    assert customers[5] == "static LeakyService.CustomerStore.s_customers (strong handle)"
+    wrappers = next(h for h in holders if h[0].endswith(" LeakyService.DacWrapper"))
+    assert wrappers[0].startswith(f"{after['wrappers']:,} × ")
+    assert int(wrappers[1]) == after["wrappers"] * after["wrapperRetained"]
+    assert wrappers[5] == "strong handle"
     assert "colorbar" in section(dom, "icicle")  # coloured by growth
     if os.environ.get("SOSEXT_UPDATE_DOCS_PNG"):
         chromium(page, tmp_path, f"--screenshot={DOCS_PNG}", "--window-size=1400,1010", "--hide-scrollbars")

@@ -16,7 +16,7 @@ from ..clr.index import SIZE_OVERFLOW
 from ..clr.progress import check_interrupt
 from ..clr.segments import SegmentKind
 from .paths import KIND, OTHER, UNREACHABLE, PathTree, build_paths
-from .retained import Retention, retention_of
+from .retained import ROOT, Retention, retention_of
 
 if TYPE_CHECKING:
     from ..clr.heap import ClrHeap
@@ -219,17 +219,39 @@ def growing_holders(heap: "ClrHeap", ret: Retention, types: list[dict[str, Any]]
         return []
     passed = np.array([nm.startswith(PASSED_OVER) for nm in names], dtype=bool)
     by_name = {t["name"]: t for t in types}
-    out = []
-    for g in ret.tree.growth_holders(growing, passed)[:n]:
+    groups: dict[object, dict[str, Any]] = {}
+    roots_of = ret.tree.root_rows()
+    for g in ret.tree.growth_holders(growing, passed):
         row = g.via if g.via >= 0 else g.row
+        # Alike holders are one row, as in leaks: root objects of one type held by the same
+        # kinds of long-lived roots (a thousand wrappers behind a thousand strong handles).
+        top = roots_of.get(row, []) if int(ret.parent[row]) == ROOT else []
+        alike = bool(top) and all(r.kind.value != "stack" for r in top)
+        key = (names[ix.type_ids[row]], tuple(sorted({(r.kind.value, r.handle.handle_type if r.handle else -1)
+                                                       for r in top}))) if alike else ("row", row)
+        rec = groups.get(key)
+        if rec is None:
+            rec = groups[key] = {"row": row, "instances": 0, "retained": 0, "objects": 0, "size": 0, "types": {}}
+        rec["instances"] += 1
+        rec["retained"] += int(ret.retained[row])
+        rec["objects"] += g.objects
+        rec["size"] += g.size
+        for tid, c, b in g.types:
+            acc = rec["types"].setdefault(names[tid], [0, 0])
+            acc[0] += c
+            acc[1] += b
+    out = []
+    for rec in sorted(groups.values(), key=lambda r: (-r["size"], -r["retained"], r["row"]))[:n]:
+        row = rec["row"]
         name = names[ix.type_ids[row]]
         t = by_name.get(name)
         # its type's retained growth is this object's only when it is the type's one instance
         delta = (t["retained_delta"] if t is not None and not growing[ix.type_ids[row]] and t["count"] == 1
                  and t["count"] - t["count_delta"] <= 1 else None)
-        out.append({"address": int(ix.addresses[row]), "type": name, "retained": int(ret.retained[row]),
-                    "retained_delta": delta, "objects": g.objects, "size": g.size,
-                    "types": [{"name": names[tid], "count": c, "size": b} for tid, c, b in g.types[:4]],
+        held = sorted(rec["types"].items(), key=lambda kv: (-kv[1][1], kv[0]))[:4]
+        out.append({"address": int(ix.addresses[row]), "type": name, "instances": rec["instances"],
+                    "retained": rec["retained"], "retained_delta": delta, "objects": rec["objects"],
+                    "size": rec["size"], "types": [{"name": k, "count": c, "size": b} for k, (c, b) in held],
                     "root": ret.held_by(row), "chain": chain_records(heap, ret, row)})
     return out
 

@@ -243,11 +243,13 @@ def _growing(doc: dict[str, Any]) -> str:
         kinds = "; ".join(f"{_t(t['name'])} {t['count']:,} ({t['size']:,} bytes)" for t in g["types"])
         delta = (_num(g["retained_delta"], True) if g["retained_delta"] is not None
                  else '<td class="num" data-v="0"></td>')
-        rows.append(f"<tr><td><code>{g['address']:016x}</code> {_t(g['type'])}</td>{_num(g['retained'])}{delta}"
+        many = f"{g['instances']:,} × " if g.get("instances", 1) > 1 else ""
+        rows.append(f"<tr><td>{many}<code>{g['address']:016x}</code> {_t(g['type'])}</td>{_num(g['retained'])}{delta}"
                     f"{_num(g['size'])}<td>{kinds}</td><td>{_t(g['root'])}</td><td>{_chain(g['chain'])}</td></tr>")
     return ('<p class="note">For each object of a type that grew, its holder is the first object up its '
             "dominator chain whose type did not grow (collections' internals looked through), as "
-            "<code>leaks</code> and <code>heapdiff</code> name them.</p>"
+            "<code>leaks</code> and <code>heapdiff</code> name them; alike holders (one type, held by "
+            "the same kind of root) are one row, with the first one's address and chain.</p>"
             '<table class="sortable" id="growing"><thead><tr><th>Holder</th><th class="num">Retained</th>'
             '<th class="num">Retained growth</th><th class="num">Growing bytes held</th><th>Growing types held</th>'
             "<th>Held by</th><th>Dominator chain (root first)</th></tr></thead>"
