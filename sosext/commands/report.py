@@ -39,7 +39,7 @@ The HTML page is one self-contained file (plotly.js and the data embedded, nothi
 fetched): a summary, an icicle (flame graph) of bytes along dominator paths grouped by
 type (root kind -> type -> type ...), a treemap by type, the largest holders with their
 chains and a sortable type table. With --baseline, both pictures are coloured by growth
-and the top growing holders are listed. --format folded writes Brendan Gregg's folded
+and the holders of the growth are listed as leaks names them. --format folded writes Brendan Gregg's folded
 stacks ("root kind;Type;Type;... bytes" per line) for flamegraph.pl or speedscope;
 --format json the data behind the page. -o - writes to the output instead of a file.
 An existing file is only replaced with --force. From the shell: sosext report CORE.
