@@ -21,10 +21,11 @@ _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
 h1{font-size:1.5em;margin:0 0 .2em} h2{font-size:1.2em;margin:1.6em 0 .4em;border-bottom:1px solid #ddd}
 .note{color:#666;font-size:.92em;margin:.2em 0 .6em}
-table{border-collapse:collapse;font-size:.92em} td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left}
+table{border-collapse:collapse;font-size:.92em;width:100%} table.summary{width:auto}
+td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f4f4f4;cursor:pointer;user-select:none;white-space:nowrap} th.num,td.num{text-align:right}
 th[data-dir=asc]::after{content:" \\25B2"} th[data-dir=desc]::after{content:" \\25BC"}
-td.grow{color:#b00} td.shrink{color:#070} code{font-size:.95em}
+td.grow{color:#b00} td.shrink{color:#070} code{font-size:.95em;white-space:nowrap} td.num{white-space:nowrap}
 table.summary th{cursor:default;text-align:left;background:none;font-weight:600}
 .plot{width:100%;height:560px}
 ol.chain{margin:.2em 0;padding-left:1.6em}
