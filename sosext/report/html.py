@@ -269,8 +269,8 @@ def render_html(doc: dict[str, Any]) -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline' "
-        "'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:\">",
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline'; "
+        "style-src 'unsafe-inline'; img-src data: blob:; font-src data:\">",
         f"<title>{_t(title)}</title><style>{_STYLE}</style>",
         f"<script>{_plotly_js()}</script></head><body>",
         f"<h1>sosext heap report</h1><p class=\"note\">{_t(s['source'])}</p>",
