@@ -281,9 +281,17 @@ def root_rows_and_deps(heap: "ClrHeap") -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def build_dominators(heap: "ClrHeap") -> DominatorTree:
+    """The tree of this heap: computed, or for a core whose index is cached on disk, read
+    from beside the index when it was computed for the same roots (and saved after)."""
     ix = heap.index()
     graph = heap.graph()
     roots, dep_p, dep_s = root_rows_and_deps(heap)
+    store = heap.store
+    key = roots_key(roots, dep_p, dep_s)
+    cached = store.load_dominators(key, ix) if store is not None else None
+    if cached is not None:
+        idom, retained = cached
+        return DominatorTree(heap, idom, retained, int(np.count_nonzero(idom != DominatorTree.UNREACHABLE)), 0)
     idom, retained, count, passes = compute(graph.offsets, graph.targets, ix.sizes, roots, dep_p, dep_s)
     for p, s in ix.big_sizes.items():  # sizes of 4 GiB and more were counted as SIZE_OVERFLOW
         extra = np.uint64(s - SIZE_OVERFLOW)
@@ -291,7 +299,19 @@ def build_dominators(heap: "ClrHeap") -> DominatorTree:
         while v >= 0 and int(idom[v]) != DominatorTree.UNREACHABLE:
             retained[v] += extra
             v = int(idom[v])
+    if store is not None:
+        store.save_dominators(idom, retained, key, ix)
     return DominatorTree(heap, idom, retained, count, passes)
+
+
+def roots_key(roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray) -> str:
+    """A fingerprint of the roots a tree was computed from."""
+    import hashlib
+    h = hashlib.sha256()
+    for a in (roots, dep_primary, dep_secondary):
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        h.update(b"|")
+    return h.hexdigest()[:32]
 
 
 def compute(offsets: np.ndarray, targets: np.ndarray, sizes: np.ndarray, roots: np.ndarray,
