@@ -300,7 +300,11 @@ def build_dominators(heap: "ClrHeap") -> DominatorTree:
             retained[v] += extra
             v = int(idom[v])
     if store is not None:
+        # Saved, then used from the file: page cache instead of process memory.
         store.save_dominators(idom, retained, key, ix)
+        mapped = store.load_dominators(key, ix)
+        if mapped is not None:
+            idom, retained = mapped
     return DominatorTree(heap, idom, retained, count, passes)
 
 
