@@ -162,16 +162,16 @@ class DominatorTree:
             self._root_rows = rows
         return self._root_rows
 
-    def top(self, n: int, type_id: int | None = None) -> list[int]:
-        """Rows of the ``n`` objects retaining the most (of one type id, if given), largest
-        first, ties by address."""
+    def top(self, n: int, type_id: int | None = None, mask: np.ndarray | None = None) -> list[int]:
+        """Rows of the ``n`` objects retaining the most (of one type id, or among the rows a
+        bool ``mask`` keeps, if given), largest first, ties by address."""
         if n <= 0:
             return []
-        if type_id is None:  # no heap-sized temporaries but argpartition's own
+        if type_id is None and mask is None:  # no heap-sized temporaries but argpartition's own
             total = len(self.retained)
             rows = np.argpartition(self.retained, total - n)[total - n:] if total > n else np.arange(total)
         else:
-            rows = np.nonzero(self.index.type_ids == np.uint32(type_id))[0]
+            rows = np.nonzero(self.index.type_ids == np.uint32(type_id) if mask is None else mask)[0]
             if len(rows) > n:
                 rows = rows[np.argpartition(self.retained[rows], len(rows) - n)[len(rows) - n:]]
         out = [r for r in rows.tolist() if self.retained[r] > 0]
