@@ -162,16 +162,16 @@ class DominatorTree:
             self._root_rows = rows
         return self._root_rows
 
-    def top(self, n: int, type_id: int | None = None) -> list[int]:
-        """Rows of the ``n`` objects retaining the most (of one type id, if given), largest
-        first, ties by address."""
+    def top(self, n: int, type_id: int | None = None, mask: np.ndarray | None = None) -> list[int]:
+        """Rows of the ``n`` objects retaining the most (of one type id, or among the rows a
+        bool ``mask`` keeps, if given), largest first, ties by address."""
         if n <= 0:
             return []
-        if type_id is None:  # no heap-sized temporaries but argpartition's own
+        if type_id is None and mask is None:  # no heap-sized temporaries but argpartition's own
             total = len(self.retained)
             rows = np.argpartition(self.retained, total - n)[total - n:] if total > n else np.arange(total)
         else:
-            rows = np.nonzero(self.index.type_ids == np.uint32(type_id))[0]
+            rows = np.nonzero(self.index.type_ids == np.uint32(type_id) if mask is None else mask)[0]
             if len(rows) > n:
                 rows = rows[np.argpartition(self.retained[rows], len(rows) - n)[len(rows) - n:]]
         out = [r for r in rows.tolist() if self.retained[r] > 0]
@@ -281,9 +281,17 @@ def root_rows_and_deps(heap: "ClrHeap") -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def build_dominators(heap: "ClrHeap") -> DominatorTree:
+    """The tree of this heap: computed, or for a core whose index is cached on disk, read
+    from beside the index when it was computed for the same roots (and saved after)."""
     ix = heap.index()
     graph = heap.graph()
     roots, dep_p, dep_s = root_rows_and_deps(heap)
+    store = heap.store
+    key = roots_key(roots, dep_p, dep_s)
+    cached = store.load_dominators(key, ix) if store is not None else None
+    if cached is not None:
+        idom, retained = cached
+        return DominatorTree(heap, idom, retained, int(np.count_nonzero(idom != DominatorTree.UNREACHABLE)), 0)
     idom, retained, count, passes = compute(graph.offsets, graph.targets, ix.sizes, roots, dep_p, dep_s)
     for p, s in ix.big_sizes.items():  # sizes of 4 GiB and more were counted as SIZE_OVERFLOW
         extra = np.uint64(s - SIZE_OVERFLOW)
@@ -291,7 +299,23 @@ def build_dominators(heap: "ClrHeap") -> DominatorTree:
         while v >= 0 and int(idom[v]) != DominatorTree.UNREACHABLE:
             retained[v] += extra
             v = int(idom[v])
+    if store is not None:
+        # Saved, then used from the file: page cache instead of process memory.
+        store.save_dominators(idom, retained, key, ix)
+        mapped = store.load_dominators(key, ix)
+        if mapped is not None:
+            idom, retained = mapped
     return DominatorTree(heap, idom, retained, count, passes)
+
+
+def roots_key(roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray) -> str:
+    """A fingerprint of the roots a tree was computed from."""
+    import hashlib
+    h = hashlib.sha256()
+    for a in (roots, dep_primary, dep_secondary):
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        h.update(b"|")
+    return h.hexdigest()[:32]
 
 
 def compute(offsets: np.ndarray, targets: np.ndarray, sizes: np.ndarray, roots: np.ndarray,

@@ -127,7 +127,7 @@ Examples:
         tree = heap.dominators(ctx.progress)
         if args.type is not None:
             ids = [i for i, m in enumerate(ix.method_tables.tolist()) if args.type in heap.types.name_of(m)]
-            rows = sorted({r for t in ids for r in tree.top(n, t)}, key=lambda r: (-int(tree.retained[r]), r))[:n]
+            rows = tree.top(n, mask=ix.mask_type_ids(ids)) if ids else []
         else:
             rows = tree.top(n)
         entries = []

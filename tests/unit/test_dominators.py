@@ -6,7 +6,6 @@ same source interpreted."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,3 +206,28 @@ def test_holders_match_climbing_the_chain(g):
             chain.append(int(idom[chain[-1]]))
         k = next((i for i in range(1, len(chain)) if not skip[tids[chain[i]]]), len(chain) - 1)
         assert out[v] == chain[k] and via[v] == (chain[k - 1] if k > 0 else -1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(graphs)
+def test_check_tree_accepts_computed_trees_and_refuses_damaged_ones(g):
+    n, edges, roots, deps = g
+    offsets, targets = csr(n, edges)
+    dp = sorted(deps)
+    sizes = np.array([24 + 8 * i for i in range(n)], np.uint32)
+    idom, retained, _c, _p = dm.compute(offsets, targets, sizes, np.array(roots, np.int64),
+                                        np.array([p for p, _ in dp], np.int64), np.array([s for _, s in dp], np.int64))
+    for fn in (kd.check_tree, KERNELS["check_tree"].function):
+        assert fn(idom, retained, sizes)
+        reach = np.flatnonzero(idom != -2)
+        v = int(reach[-1])
+        bad = idom.copy()
+        bad[v] = v  # its own dominator
+        assert not fn(bad, retained, sizes)
+        bad = retained.copy()
+        bad[v] = sizes[v] - 1  # less than its own size
+        assert not fn(idom, bad, sizes)
+        if len(reach) > 1 and idom[v] != -1:
+            bad = idom.copy()
+            bad[int(idom[v])] = v  # a cycle between two objects
+            assert not fn(bad, retained, sizes)

@@ -247,6 +247,25 @@ def holders(idom: np.ndarray, type_ids: np.ndarray, skip: np.ndarray, rows: np.n
         out_via[k] = via
 
 
+@kernel("b1", "i4[]r", "u8[]r", "u4[]r")
+def check_tree(idom: np.ndarray, retained: np.ndarray, sizes: np.ndarray) -> bool:
+    """A dominator tree read back from disk is one: every dominator is in range, reachable,
+    not the object itself and retains more than it (which also rules out cycles); an
+    unreachable object retains nothing, a reachable one at least its own size."""
+    n = idom.size
+    for v in range(n):
+        d = idom[v]
+        if d == -2:
+            if retained[v] != 0:
+                return False
+            continue
+        if d < -1 or d >= n or d == v or retained[v] < np.uint64(sizes[v]):
+            return False
+        if d >= 0 and (idom[d] == -2 or retained[d] <= retained[v]):
+            return False
+    return True
+
+
 def _retained_by_type_numpy(type_ids: np.ndarray, idom: np.ndarray, retained: np.ndarray, sizes: np.ndarray,
                             keep: np.ndarray, out: np.ndarray) -> None:
     ntypes = out.size // 3
