@@ -338,6 +338,14 @@ def test_type_table_has_the_retained_column_of_dumpheap_stat_retained(retained_c
     assert sum(1 for r in rows if r.startswith(NS)) >= 10
 
 
+def test_summary_of_a_server_gc_core_with_segments(retained_case: RetainedCase) -> None:
+    need_chromium()
+    dom, _ = rendered(retained_case.page)
+    summary = html.unescape(re.sub("<[^>]+>", " ", section(dom, "summary")))
+    assert retained_case.truth["runtime"]["serverGC"]
+    assert re.search(r"server \(\d+ heaps?, segments\)", summary), summary
+
+
 def test_holders_table_shows_chains(retained_case: RetainedCase, tmp_path: Path) -> None:
     need_chromium()
     dom, _ = rendered(retained_case.page)
