@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..clr.dominators import GrowthHolder
+from ..clr.progress import polled
 from ..clr.retention import RetentionTree
 from ..clr.roots import RootKind
 from ..clr.snapshot import BaselineJob, HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas
@@ -80,7 +81,7 @@ def growth_holders(ctx: CommandContext, grown: list[TypeDelta], limit: int,
     roots_of = tree.root_rows()
     groups: dict[tuple, HolderReport] = {}
     below_of: dict[tuple, int | None] = {}
-    for g in tree.growth_holders(growing, passed):
+    for g in polled(tree.growth_holders(growing, passed)):
         # A root object holding growth through one of its references (a statics array's
         # slot) is shown as that reference: the object the static refers to.
         row = g.via if g.via >= 0 else g.row
