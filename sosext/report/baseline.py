@@ -7,8 +7,8 @@ import os
 import subprocess
 from typing import Any
 
+from ..clr.runtime import clr_path
 from ..clr.snapshot import python_for_children
-from ..dac.loader import clr_path_override
 from ..errors import SosError
 
 
@@ -20,9 +20,9 @@ class BaselineReport:
         env = dict(os.environ)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         argv = [python_for_children(), "-m", "sosext", "report", core, "--format", "json", "-o", "-"]
-        clr_path = clr_path_override()  # the child loads its own DAC: the user's choice holds there too
-        if clr_path:
-            argv += ["--clr-path", clr_path]
+        chosen = clr_path()  # the child loads its own DAC: the user's choice holds there too
+        if chosen:
+            argv += ["--clr-path", chosen]
         self.core = core
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, text=True, env=env)
