@@ -56,8 +56,14 @@ Examples:
         Option("--force", "replace an existing file"),
     )
 
+    @classmethod
+    def output_format(cls, args: Parsed) -> str:
+        # --format here picks the report's form (html, folded, json), written as it is: the
+        # command's own output is text (a status line, or the document itself with -o -).
+        return "text"
+
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        fmt = (args.format or "html").lower()
+        fmt = (args.format or ("json" if args.json else "html")).lower()
         if fmt not in FORMATS:
             raise UsageError(f"unknown format {args.format} (html, folded or json)")
         if args.baseline and fmt == "folded":
