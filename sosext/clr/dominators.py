@@ -15,15 +15,17 @@ compressed rows, with 32-bit object ids. Columns are aligned with the HeapIndex 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from .index import SIZE_OVERFLOW
-from .roots import ClrRoot, RootKind
+from .roots import HANDLE_KIND_TEXT, ClrRoot, RootKind
+from .statics import static_name_between
 
-if TYPE_CHECKING:
-    from .heap import ClrHeap
+# The heap façade builds this tree (``heap.dominators()``), so this module names it only as
+# ``Any``: importing it, even for a type hint, would make the model one circle (parts.py).
+ClrHeap = Any
 
 MAX_CHAIN = 100_000  # a dominator chain longer than this is cut (a corrupt tree would loop)
 
@@ -85,6 +87,7 @@ class DominatorTree:
         self.reached = reached  # objects some root reaches
         self.passes = passes  # iterations the algorithm needed (diagnostics)
         self._root_rows: dict[int, list[ClrRoot]] | None = None
+        self._search: list | None = None  # root_of's backward search: stamp, next step, queue, via, epoch
         self._by_type: list[TypeRetained] | None = None
 
     def __len__(self) -> int:
@@ -124,23 +127,50 @@ class DominatorTree:
             return _unique(direct)[:limit]
         # Only threads' stacks hold it directly (or nothing does): the long-lived roots that
         # reach it through references come first, as leaks and gcroot order them.
-        from .gcroot import PathFinder
-        finder = PathFinder(self.heap, top)
+        reach = self._reaching(top)
         out: list[HeldBy] = []
         for r in self._ordered(self.heap.roots().roots):
             if direct and r.kind is RootKind.STACK:
                 break
-            path = finder.path_from(r)
-            if path is None or path.chain[0] == top:
+            start = self._root_row(r)
+            if start is None or start == top or not reach(start):
                 continue
-            nxt = path.chain[1] if len(path.chain) > 1 else None
-            out.append(self._held(r, path.chain[0], nxt, direct=False))
+            out.append(self._held(r, start, self._next_step(start), direct=False))
             if len(_unique(out)) >= limit:
                 break
         return _unique(out + direct)[:limit]
 
+    def _root_row(self, r: ClrRoot) -> int | None:
+        i = self.index.find(r.object)
+        if i is None and r.kind is RootKind.STACK:
+            i = self.index.containing(r.object)
+        return i
+
+    def _reaching(self, top: int):  # -> Callable[[int], bool]
+        """One breadth-first search backwards from ``top`` (the reversed graph, dependent
+        handles as edges): afterwards ``_next_step(v)`` is v's next object towards ``top``
+        on a shortest path, for every v the returned test accepts."""
+        from . import memory
+        from .kernels import refs
+        n = len(self.index)
+        if self._search is None:  # kept for later searches, an epoch stamp instead of clearing
+            self._search = [memory.zeros(n, np.int32), memory.empty(n, np.int32), memory.empty(n, np.int32),
+                            memory.zeros(n, np.bool_), 0]
+        stamp, nxt, queue, via, epoch = self._search
+        epoch += 1
+        self._search[4] = epoch
+        ro, rs = self.heap.graph().reverse()
+        pairs = sorted((s, p) for p, s in self.heap.roots().dependent_pairs(self.index.find))
+        dep_sec = np.array([s for s, _p in pairs], dtype=np.int64)
+        dep_pri = np.array([p for _s, p in pairs], dtype=np.int64)
+        refs.ancestors(ro, rs, dep_sec, dep_pri, int(top), nxt, stamp, epoch, queue, via)
+        return lambda v: int(stamp[v]) == epoch
+
+    def _next_step(self, v: int) -> int | None:
+        step = int(self._search[1][v]) if self._search is not None else -1
+        return step if step >= 0 else None
+
     def _held(self, r: ClrRoot, obj_row: int, below: int | None, direct: bool = True) -> HeldBy:
-        from .retention import root_label
         return HeldBy(r.kind.value, root_label(self.heap, r, obj_row, below), obj_row, r.address, r, direct)
 
     @staticmethod
@@ -257,6 +287,26 @@ class DominatorTree:
         return self._by_type
 
 
+def root_label(heap: "ClrHeap", r: ClrRoot | None, root_obj: int, below: int | None = None) -> str:
+    """How leaks, retained and dominators name root ``r`` of object row ``root_obj``: the
+    handle kind as gcroot words it, and when the root object is a statics array and
+    ``below`` the object in one of its slots, the static field's name."""
+    if r is None:
+        return "dependent handle"
+    if r.kind is RootKind.HANDLE:
+        kind = HANDLE_KIND_TEXT.get(r.handle.handle_type, "handle")
+        if below is not None and below != root_obj:
+            ix = heap.index()
+            static = static_name_between(heap.runtime, int(ix.addresses[root_obj]), int(ix.addresses[below]))
+            if static:
+                return f"static {static} ({kind})"
+        return kind
+    if r.kind is RootKind.FINALIZER:
+        return "finalizer queue"
+    method = heap.runtime.method_name_at(r.source) if r.source and not r.source_is_frame else None
+    return f"thread {r.thread_os_id:x}" + (f": {method}" if method else "")
+
+
 def _unique(held: list[HeldBy]) -> list[HeldBy]:
     """One entry per (kind, label): a frame often reports one local in several slots."""
     seen: set[tuple[str, str]] = set()
@@ -274,8 +324,7 @@ def root_rows_and_deps(heap: "ClrHeap") -> tuple[np.ndarray, np.ndarray, np.ndar
     ix = heap.index()
     roots = heap.roots()
     rows = root_indices(ix, roots)
-    pairs = sorted((p, s) for p, s in ((ix.find(h.object), ix.find(h.secondary)) for h in roots.dependent_handles)
-                   if p is not None and s is not None)
+    pairs = sorted(roots.dependent_pairs(ix.find))
     return (np.ascontiguousarray(rows, dtype=np.int64), np.array([p for p, _ in pairs], dtype=np.int64),
             np.array([s for _, s in pairs], dtype=np.int64))
 

@@ -15,8 +15,7 @@ import numpy as np
 
 from .graph import ragged_arange
 from .progress import check_interrupt
-from .roots import HANDLE_KIND_TEXT, ClrRoot, RootKind
-from .statics import static_name_between
+from .roots import ClrRoot, RootKind
 
 if TYPE_CHECKING:
     from .heap import ClrHeap
@@ -120,6 +119,7 @@ class RetentionTree:
         return out[::-1]
 
     def root_label(self, root_obj: int, below: int | None = None) -> str:
+        from .dominators import root_label
         return root_label(self.heap, self.root_of.get(root_obj), root_obj, below)
 
     def groups(self, instances: np.ndarray) -> list[RetentionGroup]:
@@ -171,27 +171,6 @@ class RetentionTree:
                                       tuple(int(ix.addresses[p]) for p in path)))
         out.sort(key=lambda g: (-g.size, -g.count, g.types))
         return out
-
-
-def root_label(heap: "ClrHeap", r: ClrRoot | None, root_obj: int, below: int | None = None) -> str:
-    """How leaks, retained and dominators name root ``r`` of object row ``root_obj``: the
-    handle kind as gcroot words it, and when the root object is a statics array and
-    ``below`` the object in one of its slots, the static field's name."""
-    if r is None:
-        return "dependent handle"
-    if r.kind is RootKind.HANDLE:
-        kind = HANDLE_KIND_TEXT.get(r.handle.handle_type, "handle")
-        if below is not None and below != root_obj:
-            ix = heap.index()
-            static = static_name_between(heap.runtime, int(ix.addresses[root_obj]), int(ix.addresses[below]))
-            if static:
-                return f"static {static} ({kind})"
-        return kind
-    if r.kind is RootKind.FINALIZER:
-        return "finalizer queue"
-    md = heap.dac.method_desc_from_ip(r.source) if r.source and not r.source_is_frame else None
-    method = heap.dac.method_desc_name(md) if md else None
-    return f"thread {r.thread_os_id:x}" + (f": {method}" if method else "")
 
 
 def _collapse(names: list[str]) -> tuple[list[str], list[bool]]:
