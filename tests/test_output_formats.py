@@ -35,6 +35,7 @@ NO_TABLE = {
     "heapsnapshot": "prints a JSON snapshot in every format already",
     "heapdiff": "needs a baseline core; its --json is tested in test_diff.py",
     "leaks": "needs a baseline core; its --json is tested in test_diff.py",
+    "report": "writes a report file (--format html, folded or its own json); tested in test_report.py",
 }
 
 
