@@ -21,8 +21,8 @@ bound to this run's by a command run first (unseen): the first hex number it pri
 `@last TEXT` the last one on that line (a field's value in dumpobj).
 
 Output shown is compared line by line after normalising both sides: hex numbers (0x…, or six
-digits or more: addresses, MethodTables) become H, decimal numbers (counts, sizes, pids, times)
-(and short hex such as thread ids) become N, runs of blanks one blank, and trailing blank lines are dropped. Type names, command
+digits or more: addresses, MethodTables), decimal numbers (counts, sizes, pids, times) and
+short hex (thread ids) all become N, runs of blanks one blank, and trailing blank lines are dropped. Type names, command
 names, messages and the number of lines must match. A line that is just `...` stands for any
 number of lines (the docs cut long output there). Paths: /tmp/lk (the tutorial's directory) is
 a private directory in the test, /path/to/sosext the checkout. The counts that matter (the
@@ -118,7 +118,8 @@ def steps(block: Block) -> list[Step]:
 
 
 def normalise(line: str) -> str:
-    line = _HEX.sub("H", line)
+    # One mask for both: 266240 and 0x41000 are the same kind of thing as 4096 and 0x1000.
+    line = _HEX.sub("N", line)
     line = _NUM.sub("N", line)
     return " ".join(line.split())
 
