@@ -30,7 +30,8 @@ from ..errors import SosError, TargetError
 from ..render.text import safe_line
 from ..session import Session
 from ..targets.gdb import NO_PROCESS, GdbTarget, connection_type, core_file_of_gdb, interrupt_state
-from .common import execute
+from ..commands.sos_names import all_names
+from .common import execute, load_banner
 
 _session: Session | None = None
 _targets: dict[tuple, GdbTarget] = {}
@@ -222,8 +223,8 @@ For a sosext command whose name GDB already uses, and as SOS's own `sos` prefix.
 Example:
   sos dumpheap -stat"""
 
-    def __init__(self) -> None:
-        super().__init__("sos", gdb.COMMAND_USER)
+    def __init__(self, name: str = "sos") -> None:
+        super().__init__(name, gdb.COMMAND_USER)
 
     def invoke(self, arg: str, from_tty: bool) -> None:
         self.dont_repeat()
@@ -234,7 +235,8 @@ Example:
         word = word or ""
         words = text.split()
         if len(words) == 0 or (len(words) == 1 and not text[-1].isspace()):
-            return sorted(n for c in primary_commands() for n in c.names if n.startswith(word))
+            known = {n for c in primary_commands() for n in c.names} | set(all_names())
+            return sorted(n for n in known if n.startswith(word))
         cls = lookup(words[0].lstrip("!"))
         return option_completions(cls, text, word) if cls is not None else []
 
@@ -263,29 +265,96 @@ def _command_class(name: str, cls: type[Command]) -> type[_GdbCommand]:
     return type(f"Gdb_{name}", (_GdbCommand,), {"__doc__": doc, "sos_name": name, "sos_class": cls})
 
 
+def _as_gdb(command: str, from_tty: bool) -> None:
+    """Run GDB's own command; its failure reads as that command's (no Python traceback)."""
+    try:
+        gdb.execute(command, from_tty)
+    except gdb.error as e:
+        raise gdb.GdbError(str(e)) from None
+
+
+class _BangCommand(_SosCommand):
+    """WinDbg's habit: !<sosext or SOS command> [arguments] runs it in sosext.
+
+Anything else after '!' runs in the shell, as GDB's own '!' does (so does `shell`).
+Example:
+  !dumpheap -stat"""
+
+    def __init__(self, name: str = "!") -> None:
+        super().__init__(name)
+
+    def invoke(self, arg: str, from_tty: bool) -> None:
+        name, _, rest = arg.strip().partition(" ")
+        if name and lookup(name) is not None:
+            self.dont_repeat()
+            run_command(name, rest)
+        else:
+            _as_gdb(f"shell {arg}", from_tty)
+
+
+class _DoCommand(gdb.Command):
+    """do <address>: SOS's dumpobj; do [n]: GDB's down (select the frame n below).
+
+SOS's alias `do` and GDB's abbreviation of `down` share the name: an address (hex, or any
+argument that is not a frame count) goes to sosext's dumpobj, nothing or a count goes to
+GDB's down.
+Example:
+  do 7f3a14005678"""
+
+    def __init__(self) -> None:
+        super().__init__("do", gdb.COMMAND_STACK)
+
+    def invoke(self, arg: str, from_tty: bool) -> None:
+        text = arg.strip()
+        if not text or (text.isdigit() and int(text) < 100000):
+            _as_gdb(f"down {text}", from_tty)
+        else:
+            self.dont_repeat()
+            run_command("dumpobj", arg)
+
+    def complete(self, text: str, word: str | None) -> Any:
+        return option_completions(lookup("dumpobj"), text, word or "")
+
+
 def gdb_init() -> list[str]:
     """Register every sosext command with GDB (again after a second `source`: idempotent).
 
     Returns the names (main names and aliases) left to GDB because it already had them."""
     load_all()
     newly_shadowed = []
-    for cls in primary_commands():
-        for name in cls.names:
-            if name in _registered or name in _shadowed:
-                continue
-            if gdb_has_command(name):
-                # GDB's own `u` or `do` stays GDB's. Only a taken main name is worth a
-                # warning: an alias is a mere convenience.
-                _shadowed.append(name)
-                if name == cls.names[0]:
-                    newly_shadowed.append(name)
-                continue
-            _registered[name] = _command_class(name, cls)()
-    if "sos" not in _registered and not gdb_has_command("sos"):
-        _registered["sos"] = _SosCommand()
-    for name in newly_shadowed:
-        gdb.write(f"sosext: GDB already has a command '{name}'; run sosext's as: sos {name}\n", gdb.STDERR)
+    names = [(name, cls) for cls in primary_commands() for name in cls.names]
+    names += [(name, lookup(name)) for name in all_names() if lookup(name) is not None]
+    for name, cls in names:
+        if name in _registered or name in _shadowed:
+            continue
+        if name == "do" and not _gdb_user_defined("do"):
+            _registered["do"] = _DoCommand()  # dumpobj for an address, GDB's down otherwise
+            continue
+        if gdb_has_command(name):
+            # GDB's own `u` or `frame` stays GDB's: said once, in one line, at load.
+            _shadowed.append(name)
+            newly_shadowed.append(name)
+            continue
+        _registered[name] = _command_class(name, cls)()
+    for name, make in (("sos", _SosCommand), ("ext", _SosCommand), ("!", _BangCommand)):
+        if name not in _registered and (name == "!" or not gdb_has_command(name)):
+            _registered[name] = make(name)
+    banner = load_banner("GDB")
+    if banner is not None:
+        gdb.write(banner + "\n")
+    if newly_shadowed:
+        gdb.write("sosext: GDB keeps its own " + ", ".join(sorted(newly_shadowed))
+                  + "; run sosext's as: sos <name> (e.g. sos " + sorted(newly_shadowed)[0] + ")\n",
+                  gdb.STDERR)
     return list(_shadowed)
+
+
+def _gdb_user_defined(name: str) -> bool:
+    """Whether ``name`` is the user's own `define` (then sosext leaves it alone)."""
+    try:
+        return "User-defined." in gdb.execute(f"help {name}", to_string=True)
+    except gdb.error:
+        return False
 
 
 __all__ = ["current_target", "session", "run_command", "gdb_init", "gdb_has_command",
