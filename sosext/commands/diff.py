@@ -6,6 +6,7 @@ import numpy as np
 from ..clr.retention import RetentionTree
 from ..clr.snapshot import BaselineJob, HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas
 from ..render.json import emit_json
+from ..render.output import hint
 from ..render.table import Column, Integer, Table, TypeName
 from .base import Command, Option, Parsed, Positional, parse_count, register
 from .context import CommandContext
@@ -45,6 +46,9 @@ def write_deltas(ctx: CommandContext, old: HeapSnapshot, new: HeapSnapshot, rows
         out.line(t.row(r.old_count, r.new_count, r.count_delta, r.old_size, r.new_size, r.size_delta, r.name))
     out.line(f"Total {new.total_count:,} objects ({new.total_count - old.total_count:+,}), "
              f"{new.total_size:,} bytes ({new.total_size - old.total_size:+,})")
+    if rows[0].size_delta > 0:
+        hint(out, f"dumpheap -type {rows[0].name} -stat, then dumpheap -mt <MT> and gcroot <address> "
+                  "(leaks does this for the top types)")
 
 
 def deltas_json(r: TypeDelta) -> dict:
@@ -146,6 +150,8 @@ Examples:
                 out.line(f"  ... {ngroups - len(groups):,} more groups (-groups <n> shows more)")
             if unreached:
                 out.line(f"  {unreached:,} objects no root reaches (garbage not yet collected)")
+        hint(out, f"dumpheap -type {grown[0].name} -stat gives its MethodTable, dumpheap -mt <MT> "
+                  "lists every instance, gcroot <address> shows one's full chain")
 
 
 @register

@@ -13,6 +13,7 @@ from ..clr.progress import polled
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
+from ..render.output import hint
 from ..render.output import Output
 from ..render.numbers import hex_and_dec
 from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
@@ -208,9 +209,14 @@ Examples:
             return
         if args.stat and not args.strings:
             # Statistics only: no per-object selection array, two passes of compiled kernels.
-            write_stats(ctx, heap, type_stats(heap, ix, mask, args.bycount))
+            stats = type_stats(heap, ix, mask, args.bycount)
+            write_stats(ctx, heap, stats)
             self._fragmentation(ctx, heap, ix, mask)
             write_corruption(ctx, ix)
+            biggest = [mt for mt, _c, _t in stats if mt != heap.free_mt]
+            if biggest and args.mt is None:
+                hint(ctx.out, f"dumpheap -mt {biggest[-1]:x} lists the {'commonest' if args.bycount else 'biggest'} "
+                              "type's objects; gcroot <address> shows what holds one")
             return
         if args.short:
             write_addresses(ctx, ix, chunks_of_mask(mask))

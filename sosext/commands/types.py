@@ -288,7 +288,8 @@ def _method_lines(rt: ClrRuntime, module: int, token: int, method_table: int, fa
     if code:
         out.append(f"JITTED Code Address: {code:016x}")
     else:
-        out.append(f"Not JITTED yet. Use !bpmd -md {m.method_desc:016x} to break on run.")
+        # SOS adds "Use !bpmd -md <MD> to break on run."; sosext sets no breakpoints (yet).
+        out.append("Not JITTED yet.")
     return out
 
 

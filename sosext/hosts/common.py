@@ -44,8 +44,9 @@ def runtime_banner(session: Session) -> str | None:
     """Once per runtime, after the first command that built it: its version and GC mode.
 
     Only facts already read are used (the runtime's file version; the GC mode when the
-    command built the heap), so the banner never adds a DAC load or a heap read."""
-    if quiet():
+    command built the heap), so the banner never adds a DAC load or a heap read. Said to a
+    person at a terminal (or when SOSEXT_QUIET=0 asks for it), never into a pipe."""
+    if quiet() or (os.environ.get("SOSEXT_QUIET") != "0" and not os.isatty(1)):
         return None
     for rt in session.built_runtimes():
         if id(rt) in _announced:
@@ -109,8 +110,10 @@ def _watch(session: Session) -> TargetWatch | None:
 
 
 def execute(session: Session, name: str, line: str, write: Writer, error: Writer, *,
-            color: bool = False, progress_stream=sys.stderr) -> bool:
-    """Run command ``name`` with argument string ``line``. Returns False on failure."""
+            color: bool = False, progress_stream=sys.stderr, announce: bool = False) -> bool:
+    """Run command ``name`` with argument string ``line``. Returns False on failure.
+
+    ``announce``: a debugger's session, which says once per runtime what it found."""
     load_all()
     cls = lookup(name)
     if cls is None:
@@ -137,7 +140,7 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         if problem:
             error(f"error: {problem}")
             return False
-        note = runtime_banner(session)
+        note = runtime_banner(session) if announce else None
         if note is not None:
             progress_stream.write(note + "\n")
             progress_stream.flush()

@@ -138,7 +138,7 @@ def run_command(name: str, arg: str) -> bool:
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _noting_interrupts(previous_hook)
     try:
-        ok = execute(session(), name, arg, stdout, errors.append, color=False, progress_stream=_Stderr())
+        ok = execute(session(), name, arg, stdout, errors.append, color=False, progress_stream=_Stderr(), announce=True)
     except SosError as e:  # raised before the command ran (e.g. building the session)
         ok, errors = False, [safe_line(f"error: {e}")]
     except KeyboardInterrupt:  # Ctrl-C outside the command proper

@@ -123,7 +123,7 @@ class _LldbCommand:
         err: list[str] = []
         try:
             ok = execute(session(debugger), self.sos_name, command, out, err.append,
-                         color=False, progress_stream=sys.stderr)
+                         color=False, progress_stream=sys.stderr, announce=True)
         except SosError as e:  # target construction failed before the command ran
             ok = False
             err.append(safe_line(f"error: {e}"))
