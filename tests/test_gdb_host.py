@@ -645,3 +645,22 @@ def test_lldb_help_reads_well_and_names_complete() -> None:
     assert all(len(ln) <= 80 for ln in lines), [ln for ln in lines if len(ln) > 80]
     assert "  -stat                 show only the statistics table" in lines
     assert "NAMES ['dumpstack', 'dumpstackobjects']" in names, names
+
+
+def test_dumpheap_stat_hint_on_a_terminal_only(cores: dict[str, Path], debuggee: Debuggee) -> None:
+    hints = {"SOSEXT_HINTS": "1"}  # what a terminal gets; tests read through pipes
+    in_gdb, as_json, with_mt = run_gdb(["dumpheap -stat", "dumpheap -stat --json", f"dumpheap -stat -mt {debuggee.mt:x}"],
+                                       exe=os.path.realpath(DOTNET), core=cores["withheap"], env=hints)
+    cli = subprocess.run([PYTHON, "-m", "sosext", "analyze", str(cores["withheap"]), "-c", "dumpheap -stat"],
+                         cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=120, env={**os.environ, **hints}).stdout
+    for text in (in_gdb, cli):
+        rows = [ln.split() for ln in stat_block(text)[2:-1]]
+        biggest = next(r for r in reversed(rows) if r[3:] != ["Free"])
+        lines = text.rstrip("\n").splitlines()
+        assert lines[-1] == (f"Next: dumpheap -mt {int(biggest[0], 16):x} lists the biggest type's objects; "
+                             "gcroot <address> shows what holds one"), lines[-3:]
+    assert json.loads(as_json[as_json.index("{"):])["command"] == "dumpheap"  # no hint inside JSON
+    assert "Next:" not in with_mt  # the type is already chosen
+    piped, = run_gdb(["dumpheap -stat"], exe=os.path.realpath(DOTNET), core=cores["withheap"])
+    assert "Next:" not in piped
