@@ -568,7 +568,7 @@ PLACEHOLDER = ("error: dumpstack is an SOS command sosext does not have yet; try
 
 def first_item(cores: dict[str, Path], debuggee: Debuggee) -> int:
     short, = run_gdb([f"dumpheap -mt {debuggee.mt:x} -short"], core=cores["withheap"])
-    return int(short.split()[0], 16)
+    return int(next(w for w in short.split() if re.fullmatch(r"[0-9a-f]{8,16}", w)), 16)
 
 
 def test_gdb_bang_do_and_sos_names(cores: dict[str, Path], debuggee: Debuggee) -> None:
@@ -664,3 +664,16 @@ def test_dumpheap_stat_hint_on_a_terminal_only(cores: dict[str, Path], debuggee:
     assert "Next:" not in with_mt  # the type is already chosen
     piped, = run_gdb(["dumpheap -stat"], exe=os.path.realpath(DOTNET), core=cores["withheap"])
     assert "Next:" not in piped
+
+
+def test_gdb_completes_type_names_and_mts_already_read(cores: dict[str, Path], debuggee: Debuggee) -> None:
+    mt = f"{debuggee.mt:x}"
+    built = "python import sosext.hosts.gdb_host as h; print('BUILT', len(h.session().built_runtimes()))"
+    before, none_built, _stat, types, mts, name2ee = run_gdb(
+        ["complete dumpheap -type GdbI", built, "dumpheap -stat", "complete dumpheap -type GdbI",
+         f"complete dumpheap -mt {mt[:-3]}", "complete name2ee gdbitem.dll GdbI"],
+        exe=os.path.realpath(DOTNET), core=cores["withheap"])
+    assert before.strip() == "" and none_built.strip() == "BUILT 0"  # completing walked nothing
+    assert types.splitlines() == ["dumpheap -type GdbItem", "dumpheap -type GdbItem[]"]
+    assert f"dumpheap -mt {mt}" in mts.splitlines()
+    assert name2ee.splitlines() == ["name2ee gdbitem.dll GdbItem", "name2ee gdbitem.dll GdbItem[]"]

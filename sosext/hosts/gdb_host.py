@@ -30,6 +30,7 @@ from ..errors import SosError, TargetError
 from ..render.text import safe_line
 from ..session import Session
 from ..targets.gdb import NO_PROCESS, GdbTarget, connection_type, core_file_of_gdb, interrupt_state
+from ..commands.complete import option_names, value_completions
 from ..commands.sos_names import all_names
 from .common import execute, load_banner
 
@@ -164,6 +165,14 @@ def _last_token(text: str) -> str:
     return "" if not text or text[-1].isspace() else text.split()[-1]
 
 
+def _previous_word(text: str) -> str:
+    """The word before the one being completed ("" for the first)."""
+    words = text.split()
+    if _last_token(text):
+        return words[-2] if len(words) >= 2 else ""
+    return words[-1] if words else ""
+
+
 def option_completions(cls: type[Command], text: str, word: str) -> list[str]:
     """Option names (and aliases) of ``cls`` that complete the last token of ``text``.
 
@@ -171,8 +180,10 @@ def option_completions(cls: type[Command], text: str, word: str) -> list[str]:
     are returned without the part of the token that lies before ``word``."""
     token = _last_token(text)
     cut = max(0, len(token) - len(word))
-    names = [n for o in cls.options for n in (o.name, *o.aliases)]
-    return sorted(n[cut:] for n in names if n.lower().startswith(token.lower()))
+    values = value_completions(_session, cls, _previous_word(text), token)
+    if values is not None:  # -type, -mt, name2ee's type: only names already read
+        return [v[cut:] for v in values]
+    return [n[cut:] for n in option_names(cls, token)]
 
 
 def path_completions(word: str) -> list[str]:
@@ -208,7 +219,9 @@ class _GdbCommand(gdb.Command):
         run_command(self.sos_name, arg)
 
     def complete(self, text: str, word: str | None) -> Any:
-        if _last_token(text).startswith("-") or not _takes_path(self.sos_class):
+        token = _last_token(text)
+        if token.startswith("-") or _previous_word(text).lower() in ("-type", "-mt") \
+                or not _takes_path(self.sos_class):
             return option_completions(self.sos_class, text, word or "")
         if word is None:
             return gdb.COMPLETE_FILENAME  # GDB's first pass: split words as file names
