@@ -36,6 +36,12 @@ def test_prompt_completion_help_and_history(tmp_path) -> None:
         os.write(fd, f"dumph\t -sta\t -mt {mt}\n".encode())  # completes to: dumpheap -stat -mt ...
         out = until("\n> ")
         assert "SosextDebuggee.HeapItemD" in out and "Total 7 objects" in out
+        # -type completes from the names the last command read (only HeapItemD's): typed
+        # as is, "HeapIt" would match every HeapItem type.
+        os.write(fd, b"dumpheap -stat -type SosextDebuggee.HeapIt\t\n")
+        out = until("\n> ")
+        assert "dumpheap -stat -type SosextDebuggee.HeapItemD" in out, out  # the echo of the completed line
+        assert f"Next: dumpheap -mt {int(str(mt), 16):x} lists the biggest type's objects" in out  # a terminal
         os.write(fd, b"help gcroot\n")
         assert "gcroot [-nostacks]" in until("\n> ")
         os.write(fd, b"dumpheap -gen bogus\n")
