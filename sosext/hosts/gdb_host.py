@@ -2,9 +2,11 @@
 
 Loaded by gdbinit/sosext.py. One gdb.Command subclass per command name is generated at
 load time, its docstring made of the command's summary and help text, so ``help dumpheap``
-and ``apropos heap`` show sosext's own help. Names GDB already uses stay GDB's (sosext
-never shadows a built-in or a user-defined command); every command also runs as
-``sos <command> [arguments]``.
+and ``apropos heap`` show sosext's own help. Every SOS name is registered (sos_names.py).
+Names GDB already uses stay GDB's, listed in one line at load, with two wrappers that keep
+GDB's meaning: ``!`` (a sosext or SOS command goes to sosext, anything else to the shell)
+and ``do`` (an address goes to dumpobj, nothing or a count to ``down``). Every command also
+runs as ``sos <command> [arguments]``.
 
 GDB 13 facts this relies on (verified on Debian's gdb 13.1):
 - Ctrl-C while Python runs arrives as a KeyboardInterrupt raised in the Python code (GDB's
