@@ -23,7 +23,7 @@ from .types import MIN_OBJECT_SIZE
 from .walk import WalkError
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from .parts import HeapParts
 
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
@@ -109,13 +109,19 @@ class WalkResult:
     big_sizes: dict[int, int]  # object position -> size, for sizes of 4 GiB and more
 
 
-def capacity(heap: "ClrHeap") -> int:
+def capacity(heap: "HeapParts") -> int:
     """The most objects the heap can hold: every object takes at least 24 bytes."""
     return sum(max(b - a, 0) // MIN_OBJECT_SIZE + 1 for seg in heap.segments for a, b in heap.pieces(seg))
 
 
-def walk_heap(heap: "ClrHeap", cols: IndexColumns, progress: Progress,
-              resolve: Callable[[int], "tuple[int, int] | None"]) -> WalkResult:
+Flush = Callable[[IndexColumns, MethodTableTable, dict], None]
+
+
+def walk_heap(heap: "HeapParts", cols: IndexColumns, progress: Progress,
+              resolve: Callable[[int], "tuple[int, int] | None"], flush: Flush | None = None) -> WalkResult:
+    """Every object into ``cols``. With ``flush``, ``cols`` is a window rather than the
+    whole index: whenever it is full, and after each segment, ``flush(cols, table, big)``
+    consumes what it holds and the walk starts again at position 0 (``stream_stats``)."""
     table = MethodTableTable(resolve)
     target = heap.runtime.target
     errors: list[WalkError] = []
@@ -126,18 +132,20 @@ def walk_heap(heap: "ClrHeap", cols: IndexColumns, progress: Progress,
     for seg in heap.segments:
         first = cols.count
         if seg.kind is SegmentKind.LOH:
-            _walk_large(heap, seg, table, cols, errors, big)
+            _walk_large(heap, seg, table, cols, errors, big, flush)
         else:
-            _walk_bulk(heap, target, seg, table, cols, errors)
+            _walk_bulk(heap, target, seg, table, cols, errors, flush)
         slices.append((seg, first, cols.count))
+        if flush is not None:
+            flush(cols, table, big)
         done += seg.length
         progress.update(done)
     progress.finish()
     return WalkResult(cols.count, slices, errors, table, big)
 
 
-def _walk_bulk(heap: "ClrHeap", target, seg: ClrSegment, table: MethodTableTable,
-               cols: IndexColumns, errors: list[WalkError]) -> None:
+def _walk_bulk(heap: "HeapParts", target, seg: ClrSegment, table: MethodTableTable,
+               cols: IndexColumns, errors: list[WalkError], flush: Flush | None) -> None:
     pieces = heap.pieces(seg)
     if not pieces:
         return
@@ -168,7 +176,9 @@ def _walk_bulk(heap: "ClrHeap", target, seg: ClrSegment, table: MethodTableTable
                 errors.append(WalkError(lo + 8 * bad, int(words[bad]) if bad < len(words) else 0,
                                         "invalid object header", lo + 8 * i if i < stop else 0))
             if status == hw.FULL:
-                raise RuntimeError("heap index capacity exceeded")  # capacity() is an upper bound
+                if flush is None:
+                    raise RuntimeError("heap index capacity exceeded")  # capacity() is an upper bound
+                flush(cols, table, {})
 
 
 _RESYNC_CHECK = 4  # objects that must follow a candidate header for the walk to trust it
@@ -192,8 +202,8 @@ def resynchronise(words: np.ndarray, bad: int, stop: int, table: MethodTableTabl
     return stop
 
 
-def _walk_large(heap: "ClrHeap", seg: ClrSegment, table: MethodTableTable, cols: IndexColumns,
-                errors: list[WalkError], big: dict[int, int]) -> None:
+def _walk_large(heap: "HeapParts", seg: ClrSegment, table: MethodTableTable, cols: IndexColumns,
+                errors: list[WalkError], big: dict[int, int], flush: Flush | None) -> None:
     """Large objects one header at a time: reading them in bulk would read every byte of
     every big array only to look at its first 16."""
     target = heap.runtime.target
@@ -210,6 +220,8 @@ def _walk_large(heap: "ClrHeap", seg: ClrSegment, table: MethodTableTable, cols:
                 errors.append(WalkError(pos, word, "invalid object header"))
                 break
             size = int(table.base_sizes[tid]) + int(table.component_sizes[tid]) * int.from_bytes(head[8:12], "little")
+            if flush is not None and cols.count == len(cols.addresses):
+                flush(cols, table, big)
             n = cols.count
             cols.addresses[n] = pos
             cols.type_ids[n] = tid

@@ -9,12 +9,10 @@ from __future__ import annotations
 import bisect
 import os
 from array import array
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from ..dac.structs import GcHeapDetails, GenerationData
 from ..errors import SosError
 from . import parallel
 from .graph import ReferenceGraph, build_graph
@@ -23,32 +21,21 @@ from .liveness import live_mask
 from .objects import ClrObject, gcdesc_reader
 from .roots import RootSet, gather_roots
 from .progress import Progress
-from .segments import (SEGMENT_FLAG_READONLY, ClrSegment, Generation, GenerationRange,
+from .segments import (SEGMENT_FLAG_READONLY, ClrSegment, ClrSubHeap, Generation, GenerationRange,
                        SegmentKind)
 from .types import MIN_OBJECT_SIZE, ClrType, TypeCache
 from .walk import SizeTable, WalkError, object_facts, walk_words
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from .parts import RuntimeParts
 
 # Reading a large-object segment in bulk would read every byte of every big array only
 # to look at their headers; read headers one object at a time there instead.
 _HEADER = 16
 
 
-@dataclass(frozen=True, slots=True)
-class ClrSubHeap:
-    """One GC heap: the only one with workstation GC, one per core with server GC."""
-
-    index: int
-    address: int  # gc_heap* with server GC, 0 with workstation GC
-    details: GcHeapDetails
-    generations: tuple[GenerationData, ...]  # gen0, gen1, gen2, LOH and (.NET 5+) POH
-    fill_pointers: tuple[int, ...]  # the finalization queue's partition
-
-
 class ClrHeap:
-    def __init__(self, runtime: "ClrRuntime") -> None:
+    def __init__(self, runtime: "RuntimeParts") -> None:
         self.runtime = runtime
         dac = runtime.dac
         self.dac = dac
@@ -71,12 +58,15 @@ class ClrHeap:
         self.alloc_contexts = self._load_alloc_contexts()
         self.gcdesc = gcdesc_reader(self)
         self._index: HeapIndex | None = None
+        self._statistics = None  # heapstats.HeapStatistics
+        self._store_checked: tuple | None = None
         self._scratch_buf = memoryview(bytearray())
         self._graph: "ReferenceGraph | None" = None
         self._lookup = None
         self.store = None  # indexcache.IndexStore of a core whose index is cached on disk
         self._roots: dict[bool, RootSet] = {}
         self._live: np.ndarray | None = None
+        self._dominators = None  # dominators.DominatorTree
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -179,8 +169,7 @@ class ClrHeap:
         return self.types.get(mt)
 
     def _sizes_of(self, mt: int) -> tuple[int, int] | None:
-        from .addresses import classifier
-        if not classifier(self.runtime).is_method_table(mt):
+        if not self.runtime.is_method_table(mt):
             return None  # a corrupt header word: the DAC is never asked about it
         t = self.types.get(mt)
         if t is None or t.base_size < 17 or t.base_size > 1 << 31:
@@ -195,6 +184,19 @@ class ClrHeap:
         if self._index is None:
             self._index = self._walk(progress or Progress.silent())
         return self._index
+
+    def statistics(self, progress: Progress | None = None):  # -> heapstats.HeapStatistics
+        """dumpheap -stat's numbers for the whole heap. From the index when it exists or a
+        core's index cache is about to keep it on disk; otherwise (a live process, the cache
+        off) streamed by a walk that keeps no column per object."""
+        from . import heapstats, kernels
+        if self._statistics is None:
+            p = progress or Progress.silent()
+            if self._index is None and kernels.compiled() and self._index_store() is None:
+                self._statistics = heapstats.stream(self, p, self._sizes_of)
+            else:
+                self._statistics = heapstats.HeapStatistics.of_index(self, self.index(p))
+        return self._statistics
 
     def lookup(self):  # -> refscan.ObjectLookup
         """Address → index position in constant time (a start bitmap per segment)."""
@@ -222,12 +224,18 @@ class ClrHeap:
             self._live = live_mask(self.index(progress), self.graph(progress), self.roots())
         return self._live
 
-    def dac_thread_from_thinlock(self, thin_id: int) -> tuple[int, int] | None:
-        """(Thread address, OS thread id) of the managed thread with this thin-lock id."""
-        for addr, t in self.dac.threads():
-            if t.cor_thread_id == thin_id:
-                return addr, t.os_thread_id
-        return None
+    def dominators(self, progress: Progress | None = None):  # -> dominators.DominatorTree
+        """Immediate dominators and retained sizes of every object (see dominators.py);
+        built once per target generation."""
+        if self._dominators is None:
+            from .dominators import build_dominators
+            self.graph(progress)
+            self._dominators = build_dominators(self)
+        return self._dominators
+
+    def type_name_at(self, position: int) -> str:
+        """The type name of the object at heap index position ``position``."""
+        return self.types.name_of(self.index().method_table_at(position))
 
     def get_object(self, address: int) -> ClrObject:
         return ClrObject(self, address)
@@ -242,7 +250,7 @@ class ClrHeap:
         if i is not None:
             start = int(ix.addresses[i])
             if start != address:
-                mt = int(ix.method_tables[ix.type_ids[i]])
+                mt = ix.method_table_at(i)
                 return (f"{address:x} is not a valid object: it is inside {start:x} ({self.types.name_of(mt)}, "
                         f"{int(ix.sizes[i])} bytes) at offset 0x{address - start:x}")
         return f"{address:x} is not a valid object"
@@ -260,6 +268,14 @@ class ClrHeap:
             pieces.append((pos, seg.end))
         return [(a, b) for a, b in pieces if b > a]
 
+    def _index_store(self):  # -> indexcache.IndexStore | None
+        """Where a core's index is kept on disk; None for a live process or with the cache off
+        (asked once: the answer may come with a one-line note)."""
+        if self._store_checked is None:
+            from .indexcache import IndexStore
+            self._store_checked = (IndexStore.for_heap(self),)
+        return self._store_checked[0]
+
     def _walk(self, progress: Progress) -> HeapIndex:
         from . import kernels
         if kernels.compiled():
@@ -269,8 +285,7 @@ class ClrHeap:
 
     def _walk_compiled(self, progress: Progress) -> HeapIndex:
         from . import fastwalk, memory
-        from .indexcache import IndexStore
-        store = self.store = IndexStore.for_heap(self)
+        store = self.store = self._index_store()
         if store is not None:
             cached = store.load(self)
             if cached is not None:

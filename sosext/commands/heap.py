@@ -8,19 +8,20 @@ import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
 from ..clr.heap import ClrHeap
+from ..clr.heapstats import HeapStatistics
 from ..clr.index import HeapIndex
+from ..clr.objects import string_text, thin_lock
 from ..clr.progress import polled
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
-from ..render.output import hint
-from ..render.output import Output
-from ..render.numbers import hex_and_dec
+from ..render.output import Address, Output, TableWriter, hint
+from ..render.numbers import count as fmt_count
+from ..render.numbers import hex_and_dec, p16
 from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import Command, Option, Parsed, Positional, add_length, parse_address, parse_count, parse_mt, register
 from .context import CommandContext
 
-_FRAGMENT_MIN = 512 * 1024
 
 
 # gen3/gen4 are the GC's internal numbers of LOH and POH; SOS does not take them and a
@@ -117,20 +118,56 @@ def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, 
     t.fit(0, (mt for mt, _c, _t in stats), minimum=0 if stats else 12)
     t.fit(1, (c for _m, c, _t in stats)).fit(2, (tt for _m, _c, tt in stats))
     ctx.out.line("Statistics:")
-    ctx.out.line(t.header("MT", "Count", "TotalSize", "Class Name"))
+    rows = ctx.out.table("types", t, ("mt", "count", "total_size", "name"))
+    rows.header("MT", "Count", "TotalSize", "Class Name")
     for (mt, c, tot), name in zip(stats, names):
-        ctx.out.line(t.row(mt, c, tot, name))
-    ctx.out.line(f"Total {sum(c for _m, c, _t in stats):,} objects, {sum(tt for _m, _c, tt in stats):,} bytes")
+        rows.row(Address(mt), c, tot, name)
+    objects, size = sum(c for _m, c, _t in stats), sum(tt for _m, _c, tt in stats)
+    ctx.out.field("total_objects", objects)
+    ctx.out.field("total_size", size, f"Total {fmt_count(objects)} objects, {fmt_count(size)} bytes")
 
 
-def write_corruption(ctx: CommandContext, ix: HeapIndex) -> None:
+def write_retained_stats(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, by_count: bool,
+                         as_json: bool) -> None:
+    """dumpheap -stat -retained: the statistics table with a RetainedSize column."""
+    tree = heap.dominators(ctx.progress)
+    held = {r.type_id: r.retained for r in tree.retained_by_type(mask)}
+    stats = type_stats(heap, ix, mask, by_count)
+    if not by_count:
+        order = {mt: k for k, (mt, _c, _t) in enumerate(stats)}
+        stats.sort(key=lambda s: (held.get(ix.type_id(s[0]), 0), order[s[0]]))
+    rows = [(mt, c, tot, held.get(ix.type_id(mt), 0), heap.types.name_of(mt)) for mt, c, tot in stats]
+    if as_json:
+        emit_json(ctx.out, {"command": "dumpheap",
+                            "types": [{"mt": f"0x{mt:x}", "count": c, "total_size": tot, "retained_size": ret,
+                                       "name": name} for mt, c, tot, ret, name in rows],
+                            "total_objects": sum(r[1] for r in rows), "total_size": sum(r[2] for r in rows)})
+        return
+    t = Table(Column(16, True, fmt_pointer), Integer(), Integer(), Integer(), TypeName())
+    t.fit(0, (r[0] for r in rows), minimum=12)
+    ctx.out.line("Statistics:")
+    ctx.out.line(t.header("MT", "Count", "TotalSize", "RetainedSize", "Class Name"))
+    for r in rows:
+        ctx.out.line(t.row(*r))
+    ctx.out.line(f"Total {sum(r[1] for r in rows):,} objects, {sum(r[2] for r in rows):,} bytes")
+    write_corruption(ctx, ix.errors)
+
+
+def _whole_heap(args: Parsed) -> bool:
+    """No option narrows dumpheap to part of the heap or asks for more than the statistics."""
+    narrowing = (args.mt, args.type, args.min, args.max, args.gen, args.heap, args.segment, args.start, args.end)
+    return (all(v is None for v in narrowing) and not (args.strings or args.live or args.dead
+                                                      or args.thinlock or args.json or args.short or args.retained))
+
+
+def write_corruption(ctx: CommandContext, errors: list) -> None:
     """Where the walk met memory it could not read as objects: the totals are then partial."""
-    if not ix.errors:
+    if not errors:
         return
     ctx.out.line()
-    ctx.out.line(f"Heap corruption: the walk stepped over {len(ix.errors):,} place"
-                 f"{'' if len(ix.errors) == 1 else 's'} it could not read; the totals above are partial:")
-    for e in ix.errors:
+    ctx.out.line(f"Heap corruption: the walk stepped over {fmt_count(len(errors))} place"
+                 f"{'' if len(errors) == 1 else 's'} it could not read; the totals above are partial:")
+    for e in errors:
         what = f"{e.reason} (MethodTable {e.method_table:x})" if e.method_table else e.reason
         where = f"walk resumed at {e.resumed_at:x}" if e.resumed_at else "walk resumed at the next segment"
         ctx.out.line(f"  {e.address:x}: {what}; {where}")
@@ -156,7 +193,13 @@ Examples:
   dumpheap -gen loh -stat
   dumpheap -strings
   dumpheap -dead -stat
-  dumpheap -stat --json"""
+  dumpheap -stat --json
+  dumpheap -stat -retained
+
+-retained adds RetainedSize: per type, the bytes its reachable objects retain (their own
+size and everything only they keep alive), counting an object only when its immediate
+dominator is of another type, so that a list's nodes are not counted once per node.
+Rows are then sorted by it (-bycount still sorts by count)."""
     options = (
         Option("-stat", "show only the statistics table"),
         Option("-strings", "statistics of string values (or list strings without -stat)"),
@@ -172,6 +215,7 @@ Examples:
         Option("-dead", "only objects no root reaches (not with -live)"),
         Option("-thinlock", "list objects that hold a thin lock"),
         Option("-bycount", "sort the statistics by count instead of total size"),
+        Option("-retained", "with -stat: add each type's retained bytes and sort by them"),
         Option("-ignoreGCState", "walk even if the GC says the heap is not walkable now"),
         Option("-noprogress", "do not print progress of long walks"),
         Option("--json", "print the result as JSON", dest="json"),
@@ -189,6 +233,10 @@ Examples:
         heap.check_walkable(args.ignoregcstate)
         check_heap_arguments(heap, args.mt, args.segment)
         progress = ctx.progress if not args.noprogress else None
+        if args.stat and _whole_heap(args):
+            # The whole heap's statistics need no index: streamed when there is none to reuse.
+            self._statistics(ctx, heap, heap.statistics(progress), args.bycount, next_step=True)
+            return
         ix = heap.index(progress)
         mt = heap.string_mt if args.strings else args.mt
         mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end, gen=gen,
@@ -199,24 +247,23 @@ Examples:
             live = heap.live(progress)
             mask &= live if args.live else ~live
             if not args.short:
-                ctx.out.line(f"Calculating live objects complete: {int(live.sum()):,} objects from "
-                             f"{len(heap.roots().roots):,} roots")
+                ctx.out.line(f"Calculating live objects complete: {fmt_count(int(live.sum()))} objects from "
+                             f"{fmt_count(len(heap.roots().roots))} roots")
         if args.thinlock:
             self._thinlocks(ctx, heap, ix, mask)
+            return
+        if args.retained:
+            if not args.stat or args.strings:
+                raise UsageError("-retained goes with -stat (and not -strings)")
+            write_retained_stats(ctx, heap, ix, mask, args.bycount, args.json)
             return
         if args.json:
             self._json(ctx, heap, ix, mask, args)
             return
         if args.stat and not args.strings:
             # Statistics only: no per-object selection array, two passes of compiled kernels.
-            stats = type_stats(heap, ix, mask, args.bycount)
-            write_stats(ctx, heap, stats)
-            self._fragmentation(ctx, heap, ix, mask)
-            write_corruption(ctx, ix)
-            biggest = [mt for mt, _c, _t in stats if mt != heap.free_mt]
-            if biggest and args.mt is None:
-                hint(ctx.out, f"dumpheap -mt {biggest[-1]:x} lists the {'commonest' if args.bycount else 'biggest'} "
-                              "type's objects; gcroot <address> shows what holds one")
+            self._statistics(ctx, heap, HeapStatistics.of_index(heap, ix, mask), args.bycount,
+                             next_step=args.mt is None)
             return
         if args.short:
             write_addresses(ctx, ix, chunks_of_mask(mask))
@@ -228,9 +275,7 @@ Examples:
         if args.strings:
             self._string_stats(ctx, heap, ix, sel)
             return
-        write_stats(ctx, heap, type_stats(heap, ix, mask, args.bycount))
-        self._fragmentation(ctx, heap, ix, mask)
-        write_corruption(ctx, ix)
+        self._statistics(ctx, heap, HeapStatistics.of_index(heap, ix, mask), args.bycount)
 
     @staticmethod
     def _list(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
@@ -238,60 +283,55 @@ Examples:
         write_listing(ctx, heap, ix, chunks_of(sel))
 
     @staticmethod
-    def _fragmentation(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray) -> None:
-        from ..clr.kernels import heapwalk
-        free_id = ix.type_id(heap.free_mt)
-        if free_id is None:
-            return
-        rows = []
-        for i in heapwalk.free_blocks(ix.addresses, ix.type_ids, ix.sizes, mask, free_id, _FRAGMENT_MIN).tolist():
-            nxt = ix.addresses[i] + np.uint64((ix.size_of(i) + 7) & ~7)
-            seg = heap.segment_of(int(nxt))
-            if seg is not None and seg.kind is SegmentKind.LOH:
-                continue
-            j = ix.find(int(nxt))
-            rows.append((int(ix.addresses[i]), ix.size_of(i), int(nxt),
-                         heap.types.name_of(int(ix.method_tables[ix.type_ids[j]]))))
-        if not rows:
-            return
-        ctx.out.line()
-        ctx.out.line("Fragmented blocks larger than 0.5 MB:")
-        t = Table(Pointer(), Integer(), Pointer(), TypeName())
-        ctx.out.line(t.header("Address", "Size", "Followed By"))
-        for r in rows:
-            ctx.out.line(t.row(*r))
+    def _statistics(ctx: CommandContext, heap: ClrHeap, stats: HeapStatistics, by_count: bool,
+                    next_step: bool = False) -> None:
+        rows = stats.rows(by_count)
+        write_stats(ctx, heap, rows)
+        if stats.free_blocks:
+            ctx.out.line()
+            ctx.out.line("Fragmented blocks larger than 0.5 MB:")
+            t = ctx.out.table("fragmented", Table(Pointer(), Integer(), Pointer(), TypeName()),
+                              ("address", "size", "next", "next_type"))
+            t.header("Address", "Size", "Followed By")
+            for b in stats.free_blocks:
+                name = heap.types.name_of(b.next_method_table)
+                t.row(b.address, b.size, b.next_address, name,
+                      data=(Address(b.address), b.size, Address(b.next_address), name))
+        write_corruption(ctx, stats.errors)
+        biggest = [mt for mt, _c, _t in rows if mt != heap.free_mt]
+        if next_step and biggest:  # SOS's way on: the objects of the top type, then a root chain
+            hint(ctx.out, f"dumpheap -mt {biggest[-1]:x} lists the {'commonest' if by_count else 'biggest'} "
+                          "type's objects; gcroot <address> shows what holds one")
 
     @staticmethod
     def _string_stats(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
         target = heap.runtime.target
         groups: dict[tuple[str, int], int] = {}
         for a, size in polled(zip(ix.addresses[sel].tolist(), ix.sizes[sel].tolist())):
-            n = target.read_u32(a + 8)
-            raw = target.read_partial(a + 12, 2 * min(n, 1024))
-            text = bytes(raw).decode("utf-16-le", errors="replace")
+            text = string_text(target, a, 1024)
             key = (text, size)
             groups[key] = groups.get(key, 0) + 1
         rows = sorted(((c * size, i, c, text) for i, ((text, size), c) in enumerate(groups.items())))
         ctx.out.line("Statistics:")
-        t = Table(Integer(), Integer(), Text())
+        t = ctx.out.table("strings", Table(Integer(), Integer(), Text()), ("count", "total_size", "text"))
         for total, _i, c, text in rows:
-            ctx.out.line(t.row(c, total, _string_cell(text)))
+            t.row(c, total, _string_cell(text), data=(c, total, text))
 
     @staticmethod
     def _thinlocks(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray) -> None:
         target = heap.runtime.target
-        t = Table(Pointer(), Pointer(), Column(18, True, lambda v: f"0x{int(v):02x}"), Integer())
-        header = False
+        t = ctx.out.table("locks", Table(Pointer(), Pointer(), Column(18, True, lambda v: f"0x{int(v):02x}"),
+                                         Integer()), ("object", "thread", "os_thread_id", "recursion"))
+        # An empty result still shows the header, as every SOS table does.
+        t.header("Object", "Thread", "OSId", "Recursion")
         for a in polled(ix.addresses[mask].tolist()):
-            word = target.read_u32(a - 4)  # the object header's sync block index / thin lock bits
-            if word & 0x08000000 or not word & 0xFFFF:
+            lock = thin_lock(target, a)
+            if lock is None:
                 continue  # a hash code or sync block index, or no owner
-            owner_id, recursion = word & 0xFFFF, (word >> 16) & 0x3F
-            thread = heap.dac_thread_from_thinlock(owner_id)
-            if not header:
-                ctx.out.line(t.header("Object", "Thread", "OSId", "Recursion"))
-                header = True
-            ctx.out.line(t.row(a, thread[0] if thread else None, thread[1] if thread else 0, recursion))
+            recursion = lock.recursion
+            thread = heap.runtime.thread_with_lock_id(lock.owner_id)
+            t.row(a, thread[0] if thread else None, thread[1] if thread else 0, recursion,
+                  data=(Address(a), Address(thread[0]) if thread else None, thread[1] if thread else None, recursion))
 
     @staticmethod
     def _json(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, args: Parsed) -> None:
@@ -323,7 +363,7 @@ Examples:
                                                  ix.sizes[sel].tolist())]
             emit_json(ctx.out, doc)
             return
-        ctx.out.line(head[:-len(tail)] + '\n  "objects": [')
+        ctx.out.raw(head[:-len(tail)] + '\n  "objects": [')
         mts = ix.method_tables.tolist()
         pending: str | None = None  # a chunk waits for the next one to know whether a comma follows
         for part in chunks_of_mask(mask):
@@ -331,9 +371,9 @@ Examples:
                     for a, t, n in zip(ix.addresses[part].tolist(), ix.type_ids[part].tolist(),
                                        ix.sizes[part].tolist())]
             if pending is not None:
-                ctx.out.line(pending + ",")
+                ctx.out.raw(pending + ",")
             pending = ",\n".join(rows)
-        ctx.out.line(f"{pending}\n  ]\n}}")
+        ctx.out.raw(f"{pending}\n  ]\n}}")
 
 
 def check_heap_arguments(heap: ClrHeap, mt: int | None, segment: int | None) -> None:
@@ -372,6 +412,12 @@ def chunks_of(positions: np.ndarray, size: int = LIST_CHUNK) -> Iterator[np.ndar
 def write_addresses(ctx: CommandContext, ix: HeapIndex, chunks: Iterable[np.ndarray]) -> None:
     """-short: one address per line."""
     out = ctx.out
+    if out.structured:
+        rows = out.table("objects", Table(Pointer()), ("address",))
+        for part in chunks:
+            for a in ix.addresses[part].tolist():
+                rows.row(Address(a))
+        return
     for part in chunks:
         out.lines([f"{a:012x}" for a in ix.addresses[part].tolist()])
 
@@ -383,6 +429,13 @@ def write_listing(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, chunks: Ite
     out = ctx.out
     out.line(t.header("Address", "MT", "Size"))
     free_id = ix.type_id(heap.free_mt)
+    if out.structured:
+        rows = out.table("objects", t, ("address", "mt", "size", "free"))
+        mts = ix.method_tables.tolist()
+        for part in chunks:
+            for a, tid, size in zip(ix.addresses[part].tolist(), ix.type_ids[part].tolist(), ix.sizes_at(part)):
+                rows.row(Address(a), Address(mts[tid]), size, tid == free_id)
+        return
     mt_cells = [t.columns[1].render(m) for m in ix.method_tables.tolist()]
     for part in chunks:
         rows = [f"{f'{a:012x}':>16} {mt_cells[tid]} {f'{size:,}':>14} {'Free' if tid == free_id else ''}"
@@ -453,10 +506,14 @@ Examples:
         width = min(max(width, 14), 32)
         out = ctx.out
         out.line()
-        datas = heap.dac.gc_dynamic_adaptation_mode()
-        out.line(f"DATAS = {'' if datas is None else datas}")
+        datas = heap.runtime.gc_dynamic_adaptation_mode()
+        out.field("datas", datas, f"DATAS = {'' if datas is None else datas}")
         out.line("=" * 40)
-        out.line(f"Number of GC Heaps: {len(heap.subheaps)}")
+        out.field("gc_heaps", len(heap.subheaps), f"Number of GC Heaps: {len(heap.subheaps)}")
+        rows = out.table("segments", _seg_table(width), ("heap", "kind", "generation", "segment", "begin",
+                                                         "allocated", "committed", "allocated_size",
+                                                         "committed_size"))
+        titles = ("segment", "begin", "allocated", "committed", "allocated size", "committed size")
         out.line("-" * 40)
         total_alloc = total_commit = 0
         for sh in heap.subheaps:
@@ -464,7 +521,7 @@ Examples:
             if args.heap is not None and sh.index != args.heap:
                 continue
             if heap.is_server:
-                out.line(f"Heap {sh.index} ({sh.address:016x})")
+                out.line(f"Heap {sh.index} ({p16(sh.address)})")
             if not heap.uses_regions:
                 for g in range(3):
                     out.line(f"generation {g} starts at {sh.generations[g].allocation_start:x}")
@@ -474,8 +531,7 @@ Examples:
                          f"0x{g0.alloc_context_limit})")
             soh = [s for s in mine if s.kind is SegmentKind.SOH]
             out.line("Small object heap")
-            out.line(_seg_table(width).header("segment", "begin", "allocated", "committed",
-                                              "allocated size", "committed size"))
+            rows.header(*titles)
             for g in (Generation.GEN0, Generation.GEN1, Generation.GEN2, None):
                 group = [s for s in soh if s.generation == g]
                 if not group:
@@ -483,14 +539,13 @@ Examples:
                 if heap.uses_regions and g is not None:
                     out.line(f"generation {int(g)}:")
                 for s in sorted(group, key=lambda s: s.start):
-                    out.line(_seg_row(width, s))
+                    _seg_row(rows, s)
             frozen = [s for s in mine if s.kind is SegmentKind.FROZEN]
             if frozen:
                 out.line("NonGC heap")
-                out.line(_seg_table(width).header("segment", "begin", "allocated", "committed",
-                                                  "allocated size", "committed size"))
+                rows.header(*titles)
                 for s in frozen:
-                    out.line(_seg_row(width, s))
+                    _seg_row(rows, s)
             for kind, title, gen_no in ((SegmentKind.LOH, "Large object heap", 3),
                                         (SegmentKind.POH, "Pinned object heap", 4)):
                 group = [s for s in mine if s.kind is kind]
@@ -500,10 +555,9 @@ Examples:
                     out.line(title)
                 else:
                     out.line(f"{title} starts at {sh.generations[gen_no].allocation_start:x}")
-                out.line(_seg_table(width).header("segment", "begin", "allocated", "committed",
-                                                  "allocated size", "committed size"))
+                rows.header(*titles)
                 for s in group:
-                    out.line(_seg_row(width, s))
+                    _seg_row(rows, s)
             alloc = sum(s.length for s in mine)
             commit = sum(s.committed - committed_start(s) for s in mine)
             total_alloc += alloc
@@ -513,8 +567,10 @@ Examples:
                 out.line(f"Partial Committed Size:              Size: {_size_text(commit)} bytes.")
             out.line("-" * 30)
         prefix = "Partial " if filtered else ""
-        out.line(f"{prefix}GC Allocated Heap Size:    Size: {_size_text(total_alloc)} bytes.")
-        out.line(f"{prefix}GC Committed Heap Size:    Size: {_size_text(total_commit)} bytes.")
+        out.field("allocated_size", total_alloc,
+                  f"{prefix}GC Allocated Heap Size:    Size: {_size_text(total_alloc)} bytes.")
+        out.field("committed_size", total_commit,
+                  f"{prefix}GC Committed Heap Size:    Size: {_size_text(total_commit)} bytes.")
 
 
 def _size_text(n: int) -> str:
@@ -525,10 +581,12 @@ def _seg_table(width: int) -> Table:
     return Table(Pointer(), Pointer(), Pointer(), Pointer(), Text(width), Text(width))
 
 
-def _seg_row(width: int, s: ClrSegment) -> str:
+def _seg_row(rows: TableWriter, s: ClrSegment) -> None:
     cstart = committed_start(s)
-    return _seg_table(width).row(s.address, s.start, s.end, s.committed,
-                                 _size_text(s.length), _size_text(s.committed - cstart))
+    gen = None if s.generation is None else int(s.generation)
+    rows.row(s.address, s.start, s.end, s.committed, _size_text(s.length), _size_text(s.committed - cstart),
+             data=(s.heap, s.kind.name.lower(), gen, Address(s.address), Address(s.start), Address(s.end),
+                   Address(s.committed), s.length, s.committed - cstart))
 
 
 # -- gcheapstat -------------------------------------------------------------------------------
@@ -573,19 +631,23 @@ Examples:
         table = Table(Text(8), *[Column(10, False, _plain) for _ in range(5 + has_frozen)],
                       Text(8), Text(8), Text(8))
 
-        def section(values: np.ndarray, pct: bool) -> None:
-            out.line(table.header(*titles))
+        keys = ("heap", "gen0", "gen1", "gen2", "loh", "poh") + (("frz",) if has_frozen else ())
+
+        def section(key: str, values: np.ndarray, pct: bool) -> None:
+            rows = out.table(key, table, keys)
+            rows.header(*titles)
             for h in range(nheaps):
                 cells: list = [f"Heap{h}", *values[h].tolist()]
+                data = tuple(cells[:len(keys)])
                 if pct:
                     cells += _percent_cells(values[h], alloc[h])
-                out.line(table.row(*cells))
-            out.line(table.row("Total", *values.sum(axis=0).tolist()))
+                rows.row(*cells, data=data)
+            rows.row("Total", *values.sum(axis=0).tolist())
 
-        section(alloc, False)
+        section("allocated", alloc, False)
         out.line()
         out.line("Free space:")
-        section(free, True)
+        section("free", free, True)
         out.line()
         if args.unreachable:
             live = heap.live(ctx.progress)
@@ -594,14 +656,16 @@ Examples:
                 dead_mask &= ix.type_ids != free_id
             unrooted = self._by_heap_gen(ix, heap_of, dead_mask, nheaps, gens)
             out.line("Unrooted objects:")
-            out.line(table.header(*titles))
+            rows = out.table("unrooted", table, keys)
+            rows.header(*titles)
             for h in range(nheaps):
-                out.line(table.row(f"Heap{h}", *unrooted[h].tolist(), *_percent_cells(unrooted[h], alloc[h])))
+                rows.row(f"Heap{h}", *unrooted[h].tolist(), *_percent_cells(unrooted[h], alloc[h]),
+                         data=(f"Heap{h}", *unrooted[h].tolist()))
             out.line()
-            out.line(table.row("Total", *unrooted.sum(axis=0).tolist()))
+            rows.row("Total", *unrooted.sum(axis=0).tolist())
             out.line()
         out.line("Committed space:")
-        section(commit, False)
+        section("committed", commit, False)
         out.line()
 
     @staticmethod
@@ -668,7 +732,9 @@ class GCWhere(Command):
         for i in (4, 5, 6):
             t.fit(i, [r[i] for r in rows])
             t.columns[i].right = False
-        ctx.out.line(t.header("Address", "Heap", "Segment", "Generation", "Allocated", "Committed", "Reserved"))
+        w = ctx.out.table("segments", t, ("address", "heap", "segment", "generation", "allocated",
+                                          "committed", "reserved"))
+        w.header("Address", "Heap", "Segment", "Generation", "Allocated", "Committed", "Reserved")
         for r in rows:
-            ctx.out.line(t.row(*r))
+            w.row(*r, data=(Address(r[0]), r[1], Address(r[2]), *r[3:]))
 

@@ -144,7 +144,9 @@ class _Placeholder(Command):
 
     @classmethod
     def parse(cls, words: list[str]) -> Parsed:
-        return Parsed({"arguments": words})  # whatever SOS would take
+        parsed = super().parse([])  # the defaults every command has (output format …)
+        parsed.values["arguments"] = words  # whatever SOS would take: never an error of its own
+        return parsed
 
     def run(self, ctx, args: Parsed) -> None:  # type: ignore[no-untyped-def]
         hint = f"; try: {self.instead}" if self.instead else ""
