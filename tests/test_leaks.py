@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,6 +306,6 @@ def test_next_step_hints_only_when_asked_for_a_terminal(case: Case) -> None:
     as_json = run_with({"SOSEXT_HINTS": "1"}, "diff", old, new, "-top", "3", "--json").stdout
     assert json.loads(as_json)["types"][0]["name"] == top
     leaks = run_with({"SOSEXT_HINTS": "1"}, "leaks", old, new, "-top", "1").stdout.splitlines()
-    first = next(ln for ln in leaks if ln and not ln.startswith(("Growth", " ")))
-    assert leaks[-1].startswith(f"Next: dumpheap -type {first.split(':')[0]} -stat"), leaks[-3:]
+    first = next(m.group(1) for ln in leaks if (m := re.match(r"^(\S.*): \+[\d,]+ objects, ", ln)))
+    assert leaks[-1].startswith(f"Next: dumpheap -type {first} -stat"), leaks[-3:]
     assert "Next:" not in sosext("leaks", old, new, "-top", "1").stdout
