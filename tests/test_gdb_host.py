@@ -677,3 +677,20 @@ def test_gdb_completes_type_names_and_mts_already_read(cores: dict[str, Path], d
     assert types.splitlines() == ["dumpheap -type GdbItem", "dumpheap -type GdbItem[]"]
     assert f"dumpheap -mt {mt}" in mts.splitlines()
     assert name2ee.splitlines() == ["name2ee gdbitem.dll GdbItem", "name2ee gdbitem.dll GdbItem[]"]
+
+
+def test_lldb_banner_and_quiet(cores: dict[str, Path]) -> None:
+    if not LLDB:
+        pytest.skip("lldb-16 is not installed")
+    from sosext import __version__
+    loud: list[str] = []
+    first, second = (strip_lldb(o) for o in run_lldb(["dumpheap -stat", "dumpheap -stat"], core=cores["full"],
+                                                      env={"SOSEXT_QUIET": "0"}, head=loud))
+    assert f"sosext {__version__} loaded in LLDB: SOS-style .NET commands; type soshelp" in loud[0]
+    notes = [ln for ln in first.splitlines() if ln.startswith("sosext: .NET runtime ")]
+    assert len(notes) == 1 and re.fullmatch(rf"sosext: \.NET runtime {_runtime_major()}\.\S+, "
+                                            r"workstation GC \((regions|segments)\)", notes[0]), first
+    assert "sosext: .NET runtime" not in second
+    quiet: list[str] = []
+    out, = run_lldb(["dumpheap -stat"], core=cores["full"], env={"SOSEXT_QUIET": "1"}, head=quiet)
+    assert "loaded in LLDB" not in quiet[0] and "sosext: .NET" not in out
