@@ -1,0 +1,410 @@
+"""SOS's leak-hunting commands: dumpgen, sizestats, timerinfo, syncblk, dumpconcurrentdictionary.
+
+Each command gathers rows from the model, then prints them in SOS's layout or, with
+--json, as one document.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..clr.concurrent import DICTIONARY_PREFIXES, ClrValue, read_concurrent_dictionary
+from ..clr.heap import ClrHeap
+from ..clr.metadata.signatures import ElementType as ET
+from ..clr.progress import polled
+from ..clr.segments import Generation, SegmentKind
+from ..clr.syncblocks import ORPHANED, sync_block_table
+from ..clr.timers import INFINITE, ClrTimer, read_timers
+from ..errors import SosError, UsageError
+from ..render.json import emit_json
+from ..render.table import Integer, Table
+from ..render.text import safe_line as escape
+from .base import Command, Option, Parsed, Positional, parse_address, register
+from .context import CommandContext
+
+# -- dumpgen ----------------------------------------------------------------------------------
+
+_DUMPGEN_GENERATIONS = {
+    "gen0": Generation.GEN0, "0": Generation.GEN0, "gen1": Generation.GEN1, "1": Generation.GEN1,
+    "gen2": Generation.GEN2, "2": Generation.GEN2, "loh": Generation.LOH, "poh": Generation.POH,
+    "foh": Generation.FROZEN,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GenTypeRow:
+    method_table: int
+    count: int
+    total_size: int
+    name: str
+
+
+@register
+class DumpGen(Command):
+    names = ("dumpgen", "dg", "DumpGen")
+    summary = "Display the objects of one generation: statistics per type, or the instances of one MethodTable."
+    usage = "dumpgen <gen0|gen1|gen2|loh|poh|foh> [-type <partial name>] [-mt <MT>] [--json]"
+    details = """\
+Like dumpheap -stat restricted to one generation (types sorted by total size), or, with -mt,
+like dumpheap -mt there. -type matches a part of the type name, ignoring case. The
+generation of each object is the one the GC's regions or segments give it.
+
+Examples:
+  dumpgen gen0
+  dumpgen gen2 -type Cache
+  dumpgen loh -mt 00007f3a1c2d4e80"""
+    options = (
+        Option("-type", "only types whose name contains this text (any case)", str, "partial name"),
+        Option("-mt", "list the objects of this MethodTable", str, "MT"),
+        Option("-stat", "statistics per type (the default without -mt)"),
+        Option("--json", "print the result as JSON", dest="json"),
+    )
+    positionals = (Positional("generation", "gen0, gen1, gen2, loh, poh or foh"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if not args.generation:
+            raise UsageError("Generation argument is missing")
+        gen = _DUMPGEN_GENERATIONS.get(args.generation.lower())
+        if gen is None:
+            raise UsageError(f"{args.generation} is not a supported generation (gen0, gen1, gen2, loh, poh, foh)")
+        mt = None
+        if args.mt is not None:
+            try:
+                mt = parse_address(args.mt)
+            except UsageError:
+                raise UsageError("Hexadecimal address expected for -mt option") from None
+        heap = ctx.heap
+        ix = heap.index(ctx.progress)
+        mask = ix.mask_generation(gen)
+        if mt is not None:
+            self._instances(ctx, heap, ix, mask & ix.mask_method_tables([mt]), mt, args)
+            return
+        if args.type is not None:
+            wanted = args.type.lower()
+            ids = [i for i, m in enumerate(ix.method_tables.tolist()) if wanted in heap.types.name_of(m).lower()]
+            mask &= ix.mask_type_ids(ids)
+        rows = gen_stats(heap, ix, mask)
+        if args.json:
+            emit_json(ctx.out, {"command": "dumpgen", "generation": gen.name.lower(),
+                                "types": [{"mt": f"0x{r.method_table:x}", "count": r.count,
+                                           "total_size": r.total_size, "name": r.name} for r in rows],
+                                "total_objects": sum(r.count for r in rows)})
+            return
+        out = ctx.out
+        out.line("Statistics:")
+        out.line("              MT    Count    TotalSize Class Name")
+        for r in rows:
+            out.line(f"{r.method_table:016x} {r.count:8} {r.total_size:12} {escape(r.name)}")
+        out.line(f"Total {sum(r.count for r in rows)} objects")
+        out.line()
+
+    @staticmethod
+    def _instances(ctx: CommandContext, heap: ClrHeap, ix, mask: np.ndarray, mt: int, args: Parsed) -> None:
+        pos = np.flatnonzero(mask)
+        addrs = ix.addresses[pos].tolist()
+        sizes = ix.sizes_at(pos)
+        if args.json:
+            emit_json(ctx.out, {"command": "dumpgen", "mt": f"0x{mt:x}",
+                                "objects": [{"address": f"0x{a:x}", "size": s} for a, s in zip(addrs, sizes)],
+                                "total_objects": len(addrs)})
+            return
+        out = ctx.out
+        out.line("         Address               MT     Size")
+        out.lines([f"{a:016x} {mt:016x} {s:8}" for a, s in zip(addrs, sizes)])
+        out.line(f"Total {len(addrs)} objects")
+        out.line()
+
+
+def gen_stats(heap: ClrHeap, ix, mask: np.ndarray) -> list[GenTypeRow]:
+    """Per type (count, total size), ascending by total size, ties in heap order (as SOS)."""
+    counts, totals, first = ix.type_totals(mask)
+    present = np.flatnonzero(counts)
+    order = sorted(present.tolist(), key=lambda i: (int(totals[i]), int(first[i])))
+    return [GenTypeRow(int(ix.method_tables[i]), int(counts[i]), int(totals[i]),
+                       heap.types.name_of(int(ix.method_tables[i]))) for i in order]
+
+
+# -- sizestats --------------------------------------------------------------------------------
+
+_SIZESTAT_NAMES = {Generation.GEN0: "generation0", Generation.GEN1: "generation1", Generation.GEN2: "generation2",
+                   Generation.LOH: "large", Generation.POH: "pinned", Generation.FROZEN: "frozen"}
+
+
+@dataclass(frozen=True, slots=True)
+class SizeStatSection:
+    generation: Generation
+    free: bool
+    rows: tuple[tuple[int, int], ...]  # (aligned size, count), ascending by size
+
+    @property
+    def title(self) -> str:
+        return f"Size Statistics for {_SIZESTAT_NAMES[self.generation]} {'free ' if self.free else ''}objects"
+
+
+def size_stats(heap: ClrHeap, ix) -> list[SizeStatSection]:
+    """SOS's sections: live-or-dead objects per generation, then Free blocks per generation;
+    POH sections only when the heap has a POH, frozen objects only with a NonGC heap."""
+    has_pinned = any(s.kind is SegmentKind.POH for s in heap.segments)
+    has_frozen = any(s.kind is SegmentKind.FROZEN for s in heap.segments)
+    gens = [Generation.GEN0, Generation.GEN1, Generation.GEN2, Generation.LOH]
+    plan = [(g, False) for g in gens + ([Generation.POH] if has_pinned else []) +
+            ([Generation.FROZEN] if has_frozen else [])]
+    plan += [(g, True) for g in gens + ([Generation.POH] if has_pinned else [])]
+    free_id = ix.type_id(heap.free_mt)
+    is_free = ix.type_ids == free_id if free_id is not None else np.zeros(len(ix), dtype=bool)
+    aligned = ix.aligned_sizes
+    out = []
+    for gen, free in plan:
+        mask = ix.mask_generation(gen) & (is_free if free else ~is_free)
+        sizes, counts = np.unique(aligned[mask], return_counts=True)
+        out.append(SizeStatSection(gen, free, tuple(zip(sizes.tolist(), counts.tolist()))))
+    return out
+
+
+@register
+class SizeStats(Command):
+    names = ("sizestats", "SizeStats")
+    summary = "Size statistics for the GC heap: how many objects of each size, per generation, live and free."
+    usage = "sizestats [--json]"
+    details = """\
+One table per generation (gen0, gen1, gen2, large, then pinned and frozen when the heap has
+them) of objects, then one per generation of free blocks. Sizes are what an object takes on
+the heap (rounded up to 8 bytes). As in SOS, each row's cumulative columns count the rows
+above it, not the row itself.
+
+Example:
+  sizestats"""
+    options = (Option("--json", "print the result as JSON", dest="json"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        heap = ctx.heap
+        sections = size_stats(heap, heap.index(ctx.progress))
+        if args.json:
+            emit_json(ctx.out, {"command": "sizestats", "sections": [
+                {"generation": _SIZESTAT_NAMES[s.generation], "free": s.free,
+                 "sizes": [{"size": size, "count": count} for size, count in s.rows]} for s in sections]})
+            return
+        out = ctx.out
+        for s in sections:
+            out.line(s.title)
+            out.line()
+            if not s.rows:
+                out.line("(none)")
+            else:
+                t = Table(Integer(), Integer(), Integer(), Integer())
+                out.line(t.header("Size", "Count", "Cumulative Size", "Cumulative Count"))
+                cum_size = cum_count = 0
+                for size, count in s.rows:
+                    out.line(t.row(size, count, cum_size, cum_count))
+                    cum_size += size * count
+                    cum_count += count
+            out.line()
+
+
+# -- timerinfo --------------------------------------------------------------------------------
+
+
+def _period_text(period: int) -> str:
+    return "  ------" if period == INFINITE else str(period)
+
+
+def timer_line(t: ClrTimer) -> str:
+    kind = "" if t.is_short is None else f"({'S' if t.is_short else 'L'}) "
+    return (f"{kind}0x{t.address:016X} @{t.due_time:>8} ms every {_period_text(t.period):>8} ms |  "
+            f"{t.state:016X} ({escape(t.state_type)}) -> {escape(t.callback)}")
+
+
+def timer_key(t: ClrTimer) -> str:
+    kind = "" if t.is_short is None else f"({'S' if t.is_short else 'L'}) "
+    return (f"{kind}@{t.due_time:>8} ms every {_period_text(t.period):>8} ms | "
+            f"{t.state:016X} ({escape(t.state_type)}) -> {escape(t.callback)}")
+
+
+@register
+class TimerInfo(Command):
+    names = ("timerinfo", "ti", "TimerInfo")
+    summary = "Display the running System.Threading timers: due time, period, state and callback."
+    usage = "timerinfo [--json]"
+    details = """\
+Every TimerQueueTimer on the runtime's timer queues, sorted by period: (S)hort or (L)ong
+list, address, due time and period in ms ("------" for a one-shot timer), the state object
+and its type, and the callback as Type.Method (the type of the delegate's target when it
+has one). Then a summary counting identical lines.
+
+Example:
+  timerinfo"""
+    options = (Option("--json", "print the result as JSON", dest="json"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        timers = sorted(read_timers(ctx.runtime), key=lambda t: t.period)  # stable: heap order within a period
+        if args.json:
+            emit_json(ctx.out, {"command": "timerinfo", "timers": [
+                {"address": f"0x{t.address:x}", "due_time": t.due_time,
+                 "period": None if t.period == INFINITE else t.period, "canceled": t.canceled,
+                 "state": f"0x{t.state:x}", "state_type": t.state_type, "callback": t.callback,
+                 "short": t.is_short} for t in timers]})
+            return
+        out = ctx.out
+        counts: dict[str, int] = {}
+        for t in timers:
+            out.line(timer_line(t))
+            key = timer_key(t)
+            counts[key] = counts.get(key, 0) + 1
+        out.line()
+        out.line(f"   {len(timers)} timers")
+        out.line("-----------------------------------------------")
+        for key, n in sorted(counts.items(), key=lambda kv: kv[1]):
+            out.line(f"{n:4} | {key}")
+
+
+# -- syncblk ----------------------------------------------------------------------------------
+
+
+@register
+class SyncBlk(Command):
+    names = ("syncblk", "SyncBlk")
+    summary = "Display the sync block table: Monitor locks held, their owning thread and recursion."
+    usage = "syncblk [-all | <index>] [--json]"
+    details = """\
+By default only sync blocks whose Monitor is held; -all shows every entry, an index shows
+that one. Columns: index, SyncBlock, MonitorHeld (1 while owned, plus 2 for each waiting
+thread), recursion, the owning runtime Thread with its OS thread id and debugger thread
+number, and the object the lock belongs to. A Monitor taken without contention on an object
+without a hash code is a thin lock in the object header instead: see dumpheap -thinlock.
+
+Examples:
+  syncblk
+  syncblk -all"""
+    options = (Option("-all", "every sync block, not only the held ones"),
+               Option("--json", "print the result as JSON", dest="json"))
+    positionals = (Positional("index", "one sync block number", str),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        only = 0
+        if args.index is not None:
+            try:
+                only = int(args.index, 0)
+            except ValueError:
+                raise UsageError(f"invalid sync block number: {args.index}") from None
+            if only <= 0:
+                raise UsageError(f"invalid sync block number: {args.index} (they start at 1)")
+        table = sync_block_table(ctx.runtime, only)
+        heap = ctx.heap
+        dbg = {t.tid: t.index for t in ctx.session.target().threads()}
+        shown = [e for e in table.entries if e is not None and (args.all or e.index == only or e.is_held)]
+        free = sum(1 for e in table.entries if e is not None and e.free)
+        if args.json:
+            emit_json(ctx.out, {"command": "syncblk", "total": table.count, "free": free, "entries": [
+                {"index": e.index, "sync_block": f"0x{e.address:x}", "free": e.free, "monitor_held": e.monitor_held,
+                 "recursion": e.recursion, "thread": f"0x{e.holding_thread:x}",
+                 "os_thread_id": e.holding_os_id or None, "object": f"0x{e.object:x}",
+                 "type": "" if e.free else heap.types.name_of(_object_mt(ctx, e.object))} for e in shown]})
+            return
+        out = ctx.out
+        out.line("Index         SyncBlock MonitorHeld Recursion Owning Thread Info          SyncBlock Owner")
+        if only and only <= len(table.entries) and table.entries[only - 1] is None:
+            out.line(f"SyncBlock {only} is invalid")
+        for e in polled(shown):
+            line = f"{e.index:5} "
+            if not e.free or e.index != only:
+                line += f"{e.address:016x}  {e.monitor_held:11} {e.recursion:9} {e.holding_thread:016x} "
+                if e.holding_thread == ORPHANED:
+                    line += " orphaned "
+                elif e.holding_thread:
+                    n = dbg.get(e.holding_os_id)
+                    line += f"{e.holding_os_id:x}" + (f"{n:4} " if n else " XXX ")
+                else:
+                    line += "    none  "
+                if e.free:
+                    line += f"  {0:8}"
+                else:
+                    line += f"  {e.object:016x} {escape(heap.types.name_of(_object_mt(ctx, e.object)))}"
+            if e.free:
+                line += " Free"
+            out.line(line)
+        out.line("-----------------------------")
+        out.line(f"Total           {table.count}")
+        out.line(f"Free            {free}")
+
+
+def _object_mt(ctx: CommandContext, obj: int) -> int:
+    try:
+        return ctx.runtime.target.read_pointer(obj) & ~7 if obj else 0
+    except SosError:
+        return 0
+
+
+# -- dumpconcurrentdictionary -----------------------------------------------------------------
+
+
+def _truncate(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def value_text(v: ClrValue) -> str:
+    """An item as SOS shows it: numbers, True/False and quoted strings inline; for other
+    values the command that would dump them."""
+    if v.kind == "null":
+        return "null"
+    if v.kind == "string":
+        return f'"{v.value}"'
+    if v.kind == "array":
+        return f"dumparray {v.address:016x}"
+    if v.kind == "object":
+        return f"dumpobj {v.address:016x}"
+    if v.kind == "struct":
+        return f"dumpvc {v.method_table:016x} {v.address:016x}"
+    et, x = v.element_type, v.value
+    if et == ET.BOOLEAN:
+        return "True" if x else "False"
+    if et == ET.CHAR:
+        return f"'{chr(int(x))}'"
+    if et in (ET.I, ET.U):
+        return "null" if not x else f"0x{int(x) & ((1 << 64) - 1):x}"
+    if et in (ET.R4, ET.R8):
+        return repr(float(x))
+    return str(x)
+
+
+@register
+class DumpConcurrentDictionary(Command):
+    names = ("dumpconcurrentdictionary", "dcd", "DumpConcurrentDictionary")
+    summary = "Display the keys and values of a System.Collections.Concurrent.ConcurrentDictionary."
+    usage = "dumpconcurrentdictionary <address> [--json]"
+    details = """\
+Walks the dictionary's buckets. Numbers, booleans and strings are shown; other values as the
+command that dumps them (dumpobj, dumparray, dumpvc). Texts longer than 100 characters are cut.
+
+Example:
+  dcd 7f3a1c000040"""
+    options = (Option("--json", "print the result as JSON", dest="json"),)
+    positionals = (Positional("address", "a ConcurrentDictionary object"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if not args.address:
+            raise UsageError("Missing ConcurrentDictionary address...")
+        try:
+            addr = parse_address(args.address)
+        except UsageError:
+            raise UsageError("Hexadecimal address expected...") from None
+        heap = ctx.heap
+        if heap.index(ctx.progress).find(addr) is None:
+            raise SosError(f"{args.address} is not referencing an object...")  # as typed, as SOS does
+        name = heap.types.name_of(ctx.runtime.target.read_pointer(addr) & ~7)
+        if not name.startswith(DICTIONARY_PREFIXES):
+            raise SosError(f"{args.address} is not a ConcurrentDictionary but an instance of {escape(name)}...")
+        items = [(value_text(i.key), value_text(i.value)) for i in read_concurrent_dictionary(ctx.runtime, addr)]
+        if args.json:
+            emit_json(ctx.out, {"command": "dumpconcurrentdictionary", "address": f"0x{addr:x}", "type": name,
+                                "items": [{"key": k, "value": v} for k, v in items]})
+            return
+        out = ctx.out
+        out.line(escape(name))
+        for k, v in items:
+            out.line("    -----")
+            out.line(f"      Key: {escape(_truncate(k))}")
+            out.line(f"    Value: {escape(_truncate(v))}")
+        out.line("---------------------------------------------")
+        out.line(f"{len(items)} items")
+        out.line()

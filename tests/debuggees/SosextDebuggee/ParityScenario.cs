@@ -1,0 +1,224 @@
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.Reflection;
+using System.Runtime.CompilerServices;
+using System.Threading;
+
+namespace SosextDebuggee
+{
+    // Types only this scenario allocates, so per-type counts on the heap are exactly the scenario's.
+    internal sealed class ParityGenItem { public long Marker; }
+    internal sealed class ParityLohItem { public int Value; }
+    internal struct ParityPinnedValue { public long A, B; }
+    internal sealed class ParityLockObject { public int Value; }
+    internal sealed class ParityTimerState { public int Id; }
+
+    internal sealed class ParityTimerTarget
+    {
+        public int Ticks;
+        public void OnTick(object state) => Interlocked.Increment(ref Ticks);
+    }
+}
+
+namespace DebuggeeHost
+{
+    using SosextDebuggee;
+
+    /// <summary>
+    /// `parity`: the state SOS's leak-hunting commands report, each part known exactly.
+    /// * objects of the scenario's own types in gen0, gen1 and gen2 (re-made at every settle), a
+    ///   ParityLohItem[] on the LOH, a ParityPinnedValue[] on the POH, and byte arrays of an unusual
+    ///   size in gen0 (for sizestats);
+    /// * three System.Threading.Timer objects with long due times (they never fire while inspected)
+    ///   and distinct periods, calling ParityTimerTarget.OnTick;
+    /// * a Monitor held twice (recursion 2) by the thread "sosext-monitor" on an object that has a
+    ///   hash code (so the lock lives in a sync block, not a thin lock), and a second object whose
+    ///   sync block exists but whose lock was released;
+    /// * a ConcurrentDictionary&lt;int, string&gt; and a ConcurrentDictionary&lt;string, bool&gt; of known contents.
+    /// </summary>
+    internal sealed class ParityScenario : IScenario
+    {
+        public const int Gen0Count = 10, Gen1Count = 3, Gen2Count = 5, OddArrays = 7, OddArrayLength = 7777;
+        public static readonly (uint Due, uint Period)[] TimerTimes =
+        {
+            (3_600_000, 111_111), (3_700_000, 222_222), (3_800_000, uint.MaxValue),
+        };
+
+        private static List<ParityGenItem> s_gen0, s_gen1, s_gen2;
+        private static List<byte[]> s_odd;
+        private static ParityLohItem[] s_loh;
+        private static ParityPinnedValue[] s_pinned;
+        private static Timer[] s_timers;
+        private static ParityTimerState[] s_timerStates;
+        private static ParityTimerTarget s_timerTarget;
+        private static ParityLockObject s_held, s_released;
+        private static ConcurrentDictionary<int, string> s_intDict;
+        private static ConcurrentDictionary<string, bool> s_stringDict;
+        private static int s_monitorTid;
+        private static readonly ManualResetEventSlim s_monitorReady = new ManualResetEventSlim(false, 0);
+        private static readonly ManualResetEventSlim s_never = new ManualResetEventSlim(false, 0);
+
+        public void Build(string[] args)
+        {
+            s_loh = new ParityLohItem[20_000];
+            s_pinned = GC.AllocateArray<ParityPinnedValue>(64, pinned: true);
+
+            s_timerTarget = new ParityTimerTarget();
+            s_timers = new Timer[TimerTimes.Length];
+            s_timerStates = new ParityTimerState[TimerTimes.Length];
+            for (int i = 0; i < TimerTimes.Length; i++)
+            {
+                // The last timer has no state object: SOS prints a null state as 0 and "()".
+                s_timerStates[i] = i < TimerTimes.Length - 1 ? new ParityTimerState { Id = i } : null;
+                s_timers[i] = new Timer(s_timerTarget.OnTick, s_timerStates[i], TimerTimes[i].Due, TimerTimes[i].Period);
+            }
+
+            s_held = new ParityLockObject { Value = 1 };
+            s_released = new ParityLockObject { Value = 2 };
+            // A hash code in the header leaves no room for a thin lock: locking then makes a sync block.
+            RuntimeHelpers.GetHashCode(s_held);
+            RuntimeHelpers.GetHashCode(s_released);
+            lock (s_released) { s_released.Value++; }
+            var t = new Thread(MonitorBody) { Name = "sosext-monitor", IsBackground = true };
+            t.Start();
+            if (!s_monitorReady.Wait(30_000)) throw new TimeoutException("the monitor thread did not start");
+
+            s_intDict = new ConcurrentDictionary<int, string>();
+            for (int k = 1; k <= 5; k++) s_intDict[k * 11] = "value-" + k;
+            s_stringDict = new ConcurrentDictionary<string, bool>();
+            s_stringDict["yes"] = true;
+            s_stringDict["no"] = false;
+        }
+
+        private static void MonitorBody()
+        {
+            Monitor.Enter(s_held);
+            Monitor.Enter(s_held);
+            s_monitorTid = Mem.CurrentOsTid();
+            s_monitorReady.Set();
+            s_never.Wait();
+        }
+
+        public void Settle(int attempt)
+        {
+            s_gen0 = s_gen1 = s_gen2 = null;
+            s_odd = null;
+            s_gen2 = Make(Gen2Count, 2);
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+            GC.Collect();
+            GC.Collect();
+            s_gen1 = Make(Gen1Count, 1);
+            GC.Collect(0);
+            s_gen0 = Make(Gen0Count, 0);
+            s_odd = new List<byte[]>();
+            for (int i = 0; i < OddArrays; i++) s_odd.Add(new byte[OddArrayLength]);
+        }
+
+        private static List<ParityGenItem> Make(int count, int gen)
+        {
+            var list = new List<ParityGenItem>(count);
+            for (int i = 0; i < count; i++) list.Add(new ParityGenItem { Marker = gen * 1000 + i });
+            return list;
+        }
+
+        private static object TimerQueueTimerOf(Timer t)
+        {
+            const BindingFlags F = BindingFlags.NonPublic | BindingFlags.Instance;
+            object holder = typeof(Timer).GetField("_timer", F)?.GetValue(t)
+                ?? throw new InvalidOperationException("Timer._timer not found");
+            return holder.GetType().GetField("_timer", F)?.GetValue(holder)
+                ?? throw new InvalidOperationException("TimerHolder._timer not found");
+        }
+
+        private static unsafe long SyncBlockIndex(object o)
+        {
+            uint header = *(uint*)(Mem.Addr(o) - 4);
+            // BIT_SBLK_IS_HASH_OR_SYNCBLKINDEX set and BIT_SBLK_IS_HASHCODE clear: the low 26 bits index the table.
+            return (header & 0x08000000) != 0 && (header & 0x04000000) == 0 ? header & 0x03FFFFFF : -1;
+        }
+
+        private static void WriteGen(Json w, string name, IEnumerable<object> objs)
+        {
+            w.Name(name).BeginArray();
+            foreach (object o in objs)
+            {
+                w.BeginObject();
+                w.PropHex("address", Mem.Addr(o));
+                w.Prop("generation", GC.GetGeneration(o));
+                w.Prop("size", Mem.UnalignedSizeOf(o));
+                w.EndObject();
+            }
+            w.EndArray();
+        }
+
+        public void WriteTruth(Json w)
+        {
+            w.Name("generations").BeginObject();
+            w.PropHex("itemMt", typeof(ParityGenItem).TypeHandle.Value);
+            w.Prop("itemType", typeof(ParityGenItem).FullName);
+            var items = new List<object>();
+            foreach (var l in new[] { s_gen0, s_gen1, s_gen2 }) items.AddRange(l);
+            WriteGen(w, "items", items);
+            w.Name("loh");
+            Truth.WriteObject(w, s_loh);
+            w.Name("pinned");
+            Truth.WriteObject(w, s_pinned);
+            w.Prop("oddArrayType", typeof(byte[]).ToString());
+            WriteGen(w, "oddArrays", s_odd);
+            w.EndObject();
+
+            w.Name("timers").BeginArray();
+            for (int i = 0; i < s_timers.Length; i++)
+            {
+                w.BeginObject();
+                w.PropHex("address", Mem.Addr(TimerQueueTimerOf(s_timers[i])));
+                w.Prop("dueTime", (long)TimerTimes[i].Due);
+                w.Prop("period", (long)TimerTimes[i].Period);
+                w.PropHex("state", s_timerStates[i] == null ? 0 : Mem.Addr(s_timerStates[i]));
+                w.Prop("stateType", s_timerStates[i] == null ? "" : typeof(ParityTimerState).FullName);
+                w.Prop("method", typeof(ParityTimerTarget).FullName + "." + nameof(ParityTimerTarget.OnTick));
+                w.EndObject();
+            }
+            w.EndArray();
+
+            w.Name("monitor").BeginObject();
+            w.Name("held").BeginObject();
+            w.PropHex("address", Mem.Addr(s_held));
+            w.Prop("type", typeof(ParityLockObject).FullName);
+            w.Prop("syncBlock", SyncBlockIndex(s_held));
+            w.Prop("osTid", s_monitorTid);
+            w.Prop("recursion", 2);
+            w.EndObject();
+            w.Name("released").BeginObject();
+            w.PropHex("address", Mem.Addr(s_released));
+            w.Prop("syncBlock", SyncBlockIndex(s_released));
+            w.EndObject();
+            w.EndObject();
+
+            w.Name("dictionaries").BeginArray();
+            WriteDict(w, s_intDict, k => k.ToString(), v => "\"" + v + "\"");
+            WriteDict(w, s_stringDict, k => "\"" + k + "\"", v => v ? "True" : "False");
+            w.EndArray();
+        }
+
+        private static void WriteDict<TK, TV>(Json w, ConcurrentDictionary<TK, TV> d, Func<TK, string> key, Func<TV, string> value)
+        {
+            w.BeginObject();
+            w.PropHex("address", Mem.Addr(d));
+            w.Name("entries").BeginArray();
+            foreach (KeyValuePair<TK, TV> kv in d)
+            {
+                w.BeginArray();
+                w.Value(key(kv.Key));
+                w.Value(value(kv.Value));
+                w.EndArray();
+            }
+            w.EndArray();
+            w.EndObject();
+        }
+
+        public bool OnCommand(string command) => false;
+    }
+}
