@@ -1,0 +1,334 @@
+"""SOS's leak-hunting commands against the `parity` debuggee: dumpgen, sizestats, timerinfo,
+syncblk, dumpconcurrentdictionary.
+
+The debuggee builds objects of its own types in each generation (and asks the GC where they
+are), timers with known due times and periods, a Monitor held twice by a named thread on an
+object with a sync block, and concurrent dictionaries of known contents; it prints all of it
+as truth. Each host (LLDB live and on a heap core, the CLI on the core, GDB when installed)
+runs one batch, and every value is compared with the truth.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import drivers
+from harness import Debuggee, build_debuggee
+
+pytestmark = pytest.mark.slow
+
+HOSTS = ["lldb-live", "lldb-core", "cli-core"]
+if drivers.GDB:
+    HOSTS += ["gdb-live", "gdb-core"]
+
+GENS = {0: "gen0", 1: "gen1", 2: "gen2"}
+
+
+def commands_for(t: dict) -> list[str]:
+    g = t["generations"]
+    dicts = [d["address"] for d in t["dictionaries"]]
+    return [
+        "dumpgen gen0", "dumpgen gen1", "dumpgen gen2", "dumpgen loh", "dumpgen poh",
+        f"dumpgen gen0 -mt {g['itemMt']}", f"dumpgen gen1 -mt {g['itemMt']} --json",
+        "dumpgen gen2 -type paritygenitem", "dumpgen gen0 -type NoMatchingType", "dumpgen gen2 --json",
+        "dumpgen", "dumpgen invalid", "dumpgen gen1 -mt zzzzz", "dumpgen gen0 -mt 00000001",
+        "sizestats", "sizestats --json",
+        "timerinfo", "timerinfo --json",
+        "syncblk", "syncblk -all", f"syncblk {t['monitor']['held']['syncBlock']}", "syncblk --json",
+        *[f"dcd {a}" for a in dicts], f"dumpconcurrentdictionary {dicts[0]} --json",
+        "dcd", "dcd abcdefgh", "dcd 0000000000000001", f"dcd {t['monitor']['held']['address']}",
+    ]
+
+
+@dataclass
+class Case:
+    truth: dict
+    outputs: dict[str, dict[str, drivers.Output]] = field(default_factory=dict)
+
+    def out(self, host: str, command: str) -> drivers.Output:
+        return self.outputs[host][command]
+
+
+def run(host: str, truth: dict, **kw) -> dict[str, drivers.Output]:  # type: ignore[no-untyped-def]
+    cmds = commands_for(truth)
+    return dict(zip(cmds, drivers.run_in_host(host, cmds, **kw)))
+
+
+@pytest.fixture(scope="module")
+def case(request, tmp_path_factory) -> Case:
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    cores = tmp_path_factory.mktemp("cores-parity")
+    with Debuggee("parity", tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
+        c = Case(d.truth)
+        core = d.write_core("heap", cores / "parity.core")
+        exe = str(d.executable)
+        c.outputs["lldb-live"] = run("lldb-live", d.truth, pid=d.pid)
+        if "gdb-live" in HOSTS:
+            c.outputs["gdb-live"] = run("gdb-live", d.truth, pid=d.pid)
+    c.outputs["lldb-core"] = run("lldb-core", c.truth, core=core, exe=exe)
+    c.outputs["cli-core"] = run("cli-core", c.truth, core=core)
+    if "gdb-core" in HOSTS:
+        c.outputs["gdb-core"] = run("gdb-core", c.truth, core=core, exe=exe)
+    Path(core).unlink(missing_ok=True)
+    return c
+
+
+@pytest.fixture(params=HOSTS)
+def host(request) -> str:
+    return request.param
+
+
+def h(text: str) -> int:
+    return int(text, 16)
+
+
+def align8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+# -- dumpgen ----------------------------------------------------------------------------------
+
+STAT_ROW = re.compile(r"^([0-9a-f]{16}) +(\d+) +(\d+) (.+)$")
+
+
+def stat_rows(text: str) -> dict[int, tuple[int, int, str]]:
+    """MT -> (count, total size, name) of a dumpgen statistics table."""
+    lines = text.splitlines()
+    assert lines[:2] == ["Statistics:", "              MT    Count    TotalSize Class Name"], text
+    rows = {}
+    for ln in lines[2:]:
+        m = STAT_ROW.match(ln)
+        if m:
+            rows[h(m.group(1))] = (int(m.group(2)), int(m.group(3)), m.group(4))
+    total = re.search(r"^Total (\d+) objects$", text, re.M)
+    assert total and int(total.group(1)) == sum(c for c, _s, _n in rows.values()), text
+    return rows
+
+
+def test_dumpgen_counts_each_generation(case: Case, host: str) -> None:
+    g = case.truth["generations"]
+    mt = h(g["itemMt"])
+    for gen, name in GENS.items():
+        mine = [o for o in g["items"] if o["generation"] == gen]
+        rows = stat_rows(case.out(host, f"dumpgen {name}").text)
+        if mine:
+            assert rows[mt] == (len(mine), sum(o["size"] for o in mine), g["itemType"]), name
+        else:
+            assert mt not in rows
+    for key, name in (("loh", "loh"), ("pinned", "poh")):
+        o = g[key]
+        rows = stat_rows(case.out(host, f"dumpgen {name}").text)
+        assert rows[h(o["mt"])] == (1, o["size"], o["type"])
+
+
+def test_dumpgen_sorts_by_total_size(case: Case, host: str) -> None:
+    sizes = [s for _c, s, _n in stat_rows(case.out(host, "dumpgen gen0").text).values()]
+    assert sizes == sorted(sizes)
+
+
+def test_dumpgen_mt_lists_the_instances(case: Case, host: str) -> None:
+    g = case.truth["generations"]
+    mine = {h(o["address"]): o["size"] for o in g["items"] if o["generation"] == 0}
+    lines = case.out(host, f"dumpgen gen0 -mt {g['itemMt']}").text.splitlines()
+    assert lines[0] == "         Address               MT     Size"
+    rows = [ln.split() for ln in lines[1:] if re.match(r"^[0-9a-f]{16} ", ln)]
+    assert {h(a): int(s) for a, _m, s in rows} == mine
+    assert all(h(m) == h(g["itemMt"]) for _a, m, _s in rows)
+    assert f"Total {len(mine)} objects" in lines
+    doc = json.loads(case.out(host, f"dumpgen gen1 -mt {g['itemMt']} --json").text)
+    assert {h(o["address"]) for o in doc["objects"]} == {h(o["address"]) for o in g["items"] if o["generation"] == 1}
+
+
+def test_dumpgen_type_filter_ignores_case(case: Case, host: str) -> None:
+    g = case.truth["generations"]
+    rows = stat_rows(case.out(host, "dumpgen gen2 -type paritygenitem").text)
+    assert rows[h(g["itemMt"])][0] == sum(1 for o in g["items"] if o["generation"] == 2)
+    assert all("paritygenitem" in n.lower() for _c, _s, n in rows.values())
+    assert "Total 0 objects" in case.out(host, "dumpgen gen0 -type NoMatchingType").text
+    assert "Total 0 objects" in case.out(host, "dumpgen gen0 -mt 00000001").text
+
+
+def test_dumpgen_json_matches_text(case: Case, host: str) -> None:
+    doc = json.loads(case.out(host, "dumpgen gen2 --json").text)
+    rows = stat_rows(case.out(host, "dumpgen gen2").text)
+    assert {h(t["mt"]): (t["count"], t["total_size"], t["name"]) for t in doc["types"]} == rows
+
+
+def test_dumpgen_usage_errors(case: Case, host: str) -> None:
+    assert case.out(host, "dumpgen").errors == ["error: Generation argument is missing"]
+    assert case.out(host, "dumpgen invalid").errors == [
+        "error: invalid is not a supported generation (gen0, gen1, gen2, loh, poh, foh)"]
+    assert case.out(host, "dumpgen gen1 -mt zzzzz").errors == ["error: Hexadecimal address expected for -mt option"]
+
+
+# -- sizestats --------------------------------------------------------------------------------
+
+SIZE_ROW = re.compile(r"^ *([\d,]+) +([\d,]+) +([\d,]+) +([\d,]+)$")
+
+
+def size_sections(text: str) -> dict[str, list[tuple[int, int, int, int]]]:
+    sections: dict[str, list[tuple[int, int, int, int]]] = {}
+    cur = None
+    for ln in text.splitlines():
+        m = re.match(r"^Size Statistics for (.+) objects$", ln)
+        if m:
+            cur = sections.setdefault(m.group(1), [])
+            continue
+        m = SIZE_ROW.match(ln)
+        if m and cur is not None:
+            cur.append(tuple(int(x.replace(",", "")) for x in m.groups()))  # type: ignore[arg-type]
+    return sections
+
+
+def test_sizestats_counts_the_odd_arrays(case: Case, host: str) -> None:
+    g = case.truth["generations"]
+    sections = size_sections(case.out(host, "sizestats").text)
+    assert list(sections)[:4] == ["generation0", "generation1", "generation2", "large"]
+    assert "pinned" in sections and "generation0 free" in sections
+    for gen in (0, 1, 2):
+        odd = [o for o in g["oddArrays"] if o["generation"] == gen]
+        if odd:
+            size = align8(odd[0]["size"])
+            assert [r[1] for r in sections[f"generation{gen}"] if r[0] == size] == [len(odd)]
+
+
+def test_sizestats_cumulative_columns_count_the_rows_above(case: Case, host: str) -> None:
+    for name, rows in size_sections(case.out(host, "sizestats").text).items():
+        cum_size = cum_count = 0
+        for size, count, csize, ccount in rows:
+            assert (csize, ccount) == (cum_size, cum_count), name
+            cum_size += size * count
+            cum_count += count
+        assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+
+
+def test_sizestats_agrees_with_dumpgen(case: Case, host: str) -> None:
+    sections = size_sections(case.out(host, "sizestats").text)
+    for gen, name in GENS.items():
+        rows = stat_rows(case.out(host, f"dumpgen {name}").text)
+        live = sum(c for c, _s, n in rows.values() if n != "Free")
+        free = sum(c for c, _s, n in rows.values() if n == "Free")
+        assert sum(r[1] for r in sections[f"generation{gen}"]) == live
+        assert sum(r[1] for r in sections[f"generation{gen} free"]) == free
+    doc = json.loads(case.out(host, "sizestats --json").text)
+    assert [(s["generation"] + (" free" if s["free"] else "")) for s in doc["sections"]] == list(sections)
+
+
+# -- timerinfo --------------------------------------------------------------------------------
+
+
+def timer_text(t: dict) -> tuple[str, str]:
+    """The line and summary key SOS prints for one of the debuggee's timers (all on the long
+    list: their due times are far beyond the 1/3 s a short timer has)."""
+    period = "  ------" if t["period"] == 0xFFFFFFFF else str(t["period"])
+    tail = f"{h(t['state']):016X} ({t['stateType']}) -> {t['method']}"
+    head = f"@{t['dueTime']:>8} ms every {period:>8} ms |"
+    return f"(L) 0x{h(t['address']):016X} {head}  {tail}", f"(L) {head} {tail}"
+
+
+def test_timerinfo_lists_the_timers(case: Case, host: str) -> None:
+    text = case.out(host, "timerinfo").text
+    lines = text.splitlines()
+    timers = case.truth["timers"]
+    where = []
+    for t in timers:
+        line, key = timer_text(t)
+        assert line in lines, text
+        assert f"   1 | {key}" in lines, text
+        where.append(lines.index(line))
+    # Sorted by period: the debuggee's periods ascend in the order it made them.
+    assert where == sorted(where)
+    listed = [ln for ln in lines if re.match(r"^(\([SL]\) )?0x[0-9A-F]{16} @", ln)]
+    assert f"   {len(listed)} timers" in lines
+
+
+def test_timerinfo_json(case: Case, host: str) -> None:
+    doc = json.loads(case.out(host, "timerinfo --json").text)
+    by_addr = {h(t["address"]): t for t in doc["timers"]}
+    for t in case.truth["timers"]:
+        got = by_addr[h(t["address"])]
+        assert got["due_time"] == t["dueTime"]
+        assert got["period"] == (None if t["period"] == 0xFFFFFFFF else t["period"])
+        assert (h(got["state"]), got["state_type"], got["callback"]) == (h(t["state"]), t["stateType"], t["method"])
+        assert got["short"] is False and got["canceled"] is False
+
+
+# -- syncblk ----------------------------------------------------------------------------------
+
+SYNC_HEADER = "Index         SyncBlock MonitorHeld Recursion Owning Thread Info          SyncBlock Owner"
+
+
+def sync_rows(text: str) -> dict[int, list[str]]:
+    lines = text.splitlines()
+    assert lines[0] == SYNC_HEADER, text
+    return {int(ln.split()[0]): ln.split() for ln in lines[1:] if re.match(r"^ +\d+ [0-9a-f]{16} ", ln)}
+
+
+def test_syncblk_shows_the_held_monitor(case: Case, host: str) -> None:
+    held = case.truth["monitor"]["held"]
+    text = case.out(host, "syncblk").text
+    rows = sync_rows(text)
+    row = rows[held["syncBlock"]]
+    # index, SyncBlock, MonitorHeld, Recursion, Thread, OS id, debugger thread number, object, type
+    assert row[2:4] == ["1", str(held["recursion"])]
+    assert h(row[5]) == held["osTid"]
+    assert h(row[-2]) == h(held["address"]) and row[-1] == held["type"]
+    released = case.truth["monitor"]["released"]["syncBlock"]
+    assert released not in rows  # not held: only -all shows it
+    total = int(re.search(r"^Total +(\d+)$", text, re.M).group(1))
+    assert total >= max(held["syncBlock"], released)
+    assert re.search(r"^Free +\d+$", text, re.M)
+
+
+def test_syncblk_all_and_one_index(case: Case, host: str) -> None:
+    held = case.truth["monitor"]["held"]
+    released = case.truth["monitor"]["released"]
+    rows = sync_rows(case.out(host, "syncblk -all").text)
+    r = rows[released["syncBlock"]]
+    assert r[2:4] == ["0", "0"] and r[5] == "none" and h(r[-2]) == h(released["address"])
+    assert rows[held["syncBlock"]] == sync_rows(case.out(host, "syncblk").text)[held["syncBlock"]]
+    one = sync_rows(case.out(host, f"syncblk {held['syncBlock']}").text)
+    assert list(one) == [held["syncBlock"]]
+    doc = json.loads(case.out(host, "syncblk --json").text)
+    e = next(e for e in doc["entries"] if e["index"] == held["syncBlock"])
+    assert (e["monitor_held"], e["recursion"], e["os_thread_id"], h(e["object"])) == \
+        (1, held["recursion"], held["osTid"], h(held["address"]))
+
+
+# -- dumpconcurrentdictionary -----------------------------------------------------------------
+
+
+def dcd_items(text: str) -> list[tuple[str, str]]:
+    lines = text.splitlines()
+    items = []
+    for i, ln in enumerate(lines):
+        if ln.startswith("      Key: "):
+            assert lines[i + 1].startswith("    Value: "), text
+            items.append((ln[len("      Key: "):], lines[i + 1][len("    Value: "):]))
+    return items
+
+
+def test_dcd_lists_keys_and_values(case: Case, host: str) -> None:
+    for d in case.truth["dictionaries"]:
+        text = case.out(host, f"dcd {d['address']}").text
+        assert text.splitlines()[0].startswith("System.Collections.Concurrent.ConcurrentDictionary")
+        assert sorted(dcd_items(text)) == sorted(tuple(e) for e in d["entries"])
+        assert f"{len(d['entries'])} items" in text.splitlines()
+    d = case.truth["dictionaries"][0]
+    doc = json.loads(case.out(host, f"dumpconcurrentdictionary {d['address']} --json").text)
+    assert sorted((i["key"], i["value"]) for i in doc["items"]) == sorted(tuple(e) for e in d["entries"])
+
+
+def test_dcd_errors(case: Case, host: str) -> None:
+    held = case.truth["monitor"]["held"]
+    assert case.out(host, "dcd").errors == ["error: Missing ConcurrentDictionary address..."]
+    assert case.out(host, "dcd abcdefgh").errors == ["error: Hexadecimal address expected..."]
+    assert case.out(host, "dcd 0000000000000001").errors == [
+        "error: 0000000000000001 is not referencing an object..."]
+    assert case.out(host, f"dcd {held['address']}").errors == [
+        f"error: {held['address']} is not a ConcurrentDictionary but an instance of {held['type']}..."]
