@@ -40,6 +40,7 @@ def commands_for(t: dict) -> list[str]:
         "timerinfo", "timerinfo --json",
         "syncblk", "syncblk -all", f"syncblk {t['monitor']['held']['syncBlock']}", "syncblk --json",
         *[f"dcd {a}" for a in dicts], f"dumpconcurrentdictionary {dicts[0]} --json",
+        "gchandleleaks", "gchandleleaks --json",
         "dcd", "dcd abcdefgh", "dcd 0000000000000001", f"dcd {t['monitor']['held']['address']}",
     ]
 
@@ -332,3 +333,23 @@ def test_dcd_errors(case: Case, host: str) -> None:
         "error: 0000000000000001 is not referencing an object..."]
     assert case.out(host, f"dcd {held['address']}").errors == [
         f"error: {held['address']} is not a ConcurrentDictionary but an instance of {held['type']}..."]
+
+
+# -- gchandleleaks ----------------------------------------------------------------------------
+
+
+def test_gchandleleaks_finds_exactly_the_leaked_handles(case: Case, host: str) -> None:
+    hs = case.truth["handles"]
+    text = case.out(host, "gchandleleaks").text
+    lines = text.splitlines()
+    listed = {h(v) for ln in lines[lines.index(next(ln for ln in lines if ln.startswith("Found ") and
+                                                    ln.endswith(" handles:"))) + 1:lines.index("Searching memory")]
+              for v in ln.split()}
+    assert {h(v) for v in hs["kept"] + hs["leaked"]} <= listed
+    found = {h(m.group(1)) for m in re.finditer(r"^Found ([0-9a-f]+) at location [0-9a-f]+$", text, re.M)}
+    assert {h(v) for v in hs["kept"]} <= found
+    i = lines.index(f"Didn't find {len(hs['leaked'])} handles:")
+    assert {h(v) for ln in lines[i + 1:] for v in ln.split()} == {h(v) for v in hs["leaked"]}
+    doc = json.loads(case.out(host, "gchandleleaks --json").text)
+    assert {h(v) for v in doc["not_found"]} == {h(v) for v in hs["leaked"]}
+    assert {h(v) for v in doc["handles"]} == listed

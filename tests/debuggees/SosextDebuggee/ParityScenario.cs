@@ -3,6 +3,7 @@ using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Reflection;
 using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
 using System.Threading;
 
 namespace SosextDebuggee
@@ -13,6 +14,8 @@ namespace SosextDebuggee
     internal struct ParityPinnedValue { public long A, B; }
     internal sealed class ParityLockObject { public int Value; }
     internal sealed class ParityTimerState { public int Id; }
+    internal sealed class ParityHandleTarget { public int Id; }
+    internal sealed class ParityLeakedTarget { public int Id; }
 
     internal sealed class ParityTimerTarget
     {
@@ -35,6 +38,8 @@ namespace DebuggeeHost
     /// * a Monitor held twice (recursion 2) by the thread "sosext-monitor" on an object that has a
     ///   hash code (so the lock lives in a sync block, not a thin lock), and a second object whose
     ///   sync block exists but whose lock was released;
+    /// * two strong GC handles whose values sit in a static array, and three whose values are kept
+    ///   only XOR-masked (so no memory holds them: leaked, as gchandleleaks should say);
     /// * a ConcurrentDictionary&lt;int, string&gt; and a ConcurrentDictionary&lt;string, bool&gt; of known contents.
     /// </summary>
     internal sealed class ParityScenario : IScenario
@@ -56,6 +61,9 @@ namespace DebuggeeHost
         private static ConcurrentDictionary<int, string> s_intDict;
         private static ConcurrentDictionary<string, bool> s_stringDict;
         private static int s_monitorTid;
+        private static nint[] s_keptHandles;
+        private static long[] s_leakedHandlesMasked;
+        private const long HandleMask = 0x5A5A5A5A5A5A5A5AL;
         private static readonly ManualResetEventSlim s_monitorReady = new ManualResetEventSlim(false, 0);
         private static readonly ManualResetEventSlim s_never = new ManualResetEventSlim(false, 0);
 
@@ -84,11 +92,34 @@ namespace DebuggeeHost
             t.Start();
             if (!s_monitorReady.Wait(30_000)) throw new TimeoutException("the monitor thread did not start");
 
+            s_keptHandles = new nint[2];
+            for (int i = 0; i < s_keptHandles.Length; i++)
+                s_keptHandles[i] = GCHandle.ToIntPtr(GCHandle.Alloc(new ParityHandleTarget { Id = i }, GCHandleType.Normal));
+            s_leakedHandlesMasked = new long[3];
+            LeakHandles();
+            ScrubStack();
+
             s_intDict = new ConcurrentDictionary<int, string>();
             for (int k = 1; k <= 5; k++) s_intDict[k * 11] = "value-" + k;
             s_stringDict = new ConcurrentDictionary<string, bool>();
             s_stringDict["yes"] = true;
             s_stringDict["no"] = false;
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private static void LeakHandles()
+        {
+            for (int i = 0; i < s_leakedHandlesMasked.Length; i++)
+                s_leakedHandlesMasked[i] = (long)GCHandle.ToIntPtr(GCHandle.Alloc(new ParityLeakedTarget { Id = i })) ^ HandleMask;
+        }
+
+        // Overwrites the dead stack below this frame, where the handle allocation left copies of the values.
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private static int ScrubStack()
+        {
+            Span<byte> scratch = stackalloc byte[512 * 1024];
+            scratch.Clear();
+            return scratch[scratch.Length - 1];
         }
 
         private static void MonitorBody()
@@ -195,6 +226,15 @@ namespace DebuggeeHost
             w.PropHex("address", Mem.Addr(s_released));
             w.Prop("syncBlock", SyncBlockIndex(s_released));
             w.EndObject();
+            w.EndObject();
+
+            w.Name("handles").BeginObject();
+            w.Name("kept").BeginArray();
+            foreach (nint h in s_keptHandles) w.Hex(h);
+            w.EndArray();
+            w.Name("leaked").BeginArray();
+            foreach (long m in s_leakedHandlesMasked) w.Hex((nint)(m ^ HandleMask));
+            w.EndArray();
             w.EndObject();
 
             w.Name("dictionaries").BeginArray();
