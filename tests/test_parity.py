@@ -41,6 +41,9 @@ def commands_for(t: dict) -> list[str]:
         "syncblk", "syncblk -all", f"syncblk {t['monitor']['held']['syncBlock']}", "syncblk --json",
         *[f"dcd {a}" for a in dicts], f"dumpconcurrentdictionary {dicts[0]} --json",
         "gchandleleaks", "gchandleleaks --json",
+        "dumpasync", "dumpasync --stats", "dumpasync --coalesce", "dumpasync --json",
+        f"dumpasync --methodtable {t['async']['chain'][1]['mt']}", "dumpasync --type LonelyAsync",
+        "dumpasync --tasks --stats", "dumpasync --completed --stats",
         "dcd", "dcd abcdefgh", "dcd 0000000000000001", f"dcd {t['monitor']['held']['address']}",
     ]
 
@@ -353,3 +356,81 @@ def test_gchandleleaks_finds_exactly_the_leaked_handles(case: Case, host: str) -
     doc = json.loads(case.out(host, "gchandleleaks --json").text)
     assert {h(v) for v in doc["not_found"]} == {h(v) for v in hs["leaked"]}
     assert {h(v) for v in doc["handles"]} == listed
+
+
+# -- dumpasync ---------------------------------------------------------------------------------
+
+FLAG_NAMES = ((0x10000, "Started"), (0x20000, "DelegateInvoked"), (0x40000, "Disposed"),
+              (0x80000, "ExceptionObservedByParent"), (0x100000, "CancellationAcknowledged"),
+              (0x200000, "Faulted"), (0x400000, "Canceled"), (0x800000, "WaitingOnChildren"),
+              (0x1000000, "RanToCompletion"), (0x4000000, "CompletionReserved"))
+
+
+def task_flags(flags: int) -> str:
+    """Task.m_stateFlags as SOS's dumpasync names them (" " when none of its names applies)."""
+    return "|".join(n for bit, n in FLAG_NAMES if flags & bit) or " "
+
+
+def stacks(text: str) -> list[list[str]]:
+    out: list[list[str]] = []
+    for ln in text.splitlines():
+        if re.match(r"^STACKS? \d+$", ln):
+            out.append([])
+        elif ln and out:
+            out[-1].append(ln)
+    return out
+
+
+def chain_lines(a: dict) -> list[str]:
+    src = a["source"]
+    lines = [f"{h(src['address']):016x} {h(src['mt']):016x} ({task_flags(src['flags'])}) "
+             "System.Threading.Tasks.Task<System.Int32>"]
+    for depth, t in enumerate(a["chain"], 1):
+        lines.append(f"{'  ' * depth}{h(t['address']):016x} {h(t['mt']):016x} (0) {t['stateMachine']}")
+    return lines
+
+
+def test_dumpasync_prints_the_awaiting_chain(case: Case, host: str) -> None:
+    a = case.truth["async"]
+    all_stacks = stacks(case.out(host, "dumpasync").text)
+    assert chain_lines(a) in all_stacks
+    lonely = a["lonely"]
+    mine = [s for s in all_stacks if any(f"{h(lonely['address']):016x}" in ln for ln in s)]
+    assert len(mine) == 1
+    awaiting, frame = mine[0]
+    assert re.fullmatch(rf"<< Awaiting: [0-9a-f]{{16}} {h(a['awaiterMt']):016x} {re.escape(a['awaiterType'])} >>", awaiting)
+    assert frame == f"  {h(lonely['address']):016x} {h(lonely['mt']):016x} (0) {lonely['stateMachine']}"
+
+
+def test_dumpasync_filters(case: Case, host: str) -> None:
+    a = case.truth["async"]
+    assert stacks(case.out(host, f"dumpasync --methodtable {a['chain'][1]['mt']}").text) == [chain_lines(a)]
+    only = stacks(case.out(host, "dumpasync --type LonelyAsync").text)
+    assert len(only) == 1 and only[0][-1].endswith(a["lonely"]["stateMachine"])
+
+
+def test_dumpasync_stats_and_coalesce(case: Case, host: str) -> None:
+    a = case.truth["async"]
+    boxes = a["chain"] + [a["lonely"]]
+    text = case.out(host, "dumpasync --stats").text
+    lines = text.splitlines()
+    assert lines[0] == "MT               Count    Type"
+    for t in boxes:
+        assert f"{h(t['mt']):016x} 1        {t['stateMachine']}" in lines
+    assert not any("Task<System.Int32>" in ln for ln in lines)  # tasks only with --tasks
+    tasks = case.out(host, "dumpasync --tasks --stats").text.splitlines()
+    assert f"{h(a['source']['mt']):016x} " in "\n".join(tasks) and "System.Threading.Tasks.Task<System.Int32>" in "\n".join(tasks)
+    completed = case.out(host, "dumpasync --completed --stats").text.splitlines()
+    for t in boxes:
+        assert f"{h(t['mt']):016x} 1        {t['stateMachine']}" in completed
+    co = stacks(case.out(host, "dumpasync --coalesce").text)
+    want = [f"[1] {h(a['source']['mt']):016x} System.Threading.Tasks.Task<System.Int32>"] + [
+        f"{'  ' * d}[1] {h(t['mt']):016x} (0) {t['stateMachine']}" for d, t in enumerate(a["chain"], 1)]
+    assert want in co
+
+
+def test_dumpasync_json(case: Case, host: str) -> None:
+    a = case.truth["async"]
+    doc = json.loads(case.out(host, "dumpasync --json").text)
+    chains = [[h(f["address"]) for f in s["frames"]] for s in doc["stacks"]]
+    assert [h(a["source"]["address"])] + [h(t["address"]) for t in a["chain"]] in chains

@@ -94,13 +94,20 @@ def _callback_name(reader: ObjectReader, delegate: int) -> str:
     return f"{declaring}.{name}"
 
 
-def method_of_code(runtime: "ClrRuntime", code: int) -> tuple[str, str] | None:
-    """(declaring type name, method name) of the method whose code or stub is at ``code``."""
+def method_desc_of_code(runtime: "ClrRuntime", code: int) -> int:
+    """The MethodDesc whose jitted code, or whose precode stub, is at ``code``; 0 if none."""
     dac = runtime.dac
     md = dac.method_desc_from_ip(code)
     if not md:
-        header = dac.code_header_data(code)  # also resolves a method's precode stub
+        header = dac.code_header_data(code)  # GetCodeHeaderData also resolves a precode stub
         md = header.method_desc_ptr if header is not None else 0
+    return md or 0
+
+
+def method_of_code(runtime: "ClrRuntime", code: int) -> tuple[str, str] | None:
+    """(declaring type name, method name) of the method whose code or stub is at ``code``."""
+    dac = runtime.dac
+    md = method_desc_of_code(runtime, code)
     if not md:
         return None
     data = dac.method_desc_data(md)

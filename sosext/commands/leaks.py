@@ -484,3 +484,233 @@ Example:
             out.line("positives. If you still suspect a leak, use this function over time to        ")
             out.line("identify a possible trend.                                                    ")
             out.line(_RULE78)
+
+
+# -- dumpasync --------------------------------------------------------------------------------
+
+
+@register
+class DumpAsync(Command):
+    names = ("dumpasync", "DumpAsync")
+    summary = "Display async \"stacks\": tasks and async state machines on the heap, chained by their continuations."
+    usage = "dumpasync [--stats | --coalesce] [--completed] [--tasks] [--methodtable <MT>] [--type <name>] [--address <addr>] [--json]"
+    details = """\
+Finds every task on the heap (async methods' state machine boxes included), links each to
+what runs when it completes, and prints one STACK per chain that has an async method in
+it: the awaited task first, then each method waiting on it, with its await state (the
+state machine's <>1__state) or a task's state flags. When the first frame is a method
+waiting on something that is not a task, a "<< Awaiting: ... >>" line names the awaiter.
+
+Examples:
+  dumpasync
+  dumpasync --stats
+  dumpasync --coalesce
+  dumpasync --type ReadAsync --completed"""
+    options = (
+        Option("--address", "only stacks that include the object at this address", str, "address", aliases=("-addr",)),
+        Option("--methodtable", "only stacks with an object of this MethodTable", str, "MT", aliases=("-mt",)),
+        Option("--type", "only stacks with an object whose type name contains this text", str, "name"),
+        Option("--tasks", "also stacks made only of tasks (no async method)", aliases=("-t",)),
+        Option("--completed", "include completed tasks", aliases=("-c",)),
+        Option("--fields", "(not supported by sosext yet)", aliases=("-f",)),
+        Option("--stats", "count the frames by type instead of printing stacks"),
+        Option("--coalesce", "merge stacks and parts of stacks that are the same"),
+        Option("--json", "print the result as JSON", dest="json"),
+    )
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from ..clr.asyncstacks import collect_async_objects
+        if args.fields:
+            raise SosError("dumpasync --fields is not supported by sosext yet; use dumpobj on a frame's address")
+        addr = self._address(args.address, "--address")
+        mt = self._address(args.methodtable, "--methodtable")
+        heap = ctx.heap
+        heap.check_walkable()
+        heap.index(ctx.progress)
+        graph = collect_async_objects(ctx.runtime, include_completed=bool(args.completed),
+                                      only_boxes=bool(args.stats and not args.tasks))
+
+        def included(o) -> bool:  # type: ignore[no-untyped-def]
+            if addr is not None and o.address != addr:
+                return False
+            if mt is not None and o.method_table != mt:
+                return False
+            if args.type is not None and args.type not in o.type_name:
+                return False
+            return True
+
+        if args.stats:
+            self._stats(ctx, graph, included, args)
+            return
+        tops = [o for o in graph.objects.values() if o.top_level and self._wanted(graph, o, included, args.tasks)]
+        if args.coalesce:
+            self._coalesced(ctx, graph, tops)
+            return
+        if args.json:
+            emit_json(ctx.out, {"command": "dumpasync", "stacks": [self._stack_json(graph, o) for o in tops]})
+            return
+        out = ctx.out
+        for n, top in enumerate(tops, 1):
+            out.line(f"STACK {n}")
+            depth = 0
+            awaiting = self._awaiting(ctx, top)
+            if awaiting:
+                out.line(awaiting)
+                depth = 1
+            for o, d in self._frames(graph, top, depth):
+                if isinstance(o, int):
+                    flags = graph.flags_of.get(o)
+                    out.line(f"{'  ' * d}{o:016x} {_mt_of(ctx, o):016x} "
+                             f"({_task_flags(flags) if flags is not None else ''}) {escape(graph.names.get(o, ''))}")
+                else:
+                    state = f"({o.await_state})" if o.is_state_machine else f"({_task_flags(o.flags)})"
+                    out.line(f"{'  ' * d}{o.address:016x} {o.method_table:016x} {state} {escape(o.description)}")
+            out.line()
+
+    @staticmethod
+    def _address(text: str | None, option: str) -> int | None:
+        if text is None:
+            return None
+        try:
+            return parse_address(text)
+        except UsageError:
+            raise UsageError(f"invalid address for {option}: {text}") from None
+
+    @staticmethod
+    def _wanted(graph, top, included, include_tasks: bool) -> bool:  # type: ignore[no-untyped-def]
+        """SOS's rule: a stack is shown when it has an object the filters keep and (without
+        --tasks) an async method."""
+        saw_included, saw_machine = False, bool(include_tasks)
+        todo, seen = [top], set()
+        while todo:
+            o = todo.pop()
+            if o.address in seen:
+                continue
+            seen.add(o.address)
+            saw_included |= included(o)
+            saw_machine |= o.is_state_machine
+            if saw_included and saw_machine:
+                return True
+            todo.extend(graph.objects[c] for c in o.continuations if c in graph.objects)
+        return False
+
+    @staticmethod
+    def _frames(graph, top, depth: int):  # type: ignore[no-untyped-def]
+        """Depth-first, as SOS walks: a frame, then its continuations (last pushed first);
+        continuations that are not tasks are printed as leaves (as ints)."""
+        stack = [(top, depth)]
+        seen: set[int] = set()
+        while stack:
+            o, d = stack.pop()
+            yield o, d
+            if o.address in seen:
+                continue  # a cycle in a corrupt heap
+            seen.add(o.address)
+            for c in o.continuations:
+                if c in graph.objects:
+                    stack.append((graph.objects[c], d + 1))
+                else:
+                    yield c, d + 1
+
+    @staticmethod
+    def _awaiting(ctx: CommandContext, top) -> str:  # type: ignore[no-untyped-def]
+        """The synthesized frame for what a paused top-level async method awaits (the awaiter
+        field <>u__1 when the state is 0 or it is the only awaiter field, else the first
+        awaiter field holding something), or "" when it cannot tell."""
+        from ..clr.asyncstacks import is_completed
+        from ..clr.instances import ObjectReader
+        from ..clr.typenames import csharp_name
+        if not top.is_state_machine or top.await_state < 0 or is_completed(top.flags) or not top.state_machine_mt:
+            return ""
+        rt = ctx.runtime
+        fields = [f for f in rt.fields.instance_fields(top.state_machine_mt) if not f.name or f.name.startswith("<>u__")]
+        if top.await_state == 0 or len(fields) == 1:
+            fields = [f for f in fields if f.name == "<>u__1"]
+        for f in fields:
+            where = f.address_in(top.state_machine, top.state_machine_is_struct)
+            if f.is_reference:
+                obj = rt.target.read_pointer(where)
+                if not obj or not ObjectReader(rt).is_object(obj):
+                    continue
+                omt = rt.target.read_pointer(obj) & ~7
+                return f"<< Awaiting: {obj:016x} {omt:016x} {escape(csharp_name(ctx.heap.types.name_of(omt)))} >>"
+            if f.is_struct and f.type_mt:
+                t = ctx.heap.types.get(f.type_mt)
+                size = (t.base_size - 16) if t is not None else 0
+                if len(fields) > 1 and size > 0 and not any(bytes(rt.target.read_partial(where, size))):
+                    continue  # the compiler clears an awaiter field once done with it
+                return (f"<< Awaiting: {where:016x} {f.type_mt:016x} "
+                        f"{escape(csharp_name(ctx.heap.types.name_of(f.type_mt)))} >>")
+        return ""
+
+    @staticmethod
+    def _stats(ctx: CommandContext, graph, included, args: Parsed) -> None:  # type: ignore[no-untyped-def]
+        counts: dict[str, list[int]] = {}
+        for o in graph.objects.values():
+            if not included(o):
+                continue
+            entry = counts.setdefault(o.description, [o.method_table, 0])
+            entry[1] += 1
+        rows = sorted(counts.items(), key=lambda kv: -kv[1][1])
+        if args.json:
+            emit_json(ctx.out, {"command": "dumpasync", "stats": [
+                {"mt": f"0x{mt:x}", "count": n, "type": desc} for desc, (mt, n) in rows]})
+            return
+        ctx.out.line(f"{'MT':<16} {'Count':<8} Type")
+        for desc, (mt, n) in rows:
+            ctx.out.line(f"{mt:016x} {f'{n:,}':<8} {escape(desc)}")
+
+    @staticmethod
+    def _coalesced(ctx: CommandContext, graph, tops) -> None:  # type: ignore[no-untyped-def]
+        out = ctx.out
+
+        def key(a: int) -> str:
+            o = graph.objects.get(a)
+            if o is None:
+                return graph.names.get(a, "")
+            return f"({o.await_state}) {o.description}" if o.is_state_machine else o.description
+
+        def level(frames: list[int], depth: int, counter: list[int]) -> None:
+            groups: dict[str, list[int]] = {}
+            for a in frames:
+                groups.setdefault(key(a), []).append(a)
+            for k, members in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+                if depth == 0:
+                    out.line(f"STACKS {counter[0]}")
+                    counter[0] += 1
+                first = members[0]
+                mt = graph.objects[first].method_table if first in graph.objects else _mt_of(ctx, first)
+                out.line(f"{'  ' * depth}[{len(members)}] {mt:016x} {escape(k)}")
+                nxt = [c for a in members if a in graph.objects for c in graph.objects[a].continuations]
+                if nxt and depth < 1000:
+                    level(nxt, depth + 1, counter)
+                if depth == 0:
+                    out.line()
+
+        if tops:
+            level([o.address for o in tops], 0, [1])
+
+    @staticmethod
+    def _stack_json(graph, top) -> dict:  # type: ignore[no-untyped-def]
+        frames = []
+        for o, d in DumpAsync._frames(graph, top, 0):
+            if isinstance(o, int):
+                frames.append({"depth": d, "address": f"0x{o:x}", "type": graph.names.get(o, "")})
+            else:
+                frames.append({"depth": d, "address": f"0x{o.address:x}", "mt": f"0x{o.method_table:x}",
+                               "type": o.description, "state_machine": o.is_state_machine,
+                               "await_state": o.await_state if o.is_state_machine else None,
+                               "task_flags": o.flags})
+        return {"frames": frames}
+
+
+def _task_flags(flags: int) -> str:
+    from ..clr.asyncstacks import describe_task_flags
+    return describe_task_flags(flags)
+
+
+def _mt_of(ctx: CommandContext, obj: int) -> int:
+    try:
+        return ctx.runtime.target.read_pointer(obj) & ~7
+    except SosError:
+        return 0

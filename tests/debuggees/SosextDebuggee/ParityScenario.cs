@@ -5,6 +5,7 @@ using System.Reflection;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
+using System.Threading.Tasks;
 
 namespace SosextDebuggee
 {
@@ -16,6 +17,63 @@ namespace SosextDebuggee
     internal sealed class ParityTimerState { public int Id; }
     internal sealed class ParityHandleTarget { public int Id; }
     internal sealed class ParityLeakedTarget { public int Id; }
+
+    /// <summary>An awaiter that is never completed and keeps its continuation in a static: the
+    /// state machine awaiting it is the top of its async stack (no task is awaited).</summary>
+    internal readonly struct ParityAwaiter : INotifyCompletion
+    {
+        public static Action Stored;
+        public readonly long Token;
+        public ParityAwaiter(long token) { Token = token; }
+        public bool IsCompleted => false;
+        public void OnCompleted(Action continuation) => Stored = continuation;
+        public void GetResult() { }
+    }
+
+    internal readonly struct ParityAwaitable
+    {
+        public ParityAwaiter GetAwaiter() => new ParityAwaiter(0x7E57);
+    }
+
+    /// <summary>Outer awaits Middle awaits Inner awaits a TaskCompletionSource that never completes;
+    /// Lonely awaits a custom awaiter.</summary>
+    internal static class ParityAsync
+    {
+        public static readonly TaskCompletionSource<int> Source = new TaskCompletionSource<int>();
+        public static Task<int> Inner, Middle;
+        public static Task Outer, Lonely;
+
+        public static void Start()
+        {
+            Outer = OuterAsync();
+            Lonely = LonelyAsync();
+        }
+
+        private static async Task<int> InnerAsync()
+        {
+            int v = await Source.Task;
+            return v + 1;
+        }
+
+        private static async Task<int> MiddleAsync()
+        {
+            Inner = InnerAsync();
+            int v = await Inner;
+            return v * 2;
+        }
+
+        private static async Task OuterAsync()
+        {
+            Middle = MiddleAsync();
+            int v = await Middle;
+            GC.KeepAlive(v);
+        }
+
+        private static async Task LonelyAsync()
+        {
+            await new ParityAwaitable();
+        }
+    }
 
     internal sealed class ParityTimerTarget
     {
@@ -98,6 +156,8 @@ namespace DebuggeeHost
             s_leakedHandlesMasked = new long[3];
             LeakHandles();
             ScrubStack();
+
+            ParityAsync.Start();
 
             s_intDict = new ConcurrentDictionary<int, string>();
             for (int k = 1; k <= 5; k++) s_intDict[k * 11] = "value-" + k;
@@ -237,10 +297,34 @@ namespace DebuggeeHost
             w.EndArray();
             w.EndObject();
 
+            w.Name("async").BeginObject();
+            w.Name("source");
+            WriteTask(w, ParityAsync.Source.Task);
+            w.Name("chain").BeginArray();
+            foreach (Task t in new Task[] { ParityAsync.Inner, ParityAsync.Middle, ParityAsync.Outer }) WriteTask(w, t);
+            w.EndArray();
+            w.Name("lonely");
+            WriteTask(w, ParityAsync.Lonely);
+            w.PropHex("awaiterMt", typeof(ParityAwaiter).TypeHandle.Value);
+            w.Prop("awaiterType", typeof(ParityAwaiter).FullName);
+            w.EndObject();
+
             w.Name("dictionaries").BeginArray();
             WriteDict(w, s_intDict, k => k.ToString(), v => "\"" + v + "\"");
             WriteDict(w, s_stringDict, k => "\"" + k + "\"", v => v ? "True" : "False");
             w.EndArray();
+        }
+
+        private static void WriteTask(Json w, Task t)
+        {
+            const BindingFlags F = BindingFlags.NonPublic | BindingFlags.Instance;
+            w.BeginObject();
+            w.PropHex("address", Mem.Addr(t));
+            w.PropHex("mt", Mem.MethodTableOf(t));
+            w.Prop("flags", (long)(int)typeof(Task).GetField("m_stateFlags", F).GetValue(t));
+            FieldInfo sm = t.GetType().GetField("StateMachine");
+            w.Prop("stateMachine", sm?.FieldType.FullName);
+            w.EndObject();
         }
 
         private static void WriteDict<TK, TV>(Json w, ConcurrentDictionary<TK, TV> d, Func<TK, string> key, Func<TV, string> value)
