@@ -44,6 +44,7 @@ def commands_for(t: dict) -> list[str]:
         "dumpasync", "dumpasync --stats", "dumpasync --coalesce", "dumpasync --json",
         f"dumpasync --methodtable {t['async']['chain'][1]['mt']}", "dumpasync --type LonelyAsync",
         "dumpasync --tasks --stats", "dumpasync --completed --stats",
+        "maddress", "maddress -summary", "maddress --json", "maddress -list GCHeap,Stack,NoSuchKind",
         "dcd", "dcd abcdefgh", "dcd 0000000000000001", f"dcd {t['monitor']['held']['address']}",
     ]
 
@@ -434,3 +435,66 @@ def test_dumpasync_json(case: Case, host: str) -> None:
     doc = json.loads(case.out(host, "dumpasync --json").text)
     chains = [[h(f["address"]) for f in s["frames"]] for s in doc["stacks"]]
     assert [h(a["source"]["address"])] + [h(t["address"]) for t in a["chain"]] in chains
+
+
+# -- maddress ----------------------------------------------------------------------------------
+
+MAP_ROW = re.compile(r"^ \| (\S+) +\| +([0-9a-f]+) \| +([0-9a-f]+) \| +(\S+) \| (\S+) +\| (\S+) +\| (\S+) +\| (.*?) *\| $")
+
+
+def map_rows(text: str) -> list[tuple[str, int, int, str, str]]:
+    """(kind, start, end exclusive, type, image) of maddress's listing."""
+    rows = []
+    for ln in text.splitlines():
+        m = MAP_ROW.match(ln)
+        if m and m.group(1) != "Memory":
+            rows.append((m.group(1), h(m.group(2)), h(m.group(3)) + 1, m.group(5), m.group(8)))
+    return rows
+
+
+def kind_at(rows, address: int) -> list[str]:  # type: ignore[no-untyped-def]
+    return [k for k, s, e, _t, _i in rows if s <= address < e]
+
+
+def test_maddress_names_the_debuggee_memory(case: Case, host: str) -> None:
+    m = case.truth["memory"]
+    rows = map_rows(case.out(host, "maddress").text)
+    assert kind_at(rows, h(m["stackSlot"])) == ["Stack"]
+    assert kind_at(rows, h(m["gcObject"])) == ["GCHeap"]
+    assert kind_at(rows, h(m["handle"])) == ["HandleTable"]
+    native = [r for r in rows if r[1] <= h(m["native"]) < r[2]]
+    assert len(native) == 1 and native[0][0] == "PAGE_READWRITE" and native[0][3] == "MEM_PRIVATE"
+    assert native[0][2] >= h(m["native"]) + m["nativeSize"]
+    assert any(k == "Image" and t == "MEM_IMAGE" and i == m["assembly"] for k, _s, _e, t, i in rows)
+    starts = [r[1] for r in rows]
+    assert starts == sorted(starts)
+    assert all(a[2] <= b[1] for a, b in zip(rows, rows[1:]))  # no overlaps
+
+
+def test_maddress_summary_adds_up(case: Case, host: str) -> None:
+    rows = map_rows(case.out(host, "maddress").text)
+    want: dict[str, list[int]] = {}
+    for k, s, e, _t, _i in rows:
+        w = want.setdefault(k, [0, 0])
+        w[0] += 1
+        w[1] += e - s
+    got = {}
+    for ln in case.out(host, "maddress -summary").text.splitlines():
+        parts = [p.strip() for p in ln.strip().strip("|").split("|")]
+        if len(parts) == 4 and parts[0] not in ("Memory Type", ""):
+            got[parts[0]] = [int(parts[1].replace(",", "")), int(parts[3].replace(",", ""))]
+    total = got.pop("[TOTAL]")
+    assert got == want
+    assert total == [len(rows), sum(e - s for _k, s, e, _t, _i in rows)]
+    doc = json.loads(case.out(host, "maddress --json").text)
+    assert {(r["kind"], h(r["start"]), h(r["end"])) for r in doc["regions"]} == {(k, s, e) for k, s, e, _t, _i in rows}
+
+
+def test_maddress_list(case: Case, host: str) -> None:
+    text = case.out(host, "maddress -list GCHeap,Stack,NoSuchKind").text
+    assert "GCHeap Memory Regions:" in text and "Stack Memory Regions:" in text
+    assert "No memory regions match 'NoSuchKind'." in text
+    rows = map_rows(case.out(host, "maddress").text)
+    n = sum(1 for r in rows if r[0] == "Stack")
+    size = sum(e - s for k, s, e, _t, _i in rows if k == "Stack")
+    assert re.search(rf"^{size:,} bytes \(.*\) in {n:,} memory regions$", text, re.M)

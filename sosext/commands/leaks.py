@@ -714,3 +714,99 @@ def _mt_of(ctx: CommandContext, obj: int) -> int:
         return ctx.runtime.target.read_pointer(obj) & ~7
     except SosError:
         return 0
+
+
+# -- maddress ---------------------------------------------------------------------------------
+
+
+@register
+class MAddress(Command):
+    names = ("maddress", "MAddress")
+    summary = "Display the address space by kind of memory (GC heap, stacks, images ...) with a summary."
+    usage = "maddress [-summary | -stat] [-images] [-reserve] [-orderBySize] [-list <kinds>] [--json]"
+    details = """\
+Every mapping of the process (a live process's /proc maps; a core's program headers and
+its file note), cut and named where the runtime's memory lies: GCHeap (committed segment
+and region memory), [GCHeapReserve] (with -reserve), HandleTable; a mapping holding a
+thread's stack pointer is Stack, a loaded module's file is Image, the rest is named by its
+protection (PAGE_READWRITE ...; MAPPED_... for other files). Then a summary per kind.
+Loader, code and stub heaps are not told apart yet: they show as PAGE_* memory.
+
+Examples:
+  maddress -summary
+  maddress -images
+  maddress -list GCHeap,Stack"""
+    options = (
+        Option("-summary", "only the summary table", aliases=("-stat",)),
+        Option("-images", "a table of memory per image"),
+        Option("-reserve", "include reserved (inaccessible) memory"),
+        Option("-orderBySize", "list the regions by size (largest first), not by address"),
+        Option("-list", "list the regions of these kinds (comma separated)", str, "kinds"),
+        Option("--json", "print the result as JSON", dest="json"),
+    )
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from ..clr.addressmap import address_map
+        from ..render.bordered import BorderedTable, human_size
+        from ..render.table import Column, Pointer, Text
+        ranges = address_map(ctx.runtime, include_reserve=bool(args.reserve))
+        groups: dict[str, list[int]] = {}
+        for r in ranges:
+            g = groups.setdefault(r.name, [0, 0])
+            g[0] += 1
+            g[1] += r.size
+        summary = sorted(groups.items(), key=lambda kv: -kv[1][1])
+        if args.json:
+            emit_json(ctx.out, {"command": "maddress", "regions": [
+                {"kind": r.name, "start": f"0x{r.start:x}", "end": f"0x{r.end:x}", "size": r.size, "type": r.type,
+                 "state": r.state, "protect": r.protection, "image": r.image} for r in ranges],
+                "summary": [{"kind": k, "count": c, "size": s} for k, (c, s) in summary]})
+            return
+        out = ctx.out
+        human = Column(12, True, lambda v: human_size(int(v)))
+        width = max([len(r.name) for r in ranges] + [0])
+        if not args.summary and args.list is None:
+            ordered = sorted(ranges, key=lambda r: (-r.size, r.start)) if args.orderbysize else ranges
+            t = BorderedTable(Column(width, False, str), Pointer(), Pointer(), human,
+                              Column(max([len(r.type) for r in ranges] + [0]), False, str),
+                              Column(max([len(r.state) for r in ranges] + [0]), False, str),
+                              Column(max([len(r.protection) for r in ranges] + [0]), False, str),
+                              Text(max([len(r.image) for r in ranges] + [0])))
+            out.lines(t.header("Memory Kind", "StartAddr", "EndAddr-1", "Size", "Type", "State", "Protect", "Image"))
+            out.lines([t.row(r.name, r.start, r.end - 1, r.size, r.type, r.state, r.protection, escape(r.image))
+                       for r in ordered])
+            out.line(t.rule())
+        if args.images:
+            images: dict[str, list[int]] = {}
+            for r in ranges:
+                if r.image and r.state != "MEM_RESERVE":
+                    g = images.setdefault(r.image, [0, 0])
+                    g[0] += 1
+                    g[1] += r.size
+            t = BorderedTable(Text(min(max([len(i) for i in images] + [5]), 80)), Integer(), human, Integer())
+            out.lines(t.header("Image", "Count", "Size", "Size (bytes)"))
+            rows = sorted(images.items(), key=lambda kv: -kv[1][1])
+            out.lines([t.row(escape(i), c, s, s) for i, (c, s) in rows])
+            out.lines(t.footer("[TOTAL]", sum(c for c, _s in images.values()), sum(s for _c, s in images.values()),
+                               sum(s for _c, s in images.values())))
+            out.line()
+        if args.list is not None:
+            for kind in [k for k in args.list.replace(",", " ").split() if k]:
+                mine = sorted((r for r in ranges if r.name.lower() == kind.lower()), key=lambda r: -r.size)
+                if not mine:
+                    out.line(f"No memory regions match '{kind}'.")
+                    continue
+                out.line(f"{kind} Memory Regions:")
+                t = Table(Pointer(), Integer(), human, Column(11, False, str), Column(11, False, str), Text())
+                out.line(t.header("Base Address", "Size (bytes)", "Size", "Mem State", "Mem Type", "Mem Protect"))
+                for r in mine:
+                    out.line(t.row(r.start, r.size, r.size, r.state, r.type, r.protection))
+                total = sum(r.size for r in mine)
+                out.line(f"{total:,} bytes ({human_size(total)}) in {len(mine):,} memory regions")
+                out.line()
+        if args.list is None or args.summary:
+            t = BorderedTable(Column(width, False, str), Integer(), human, Integer())
+            out.lines(t.header("Memory Type", "Count", "Size", "Size (bytes)"))
+            out.lines([t.row(k, c, s, s) for k, (c, s) in summary])
+            out.lines(t.footer("[TOTAL]", sum(c for c, _s in groups.values()), sum(s for _c, s in groups.values()),
+                               sum(s for _c, s in groups.values())))

@@ -120,6 +120,8 @@ namespace DebuggeeHost
         private static ConcurrentDictionary<string, bool> s_stringDict;
         private static int s_monitorTid;
         private static nint[] s_keptHandles;
+        private static nint s_monitorStackSlot, s_native;
+        public const int NativeBlock = 3 << 20;
         private static long[] s_leakedHandlesMasked;
         private const long HandleMask = 0x5A5A5A5A5A5A5A5AL;
         private static readonly ManualResetEventSlim s_monitorReady = new ManualResetEventSlim(false, 0);
@@ -158,6 +160,7 @@ namespace DebuggeeHost
             ScrubStack();
 
             ParityAsync.Start();
+            unsafe { s_native = (nint)NativeMemory.Alloc(NativeBlock); }
 
             s_intDict = new ConcurrentDictionary<int, string>();
             for (int k = 1; k <= 5; k++) s_intDict[k * 11] = "value-" + k;
@@ -182,13 +185,16 @@ namespace DebuggeeHost
             return scratch[scratch.Length - 1];
         }
 
-        private static void MonitorBody()
+        private static unsafe void MonitorBody()
         {
+            long onStack = 0x57AC;
+            s_monitorStackSlot = (nint)(&onStack);
             Monitor.Enter(s_held);
             Monitor.Enter(s_held);
             s_monitorTid = Mem.CurrentOsTid();
             s_monitorReady.Set();
             s_never.Wait();
+            GC.KeepAlive(onStack);
         }
 
         public void Settle(int attempt)
@@ -286,6 +292,15 @@ namespace DebuggeeHost
             w.PropHex("address", Mem.Addr(s_released));
             w.Prop("syncBlock", SyncBlockIndex(s_released));
             w.EndObject();
+            w.EndObject();
+
+            w.Name("memory").BeginObject();
+            w.PropHex("stackSlot", s_monitorStackSlot);
+            w.PropHex("native", s_native);
+            w.Prop("nativeSize", NativeBlock);
+            w.PropHex("gcObject", Mem.Addr(s_held));
+            w.PropHex("handle", s_keptHandles[0]);
+            w.Prop("assembly", typeof(ParityScenario).Assembly.Location);
             w.EndObject();
 
             w.Name("handles").BeginObject();
