@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..errors import SosError
 from .fields import ClrField
 
@@ -74,12 +72,3 @@ def objects_of_type(heap: "ClrHeap", name: str) -> list[int]:
     if not ids:
         return []
     return ix.addresses[ix.mask_type_ids(ids)].tolist()
-
-
-def type_ids_matching(heap: "ClrHeap", prefix: str) -> list[int]:
-    ix = heap.index()
-    return [i for i, mt in enumerate(ix.method_tables.tolist()) if heap.types.name_of(mt).startswith(prefix)]
-
-
-def positions(mask: np.ndarray) -> np.ndarray:
-    return np.flatnonzero(mask)

@@ -16,6 +16,7 @@ from ..clr.progress import polled
 from ..clr.segments import Generation, SegmentKind
 from ..clr.syncblocks import ORPHANED, sync_block_table
 from ..clr.timers import INFINITE, ClrTimer, read_timers
+from ..clr.values import round_trip
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.table import Integer, Table
@@ -363,7 +364,7 @@ def value_text(v: ClrValue) -> str:
     if et in (ET.I, ET.U):
         return "null" if not x else f"0x{int(x) & ((1 << 64) - 1):x}"
     if et in (ET.R4, ET.R8):
-        return repr(float(x))
+        return round_trip(float(x), single=et == ET.R4)  # .NET's default ToString is round-trip
     return str(x)
 
 
