@@ -43,7 +43,7 @@ def commands_for(t: dict) -> list[str]:
         "gchandleleaks", "gchandleleaks --json",
         "dumpasync", "dumpasync --stats", "dumpasync --coalesce", "dumpasync --json",
         f"dumpasync --methodtable {t['async']['chain'][1]['mt']}", "dumpasync --type LonelyAsync",
-        "dumpasync --tasks --stats", "dumpasync --completed --stats",
+        "dumpasync --tasks --stats", "dumpasync --completed --stats", "dumpasync --fields",
         "maddress", "maddress -summary", "maddress --json", "maddress -list GCHeap,Stack,NoSuchKind",
         "dcd", "dcd abcdefgh", "dcd 0000000000000001", f"dcd {t['monitor']['held']['address']}",
     ]
@@ -63,12 +63,12 @@ def run(host: str, truth: dict, **kw) -> dict[str, drivers.Output]:  # type: ign
     return dict(zip(cmds, drivers.run_in_host(host, cmds, **kw)))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["wks", "svr"])
 def case(request, tmp_path_factory) -> Case:
     drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
-    cores = tmp_path_factory.mktemp("cores-parity")
-    with Debuggee("parity", tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
+    cores = tmp_path_factory.mktemp(f"cores-parity-{request.param}")
+    with Debuggee("parity", gc=request.param, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
         c = Case(d.truth)
         core = d.write_core("heap", cores / "parity.core")
         exe = str(d.executable)
@@ -498,3 +498,25 @@ def test_maddress_list(case: Case, host: str) -> None:
     n = sum(1 for r in rows if r[0] == "Stack")
     size = sum(e - s for k, s, e, _t, _i in rows if k == "Stack")
     assert re.search(rf"^{size:,} bytes \(.*\) in {n:,} memory regions$", text, re.M)
+
+
+def test_dumpasync_fields(case: Case, host: str) -> None:
+    a = case.truth["async"]
+    lines = case.out(host, "dumpasync --fields").text.splitlines()
+    for depth, t in enumerate(a["chain"], 1):
+        i = lines.index(f"{'  ' * depth}{h(t['address']):016x} {h(t['mt']):016x} (0) {t['stateMachine']}")
+        tab = " " * ((depth + 4) * 2)
+        assert lines[i + 1] == f"{tab}{'Address':>16} {'MT':>16} {'Type':<32} {'Value':>16} Name"
+        rows = {}
+        for ln in lines[i + 2:]:
+            if not ln.startswith(tab) or ln.startswith(tab + " "):
+                break
+            parts = ln.split()
+            rows[parts[-1]] = parts
+        assert rows["<>1__state"][-2] == "0"
+        assert h(rows["<>u__1"][1]) == h(a["taskAwaiterMt"])
+    lonely = a["lonely"]
+    i = lines.index(f"  {h(lonely['address']):016x} {h(lonely['mt']):016x} (0) {lonely['stateMachine']}")
+    awaiting = lines[i - 1].split()[2]
+    awaiter_row = next(ln.split() for ln in lines[i + 2:] if ln.split()[-1] == "<>u__1")
+    assert awaiter_row[0] == awaiting and h(awaiter_row[1]) == h(a["awaiterMt"])

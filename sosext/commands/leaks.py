@@ -513,7 +513,7 @@ Examples:
         Option("--type", "only stacks with an object whose type name contains this text", str, "name"),
         Option("--tasks", "also stacks made only of tasks (no async method)", aliases=("-t",)),
         Option("--completed", "include completed tasks", aliases=("-c",)),
-        Option("--fields", "(not supported by sosext yet)", aliases=("-f",)),
+        Option("--fields", "show each async method's state machine fields", aliases=("-f",)),
         Option("--stats", "count the frames by type instead of printing stacks"),
         Option("--coalesce", "merge stacks and parts of stacks that are the same"),
         Option("--json", "print the result as JSON", dest="json"),
@@ -521,8 +521,6 @@ Examples:
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         from ..clr.asyncstacks import collect_async_objects
-        if args.fields:
-            raise SosError("dumpasync --fields is not supported by sosext yet; use dumpobj on a frame's address")
         addr = self._address(args.address, "--address")
         mt = self._address(args.methodtable, "--methodtable")
         heap = ctx.heap
@@ -566,7 +564,30 @@ Examples:
                 else:
                     state = f"({o.await_state})" if o.is_state_machine else f"({_task_flags(o.flags)})"
                     out.line(f"{'  ' * d}{o.address:016x} {o.method_table:016x} {state} {escape(o.description)}")
+                    if args.fields:
+                        self._fields(ctx, o, d + 4)
             out.line()
+
+    @staticmethod
+    def _fields(ctx: CommandContext, o, depth: int) -> None:  # type: ignore[no-untyped-def]
+        """SOS's field table of a frame: the state machine's fields (or the task's)."""
+        from ..clr.typenames import csharp_name
+        rt = ctx.runtime
+        if o.state_machine_mt:
+            where, mt, value_class = o.state_machine, o.state_machine_mt, o.state_machine_is_struct
+        else:
+            where, mt, value_class = o.address, o.method_table, False
+        tab = " " * (depth * 2)
+        out = ctx.out
+        out.line(f"{tab}{'Address':>16} {'MT':>16} {'Type':<32} {'Value':>16} Name")
+        for f in rt.fields.instance_fields(mt):
+            if not f.type_mt:
+                continue  # SOS skips fields whose type it cannot load
+            at = f.address_in(where, value_class)
+            shown = rt.target.read_pointer(at) if f.is_reference else at
+            tname = _cut_front(csharp_name(ctx.heap.types.name_of(f.type_mt)), 32)
+            value = _cut_front(_field_display(ctx, f, at), 16)
+            out.line(f"{tab}{shown:016x} {f.type_mt:016x} {escape(tname):<32} {escape(value):>16} {escape(f.name)}")
 
     @staticmethod
     def _address(text: str | None, option: str) -> int | None:
@@ -703,6 +724,42 @@ Examples:
                                "await_state": o.await_state if o.is_state_machine else None,
                                "task_flags": o.flags})
         return {"frames": frames}
+
+
+def _cut_front(text: str, width: int) -> str:
+    return text if len(text) <= width else "..." + text[len(text) - width + 3:]
+
+
+def _field_display(ctx: CommandContext, f, at: int) -> str:  # type: ignore[no-untyped-def]
+    """A field's value as SOS's dumpasync --fields shows it."""
+    rt = ctx.runtime
+    et = f.sig_type if f.sig_type in (ET.STRING, ET.SZARRAY) else f.element_type
+    if f.is_struct:
+        return f"{at:016x}"
+    v = rt.fields.read(f, at)
+    if et == ET.BOOLEAN:
+        return "true" if v else "false"
+    if et == ET.CHAR:
+        return f"'{chr(v)}'" if 32 <= v < 127 else f"'\\u{v:04X}'"
+    if et in (ET.R4, ET.R8):
+        return round_trip(float(v), single=et == ET.R4)
+    if et in (ET.I, ET.U, ET.PTR, ET.FNPTR):
+        return f"{int(v) & ((1 << 64) - 1):016x}"
+    if f.is_reference:
+        if not v:
+            return "null"
+        mt = rt.target.read_pointer(v) & ~7
+        if mt == ctx.heap.string_mt:
+            from ..clr.instances import ObjectReader
+            return f'"{ObjectReader(rt).string(v, 64)}"'
+        if et == ET.SZARRAY:
+            from ..clr.typenames import csharp_name
+            name = csharp_name(ctx.heap.types.name_of(mt))
+            return f"{name[:-2] if name.endswith('[]') else name}[{rt.target.read_u32(v + 8)}]"
+        return f"{v:016x}"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return "(unknown)"
 
 
 def _task_flags(flags: int) -> str:

@@ -322,6 +322,7 @@ namespace DebuggeeHost
             WriteTask(w, ParityAsync.Lonely);
             w.PropHex("awaiterMt", typeof(ParityAwaiter).TypeHandle.Value);
             w.Prop("awaiterType", typeof(ParityAwaiter).FullName);
+            w.PropHex("taskAwaiterMt", typeof(TaskAwaiter<int>).TypeHandle.Value);
             w.EndObject();
 
             w.Name("dictionaries").BeginArray();
