@@ -114,8 +114,14 @@ def capacity(heap: "ClrHeap") -> int:
     return sum(max(b - a, 0) // MIN_OBJECT_SIZE + 1 for seg in heap.segments for a, b in heap.pieces(seg))
 
 
+Flush = Callable[[IndexColumns, MethodTableTable, dict], None]
+
+
 def walk_heap(heap: "ClrHeap", cols: IndexColumns, progress: Progress,
-              resolve: Callable[[int], "tuple[int, int] | None"]) -> WalkResult:
+              resolve: Callable[[int], "tuple[int, int] | None"], flush: Flush | None = None) -> WalkResult:
+    """Every object into ``cols``. With ``flush``, ``cols`` is a window rather than the
+    whole index: whenever it is full, and after each segment, ``flush(cols, table, big)``
+    consumes what it holds and the walk starts again at position 0 (``stream_stats``)."""
     table = MethodTableTable(resolve)
     target = heap.runtime.target
     errors: list[WalkError] = []
@@ -126,10 +132,12 @@ def walk_heap(heap: "ClrHeap", cols: IndexColumns, progress: Progress,
     for seg in heap.segments:
         first = cols.count
         if seg.kind is SegmentKind.LOH:
-            _walk_large(heap, seg, table, cols, errors, big)
+            _walk_large(heap, seg, table, cols, errors, big, flush)
         else:
-            _walk_bulk(heap, target, seg, table, cols, errors)
+            _walk_bulk(heap, target, seg, table, cols, errors, flush)
         slices.append((seg, first, cols.count))
+        if flush is not None:
+            flush(cols, table, big)
         done += seg.length
         progress.update(done)
     progress.finish()
@@ -137,7 +145,7 @@ def walk_heap(heap: "ClrHeap", cols: IndexColumns, progress: Progress,
 
 
 def _walk_bulk(heap: "ClrHeap", target, seg: ClrSegment, table: MethodTableTable,
-               cols: IndexColumns, errors: list[WalkError]) -> None:
+               cols: IndexColumns, errors: list[WalkError], flush: Flush | None) -> None:
     pieces = heap.pieces(seg)
     if not pieces:
         return
@@ -168,7 +176,9 @@ def _walk_bulk(heap: "ClrHeap", target, seg: ClrSegment, table: MethodTableTable
                 errors.append(WalkError(lo + 8 * bad, int(words[bad]) if bad < len(words) else 0,
                                         "invalid object header", lo + 8 * i if i < stop else 0))
             if status == hw.FULL:
-                raise RuntimeError("heap index capacity exceeded")  # capacity() is an upper bound
+                if flush is None:
+                    raise RuntimeError("heap index capacity exceeded")  # capacity() is an upper bound
+                flush(cols, table, {})
 
 
 _RESYNC_CHECK = 4  # objects that must follow a candidate header for the walk to trust it
@@ -193,7 +203,7 @@ def resynchronise(words: np.ndarray, bad: int, stop: int, table: MethodTableTabl
 
 
 def _walk_large(heap: "ClrHeap", seg: ClrSegment, table: MethodTableTable, cols: IndexColumns,
-                errors: list[WalkError], big: dict[int, int]) -> None:
+                errors: list[WalkError], big: dict[int, int], flush: Flush | None) -> None:
     """Large objects one header at a time: reading them in bulk would read every byte of
     every big array only to look at its first 16."""
     target = heap.runtime.target
@@ -210,6 +220,8 @@ def _walk_large(heap: "ClrHeap", seg: ClrSegment, table: MethodTableTable, cols:
                 errors.append(WalkError(pos, word, "invalid object header"))
                 break
             size = int(table.base_sizes[tid]) + int(table.component_sizes[tid]) * int.from_bytes(head[8:12], "little")
+            if flush is not None and cols.count == len(cols.addresses):
+                flush(cols, table, big)
             n = cols.count
             cols.addresses[n] = pos
             cols.type_ids[n] = tid

@@ -71,6 +71,8 @@ class ClrHeap:
         self.alloc_contexts = self._load_alloc_contexts()
         self.gcdesc = gcdesc_reader(self)
         self._index: HeapIndex | None = None
+        self._statistics = None  # heapstats.HeapStatistics
+        self._store_checked: tuple | None = None
         self._scratch_buf = memoryview(bytearray())
         self._graph: "ReferenceGraph | None" = None
         self._lookup = None
@@ -196,6 +198,19 @@ class ClrHeap:
             self._index = self._walk(progress or Progress.silent())
         return self._index
 
+    def statistics(self, progress: Progress | None = None):  # -> heapstats.HeapStatistics
+        """dumpheap -stat's numbers for the whole heap. From the index when it exists or a
+        core's index cache is about to keep it on disk; otherwise (a live process, the cache
+        off) streamed by a walk that keeps no column per object."""
+        from . import heapstats, kernels
+        if self._statistics is None:
+            p = progress or Progress.silent()
+            if self._index is None and kernels.compiled() and self._index_store() is None:
+                self._statistics = heapstats.stream(self, p, self._sizes_of)
+            else:
+                self._statistics = heapstats.HeapStatistics.of_index(self, self.index(p))
+        return self._statistics
+
     def lookup(self):  # -> refscan.ObjectLookup
         """Address → index position in constant time (a start bitmap per segment)."""
         if self._lookup is None:
@@ -260,6 +275,14 @@ class ClrHeap:
             pieces.append((pos, seg.end))
         return [(a, b) for a, b in pieces if b > a]
 
+    def _index_store(self):  # -> indexcache.IndexStore | None
+        """Where a core's index is kept on disk; None for a live process or with the cache off
+        (asked once: the answer may come with a one-line note)."""
+        if self._store_checked is None:
+            from .indexcache import IndexStore
+            self._store_checked = (IndexStore.for_heap(self),)
+        return self._store_checked[0]
+
     def _walk(self, progress: Progress) -> HeapIndex:
         from . import kernels
         if kernels.compiled():
@@ -269,8 +292,7 @@ class ClrHeap:
 
     def _walk_compiled(self, progress: Progress) -> HeapIndex:
         from . import fastwalk, memory
-        from .indexcache import IndexStore
-        store = self.store = IndexStore.for_heap(self)
+        store = self.store = self._index_store()
         if store is not None:
             cached = store.load(self)
             if cached is not None:

@@ -46,6 +46,7 @@ _FOOTER = struct.Struct("<8sQQ")
 _COLUMNS = (("addresses", np.uint64), ("type_ids", np.uint32), ("sizes", np.uint32), ("generations", np.uint8))
 _KEEP_FILES = 16  # the newest index files kept; older ones are removed
 _SAMPLES = 256
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # pre-fault the mapped file in one call: ~60K faults saved at 20M objects
 
 
 def default_dir() -> str | None:
@@ -236,7 +237,7 @@ class IndexStore:
             pos = stop
         if pos != n:
             raise ValueError("segment slices do not cover the objects")
-        mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+        mm = mmap.mmap(fd, 0, mmap.MAP_SHARED | _POPULATE, mmap.PROT_READ)
         cols = {name: np.frombuffer(mm, dtype=dtype, count=n, offset=t["columns"][name])
                 for name, dtype in _COLUMNS}
         mts = np.array(t["method_tables"], dtype=np.uint64)
@@ -290,6 +291,7 @@ class IndexStore:
             n, m, items_at = len(index), int(t["items"]), int(t["items_at"])
             if (t["kind"], t["count"]) != (kind, n) or items_at < 8 * (n + 1) or items_at + 4 * m != end:
                 raise ValueError("written for another core or index")
+            # Not pre-faulted: a later gcroot reads only the rows its search reaches.
             mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
             offsets = np.frombuffer(mm, dtype=np.int64, count=n + 1)
             items = np.frombuffer(mm, dtype=np.uint32, count=m, offset=items_at)

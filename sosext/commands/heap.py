@@ -8,6 +8,7 @@ import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
 from ..clr.heap import ClrHeap
+from ..clr.heapstats import HeapStatistics
 from ..clr.index import HeapIndex
 from ..clr.progress import polled
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
@@ -19,7 +20,6 @@ from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_
 from .base import Command, Option, Parsed, Positional, add_length, parse_address, parse_count, parse_mt, register
 from .context import CommandContext
 
-_FRAGMENT_MIN = 512 * 1024
 
 
 # gen3/gen4 are the GC's internal numbers of LOH and POH; SOS does not take them and a
@@ -122,14 +122,21 @@ def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, 
     ctx.out.line(f"Total {sum(c for _m, c, _t in stats):,} objects, {sum(tt for _m, _c, tt in stats):,} bytes")
 
 
-def write_corruption(ctx: CommandContext, ix: HeapIndex) -> None:
+def _whole_heap(args: Parsed) -> bool:
+    """No option narrows dumpheap to part of the heap or asks for more than the statistics."""
+    narrowing = (args.mt, args.type, args.min, args.max, args.gen, args.heap, args.segment, args.start, args.end)
+    return (all(v is None for v in narrowing) and not (args.strings or args.live or args.dead
+                                                      or args.thinlock or args.json or args.short))
+
+
+def write_corruption(ctx: CommandContext, errors: list) -> None:
     """Where the walk met memory it could not read as objects: the totals are then partial."""
-    if not ix.errors:
+    if not errors:
         return
     ctx.out.line()
-    ctx.out.line(f"Heap corruption: the walk stepped over {len(ix.errors):,} place"
-                 f"{'' if len(ix.errors) == 1 else 's'} it could not read; the totals above are partial:")
-    for e in ix.errors:
+    ctx.out.line(f"Heap corruption: the walk stepped over {len(errors):,} place"
+                 f"{'' if len(errors) == 1 else 's'} it could not read; the totals above are partial:")
+    for e in errors:
         what = f"{e.reason} (MethodTable {e.method_table:x})" if e.method_table else e.reason
         where = f"walk resumed at {e.resumed_at:x}" if e.resumed_at else "walk resumed at the next segment"
         ctx.out.line(f"  {e.address:x}: {what}; {where}")
@@ -188,6 +195,10 @@ Examples:
         heap.check_walkable(args.ignoregcstate)
         check_heap_arguments(heap, args.mt, args.segment)
         progress = ctx.progress if not args.noprogress else None
+        if args.stat and _whole_heap(args):
+            # The whole heap's statistics need no index: streamed when there is none to reuse.
+            self._statistics(ctx, heap, heap.statistics(progress), args.bycount)
+            return
         ix = heap.index(progress)
         mt = heap.string_mt if args.strings else args.mt
         mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end, gen=gen,
@@ -208,9 +219,7 @@ Examples:
             return
         if args.stat and not args.strings:
             # Statistics only: no per-object selection array, two passes of compiled kernels.
-            write_stats(ctx, heap, type_stats(heap, ix, mask, args.bycount))
-            self._fragmentation(ctx, heap, ix, mask)
-            write_corruption(ctx, ix)
+            self._statistics(ctx, heap, HeapStatistics.of_index(heap, ix, mask), args.bycount)
             return
         if args.short:
             write_addresses(ctx, ix, chunks_of_mask(mask))
@@ -222,9 +231,7 @@ Examples:
         if args.strings:
             self._string_stats(ctx, heap, ix, sel)
             return
-        write_stats(ctx, heap, type_stats(heap, ix, mask, args.bycount))
-        self._fragmentation(ctx, heap, ix, mask)
-        write_corruption(ctx, ix)
+        self._statistics(ctx, heap, HeapStatistics.of_index(heap, ix, mask), args.bycount)
 
     @staticmethod
     def _list(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
@@ -232,28 +239,16 @@ Examples:
         write_listing(ctx, heap, ix, chunks_of(sel))
 
     @staticmethod
-    def _fragmentation(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray) -> None:
-        from ..clr.kernels import heapwalk
-        free_id = ix.type_id(heap.free_mt)
-        if free_id is None:
-            return
-        rows = []
-        for i in heapwalk.free_blocks(ix.addresses, ix.type_ids, ix.sizes, mask, free_id, _FRAGMENT_MIN).tolist():
-            nxt = ix.addresses[i] + np.uint64((ix.size_of(i) + 7) & ~7)
-            seg = heap.segment_of(int(nxt))
-            if seg is not None and seg.kind is SegmentKind.LOH:
-                continue
-            j = ix.find(int(nxt))
-            rows.append((int(ix.addresses[i]), ix.size_of(i), int(nxt),
-                         heap.types.name_of(int(ix.method_tables[ix.type_ids[j]]))))
-        if not rows:
-            return
-        ctx.out.line()
-        ctx.out.line("Fragmented blocks larger than 0.5 MB:")
-        t = Table(Pointer(), Integer(), Pointer(), TypeName())
-        ctx.out.line(t.header("Address", "Size", "Followed By"))
-        for r in rows:
-            ctx.out.line(t.row(*r))
+    def _statistics(ctx: CommandContext, heap: ClrHeap, stats: HeapStatistics, by_count: bool) -> None:
+        write_stats(ctx, heap, stats.rows(by_count))
+        if stats.free_blocks:
+            ctx.out.line()
+            ctx.out.line("Fragmented blocks larger than 0.5 MB:")
+            t = Table(Pointer(), Integer(), Pointer(), TypeName())
+            ctx.out.line(t.header("Address", "Size", "Followed By"))
+            for b in stats.free_blocks:
+                ctx.out.line(t.row(b.address, b.size, b.next_address, heap.types.name_of(b.next_method_table)))
+        write_corruption(ctx, stats.errors)
 
     @staticmethod
     def _string_stats(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:

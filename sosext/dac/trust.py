@@ -218,23 +218,63 @@ def parse_runtime_info(blob: bytes) -> RuntimeInfo | None:
     return RuntimeInfo(version, _module_index(blob, 24), _module_index(blob, 48), _module_index(blob, 72))
 
 
-def exported_symbol(image_path: str, name: str) -> tuple[int, int] | None:
-    """(st_value, lowest PT_LOAD p_vaddr) of a defined dynamic symbol in an ELF file, or None.
+_ELF64_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+_ELF64_SECTION = struct.Struct("<IIQQQQIIQQ")
+_ELF64_SEGMENT = struct.Struct("<IIQQQQQQ")
+_ELF64_SYMBOL = struct.Struct("<IBBHQQ")
+_SHT_DYNSYM = 11
+_PT_LOAD = 1
+_SHN_UNDEF = 0
 
-    The file may be hostile (it sits where a core says): any parse failure means "not found"."""
+
+def exported_symbol(image_path: str, name: str) -> tuple[int, int] | None:
+    """(st_value, lowest PT_LOAD p_vaddr) of a defined dynamic symbol in an ELF64 file, or None.
+
+    The file may be hostile (it sits where a core says): every offset is bounds-checked and any
+    parse failure means "not found". Reads only the headers, ``.dynsym`` and its string table,
+    and looks for the name in the string table first: most runtimes do not export it, and a
+    whole symbol-table parse (pyelftools builds a map of every name) cost ~75 ms per start."""
     try:
-        from elftools.elf.elffile import ELFFile
         with open(image_path, "rb") as f:
-            elf = ELFFile(f)
-            loads = [seg["p_vaddr"] for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
-            if not loads:
-                return None
-            dynsym = elf.get_section_by_name(".dynsym")
-            symbols = dynsym.get_symbol_by_name(name) if dynsym is not None else None
-            for sym in symbols or ():
-                if sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
-                    return int(sym["st_value"]), int(min(loads))
-    except Exception:  # noqa: BLE001 - pyelftools raises many kinds on a damaged file
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        return _find_dynamic_symbol(memoryview(data), name.encode())
+    except (struct.error, ValueError, IndexError, OverflowError):  # offsets from a hostile file
+        return None
+
+
+def _find_dynamic_symbol(data: memoryview, name: bytes) -> tuple[int, int] | None:
+    (ident, _type, _machine, _version, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum,
+     shentsize, shnum, _shstrndx) = _ELF64_HEADER.unpack_from(data, 0)
+    if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+        return None  # only little-endian ELF64, the hosts sosext runs on
+    if phentsize != _ELF64_SEGMENT.size or shentsize != _ELF64_SECTION.size:
+        return None
+    loads = [vaddr for ptype, _fl, _off, vaddr, *_rest in
+             (_ELF64_SEGMENT.unpack_from(data, phoff + i * phentsize) for i in range(phnum))
+             if ptype == _PT_LOAD]
+    if not loads:
+        return None
+    sections = [_ELF64_SECTION.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
+    for _name, sh_type, _fl, _addr, offset, size, link, _info, _align, entsize in sections:
+        if sh_type != _SHT_DYNSYM or entsize != _ELF64_SYMBOL.size or not 0 <= link < len(sections):
+            continue
+        str_offset, str_size = sections[link][4], sections[link][5]
+        strtab = bytes(data[str_offset:str_offset + str_size])
+        # A linker may share a name's bytes with the tail of a longer one ("__libc_malloc"
+        # holds "malloc"), so every place the name ends a string is a candidate.
+        wanted, at = set(), strtab.find(name + b"\0")
+        while at >= 0:
+            wanted.add(at)
+            at = strtab.find(name + b"\0", at + 1)
+        if not wanted:
+            return None
+        table = data[offset:offset + (size // entsize) * entsize]
+        for st_name, _info_, _other, shndx, value, _size in _ELF64_SYMBOL.iter_unpack(table):
+            if st_name in wanted and shndx != _SHN_UNDEF and value:
+                return value, min(loads)
         return None
     return None
 

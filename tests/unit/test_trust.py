@@ -231,3 +231,52 @@ def test_a_refusal_escapes_what_the_target_names(trusted: Path) -> None:
                             f"{shown}/libcoreclr.so): {shown} is world-writable; trust a directory explicitly "
                             "with setclrpath DIR (LLDB/GDB) or --clr-path DIR (CLI)")
     assert not marker.exists()
+
+
+def _pyelftools_symbol(path: str, name: str) -> tuple[int, int] | None:
+    """The same question answered by pyelftools, an independent ELF parser."""
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        loads = [seg["p_vaddr"] for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
+        dynsym = elf.get_section_by_name(".dynsym")
+        for sym in (dynsym.get_symbol_by_name(name) if dynsym is not None else None) or ():
+            if sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
+                return int(sym["st_value"]), int(min(loads))
+    return None
+
+
+def test_exported_symbol_agrees_with_pyelftools() -> None:
+    import glob
+    from sosext.dac.trust import exported_symbol
+    runtime = os.path.dirname(os.path.realpath(shutil.which("dotnet") or "/usr/bin/dotnet"))
+    libs = glob.glob(f"{runtime}/shared/Microsoft.NETCore.App/*/lib*.so")
+    libc = [p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6") if os.path.exists(p)]
+    assert libs and libc
+    found = 0
+    for path in libs + libc:
+        # "malloc" in libc shares its bytes with the tail of longer names: the case a plain
+        # "\0name\0" search gets wrong.
+        for name in ("DotNetRuntimeInfo", "coreclr_initialize", "g_dacTable", "CLRDataCreateInstance",
+                     "malloc", "free", "no_such_symbol_anywhere"):
+            mine = exported_symbol(path, name)
+            assert mine == _pyelftools_symbol(path, name), (path, name)
+            found += mine is not None
+    assert found >= 4
+
+
+def test_exported_symbol_on_damaged_files(tmp_path: Path) -> None:
+    from sosext.dac.trust import exported_symbol
+    libc = "/lib/x86_64-linux-gnu/libc.so.6"
+    if not os.path.exists(libc):
+        pytest.skip("needs an x86-64 libc to damage")
+    data = Path(libc).read_bytes()
+    bad = tmp_path / "bad.so"
+    for cut in (0, 4, 63, 64, 4096, len(data) // 2, len(data) - 1):
+        bad.write_bytes(data[:cut])
+        assert exported_symbol(str(bad), "malloc") in (None, _pyelftools_symbol(libc, "malloc"))
+    flipped = bytearray(data)
+    flipped[0x28:0x30] = b"\xff" * 8  # e_shoff far beyond the file
+    bad.write_bytes(bytes(flipped))
+    assert exported_symbol(str(bad), "malloc") is None
+    assert exported_symbol(str(tmp_path / "missing.so"), "malloc") is None
