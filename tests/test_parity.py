@@ -322,7 +322,12 @@ def test_dcd_lists_keys_and_values(case: Case, host: str) -> None:
     for d in case.truth["dictionaries"]:
         text = case.out(host, f"dcd {d['address']}").text
         assert text.splitlines()[0].startswith("System.Collections.Concurrent.ConcurrentDictionary")
-        assert sorted(dcd_items(text)) == sorted(tuple(e) for e in d["entries"])
+        got = sorted(dcd_items(text))
+        want = sorted(tuple(e) for e in d["entries"])
+        # "*" in the truth stands for an address only the node knows (a struct value's).
+        assert len(got) == len(want)
+        for (gk, gv), (wk, wv) in zip(got, want):
+            assert gk == wk and (gv == wv or wv.endswith(" *") and re.fullmatch(re.escape(wv[:-1]) + "[0-9a-f]{16}", gv))
         assert f"{len(d['entries'])} items" in text.splitlines()
     d = case.truth["dictionaries"][0]
     doc = json.loads(case.out(host, f"dumpconcurrentdictionary {d['address']} --json").text)

@@ -118,6 +118,9 @@ namespace DebuggeeHost
         private static ParityLockObject s_held, s_released;
         private static ConcurrentDictionary<int, string> s_intDict;
         private static ConcurrentDictionary<string, bool> s_stringDict;
+        private static ConcurrentDictionary<int, string[]> s_arrayDict;
+        private static ConcurrentDictionary<long, ParityPinnedValue> s_structDict;
+        private static ConcurrentDictionary<char, object> s_objectDict;
         private static int s_monitorTid;
         private static nint[] s_keptHandles;
         private static nint s_monitorStackSlot, s_native;
@@ -167,6 +170,13 @@ namespace DebuggeeHost
             s_stringDict = new ConcurrentDictionary<string, bool>();
             s_stringDict["yes"] = true;
             s_stringDict["no"] = false;
+            s_arrayDict = new ConcurrentDictionary<int, string[]>();
+            s_arrayDict[7] = new[] { "a", "b", "c", "d" };
+            s_structDict = new ConcurrentDictionary<long, ParityPinnedValue>();
+            s_structDict[-3] = new ParityPinnedValue { A = 5, B = 6 };
+            s_objectDict = new ConcurrentDictionary<char, object>();
+            s_objectDict['x'] = null;
+            s_objectDict['y'] = s_held;
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -328,6 +338,11 @@ namespace DebuggeeHost
             w.Name("dictionaries").BeginArray();
             WriteDict(w, s_intDict, k => k.ToString(), v => "\"" + v + "\"");
             WriteDict(w, s_stringDict, k => "\"" + k + "\"", v => v ? "True" : "False");
+            WriteDict(w, s_arrayDict, k => k.ToString(), v => "dumparray " + ((ulong)Mem.Addr(v)).ToString("x16"));
+            // A struct value is shown as "dumpvc <its MethodTable> <its address inside the node>".
+            WriteDict(w, s_structDict, k => k.ToString(),
+                      v => "dumpvc " + ((ulong)typeof(ParityPinnedValue).TypeHandle.Value).ToString("x16") + " *");
+            WriteDict(w, s_objectDict, k => "'" + k + "'", v => v == null ? "null" : "dumpobj " + ((ulong)Mem.Addr(v)).ToString("x16"));
             w.EndArray();
         }
 
