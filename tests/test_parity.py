@@ -45,6 +45,8 @@ def commands_for(t: dict) -> list[str]:
         f"dumpasync --methodtable {t['async']['chain'][1]['mt']}", "dumpasync --type LonelyAsync",
         "dumpasync --tasks --stats", "dumpasync --completed --stats", "dumpasync --fields",
         "maddress", "maddress -summary", "maddress --json", "maddress -list GCHeap,Stack,NoSuchKind",
+        *[f"dcq {q['address']}" for q in t["queues"]], f"dcq {t['queues'][0]['address']} --json",
+        f"dcq {dicts[0]}", "dcq",
         "dcd", "dcd abcdefgh", "dcd 0000000000000001", f"dcd {t['monitor']['held']['address']}",
     ]
 
@@ -525,3 +527,17 @@ def test_dumpasync_fields(case: Case, host: str) -> None:
     awaiting = lines[i - 1].split()[2]
     awaiter_row = next(ln.split() for ln in lines[i + 2:] if ln.split()[-1] == "<>u__1")
     assert awaiter_row[0] == awaiting and h(awaiter_row[1]) == h(a["awaiterMt"])
+
+
+def test_dcq_lists_the_queued_items_in_order(case: Case, host: str) -> None:
+    for q in case.truth["queues"]:
+        lines = case.out(host, f"dcq {q['address']}").text.splitlines()
+        assert lines[0].startswith("System.Collections.Concurrent.ConcurrentQueue")
+        items = [ln for ln in lines[1:] if re.match(r"^ *\d+ - ", ln)]
+        assert items == [f"{i:4} - {v}" for i, v in enumerate(q["items"], 1)]
+        assert f"{len(q['items'])} items" in lines
+    q = case.truth["queues"][0]
+    assert json.loads(case.out(host, f"dcq {q['address']} --json").text)["items"] == q["items"]
+    d = case.truth["dictionaries"][0]["address"]
+    assert case.out(host, f"dcq {d}").errors[0].startswith(f"error: {d} is not a ConcurrentQueue but an instance of")
+    assert case.out(host, "dcq").errors == ["error: Missing ConcurrentQueue address..."]

@@ -73,12 +73,13 @@ def read_concurrent_dictionary(runtime: "ClrRuntime", address: int) -> Iterator[
             node = r.read(node, p + "next")
 
 
-def _value(r: ObjectReader, node: int, name: str) -> ClrValue:
-    mt = r.method_table(node)
+def _value(r: ObjectReader, node: int, name: str, mt: int | None = None, value_class: bool = False) -> ClrValue:
+    """Field ``name`` of the object at ``node`` (or of the struct there, with ``mt``)."""
+    mt = mt if mt is not None else r.method_table(node)
     f: ClrField | None = r.field(mt, name)
     if f is None:
-        raise SosError(f"{r.type_name(node)} has no field {name}: this runtime version's layout is not supported")
-    where = f.address_in(node)
+        raise SosError(f"{r.heap.types.name_of(mt)} has no field {name}: this runtime version's layout is not supported")
+    where = f.address_in(node, value_class)
     if f.is_reference:
         obj = r.runtime.target.read_pointer(where)
         if not obj:
@@ -95,3 +96,47 @@ def _value(r: ObjectReader, node: int, name: str) -> ClrValue:
     if f.is_struct:
         return ClrValue("struct", where, f.type_mt, type_name=r.heap.types.name_of(f.type_mt) if f.type_mt else "")
     return ClrValue("primitive", where, f.type_mt, f.element_type, r.runtime.fields.read(f, where))
+
+
+QUEUE_PREFIXES = ("System.Collections.Concurrent.ConcurrentQueue<",
+                  "System.Collections.Concurrent.ConcurrentQueue`1[")
+
+
+def read_concurrent_queue(runtime: "ClrRuntime", address: int) -> Iterator[ClrValue]:
+    """The items of a ConcurrentQueue, oldest first.
+
+    The queue is a list of segments from ``_head`` on (``_nextSegment``); a segment's ``_slots``
+    array of Slot structs (``Item``, ``SequenceNumber``) is a ring, and its ``_headAndTail``
+    (``Head``, ``Tail``) counts the items dequeued and enqueued. A segment frozen for
+    enqueues (once a newer one exists) has ``2 * slots`` added to Tail. SOS prints every slot
+    of every segment; the items are those in [Head, Tail), which is what this reads.
+    """
+    r = ObjectReader(runtime)
+    seg = r.read(address, "_head")
+    seen: set[int] = set()
+    count = 0
+    while seg and seg not in seen and r.is_object(seg):
+        seen.add(seg)
+        slots = r.read(seg, "_slots")
+        arr = runtime.dac.object_data(slots) if slots and r.is_object(slots) else None
+        if arr is None or arr.object_type != 3:
+            raise SosError(f"ConcurrentQueue segment {seg:x} has no slots array")
+        smt = r.method_table(seg)
+        ht = r.field(smt, "_headAndTail")
+        if ht is None or not ht.type_mt:
+            raise SosError(f"{r.type_name(seg)} has no _headAndTail: this runtime version's layout is not supported")
+        at = ht.address_in(seg)
+        head = r.read(at, "Head", ht.type_mt, value_class=True)
+        tail = r.read(at, "Tail", ht.type_mt, value_class=True)
+        n = arr.num_components
+        if n and r.field(smt, "_frozenForEnqueues") is not None and r.read(seg, "_frozenForEnqueues"):
+            tail -= 2 * n
+        if n == 0 or n & (n - 1) or not 0 <= tail - head <= n:
+            raise SosError(f"ConcurrentQueue segment {seg:x} has an impossible head {head} and tail {tail}")
+        for i in range(head, tail):
+            count += 1
+            if count > _MAX_ITEMS:
+                raise SosError(f"ConcurrentQueue at {address:x} has more than {_MAX_ITEMS} items: corrupt?")
+            slot = arr.array_data_ptr + (i & (n - 1)) * arr.component_size
+            yield _value(r, slot, "Item", arr.element_type_handle, value_class=True)
+        seg = r.read(seg, "_nextSegment")

@@ -121,6 +121,8 @@ namespace DebuggeeHost
         private static ConcurrentDictionary<int, string[]> s_arrayDict;
         private static ConcurrentDictionary<long, ParityPinnedValue> s_structDict;
         private static ConcurrentDictionary<char, object> s_objectDict;
+        private static ConcurrentQueue<int> s_intQueue;
+        private static ConcurrentQueue<string> s_stringQueue;
         private static int s_monitorTid;
         private static nint[] s_keptHandles;
         private static nint s_monitorStackSlot, s_native;
@@ -177,6 +179,12 @@ namespace DebuggeeHost
             s_objectDict = new ConcurrentDictionary<char, object>();
             s_objectDict['x'] = null;
             s_objectDict['y'] = s_held;
+            // 40 in, 5 out: more than the first segment's 32 slots, so two segments (the first frozen).
+            s_intQueue = new ConcurrentQueue<int>();
+            for (int i = 0; i < 40; i++) s_intQueue.Enqueue(i * 3);
+            for (int i = 0; i < 5; i++) s_intQueue.TryDequeue(out _);
+            s_stringQueue = new ConcurrentQueue<string>();
+            foreach (string q in new[] { "first", "second", "third" }) s_stringQueue.Enqueue(q);
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -335,6 +343,11 @@ namespace DebuggeeHost
             w.PropHex("taskAwaiterMt", typeof(TaskAwaiter<int>).TypeHandle.Value);
             w.EndObject();
 
+            w.Name("queues").BeginArray();
+            WriteQueue(w, s_intQueue, v => v.ToString());
+            WriteQueue(w, s_stringQueue, v => "\"" + v + "\"");
+            w.EndArray();
+
             w.Name("dictionaries").BeginArray();
             WriteDict(w, s_intDict, k => k.ToString(), v => "\"" + v + "\"");
             WriteDict(w, s_stringDict, k => "\"" + k + "\"", v => v ? "True" : "False");
@@ -355,6 +368,16 @@ namespace DebuggeeHost
             w.Prop("flags", (long)(int)typeof(Task).GetField("m_stateFlags", F).GetValue(t));
             FieldInfo sm = t.GetType().GetField("StateMachine");
             w.Prop("stateMachine", sm?.FieldType.FullName);
+            w.EndObject();
+        }
+
+        private static void WriteQueue<T>(Json w, ConcurrentQueue<T> q, Func<T, string> text)
+        {
+            w.BeginObject();
+            w.PropHex("address", Mem.Addr(q));
+            w.Name("items").BeginArray();
+            foreach (T item in q.ToArray()) w.Value(text(item));
+            w.EndArray();
             w.EndObject();
         }
 
