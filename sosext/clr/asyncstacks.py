@@ -85,6 +85,7 @@ class _Tasks:
         self.dac = runtime.dac
         self.types = runtime.heap.types
         self._is: dict[int, bool] = {}
+        self.task_mt = 0  # System.Threading.Tasks.Task's own MethodTable, once met
 
     def is_task(self, mt: int) -> bool:
         if mt in self._is:
@@ -97,6 +98,7 @@ class _Tasks:
                 break
             chain.append(cur)
             if self.types.name_of(cur) == TASK:
+                self.task_mt = cur
                 found = True
                 break
             data = self.dac.method_table_data(cur)
@@ -123,7 +125,7 @@ def collect_async_objects(runtime: "ClrRuntime", *, include_completed: bool,
 
     task_ids = [i for i, mt in enumerate(ix.method_tables.tolist()) if tasks.is_task(mt)]
     mask = ix.mask_type_ids(task_ids) & (ix.sizes > np.uint32(24))
-    sentinel = _completion_sentinel(runtime, r)
+    sentinel = _completion_sentinel(runtime, tasks.task_mt)
     graph = AsyncGraph({}, {}, {})
     for pos in polled(np.flatnonzero(mask).tolist()):
         addr = int(ix.addresses[pos])
@@ -157,12 +159,9 @@ def collect_async_objects(runtime: "ClrRuntime", *, include_completed: bool,
     return graph
 
 
-def _completion_sentinel(runtime: "ClrRuntime", r: ObjectReader) -> int:
+def _completion_sentinel(runtime: "ClrRuntime", mt: int) -> int:
     """Task.s_taskCompletionSentinel: what a completed task's continuation slot is set to."""
     try:
-        from .threadpool import _CoreLib
-        corelib = _CoreLib(runtime)
-        mt = corelib.method_table(TASK)
         f = runtime.fields.field(mt, "s_taskCompletionSentinel") if mt else None
         where = runtime.fields.static_address(mt, f) if f is not None and f.is_static else None
         return runtime.target.read_pointer(where) if where else 0

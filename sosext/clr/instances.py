@@ -30,7 +30,8 @@ class ObjectReader:
         self._fields: dict[tuple[int, str], ClrField | None] = {}
 
     def method_table(self, obj: int) -> int:
-        return self.runtime.target.read_pointer(obj) & ~7
+        from .objects import method_table_of
+        return method_table_of(self.runtime.target, obj) or 0
 
     def type_name(self, obj: int) -> str:
         return self.heap.types.name_of(self.method_table(obj))

@@ -12,6 +12,7 @@ import numpy as np
 from ..clr.concurrent import DICTIONARY_PREFIXES, ClrValue, read_concurrent_dictionary
 from ..clr.heap import ClrHeap
 from ..clr.metadata.signatures import ElementType as ET
+from ..clr.objects import method_table_of
 from ..clr.progress import polled
 from ..clr.segments import Generation, SegmentKind
 from ..clr.syncblocks import ORPHANED, sync_block_table
@@ -331,7 +332,7 @@ Examples:
 
 def _object_mt(ctx: CommandContext, obj: int) -> int:
     try:
-        return ctx.runtime.target.read_pointer(obj) & ~7 if obj else 0
+        return (method_table_of(ctx.runtime.target, obj) or 0) if obj else 0
     except SosError:
         return 0
 
@@ -392,7 +393,7 @@ Example:
         heap = ctx.heap
         if heap.index(ctx.progress).find(addr) is None:
             raise SosError(f"{args.address} is not referencing an object...")  # as typed, as SOS does
-        name = heap.types.name_of(ctx.runtime.target.read_pointer(addr) & ~7)
+        name = heap.types.name_of(method_table_of(ctx.runtime.target, addr) or 0)
         if not name.startswith(DICTIONARY_PREFIXES):
             raise SosError(f"{args.address} is not a ConcurrentDictionary but an instance of {escape(name)}...")
         items = [(value_text(i.key), value_text(i.value)) for i in read_concurrent_dictionary(ctx.runtime, addr)]
@@ -654,7 +655,7 @@ Examples:
                 obj = rt.target.read_pointer(where)
                 if not obj or not ObjectReader(rt).is_object(obj):
                     continue
-                omt = rt.target.read_pointer(obj) & ~7
+                omt = method_table_of(rt.target, obj) or 0
                 return f"<< Awaiting: {obj:016x} {omt:016x} {escape(csharp_name(ctx.heap.types.name_of(omt)))} >>"
             if f.is_struct and f.type_mt:
                 t = ctx.heap.types.get(f.type_mt)
@@ -748,7 +749,7 @@ def _field_display(ctx: CommandContext, f, at: int) -> str:  # type: ignore[no-u
     if f.is_reference:
         if not v:
             return "null"
-        mt = rt.target.read_pointer(v) & ~7
+        mt = method_table_of(rt.target, v) or 0
         if mt == ctx.heap.string_mt:
             from ..clr.instances import ObjectReader
             return f'"{ObjectReader(rt).string(v, 64)}"'
@@ -769,7 +770,7 @@ def _task_flags(flags: int) -> str:
 
 def _mt_of(ctx: CommandContext, obj: int) -> int:
     try:
-        return ctx.runtime.target.read_pointer(obj) & ~7
+        return method_table_of(ctx.runtime.target, obj) or 0
     except SosError:
         return 0
 
@@ -898,7 +899,7 @@ Example:
         heap = ctx.heap
         if heap.index(ctx.progress).find(addr) is None:
             raise SosError(f"{args.address} is not referencing an object...")
-        name = heap.types.name_of(ctx.runtime.target.read_pointer(addr) & ~7)
+        name = heap.types.name_of(method_table_of(ctx.runtime.target, addr) or 0)
         if not name.startswith(QUEUE_PREFIXES):
             raise SosError(f"{args.address} is not a ConcurrentQueue but an instance of {escape(name)}...")
         items = [value_text(v) for v in read_concurrent_queue(ctx.runtime, addr)]
