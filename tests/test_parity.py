@@ -65,12 +65,13 @@ def run(host: str, truth: dict, **kw) -> dict[str, drivers.Output]:  # type: ign
     return dict(zip(cmds, drivers.run_in_host(host, cmds, **kw)))
 
 
-@pytest.fixture(scope="module", params=["wks", "svr"])
+@pytest.fixture(scope="module", params=[("wks", "regions"), ("svr", "segments")], ids=lambda p: "-".join(p))
 def case(request, tmp_path_factory) -> Case:
     drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
-    cores = tmp_path_factory.mktemp(f"cores-parity-{request.param}")
-    with Debuggee("parity", gc=request.param, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
+    gc, flavor = request.param
+    cores = tmp_path_factory.mktemp(f"cores-parity-{gc}-{flavor}")
+    with Debuggee("parity", gc=gc, gc_flavor=flavor, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
         c = Case(d.truth)
         core = d.write_core("heap", cores / "parity.core")
         exe = str(d.executable)
