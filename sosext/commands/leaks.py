@@ -495,7 +495,7 @@ Example:
 class DumpAsync(Command):
     names = ("dumpasync", "DumpAsync")
     summary = "Display async \"stacks\": tasks and async state machines on the heap, chained by their continuations."
-    usage = "dumpasync [--stats | --coalesce] [--completed] [--tasks] [--methodtable <MT>] [--type <name>] [--address <addr>] [--json]"
+    usage = "dumpasync [--stats | --coalesce] [--completed] [--tasks] [--fields] [--methodtable <MT>] [--type <name>] [--address <addr>] [--json]"
     details = """\
 Finds every task on the heap (async methods' state machine boxes included), links each to
 what runs when it completes, and prints one STACK per chain that has an async method in
