@@ -283,7 +283,7 @@ def test_syncblk_shows_the_held_monitor(case: Case, host: str) -> None:
     rows = sync_rows(text)
     row = rows[held["syncBlock"]]
     # index, SyncBlock, MonitorHeld, Recursion, Thread, OS id, debugger thread number, object, type
-    assert row[2:4] == ["1", str(held["recursion"])]
+    assert row[2:4] == [str(1 + 2 * held["waiters"]), str(held["recursion"])]
     assert h(row[5]) == held["osTid"]
     assert h(row[-2]) == h(held["address"]) and row[-1] == held["type"]
     released = case.truth["monitor"]["released"]["syncBlock"]
@@ -305,7 +305,7 @@ def test_syncblk_all_and_one_index(case: Case, host: str) -> None:
     doc = json.loads(case.out(host, "syncblk --json").text)
     e = next(e for e in doc["entries"] if e["index"] == held["syncBlock"])
     assert (e["monitor_held"], e["recursion"], e["os_thread_id"], h(e["object"])) == \
-        (1, held["recursion"], held["osTid"], h(held["address"]))
+        (1 + 2 * held["waiters"], held["recursion"], held["osTid"], h(held["address"]))
 
 
 # -- dumpconcurrentdictionary -----------------------------------------------------------------

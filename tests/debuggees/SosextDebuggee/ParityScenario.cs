@@ -156,6 +156,12 @@ namespace DebuggeeHost
             var t = new Thread(MonitorBody) { Name = "sosext-monitor", IsBackground = true };
             t.Start();
             if (!s_monitorReady.Wait(30_000)) throw new TimeoutException("the monitor thread did not start");
+            // A second thread waits for the held lock: MonitorHeld counts it (1 + 2 per waiter).
+            var waiter = new Thread(() => { Monitor.Enter(s_held); }) { Name = "sosext-monitor-waiter", IsBackground = true };
+            waiter.Start();
+            for (int spins = 0; spins < 10_000 && (waiter.ThreadState & System.Threading.ThreadState.WaitSleepJoin) == 0; spins++)
+                Thread.Sleep(1);
+            Thread.Sleep(200); // past the spinning phase, into the wait
 
             s_keptHandles = new nint[2];
             for (int i = 0; i < s_keptHandles.Length; i++)
@@ -305,6 +311,7 @@ namespace DebuggeeHost
             w.Prop("syncBlock", SyncBlockIndex(s_held));
             w.Prop("osTid", s_monitorTid);
             w.Prop("recursion", 2);
+            w.Prop("waiters", 1);
             w.EndObject();
             w.Name("released").BeginObject();
             w.PropHex("address", Mem.Addr(s_released));
