@@ -46,6 +46,7 @@ COMMANDS = [
     "eeheap -gc -segment {a}", "fq -mt {a} -stat", "threadstate {a}", "pe {a}", "dso {a}",
     "name2ee {a} System.String", "token2ee {a} 02000002", "setthread -t {a}", "dumpheap -stat {a}",
     "dcd {a}", "dcq {a}", "dumpasync --address {a} --stats",
+    "retained {a}", "retained --json {a}",
 ]
 
 

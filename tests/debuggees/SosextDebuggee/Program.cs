@@ -35,6 +35,7 @@ namespace DebuggeeHost
             "source" => new SourceScenario(),
             "counters" => new CountersScenario(),
             "parity" => new ParityScenario(),
+            "retained" => new RetainedScenario(),
             _ => null,
         };
 
