@@ -35,6 +35,7 @@ NO_TABLE = {
     "heapsnapshot": "prints a JSON snapshot in every format already",
     "heapdiff": "needs a baseline core; its --json is tested in test_diff.py",
     "leaks": "needs a baseline core; its --json is tested in test_diff.py",
+    "report": "writes a report file (--format html, folded or its own json); tested in test_report.py",
 }
 
 
@@ -79,6 +80,15 @@ def json_commands(truth: dict) -> dict[str, str]:
         "setclrpath": "setclrpath",
         "setsymbolserver": "setsymbolserver -directory /tmp",
         "soshelp": "soshelp",
+        "dumpgen": "dumpgen gen2",
+        "sizestats": "sizestats",
+        "timerinfo": "timerinfo",
+        "syncblk": "syncblk -all",
+        "dumpconcurrentdictionary": None,  # needs a dictionary: covered by test_parity
+        "dumpconcurrentqueue": None,  # needs a queue: covered by test_parity
+        "gchandleleaks": "gchandleleaks",
+        "dumpasync": "dumpasync --tasks",
+        "maddress": "maddress",
         "retained": f"retained {a['addresses'][0]}",
         "dominators": "dominators -top 3",
     }
