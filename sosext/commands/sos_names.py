@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..errors import UsageError
-from .base import REGISTRY, Command, Parsed, Positional
+from . import base
+from .base import Command, Parsed, Positional
 
 SOS_NAMES: dict[str, tuple[str, ...]] = {
     # main name: aliases (SOS's spellings; its CamelCase forms are accepted too)
@@ -163,13 +164,13 @@ def placeholder(name: str) -> type[Command] | None:
     main = main_name(name)
     if main is None:
         return None
-    real = REGISTRY.get(main)
+    real = base.REGISTRY.get(main)
     if real is not None:
         return real  # e.g. `threads` typed for a registered clrthreads
     cls = _placeholders.get(main)
     if cls is None:
         near = NEAREST.get(main, "")
-        if near == main or (near and near.split()[0] not in REGISTRY):
+        if near == main or (near and near.split()[0] not in base.REGISTRY):
             near = ""
         cls = type(f"Placeholder_{main}", (_Placeholder,), {
             "names": (main, *SOS_NAMES[main]), "instead": near,
