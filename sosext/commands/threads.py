@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..clr.addresses import classifier
+from ..clr.frames import FrameVariable, FrameVariables, frame_variables
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
 from ..clr.progress import interrupted
 from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
@@ -15,6 +16,7 @@ from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_fil
 from ..clr.threadpool import read_threadpool
 from ..clr.threads import ClrThread, clr_threads, thread_by_os_id, thread_store
 from ..errors import SosError, UsageError
+from ..render.text import safe_line
 from ..targets.base import ThreadInfo
 from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
 from .context import CommandContext
@@ -331,7 +333,7 @@ Examples:
         Option("-r", "show the registers of every frame"),
         Option("-all", "every managed thread"),
         Option("-c", "at most this many frames", parse_count, "count"),
-        Option("-i", "use ICorDebug (not supported)"),
+        Option("-i", "arguments and locals with their names, types and values (names of locals from the PDB)"),
         Option("-gc", "show GC references per frame (not supported)"),
     )
 
@@ -341,10 +343,10 @@ Examples:
         return super().parse([w for w in words if w.lower() != "/d"])
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.i or args.gc:
-            raise SosError(f"clrstack {'-i' if args.i else '-gc'} is not supported by sosext")
-        params = args.a or args.p
-        local_vars = args.a or args.l
+        if args.gc:
+            raise SosError("clrstack -gc is not supported by sosext")
+        params = args.a or args.p or args.i
+        local_vars = args.a or args.l or args.i
         runtime = ctx.runtime
         if args.all:
             for t in clr_threads(runtime):
@@ -378,7 +380,7 @@ Examples:
             out.line("the process")
             return
         lines = None if args.n else source_lines(ctx.runtime)
-        leaf_ip = _thread_ip(ctx, tid) if lines is not None else None
+        leaf_ip = _thread_ip(ctx, tid) if lines is not None or args.i else None
         missing: list[PdbLookup] = []
         out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, ["Child SP", "IP", "Call Site"]))
         for i, f in enumerate(stack.frames):
@@ -392,7 +394,9 @@ Examples:
                 if loc is not None:
                     site += f" [{loc.path} @ {loc.line}]"
             out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, [_p(f.sp), ip, site]))
-            if f.is_managed and (params or local_vars):
+            if f.is_managed and args.i:
+                _typed_args_and_locals(ctx, frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == leaf_ip))
+            elif f.is_managed and (params or local_vars):
                 _args_and_locals(ctx, f, params, local_vars)
             if f.registers is not None:
                 _registers(ctx, f.registers, ctx.runtime.target.arch)
@@ -491,6 +495,48 @@ def _args_and_locals(ctx: CommandContext, f: ClrStackFrame, params: bool, local_
             elif v.location is not None:
                 text += f"0x{_p(v.location)} = "
             out.line(text + _value_text(v))
+    out.line()
+
+
+def typed_value_text(v: FrameVariable) -> str:
+    """`= value` or `@ address` of a clrstack -i variable (target text escaped by the caller's out)."""
+    if not v.has_data:
+        return "= <unable to retrieve data>" if v.raw.read_failed else "= <no data>"
+    if v.kind == "primitive":
+        value = v.value
+        if isinstance(value, bool):
+            return "= " + ("true" if value else "false")
+        if isinstance(value, float):
+            return f"= {value!r}"
+        if v.type_name == "char" and isinstance(value, int):
+            return f"= '{chr(value)}' ({value})" if 0x20 <= value < 0x7F else f"= {value}"
+        return f"= {value}"
+    if v.kind == "string":
+        return f'= "{safe_line(str(v.value))}" @ 0x{v.address:x}'
+    if v.kind == "reference":
+        return "= null" if not v.address else f"@ 0x{v.address:x}"
+    if v.kind == "pointer":
+        return f"= 0x{v.address or 0:x}"
+    if v.kind == "struct":
+        return f"@ 0x{v.address:x}" if v.address is not None else "= <in registers>"
+    n = v.raw.value
+    return f"= 0x{n:016x}" if n is not None else "= <no data>"
+
+
+def _typed_args_and_locals(ctx: CommandContext, fv: FrameVariables) -> None:
+    out = ctx.out
+    for title, values in (("PARAMETERS:", fv.arguments), ("LOCALS:", fv.locals)):
+        if not values:
+            continue
+        out.line(f"    {title}")
+        for v in values:
+            type_name = f"{v.type_name} " if v.type_name else ""
+            out.line(f"      + {type_name}{v.name} {typed_value_text(v)}")
+            for fld in v.fields:
+                ftype = f"{fld.type_name} " if fld.type_name else ""
+                value = "<struct>" if fld.value is None else ("true" if fld.value is True else "false"
+                                                             if fld.value is False else str(fld.value))
+                out.line(f"        |- {ftype}{fld.name} = {value}")
     out.line()
 
 
