@@ -200,10 +200,10 @@ class AddressClassifier:
         System.Object's MethodTables (which the runtime names itself) both hold the module
         the DAC reports for them."""
         if self._module_offset is False:
-            heap = self.heap
+            g = self.runtime.globals
             dac = self.runtime.dac
             found = None
-            mts = [mt for mt in (heap.string_mt, heap.object_mt) if mt]
+            mts = [mt for mt in (g.string_method_table, g.object_method_table) if mt]
             datas = [dac.method_table_data(mt) for mt in mts]
             raws = [bytes(self.target.read_partial(mt, _MT_PROBE)) for mt in mts]
             if mts and all(d is not None for d in datas) and all(len(r) == _MT_PROBE for r in raws):
@@ -226,8 +226,9 @@ class AddressClassifier:
     def _check_method_table(self, mt: int) -> bool:
         if mt & 7 or not self.readable(mt, _MT_PROBE):
             return False
-        heap = self.heap
-        if mt in (heap.free_mt, heap.string_mt, heap.object_mt, heap.array_mt, heap.exception_mt):
+        g = self.runtime.globals
+        if mt in (g.free_method_table, g.string_method_table, g.object_method_table, g.array_method_table,
+                  g.exception_method_table):
             return True
         if self._in_heap(mt) or mt in self.known_structures():
             return False
@@ -267,7 +268,7 @@ class AddressClassifier:
         for off in range(0, 64, 8):
             word = int.from_bytes(raw[off:off + 8], "little")
             if word and word != addr and self.is_method_table(word):
-                t = self.heap.types.get(word)
+                t = self.runtime.types.get(word)
                 if t is not None and t.canonical == addr:
                     return word
         return None
@@ -275,6 +276,8 @@ class AddressClassifier:
     # -- the heap --------------------------------------------------------------------------
 
     def _in_heap(self, address: int) -> bool:
+        if not self.runtime.has_gc_heap:  # a triage dump: no address is in a heap it lacks
+            return False
         return self.heap.segment_of(address) is not None
 
     def _on_stack(self, address: int) -> int | None:
@@ -358,13 +361,13 @@ class AddressClassifier:
         if address & 7:
             return AddressClass(address, AddressKind.UNALIGNED)
         if self.is_method_table(address):
-            return AddressClass(address, AddressKind.METHOD_TABLE, address, 0, self.heap.types.name_of(address))
+            return AddressClass(address, AddressKind.METHOD_TABLE, address, 0, self.runtime.types.name_of(address))
         if self.is_method_desc(address):
             name = self.runtime.dac.method_desc_name(address) or ""
             return AddressClass(address, AddressKind.METHOD_DESC, address, 0, name)
         mt = self.eeclass_method_table(address)
         if mt is not None:
-            return AddressClass(address, AddressKind.EECLASS, address, 0, self.heap.types.name_of(mt))
+            return AddressClass(address, AddressKind.EECLASS, address, 0, self.runtime.types.name_of(mt))
         image = self.target.module_at(address) if hasattr(self.target, "module_at") else None
         return AddressClass(address, AddressKind.UNKNOWN, name=image.name if image is not None else "")
 

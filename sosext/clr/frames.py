@@ -207,7 +207,10 @@ def _struct_fields(runtime: "ClrRuntime", module: int, sig: SigType, raw: FrameV
     if raw.location is None or sig.token is None:
         return ()
     catalog = runtime.catalog
-    table = catalog.type_def_map(module) if sig.token >> 24 == 0x02 else catalog.type_ref_map(module)
+    try:
+        table = catalog.type_def_map(module) if sig.token >> 24 == 0x02 else catalog.type_ref_map(module)
+    except SosError:
+        return ()  # the module's maps are not in the dump (a triage dump)
     mt = table.get(sig.token)
     if not mt:
         return ()

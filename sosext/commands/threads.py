@@ -195,13 +195,13 @@ def exception_column(ctx: CommandContext, t: ClrThread) -> str:
     elif t.is_completion_port:
         text += "(Threadpool Completion Port) "
     if t.last_exception:
-        heap = ctx.runtime.heap
+        types = ctx.runtime.types
         try:
             mt = ctx.runtime.target.read_pointer(t.last_exception) & ~7
         except SosError:
             mt = None
         if mt is not None:
-            name = heap.types.name_of(mt) if heap.types.get(mt) is not None else None
+            name = types.name_of(mt) if types.get(mt) is not None else None
             text += f"{name} {_lp(t.last_exception)}" if name else f"<Invalid Object> ({_p(t.last_exception)})"
             if t.first_nested_exception:
                 text += " (nested exceptions)"
@@ -616,8 +616,8 @@ Examples:
                 address = 0
             if not address:
                 raise SosError(f"Invalid exception object {args.object}")
-            c = classifier(runtime).classify(address)
-            if not c.is_object:
+            c = classifier(runtime).classify(address) if runtime.has_gc_heap else None
+            if c is not None and not c.is_object:
                 desc = c.description()
                 raise SosError(f"Invalid exception object: {address:016x}" + (f": {desc}{c.hint()}" if desc else ""))
             self._print(ctx, address)
