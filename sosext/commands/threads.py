@@ -373,11 +373,10 @@ Examples:
                 out.line("the process")
             out.line(f"Failed to start stack walk: {e.hr:x}")
             return
-        if not stack.frames and not stack.complete:
-            # A thread the runtime knows that has not run (or no longer runs) managed code.
-            out.line("Unable to walk the managed stack. The current thread is likely not a ")
-            out.line("managed thread. You can run clrthreads to get a list of managed threads in")
-            out.line("the process")
+        if not any(f.is_managed for f in stack.frames) and (not stack.complete or not stack.frames):
+            # A thread the runtime knows that has not run (or no longer runs) managed code: the
+            # walk has nothing to stand on, which is no failure.
+            out.line("No managed frames on this thread (it runs native code only)")
             return
         lines = None if args.n else source_lines(ctx.runtime)
         leaf_ip = _thread_ip(ctx, tid) if lines is not None or args.i else None
