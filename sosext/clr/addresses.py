@@ -196,17 +196,21 @@ class AddressClassifier:
     # -- MethodTables and MethodDescs ------------------------------------------------------
 
     def _learn_module_offset(self) -> int | None:
-        """Where a MethodTable keeps its Module: the offset at which System.String's and
-        System.Object's MethodTables (which the runtime names itself) both hold the module
-        the DAC reports for them."""
+        """Where a MethodTable keeps its Module: the offset at which the MethodTables the runtime
+        names itself (System.String, System.Object, System.Exception, System.Array) all hold the
+        module the DAC reports for them. A triage dump may lack some of them: those the DAC
+        cannot describe are left out, as long as two remain."""
         if self._module_offset is False:
             g = self.runtime.globals
             dac = self.runtime.dac
             found = None
-            mts = [mt for mt in (g.string_method_table, g.object_method_table) if mt]
-            datas = [dac.method_table_data(mt) for mt in mts]
-            raws = [bytes(self.target.read_partial(mt, _MT_PROBE)) for mt in mts]
-            if mts and all(d is not None for d in datas) and all(len(r) == _MT_PROBE for r in raws):
+            mts = [mt for mt in (g.string_method_table, g.object_method_table, g.exception_method_table,
+                                 g.array_method_table) if mt]
+            pairs = [(dac.method_table_data(mt), bytes(self.target.read_partial(mt, _MT_PROBE))) for mt in mts]
+            pairs = [(d, r) for d, r in pairs if d is not None and len(r) == _MT_PROBE]
+            datas = [d for d, _ in pairs]
+            raws = [r for _, r in pairs]
+            if len(pairs) >= 2:
                 for off in range(0, _MT_PROBE, 8):
                     if all(int.from_bytes(r[off:off + 8], "little") == d.module for r, d in zip(raws, datas)):
                         found = off
