@@ -76,7 +76,19 @@ def _stack_top(runtime: "ClrRuntime", os_tid: int, sp: int) -> int:
     return sp + MAX_SCAN
 
 
-def describe_address(runtime: "ClrRuntime", address: int, slot: int = 0) -> RawFrame | None:
+def _native_module(modules: list, address: int):  # type: ignore[no-untyped-def]
+    """The file mapping that holds ``address``: the smallest one, never an anonymous memfd (the
+    runtime's double-mapped executable memory spans whole regions with other modules inside)."""
+    best = None
+    for m in modules:
+        if m.base <= address < m.base + m.size and not m.name.startswith(("memfd:", "[")):
+            if best is None or m.size < best.size:
+                best = m
+    return best
+
+
+def describe_address(runtime: "ClrRuntime", address: int, slot: int = 0,
+                     modules: list | None = None) -> RawFrame | None:
     """The code at ``address``: a managed method, a native module, or None."""
     dac = runtime.dac
     md = dac.method_desc_from_ip(address) or 0
@@ -85,7 +97,7 @@ def describe_address(runtime: "ClrRuntime", address: int, slot: int = 0) -> RawF
         mdd = dac.method_desc_data(md)
         start = mdd.native_code_addr if mdd is not None else address
         return RawFrame(slot, address, md, name, (address - start) & 0xFFFFFFFFFFFFFFFF)
-    module = runtime.target.module_at(address)
+    module = _native_module(runtime.target.modules() if modules is None else modules, address)
     if module is not None:
         return RawFrame(slot, address, 0, module.name, address - module.base)
     return None
@@ -106,7 +118,8 @@ def raw_stack(runtime: "ClrRuntime", os_tid: int, *, max_bytes: int = MAX_SCAN) 
     except SosError:
         raw = b""
     top = sp + len(raw) - len(raw) % WORD
-    current = describe_address(runtime, ip) if ip else None
+    modules = target.modules()
+    current = describe_address(runtime, ip, modules=modules) if ip else None
     arch = target.arch
     frames = []
     seen_code: dict[int, bool] = {}
@@ -124,7 +137,7 @@ def raw_stack(runtime: "ClrRuntime", os_tid: int, *, max_bytes: int = MAX_SCAN) 
             seen_code[word] = ok
         if not ok:
             continue
-        frame = describe_address(runtime, word, sp + off)
+        frame = describe_address(runtime, word, sp + off, modules)
         if frame is not None:
             frames.append(frame)
     return RawStack(os_tid, sp, current, tuple(frames), top)
