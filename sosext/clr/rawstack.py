@@ -8,7 +8,7 @@ when the unwinders disagree, not a replacement for clrstack.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import SosError
@@ -29,6 +29,7 @@ class RawFrame:
     method_desc: int  # managed code: its MethodDesc; 0 for native code
     name: str  # managed: the method's name; native: the module's file name
     offset: int  # from the method's code start (managed) or the module's base (native)
+    callee: "RawFrame | None" = None  # what a direct call (x64 call rel32) before it went to
 
     @property
     def is_managed(self) -> bool:
@@ -122,22 +123,28 @@ def raw_stack(runtime: "ClrRuntime", os_tid: int, *, max_bytes: int = MAX_SCAN) 
     current = describe_address(runtime, ip, modules=modules) if ip else None
     arch = target.arch
     frames = []
-    seen_code: dict[int, bool] = {}
+    seen_code: dict[int, bytes | None] = {}
+    callees: dict[int, RawFrame | None] = {}
     for off in range(0, len(raw) - WORD + 1, WORD):
         word = int.from_bytes(raw[off:off + WORD], "little")
         if word < 0x10000 or word >> 47:
             continue
-        ok = seen_code.get(word)
-        if ok is None:
+        if word not in seen_code:
             try:
                 before = bytes(target.read_partial(word - 8, 8))
             except SosError:
                 before = b""
-            ok = len(before) == 8 and _is_call_before(before, arch)
-            seen_code[word] = ok
-        if not ok:
+            seen_code[word] = before if len(before) == 8 and _is_call_before(before, arch) else None
+        before = seen_code[word]
+        if before is None:
             continue
         frame = describe_address(runtime, word, sp + off, modules)
-        if frame is not None:
-            frames.append(frame)
+        if frame is None:
+            continue
+        if arch == "x86_64" and before[-5] == 0xE8:
+            dest = (word + int.from_bytes(before[-4:], "little", signed=True)) & 0xFFFFFFFFFFFFFFFF
+            if dest not in callees:
+                callees[dest] = describe_address(runtime, dest, 0, modules)
+            frame = replace(frame, callee=callees[dest])
+        frames.append(frame)
     return RawStack(os_tid, sp, current, tuple(frames), top)

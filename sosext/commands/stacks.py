@@ -34,7 +34,8 @@ def write_raw_stack(ctx: CommandContext, tid: int, managed_only: bool) -> None:
     for f in stack.frames:
         if managed_only and not f.is_managed:
             continue
-        out.line(f"{f.slot:016X} {f.address:016x} {_where(f)}")
+        calling = f", calling {_where(f.callee)}" if f.callee is not None else ""
+        out.line(f"{f.slot:016X} {f.address:016x} {_where(f)}{calling}")
 
 
 @register

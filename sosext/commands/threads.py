@@ -345,8 +345,8 @@ Examples:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.gc:
             raise SosError("clrstack -gc is not supported by sosext")
-        params = args.a or args.p or args.i
-        local_vars = args.a or args.l or args.i
+        params = args.a or args.p
+        local_vars = args.a or args.l
         runtime = ctx.runtime
         if args.all:
             for t in clr_threads(runtime):
@@ -381,6 +381,8 @@ Examples:
         lines = None if args.n else source_lines(ctx.runtime)
         leaf_ip = _thread_ip(ctx, tid) if lines is not None or args.i else None
         missing: list[PdbLookup] = []
+        if args.i:
+            out.line("Dumping managed stack and managed variables using ICorDebug.")
         out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, ["Child SP", "IP", "Call Site"]))
         for i, f in enumerate(stack.frames):
             # With -f SOS leaves a runtime Frame's IP blank (it means little there).
@@ -394,7 +396,9 @@ Examples:
                     site += f" [{loc.path} @ {loc.line}]"
             out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, [_p(f.sp), ip, site]))
             if f.is_managed and args.i:
-                _typed_args_and_locals(ctx, frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == leaf_ip))
+                if params or local_vars:
+                    fv = frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == leaf_ip)
+                    _typed_args_and_locals(ctx, fv, params, local_vars)
             elif f.is_managed and (params or local_vars):
                 _args_and_locals(ctx, f, params, local_vars)
             if f.registers is not None:
@@ -404,6 +408,8 @@ Examples:
         elif not stack.complete:
             out.line("<failed>")
             out.line("Stack Walk failed. Reported stack incomplete.")
+        elif args.i:
+            out.line("Stack walk complete.")
         if lines is not None:
             report_missing_pdbs(ctx, lines, missing)
 
@@ -522,9 +528,10 @@ def typed_value_text(v: FrameVariable) -> str:
     return f"= 0x{n:016x}" if n is not None else "= <no data>"
 
 
-def _typed_args_and_locals(ctx: CommandContext, fv: FrameVariables) -> None:
+def _typed_args_and_locals(ctx: CommandContext, fv: FrameVariables, params: bool, local_vars: bool) -> None:
     out = ctx.out
-    for title, values in (("PARAMETERS:", fv.arguments), ("LOCALS:", fv.locals)):
+    for title, values in (("PARAMETERS:", fv.arguments if params else ()),
+                          ("LOCALS:", fv.locals if local_vars else ())):
         if not values:
             continue
         out.line(f"    {title}")
