@@ -40,6 +40,13 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
+def _print_output(text: str) -> None:
+    # A command's output: render/output.py escaped every line already (and may have added
+    # colour after that, which a second escape would spoil).
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def _progress(text: str) -> None:
     """A line on stdout before a long wait (stderr carries only the error, if one follows)."""
     _print(text)
@@ -57,13 +64,21 @@ def run_command_line(session, line: str) -> bool:  # type: ignore[no-untyped-def
     name, _, rest = line.partition(" ")
     if name.startswith("!"):
         name = name[1:]  # WinDbg habit: !dumpheap
-    return execute(session, name, rest, _print, _eprint, color=False, progress_stream=sys.stderr)
+    return execute(session, name, rest, _print_output, _eprint, color=_stdout_is_terminal(),
+                   progress_stream=sys.stderr)
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _apply_clr_path(args: argparse.Namespace) -> None:
     """--clr-path DIR: the user's explicit choice of DAC directory (as setclrpath in a debugger)."""
     if getattr(args, "clr_path", None):
-        from .dac.loader import set_clr_path
+        from .clr.runtime import set_clr_path
         set_clr_path(os.path.abspath(os.path.expanduser(args.clr_path)))
 
 
@@ -111,7 +126,7 @@ def _analyze_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .clr.progress import set_interrupt_source
+    from . import interrupts
     from .clr.gcdumpsnap import is_gcdump
     if is_gcdump(args.core):
         return _analyze_snapshot(args)
@@ -120,18 +135,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .clr.sourcelines import set_symbol_directories
         set_symbol_directories(args.symbols)
     session = _session_for_core(args.core, args.search_dir)
-    flag = {"hit": False}
-
     def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
-        flag["hit"] = True
+        interrupts.request()
         raise KeyboardInterrupt
-    set_interrupt_source(lambda: flag["hit"])
     signal.signal(signal.SIGINT, on_sigint)
     if args.command:
         ok = True
         import time
         for line in args.command:
-            flag["hit"] = False
+            interrupts.clear()
             t0 = time.perf_counter()
             ok = run_command_line(session, line) and ok
             if args.timing:
@@ -141,7 +153,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 _print(args.separator)
         return 0 if ok else 1
     from .repl import repl
-    return repl(session, lambda line: run_command_line(session, line), flag)
+    return repl(session, lambda line: run_command_line(session, line))
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
@@ -226,15 +238,16 @@ def cmd_counters(args: argparse.Namespace) -> int:
     from .render.counters import CounterWriter
     if args.duration is not None and not args.duration > 0:
         raise SosError(f"invalid duration {args.duration!r} (seconds, > 0)")
-    stop = {"hit": False}
+    from . import interrupts
+    interrupts.clear()
 
     def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
-        stop["hit"] = True  # the loop sends StopTracing and drains; a second Ctrl-C aborts
+        interrupts.request()  # the loop sends StopTracing and drains; a second Ctrl-C aborts
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGINT, on_sigint)
     writer = CounterWriter(sys.stdout, args.format, tty=sys.stdout.isatty(), pid=args.pid, interval=args.interval)
     readings = monitor(args.pid, source=args.source, interval=args.interval, duration=args.duration,
-                       stop_flag=lambda: stop["hit"])
+                       stop_flag=interrupts.recorded)
     try:
         for interval in readings:
             writer.write(interval)
@@ -250,13 +263,14 @@ def cmd_gcdump(args: argparse.Namespace) -> int:
     out = args.output or f"{args.pid}_{_stamp()}.gcdump.npz"
     if os.path.lexists(out):
         raise SosError(f"{out} exists; choose another name (snapshots are never overwritten)")
-    stop = {"hit": False}
+    from . import interrupts
+    interrupts.clear()
 
     def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
-        stop["hit"] = True
+        interrupts.request()
     signal.signal(signal.SIGINT, on_sigint)
     _eprint(f"Collecting a GC heap dump of process {args.pid} (this runs a full blocking GC)...")
-    dump = GcDump.collect(args.pid, timeout=args.timeout, stop_flag=lambda: stop["hit"])
+    dump = GcDump.collect(args.pid, timeout=args.timeout, stop_flag=interrupts.recorded)
     dump.save(out)
     _print(f"Wrote {dump.object_count:,} objects of {len(dump.type_ids):,} types, {dump.total_size:,} bytes, "
            f"{dump.edge_target.size:,} references, {dump.root_address.size:,} roots to {out}")

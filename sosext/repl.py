@@ -45,7 +45,7 @@ def _save_history() -> None:
         pass
 
 
-def repl(session, run: Callable[[str], bool], interrupt_flag: dict) -> int:  # type: ignore[no-untyped-def]
+def repl(session, run: Callable[[str], bool]) -> int:  # type: ignore[no-untyped-def]
     load_all()
     _setup_readline()
     # The core's path is the user's, but a path can hold anything: escaped like all target text.
@@ -65,7 +65,6 @@ def repl(session, run: Callable[[str], bool], interrupt_flag: dict) -> int:  # t
                 break
             if stripped == "help" or stripped.startswith("help "):
                 stripped = "soshelp" + stripped[4:]
-            interrupt_flag["hit"] = False
             try:
                 run(stripped)
             except KeyboardInterrupt:

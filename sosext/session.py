@@ -55,8 +55,3 @@ def _check_core(target: Target) -> None:
             if problem:
                 raise SosError(problem)
             return
-
-
-def require(condition: bool, message: str) -> None:
-    if not condition:
-        raise SosError(message)

@@ -305,8 +305,10 @@ def check_stat_after(term: Terminal, prompt: str, truth: dict) -> None:
                          ids=["verifyheap", "dumpheap"])
 def test_ctrl_c_in_lldb(big_core, command: str, started: str) -> None:
     core, exe, truth = big_core
+    # NO_COLOR: these tests read the listing's lines with a regex; colour is tested in
+    # test_output_formats.py.
     term = Terminal([drivers.LLDB, "--no-lldbinit", "--core", str(core), exe],
-                    {"SOSEXT_PROGRESS_INTERVAL": "0"})
+                    {"SOSEXT_PROGRESS_INTERVAL": "0", "NO_COLOR": "1"})
     try:
         term.until(r"\(lldb\) ")
         term.write(f"command script import {drivers.REPO / 'lldbinit' / 'sosext.py'}\n".encode())
@@ -325,7 +327,7 @@ def test_ctrl_c_in_lldb(big_core, command: str, started: str) -> None:
                          ids=["verifyheap", "dumpheap"])
 def test_ctrl_c_in_gdb(big_core, command: str, started: str) -> None:
     core, exe, truth = big_core
-    term = Terminal([drivers.GDB, "-nx", "-q", exe, str(core)], {"SOSEXT_PROGRESS_INTERVAL": "0"})
+    term = Terminal([drivers.GDB, "-nx", "-q", exe, str(core)], {"SOSEXT_PROGRESS_INTERVAL": "0", "NO_COLOR": "1"})
     try:
         term.until(r"\(gdb\) ")
         term.write(b"set pagination off\n")
@@ -479,8 +481,9 @@ def test_output_passes_chunks_on_and_checks_for_ctrl_c() -> None:
     out = Output(chunks.append, chunk=10, interval=3600)
     out.lines(str(i) for i in range(25))
     assert [c.count("\n") + 1 for c in chunks] == [10, 10]  # the last 5 wait for the next chunk
+    from sosext import interrupts
     hit = {"now": False}
-    progress.set_interrupt_source(lambda: hit["now"])
+    interrupts.set_poll(lambda: hit["now"])
     try:
         hit["now"] = True
         with pytest.raises(Interrupted):
@@ -492,7 +495,7 @@ def test_output_passes_chunks_on_and_checks_for_ctrl_c() -> None:
         with pytest.raises(TargetChanged):
             progress.check_interrupt()
     finally:
-        progress.set_interrupt_source(lambda: False)
+        interrupts.set_poll(None)
         progress.set_state_source(None)
 
 

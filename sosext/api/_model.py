@@ -88,7 +88,7 @@ def facts(heap: "ClrHeap", pos: np.ndarray) -> Iterator[tuple[int, int, int, int
 def fact(heap: "ClrHeap", position: int) -> tuple[int, int, int, int]:
     """(address, MethodTable, size, generation) of one indexed object."""
     ix = heap.index()
-    return (int(ix.addresses[position]), int(ix.method_tables[ix.type_ids[position]]),
+    return (int(ix.addresses[position]), ix.method_table_at(position),
             int(ix.sizes[position]), int(ix.generations[position]))
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
 
 from ..clr.metadata.signatures import ElementType as ET
+from ..clr.objects import string_text
 from ..clr.segments import GENERATION_NAMES, Generation
 from ..clr.types import unknown_type_name
 from ..errors import SosError, UsageError
@@ -109,11 +110,7 @@ class HeapObject:
         """The text of a System.String (None for other objects); ``max_chars`` cuts long ones."""
         if not self.type.is_string:
             return None
-        n = self.length
-        if max_chars is not None:
-            n = min(n, max_chars)
-        raw = self._heap._target().read_partial(self.address + 12, 2 * n)
-        return bytes(raw).decode("utf-16-le", errors="replace")
+        return string_text(self._heap._target(), self.address, max_chars)
 
     def references(self) -> list["HeapObject"]:
         """The objects this one references directly (its non-null reference fields/elements)."""

@@ -4,21 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from ..clr.roots import RootKind
-from ..clr.statics import static_name_between
-from ..dac.sos import HANDLE_TYPES
+from ..clr.gcroot import chain_static, root_method_name
+from ..clr.roots import HANDLE_KIND_TEXT, HANDLE_TYPES, RootKind
 from . import _model
 
 if TYPE_CHECKING:
     from ..clr.roots import ClrRoot
     from .heap import Heap, HeapObject
 
-# What gcroot calls each handle type.
-_HANDLE_WORDS = {
-    0: "weak short handle", 1: "weak long handle", 2: "strong handle", 3: "pinned handle",
-    4: "variable handle", 5: "ref counted handle", 6: "dependent handle", 7: "async pinned handle",
-    8: "sized ref handle", 9: "weak WinRT handle", 10: "weak interior pointer handle",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,19 +53,14 @@ class RootPath:
 
 
 def describe_root(heap: "Heap", r: "ClrRoot") -> Root:
-    dac = heap._model.dac
     if r.kind is RootKind.HANDLE:
         h = r.handle
-        word = _HANDLE_WORDS.get(h.handle_type, "handle") if h is not None else "handle"
+        word = HANDLE_KIND_TEXT.get(h.handle_type, "handle") if h is not None else "handle"
         kind_name = HANDLE_TYPES.get(h.handle_type) if h is not None else None
         return Root("handle", word, r.address, r.object, handle_type=kind_name)
     if r.kind is RootKind.FINALIZER:
         return Root("finalizer", "finalizer queue", r.address, r.object)
-    if r.source_is_frame:
-        md = dac.method_desc_from_frame(r.source)
-    else:
-        md = dac.method_desc_from_ip(r.source) if r.source else None
-    method = (dac.method_desc_name(md) if md else None) or "<unknown method>"
+    method = root_method_name(heap._model.runtime, r) or "<unknown method>"
     return Root("stack", method, r.address, r.object, thread_os_id=r.thread_os_id,
                 register=r.register or None, interior=r.interior, pinned=r.pinned)
 
@@ -90,9 +78,7 @@ def paths_to(heap: "Heap", position: int, *, stacks: bool, limit: int | None) ->
         if p is None:
             continue
         objects = tuple(heap._at(i) for i in p.chain)
-        static = None
-        if len(objects) >= 2 and objects[0].type.name == "System.Object[]":
-            static = static_name_between(model.runtime, objects[0].address, objects[1].address)
+        static = chain_static(model, p.chain)
         yield RootPath(describe_root(heap, r), objects, tuple(p.via_dependent), static)
         found += 1
         if limit is not None and found >= limit:

@@ -167,19 +167,18 @@ def _keep_lldb_output() -> None:
 
 def _runtime(target: "Target", clr_path: str | None, *, has_registers: bool, workers: int = 1,
              cleanup: str | None = None) -> Runtime:
-    from ..clr.runtime import ClrRuntime
-    from ..dac import loader
+    from ..clr.runtime import ClrRuntime, clr_path as chosen_clr_path, locate_runtime, set_clr_path
     _keep_lldb_output()
     try:
         if clr_path is not None:
-            previous = loader.clr_path_override()
-            loader.set_clr_path(os.fspath(clr_path))
+            previous = chosen_clr_path()
+            set_clr_path(os.fspath(clr_path))
             try:
-                location = loader.locate_dac(target)
+                location = locate_runtime(target)
             finally:
-                loader.set_clr_path(previous)
+                set_clr_path(previous)
         else:
-            location = loader.locate_dac(target)
+            location = locate_runtime(target)
         model = ClrRuntime(target, location)
     except BaseException:
         close = getattr(target, "close", None)

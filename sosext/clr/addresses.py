@@ -28,13 +28,40 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import SosError
+from .parts import RuntimeParts
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
-    from .runtime import ClrRuntime
+    from .index import HeapIndex
+    from .modules import ModuleCatalog
+    from .segments import ClrSegment
+    from .types import TypeCache
+
+
+# The runtime answers ``is_method_table`` with this module, so the classifier must not know
+# the runtime and heap façades (an import circle): it names what it reads of them.
+class _Heap(Protocol):
+    alloc_contexts: list[tuple[int, int]]
+    string_mt: int
+    free_mt: int
+    object_mt: int
+    array_mt: int
+    exception_mt: int
+    types: "TypeCache"
+
+    def index(self) -> "HeapIndex": ...
+
+    def segment_of(self, address: int) -> "ClrSegment | None": ...
+
+
+class _Runtime(RuntimeParts, Protocol):
+    @property
+    def heap(self) -> _Heap: ...
+
+    @property
+    def catalog(self) -> "ModuleCatalog": ...
 
 LOW_LIMIT = 0x10000  # Linux never maps the first 64 KiB (vm.mmap_min_addr)
 USER_LIMIT = 1 << 47  # x86_64 and arm64 user space with 4-level page tables
@@ -133,10 +160,10 @@ class AddressClass:
 class AddressClassifier:
     """Classifies addresses of one runtime at one target generation (``runtime.addresses``)."""
 
-    def __init__(self, runtime: "ClrRuntime") -> None:
+    def __init__(self, runtime: "_Runtime") -> None:
         self.runtime = runtime
         self.target = runtime.target
-        self._heap: "ClrHeap | None" = None
+        self._heap: "_Heap | None" = None
         self._mt_ok: dict[int, bool] = {}
         self._md_ok: dict[int, bool] = {}
         self._module_offset: int | None | bool = False  # False: not learnt yet; None: no such offset
@@ -146,7 +173,7 @@ class AddressClassifier:
     # -- facts gathered once -------------------------------------------------------------
 
     @property
-    def heap(self) -> "ClrHeap":
+    def heap(self) -> "_Heap":
         if self._heap is None:
             self._heap = self.runtime.heap
         return self._heap
@@ -303,7 +330,7 @@ class AddressClassifier:
         if i is None:
             return AddressClass(address, AddressKind.HEAP_GAP)
         start = int(ix.addresses[i])
-        mt = int(ix.method_tables[ix.type_ids[i]])
+        mt = ix.method_table_at(i)
         size = int(ix.sizes[i])
         if start != address:
             return AddressClass(address, AddressKind.INTERIOR, start, size, heap.types.name_of(mt))
@@ -399,6 +426,6 @@ class AddressClassifier:
         return mt if mt and self.is_method_table(mt) else None
 
 
-def classifier(runtime: "ClrRuntime") -> AddressClassifier:
+def classifier(runtime: "_Runtime") -> AddressClassifier:
     """The runtime's classifier for the current target generation."""
     return runtime.cache("addresses", lambda: AddressClassifier(runtime))

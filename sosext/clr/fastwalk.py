@@ -23,7 +23,7 @@ from .types import MIN_OBJECT_SIZE
 from .walk import WalkError
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from .parts import HeapParts
 
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
@@ -109,7 +109,7 @@ class WalkResult:
     big_sizes: dict[int, int]  # object position -> size, for sizes of 4 GiB and more
 
 
-def capacity(heap: "ClrHeap") -> int:
+def capacity(heap: "HeapParts") -> int:
     """The most objects the heap can hold: every object takes at least 24 bytes."""
     return sum(max(b - a, 0) // MIN_OBJECT_SIZE + 1 for seg in heap.segments for a, b in heap.pieces(seg))
 
@@ -117,7 +117,7 @@ def capacity(heap: "ClrHeap") -> int:
 Flush = Callable[[IndexColumns, MethodTableTable, dict], None]
 
 
-def walk_heap(heap: "ClrHeap", cols: IndexColumns, progress: Progress,
+def walk_heap(heap: "HeapParts", cols: IndexColumns, progress: Progress,
               resolve: Callable[[int], "tuple[int, int] | None"], flush: Flush | None = None) -> WalkResult:
     """Every object into ``cols``. With ``flush``, ``cols`` is a window rather than the
     whole index: whenever it is full, and after each segment, ``flush(cols, table, big)``
@@ -144,7 +144,7 @@ def walk_heap(heap: "ClrHeap", cols: IndexColumns, progress: Progress,
     return WalkResult(cols.count, slices, errors, table, big)
 
 
-def _walk_bulk(heap: "ClrHeap", target, seg: ClrSegment, table: MethodTableTable,
+def _walk_bulk(heap: "HeapParts", target, seg: ClrSegment, table: MethodTableTable,
                cols: IndexColumns, errors: list[WalkError], flush: Flush | None) -> None:
     pieces = heap.pieces(seg)
     if not pieces:
@@ -202,7 +202,7 @@ def resynchronise(words: np.ndarray, bad: int, stop: int, table: MethodTableTabl
     return stop
 
 
-def _walk_large(heap: "ClrHeap", seg: ClrSegment, table: MethodTableTable, cols: IndexColumns,
+def _walk_large(heap: "HeapParts", seg: ClrSegment, table: MethodTableTable, cols: IndexColumns,
                 errors: list[WalkError], big: dict[int, int], flush: Flush | None) -> None:
     """Large objects one header at a time: reading them in bulk would read every byte of
     every big array only to look at its first 16."""

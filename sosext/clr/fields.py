@@ -14,15 +14,22 @@ reported as unknown rather than guessed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 from ..dac.sos import MT_INITIALIZATION_FAILED, MT_INITIALIZED
 from .metadata import MetadataError
 from .metadata.signatures import ElementType as ET
 from .values import ELEMENT_SIZES, POINTER_SIZE, decode_primitive, is_reference
 
+from .parts import RuntimeParts
+
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from .modules import ModuleCatalog
+
+
+class _Runtime(RuntimeParts, Protocol):
+    @property
+    def catalog(self) -> "ModuleCatalog": ...  # metadata names the fields
 
 OBJECT_HEADER = POINTER_SIZE  # instance field offsets start after the MethodTable pointer
 _MAX_FIELDS = 1 << 16  # FieldDesc chains longer than this are corrupt
@@ -96,7 +103,7 @@ class StaticBases:
 class FieldCatalog:
     """Fields per MethodTable and statics bases, cached for a target generation."""
 
-    def __init__(self, runtime: "ClrRuntime") -> None:
+    def __init__(self, runtime: "_Runtime") -> None:
         self.runtime = runtime
         self.dac = runtime.dac
         self._own: dict[int, list[ClrField] | None] = {}

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .roots import ClrRoot, RootKind
+from .statics import static_name_between
 
 if TYPE_CHECKING:
     from .heap import ClrHeap
+    from .runtime import ClrRuntime
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,27 @@ class RootPath:
     root: ClrRoot
     chain: tuple[int, ...]  # object indices, root object first, target last
     via_dependent: tuple[bool, ...]  # per chain element after the first: reached by a dependent handle
+
+
+def root_method_name(runtime: "ClrRuntime", root: ClrRoot) -> str | None:
+    """The method whose frame holds a stack root (an explicit Frame's method, or the managed
+    code at the frame's IP); None for other roots or when the runtime cannot name it."""
+    if root.kind is not RootKind.STACK or not root.source:
+        return None
+    if root.source_is_frame:
+        return runtime.frame_method_name(root.source)
+    return runtime.method_name_at(root.source)
+
+
+def chain_static(heap: "ClrHeap", chain: tuple[int, ...] | list[int]) -> str | None:
+    """The static field a chain of index positions starts from, when its first object is a
+    statics array (``Class.field``), else None."""
+    if len(chain) < 2:
+        return None
+    ix = heap.index()
+    if heap.type_name_at(chain[0]) != "System.Object[]":
+        return None
+    return static_name_between(heap.runtime, int(ix.addresses[chain[0]]), int(ix.addresses[chain[1]]))
 
 
 class PathFinder:
@@ -44,10 +67,8 @@ class PathFinder:
 
     def _dependent_parents(self) -> dict[int, list[int]]:
         parents: dict[int, list[int]] = {}
-        for h in self.heap.roots(include_stacks=False).dependent_handles:
-            p, s = self.index.find(h.object), self.index.find(h.secondary)
-            if p is not None and s is not None:
-                parents.setdefault(s, []).append(p)
+        for p, s in self.heap.roots(include_stacks=False).dependent_pairs(self.index.find):
+            parents.setdefault(s, []).append(p)
         return parents
 
     def _search(self) -> None:

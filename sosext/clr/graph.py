@@ -23,7 +23,7 @@ from .progress import Progress
 from .segments import SegmentKind
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from .parts import HeapParts
 
 
 def ragged_arange(counts: np.ndarray) -> np.ndarray:
@@ -47,7 +47,7 @@ class _TypeSlots:
     series_size: int = 0  # kind 2: adjusted series size (bytes, usually -base size)
 
 
-def _layout(heap: "ClrHeap", mt: int) -> _TypeSlots:
+def _layout(heap: "HeapParts", mt: int) -> _TypeSlots:
     t = heap.types.get(mt)
     none = _TypeSlots(0, np.empty(0, dtype=np.int64))
     if t is None or not t.contains_pointers:
@@ -173,7 +173,7 @@ class ReferenceGraph:
         return np.unique(kids[~seen[kids]]).astype(np.int64)
 
 
-def build_graph(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> ReferenceGraph:
+def build_graph(heap: "HeapParts", index: HeapIndex, progress: Progress) -> ReferenceGraph:
     from . import kernels
     if kernels.compiled():
         from . import refscan
@@ -189,7 +189,7 @@ def build_graph(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> Refere
     return _build_graph_numpy(heap, index, progress)
 
 
-def _build_graph_numpy(heap: "ClrHeap", index: HeapIndex, progress: Progress) -> ReferenceGraph:
+def _build_graph_numpy(heap: "HeapParts", index: HeapIndex, progress: Progress) -> ReferenceGraph:
     n = len(index)
     layouts = [_layout(heap, int(mt)) for mt in index.method_tables]
     kinds = np.array([lay.kind for lay in layouts], dtype=np.int8)

@@ -9,12 +9,10 @@ from __future__ import annotations
 import bisect
 import os
 from array import array
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from ..dac.structs import GcHeapDetails, GenerationData
 from ..errors import DacError, NoGcHeap, SosError
 from . import parallel
 from .graph import ReferenceGraph, build_graph
@@ -23,13 +21,13 @@ from .liveness import live_mask
 from .objects import ClrObject, gcdesc_reader
 from .roots import RootSet, gather_roots
 from .progress import Progress
-from .segments import (SEGMENT_FLAG_READONLY, ClrSegment, Generation, GenerationRange,
+from .segments import (SEGMENT_FLAG_READONLY, ClrSegment, ClrSubHeap, Generation, GenerationRange,
                        SegmentKind)
 from .types import MIN_OBJECT_SIZE, ClrType, TypeCache
 from .walk import SizeTable, WalkError, object_facts, walk_words
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from .parts import RuntimeParts
 
 # Reading a large-object segment in bulk would read every byte of every big array only
 # to look at their headers; read headers one object at a time there instead.
@@ -37,19 +35,8 @@ _HEADER = 16
 CORDBG_E_READVIRTUAL_FAILURE = 0x80131C49
 
 
-@dataclass(frozen=True, slots=True)
-class ClrSubHeap:
-    """One GC heap: the only one with workstation GC, one per core with server GC."""
-
-    index: int
-    address: int  # gc_heap* with server GC, 0 with workstation GC
-    details: GcHeapDetails
-    generations: tuple[GenerationData, ...]  # gen0, gen1, gen2, LOH and (.NET 5+) POH
-    fill_pointers: tuple[int, ...]  # the finalization queue's partition
-
-
 class ClrHeap:
-    def __init__(self, runtime: "ClrRuntime") -> None:
+    def __init__(self, runtime: "RuntimeParts") -> None:
         self.runtime = runtime
         dac = runtime.dac
         self.dac = dac
@@ -189,8 +176,7 @@ class ClrHeap:
         return self.types.get(mt)
 
     def _sizes_of(self, mt: int) -> tuple[int, int] | None:
-        from .addresses import classifier
-        if not classifier(self.runtime).is_method_table(mt):
+        if not self.runtime.is_method_table(mt):
             return None  # a corrupt header word: the DAC is never asked about it
         t = self.types.get(mt)
         if t is None or t.base_size < 17 or t.base_size > 1 << 31:
@@ -245,12 +231,9 @@ class ClrHeap:
             self._live = live_mask(self.index(progress), self.graph(progress), self.roots())
         return self._live
 
-    def dac_thread_from_thinlock(self, thin_id: int) -> tuple[int, int] | None:
-        """(Thread address, OS thread id) of the managed thread with this thin-lock id."""
-        for addr, t in self.dac.threads():
-            if t.cor_thread_id == thin_id:
-                return addr, t.os_thread_id
-        return None
+    def type_name_at(self, position: int) -> str:
+        """The type name of the object at heap index position ``position``."""
+        return self.types.name_of(self.index().method_table_at(position))
 
     def get_object(self, address: int) -> ClrObject:
         return ClrObject(self, address)
@@ -265,7 +248,7 @@ class ClrHeap:
         if i is not None:
             start = int(ix.addresses[i])
             if start != address:
-                mt = int(ix.method_tables[ix.type_ids[i]])
+                mt = ix.method_table_at(i)
                 return (f"{address:x} is not a valid object: it is inside {start:x} ({self.types.name_of(mt)}, "
                         f"{int(ix.sizes[i])} bytes) at offset 0x{address - start:x}")
         return f"{address:x} is not a valid object"

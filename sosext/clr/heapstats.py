@@ -19,7 +19,7 @@ from .walk import WalkError
 
 if TYPE_CHECKING:
     from .fastwalk import IndexColumns, MethodTableTable
-    from .heap import ClrHeap
+    from .parts import HeapParts
     from .index import HeapIndex
 
 FRAGMENT_MIN = 512 * 1024  # SOS lists Free blocks above 0.5 MB, with the object after them
@@ -57,12 +57,12 @@ class HeapStatistics:
                 for i in order]
 
     @classmethod
-    def of_index(cls, heap: "ClrHeap", ix: "HeapIndex", mask: np.ndarray | None = None) -> "HeapStatistics":
+    def of_index(cls, heap: "HeapParts", ix: "HeapIndex", mask: np.ndarray | None = None) -> "HeapStatistics":
         counts, totals, first = ix.type_totals(mask)
         return cls(ix.method_tables, counts, totals, first, _index_free_blocks(heap, ix, mask), list(ix.errors))
 
 
-def _index_free_blocks(heap: "ClrHeap", ix: "HeapIndex", mask: np.ndarray | None) -> list[FreeBlock]:
+def _index_free_blocks(heap: "HeapParts", ix: "HeapIndex", mask: np.ndarray | None) -> list[FreeBlock]:
     free_id = ix.type_id(heap.free_mt)
     if free_id is None:
         return []
@@ -73,11 +73,11 @@ def _index_free_blocks(heap: "ClrHeap", ix: "HeapIndex", mask: np.ndarray | None
         nxt = int(ix.addresses[i]) + ((size + 7) & ~7)
         j = ix.find(nxt)
         if j is not None and not _in_large_object_heap(heap, nxt):
-            blocks.append(FreeBlock(int(ix.addresses[i]), size, nxt, int(ix.method_tables[ix.type_ids[j]])))
+            blocks.append(FreeBlock(int(ix.addresses[i]), size, nxt, ix.method_table_at(j)))
     return blocks
 
 
-def _in_large_object_heap(heap: "ClrHeap", address: int) -> bool:
+def _in_large_object_heap(heap: "HeapParts", address: int) -> bool:
     seg = heap.segment_of(address)
     return seg is not None and seg.kind is SegmentKind.LOH
 
@@ -85,7 +85,7 @@ def _in_large_object_heap(heap: "ClrHeap", address: int) -> bool:
 class _Folder:
     """Folds each window of walked objects into per-type totals (type ids in walk order)."""
 
-    def __init__(self, heap: "ClrHeap") -> None:
+    def __init__(self, heap: "HeapParts") -> None:
         self.heap = heap
         self.counts = np.zeros(64, dtype=np.int64)
         self.totals = np.zeros(64, dtype=np.int64)
@@ -141,7 +141,7 @@ class _Folder:
             self.blocks.append(FreeBlock(address, size, nxt, mt))
 
 
-def stream(heap: "ClrHeap", progress: Progress, resolve: "Callable[[int], tuple[int, int] | None]") -> HeapStatistics:
+def stream(heap: "HeapParts", progress: Progress, resolve: "Callable[[int], tuple[int, int] | None]") -> HeapStatistics:
     """The statistics from one walk that keeps no per-object column beyond one window."""
     from . import fastwalk
     window = fastwalk.IndexColumns(np.zeros(_WINDOW, np.uint64), np.zeros(_WINDOW, np.uint32),

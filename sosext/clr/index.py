@@ -24,7 +24,7 @@ from .walk import WalkError
 SIZE_OVERFLOW = 0xFFFFFFFF
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from .parts import HeapParts
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class TypeStat:
 
 
 class HeapIndex:
-    def __init__(self, heap: "ClrHeap", addresses: np.ndarray, type_ids: np.ndarray,
+    def __init__(self, heap: "HeapParts", addresses: np.ndarray, type_ids: np.ndarray,
                  method_tables: np.ndarray, sizes: np.ndarray, generations: np.ndarray,
                  slices: list[SegmentSlice], errors: list[WalkError],
                  big_sizes: dict[int, int] | None = None) -> None:
@@ -57,7 +57,7 @@ class HeapIndex:
         self.big_sizes = big_sizes or {}  # position -> size, for sizes >= 4 GiB
 
     @classmethod
-    def build(cls, heap: "ClrHeap", addr_parts: list[np.ndarray], mt_parts: list[np.ndarray],
+    def build(cls, heap: "HeapParts", addr_parts: list[np.ndarray], mt_parts: list[np.ndarray],
               len_parts: list[np.ndarray], slices: list[SegmentSlice], errors: list[WalkError],
               known_mts: set[int]) -> "HeapIndex":
         """``known_mts`` holds every MethodTable the walk met: mapping each object's MT to
@@ -95,7 +95,7 @@ class HeapIndex:
                    slices, errors, big)
 
     @classmethod
-    def from_walk(cls, heap: "ClrHeap", cols, res, generations: np.ndarray | None = None) -> "HeapIndex":
+    def from_walk(cls, heap: "HeapParts", cols, res, generations: np.ndarray | None = None) -> "HeapIndex":
         """The index over what ``fastwalk.walk_heap`` wrote into ``cols``: type ids are
         renumbered so that ``method_tables`` is ascending (lookups bisect it).
         ``generations``, if given, is where the generation column goes (a cache file)."""
@@ -199,6 +199,10 @@ class HeapIndex:
         counts, totals, _first = self.type_totals(mask)
         return [TypeStat(int(self.method_tables[i]), int(counts[i]), int(totals[i]))
                 for i in np.nonzero(counts)[0]]
+
+    def method_table_at(self, position: int) -> int:
+        """The MethodTable of the object at ``position``."""
+        return int(self.method_tables[self.type_ids[position]])
 
     def find(self, address: int) -> int | None:
         """Index of the object that starts exactly at ``address``."""

@@ -38,7 +38,7 @@ from .walk import WalkError
 
 if TYPE_CHECKING:
     from .fastwalk import IndexColumns
-    from .heap import ClrHeap
+    from .parts import HeapParts
 
 FORMAT = 1
 MAGIC = b"SOSEXTIX"
@@ -116,7 +116,7 @@ class IndexStore:
         self._capacity = 0
 
     @classmethod
-    def for_heap(cls, heap: "ClrHeap") -> "IndexStore | None":
+    def for_heap(cls, heap: "HeapParts") -> "IndexStore | None":
         where = heap.runtime.index_dir
         core = heap.runtime.target.core_file()
         if where is None or core is None:
@@ -193,7 +193,7 @@ class IndexStore:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def load(self, heap: "ClrHeap") -> HeapIndex | None:
+    def load(self, heap: "HeapParts") -> HeapIndex | None:
         """The cached index if it is there and checks out; None otherwise."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -217,7 +217,7 @@ class IndexStore:
                     pass
         return index
 
-    def _read(self, fd: int, heap: "ClrHeap") -> HeapIndex | None:
+    def _read(self, fd: int, heap: "HeapParts") -> HeapIndex | None:
         t, offset = self._trailer(fd)
         n, cap = int(t["count"]), int(t["capacity"])
         if not 0 <= n <= cap:
@@ -323,7 +323,7 @@ class IndexStore:
         return t, offset
 
     @staticmethod
-    def _sample_matches(heap: "ClrHeap", addresses: np.ndarray, type_ids: np.ndarray, mts: np.ndarray) -> bool:
+    def _sample_matches(heap: "HeapParts", addresses: np.ndarray, type_ids: np.ndarray, mts: np.ndarray) -> bool:
         """The MethodTable in the core at sampled objects is the one the index names."""
         n = len(addresses)
         if n == 0:

@@ -30,8 +30,7 @@ def root_indices(index: "HeapIndex", roots: RootSet) -> np.ndarray:
 
 def live_mask(index: "HeapIndex", graph: "ReferenceGraph", roots: RootSet) -> np.ndarray:
     seen = graph.mark(root_indices(index, roots))
-    deps = [(index.find(h.object), index.find(h.secondary)) for h in roots.dependent_handles]
-    deps = [(p, s) for p, s in deps if p is not None and s is not None]
+    deps = roots.dependent_pairs(index.find)
     changed = True
     while changed and deps:
         changed = False

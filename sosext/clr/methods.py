@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..dac.structs import MethodDescData
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from .parts import RuntimeParts
 
 NO_CODE = 0xFFFFFFFFFFFFFFFF
 JIT_TYPES = {1: "JIT", 2: "PreJIT"}  # DacpCodeHeaderData.JITType; 0 = unknown
@@ -92,7 +92,7 @@ class CodeVersions:
 
 
 class MethodCatalog:
-    def __init__(self, runtime: "ClrRuntime") -> None:
+    def __init__(self, runtime: "RuntimeParts") -> None:
         self.runtime = runtime
         self.dac = runtime.dac
         self._methods: dict[int, ClrMethod | None] = {}

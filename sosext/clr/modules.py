@@ -20,7 +20,7 @@ from ..errors import SosError
 from .metadata import MetadataError, MetadataReader, metadata_from_pe
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from .parts import RuntimeParts
 
 # DacpAppDomainData stage values (dacprivate.h) as SOS names them.
 DOMAIN_STAGES = ("CREATING", "READYFORMANAGEDCODE", "ACTIVE", "OPEN", "UNLOAD_REQUESTED", "EXITING",
@@ -94,7 +94,7 @@ class ClrAppDomain:
 class ModuleCatalog:
     """Every domain, assembly and module of one runtime, read once per target generation."""
 
-    def __init__(self, runtime: "ClrRuntime") -> None:
+    def __init__(self, runtime: "RuntimeParts") -> None:
         self.runtime = runtime
         self.dac = runtime.dac
         self._domains: list[ClrAppDomain] | None = None
@@ -242,7 +242,7 @@ class ModuleCatalog:
 
     def _metadata_from_file(self, mod: ClrModule) -> MetadataReader | None:
         """The module file on disk, when the target's copy of the image is missing."""
-        path = self._local_file(mod.path)
+        path = self.local_file(mod.path)
         if path is None:
             return None
         try:
@@ -256,7 +256,8 @@ class ModuleCatalog:
             return None  # another build of the file than the one the target loaded
         return reader
 
-    def _local_file(self, path: str) -> str | None:
+    def local_file(self, path: str) -> str | None:
+        """Where a module file the target names can be read here (a core's files may have moved)."""
         if not path:
             return None
         finder = getattr(self.runtime.target, "core", None)

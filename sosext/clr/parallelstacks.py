@@ -8,8 +8,9 @@ innermost frame) lists them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
+from .. import interrupts
 from ..errors import SosError
 from .stacks import walk_stack
 from .threads import clr_threads
@@ -41,14 +42,14 @@ class ParallelStacks:
     skipped: tuple[int, ...]  # OS ids of threads without managed frames
 
 
-def parallel_stacks(runtime: "ClrRuntime", *, interrupted: Callable[[], bool] | None = None) -> ParallelStacks:
+def parallel_stacks(runtime: "ClrRuntime") -> ParallelStacks:
     root = CallNode("")
     skipped = []
     count = 0
     for t in clr_threads(runtime):
         if not t.os_id:
             continue
-        if interrupted is not None and interrupted():
+        if interrupts.requested():
             break
         try:
             stack = walk_stack(runtime, t.os_id)

@@ -1,7 +1,7 @@
 """Progress of long work on stderr, and the checks that let a long command stop early.
 
-Hosts install an ``interrupt`` callable (LLDB's SBCommandInterpreter.WasInterrupted, a
-SIGINT flag in the CLI and GDB) and, for a live process, a ``state`` callable that says
+Whether the user pressed Ctrl-C is asked of :mod:`sosext.interrupts` (one place for every
+host); for a live process, hosts install a ``state`` callable that says
 when the process stopped being readable (it exited, or ran). Long loops call
 :func:`check_interrupt` every few thousand items, or :meth:`Progress.update`, which also
 prints a line such as ``Scanning heap: 120 MB / 512 MB (23%)...`` at most every
@@ -20,45 +20,15 @@ import sys
 import time
 from typing import Callable, Iterable, Iterator, TextIO, TypeVar
 
+from .. import interrupts
 from ..errors import Interrupted, TargetChanged
 
 T = TypeVar("T")
 
-_interrupt_source: Callable[[], bool] = lambda: False
-_noted = False  # a Ctrl-C that arrived where it could not be raised (inside a DAC callback)
 _state_source: Callable[[], str | None] = lambda: None
 _state_due = 0.0
 STATE_INTERVAL = 0.25  # seconds between two questions about the process's state
 POLL_EVERY = 4096  # items of per-object Python work between two checks
-
-
-def set_interrupt_source(fn: Callable[[], bool]) -> None:
-    global _interrupt_source, _noted
-    _interrupt_source = fn
-    _noted = False
-
-
-def note_interrupt() -> None:
-    global _noted
-    _noted = True
-
-
-def take_noted_interrupt() -> bool:
-    """Whether a Ctrl-C was swallowed by a callback since the command started (and forget it)."""
-    global _noted
-    hit, _noted = _noted, False
-    return hit
-
-
-def interrupted() -> bool:
-    global _noted
-    if _noted:
-        _noted = False
-        return True
-    try:
-        return bool(_interrupt_source())
-    except Exception:  # noqa: BLE001 - a host API hiccup must not break the work
-        return False
 
 
 def set_state_source(fn: Callable[[], str | None] | None) -> None:
@@ -71,7 +41,7 @@ def set_state_source(fn: Callable[[], str | None] | None) -> None:
 def check_interrupt() -> None:
     """Raise Interrupted after a Ctrl-C, TargetChanged when the live process went away."""
     global _state_due
-    if interrupted():
+    if interrupts.requested():
         raise Interrupted()
     now = time.monotonic()
     if now >= _state_due:

@@ -17,7 +17,7 @@ from .progress import Progress
 from .segments import SegmentKind
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from .parts import HeapParts
     from .index import HeapIndex
 
 
@@ -50,7 +50,7 @@ class ObjectLookup:
 class TypeLayouts:
     """Every type id's reference slots (GCDesc) and size facts as flat arrays."""
 
-    def __init__(self, heap: "ClrHeap", method_tables: np.ndarray) -> None:
+    def __init__(self, heap: "HeapParts", method_tables: np.ndarray) -> None:
         n = len(method_tables)
         self.base_sizes = np.zeros(n, dtype=np.int64)
         self.component_sizes = np.zeros(n, dtype=np.int64)
@@ -103,7 +103,7 @@ class TypeLayouts:
                 self.repeat_items, self.repeat_count, self.repeat_skip)
 
 
-def build_graph(heap: "ClrHeap", index: "HeapIndex", lookup: ObjectLookup,
+def build_graph(heap: "HeapParts", index: "HeapIndex", lookup: ObjectLookup,
                 progress: Progress) -> tuple[np.ndarray, np.ndarray]:
     """(offsets int64[n + 1], targets uint32[edges]) of the whole heap."""
     n = len(index)

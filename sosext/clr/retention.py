@@ -15,7 +15,7 @@ import numpy as np
 
 from .graph import ragged_arange
 from .progress import check_interrupt
-from .roots import ClrRoot, RootKind
+from .roots import HANDLE_KIND_TEXT, ClrRoot, RootKind
 from .statics import static_name_between
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class RetentionTree:
             if len(starts):
                 self.parent[starts] = ROOT
                 self._bfs(starts, self.parent)
-            self._add_dependents(roots.dependent_handles)
+            self._add_dependents(roots.dependent_pairs(self.index.find))
 
     def _bfs(self, starts: np.ndarray, parent: np.ndarray) -> None:
         """Extend the tree breadth-first from ``starts`` (already in it) to what they reach."""
@@ -98,9 +98,7 @@ class RetentionTree:
             queue = nxt
         return np.array(queue, dtype=np.int64)
 
-    def _add_dependents(self, handles) -> None:  # type: ignore[no-untyped-def]
-        pairs = [(self.index.find(h.object), self.index.find(h.secondary)) for h in handles]
-        pairs = [(p, s) for p, s in pairs if p is not None and s is not None]
+    def _add_dependents(self, pairs: list[tuple[int, int]]) -> None:
         while True:
             grow = [(p, s) for p, s in pairs if self.parent[p] != UNREACHED and self.parent[s] == UNREACHED]
             if not grow:
@@ -126,7 +124,6 @@ class RetentionTree:
         if r is None:
             return "dependent handle"
         if r.kind is RootKind.HANDLE:
-            from ..commands.roots import HANDLE_KIND_TEXT  # the wording gcroot uses
             kind = HANDLE_KIND_TEXT.get(r.handle.handle_type, "handle")
             if below is not None and below != root_obj:
                 ix = self.index
@@ -182,7 +179,7 @@ class RetentionTree:
         for g in range(len(uniq)):
             example = int(inst[first[g]])
             path = self.path(example)
-            types, repeated = _collapse([self.heap.types.name_of(int(ix.method_tables[ix.type_ids[p]])) for p in path])
+            types, repeated = _collapse([self.heap.type_name_at(p) for p in path])
             label = labels[(int(root_obj[first[g]]), int(below_root[first[g]]))]
             out.append(RetentionGroup(label, tuple(types), tuple(repeated),
                                       int(counts[g]), int(sizes[g]), int(ix.addresses[example]),

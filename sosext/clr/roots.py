@@ -12,14 +12,25 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from ..dac.sos import HANDLE_TYPES
+from ..dac.sos import HANDLE_TYPES  # the runtime's names of handle types (HNDTYPE_*), re-exported
 from ..errors import DacError, SosError
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from .parts import HeapParts
 
+# gcroot's wording of handle kinds (SOS's current C# gcroot).
+HANDLE_KIND_TEXT = {
+    0: "weak short handle", 1: "weak long handle", 2: "strong handle", 3: "pinned handle",
+    4: "variable handle", 5: "ref counted handle", 6: "dependent handle", 7: "async pinned handle",
+    8: "sized ref handle", 9: "weak WinRT handle", 10: "weak interior pointer handle",
+}
+# gchandles' column words.
+HANDLE_TYPE_WORD = {
+    0: "WeakShort", 1: "WeakLong", 2: "Strong", 3: "Pinned", 4: "Variable", 5: "RefCounted",
+    6: "Dependent", 7: "AsyncPinned", 8: "SizedRef", 9: "WeakWinRT", 10: "WeakInteriorPointer",
+}
 STRONG_HANDLE_TYPES = {2, 3, 7, 8}  # strong, pinned, async pinned, sizedref
 REFCOUNTED = 5
 DEPENDENT = 6
@@ -68,7 +79,7 @@ class ClrRoot:
     pinned: bool = False
 
 
-def read_handles(heap: "ClrHeap") -> list[ClrHandle]:
+def read_handles(heap: "HeapParts") -> list[ClrHandle]:
     target = heap.runtime.target
     out = []
     for h in heap.dac.handles():
@@ -85,7 +96,7 @@ def handle_roots(handles: Iterable[ClrHandle]) -> list[ClrRoot]:
             for h in handles if h.object and h.is_strong]
 
 
-def finalizer_queue_ranges(heap: "ClrHeap") -> list[tuple[int, int, int]]:
+def finalizer_queue_ranges(heap: "HeapParts") -> list[tuple[int, int, int]]:
     """Per subheap (index, start, end) of the queue part holding objects ready to finalize.
 
     The fill pointers partition the finalization array: one part per generation (oldest
@@ -100,7 +111,7 @@ def finalizer_queue_ranges(heap: "ClrHeap") -> list[tuple[int, int, int]]:
     return out
 
 
-def finalizable_ranges(heap: "ClrHeap") -> list[tuple[int, int, int]]:
+def finalizable_ranges(heap: "HeapParts") -> list[tuple[int, int, int]]:
     """Per subheap (index, start, end) of the queue part holding objects registered for
     finalization that are still reachable (not yet ready)."""
     out = []
@@ -111,7 +122,7 @@ def finalizable_ranges(heap: "ClrHeap") -> list[tuple[int, int, int]]:
     return out
 
 
-def read_pointer_array(heap: "ClrHeap", start: int, end: int) -> list[tuple[int, int]]:
+def read_pointer_array(heap: "HeapParts", start: int, end: int) -> list[tuple[int, int]]:
     """(slot, value) for the pointers in [start, end)."""
     if end <= start or end - start > 1 << 30:
         return []
@@ -122,7 +133,7 @@ def read_pointer_array(heap: "ClrHeap", start: int, end: int) -> list[tuple[int,
     return [(start + 8 * i, vals[i]) for i in range(n)]
 
 
-def finalizer_roots(heap: "ClrHeap") -> list[ClrRoot]:
+def finalizer_roots(heap: "HeapParts") -> list[ClrRoot]:
     out = []
     for _heap, start, end in finalizer_queue_ranges(heap):
         for slot, obj in read_pointer_array(heap, start, end):
@@ -131,7 +142,7 @@ def finalizer_roots(heap: "ClrHeap") -> list[ClrRoot]:
     return out
 
 
-def stack_roots(heap: "ClrHeap", errors: list[str] | None = None) -> list[ClrRoot]:
+def stack_roots(heap: "HeapParts", errors: list[str] | None = None) -> list[ClrRoot]:
     """Precise stack roots of every managed thread that is running on an OS thread."""
     dac = heap.dac
     out = []
@@ -171,8 +182,19 @@ class RootSet:
     def dependent_handles(self) -> list[ClrHandle]:
         return [h for h in self.handles if h.handle_type == DEPENDENT and h.object and h.secondary]
 
+    def dependent_pairs(self, find: "Callable[[int], int | None]") -> list[tuple[int, int]]:
+        """(primary, secondary) heap index positions of every dependent handle whose two
+        objects are both on the heap; ``find`` maps an address to its position
+        (``HeapIndex.find``). Marking, gcroot and retention all add these edges."""
+        out = []
+        for h in self.dependent_handles:
+            p, s = find(h.object), find(h.secondary)
+            if p is not None and s is not None:
+                out.append((p, s))
+        return out
 
-def gather_roots(heap: "ClrHeap", include_stacks: bool = True) -> RootSet:
+
+def gather_roots(heap: "HeapParts", include_stacks: bool = True) -> RootSet:
     handles = read_handles(heap)
     roots = handle_roots(handles)
     errors: list[str] = []

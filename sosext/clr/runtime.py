@@ -9,8 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..dac import loader
 from ..dac.loader import DacLocation, file_version, locate_dac
 from ..dac.sos import SosDac, open_dac
+from ..dac.structs import (MethodDescData, MethodTableCollectibleData, MethodTableData, MethodTableFieldData,
+                           ObjectData, ThreadData)
 from ..targets.base import Target
 
 if TYPE_CHECKING:
@@ -20,6 +23,26 @@ if TYPE_CHECKING:
     from .fields import FieldCatalog
     from .methods import MethodCatalog
     from .modules import ClrAppDomain, ClrModule, ModuleCatalog
+
+
+__all__ = ["ClrRuntime", "RuntimeInfo", "ObjectData", "MethodDescData", "MethodTableData",
+           "MethodTableFieldData", "MethodTableCollectibleData", "ThreadData", "set_clr_path", "clr_path",
+           "locate_runtime"]
+
+
+def set_clr_path(directory: str | None) -> None:
+    """``setclrpath``: load the DAC from ``directory`` instead of beside libcoreclr.so (None: beside)."""
+    loader.set_clr_path(directory)
+
+
+def clr_path() -> str | None:
+    """The directory ``setclrpath`` (or ``--clr-path``, ``SOSEXT_CLR_PATH``) chose, if any."""
+    return loader.clr_path_override()
+
+
+def locate_runtime(target: Target) -> DacLocation:
+    """Where the target's runtime and its DAC are (raises NotDotNetError/DacError)."""
+    return locate_dac(target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +153,96 @@ class ClrRuntime:
         """MethodDescs, slots, JIT state and code versions (rebuilt when the process has run)."""
         from .methods import MethodCatalog
         return self.cache("methods", lambda: MethodCatalog(self))
+
+    # -- what commands ask of the runtime, in its own words ---------------------------------
+    # Each is one DAC request; commands call these and never the DAC itself.
+
+    def object_data(self, address: int) -> ObjectData | None:
+        """The runtime's view of the object at ``address`` (classify the address first)."""
+        return self.dac.object_data(address)
+
+    def object_type_name(self, address: int) -> str | None:
+        """The object's class name as the runtime prints it (never ask for a Free object)."""
+        return self.dac.object_class_name(address)
+
+    def method_table_data(self, mt: int) -> MethodTableData | None:
+        return self.dac.method_table_data(mt)
+
+    def field_counts(self, mt: int) -> MethodTableFieldData | None:
+        """Instance and static field counts of a MethodTable (None: the runtime did not answer)."""
+        return self.dac.method_table_field_data(mt)
+
+    def canonical_method_table(self, eeclass: int) -> int | None:
+        """The MethodTable the runtime reports for an EEClass (.NET 9+: the canonical MT itself)."""
+        return self.dac.method_table_for_eeclass(eeclass)
+
+    def collectible_data(self, mt: int) -> MethodTableCollectibleData | None:
+        return self.dac.method_table_collectible_data(mt)
+
+    def assembly_load_context(self, mt: int) -> int | None:
+        return self.dac.assembly_load_context(mt)
+
+    def method_desc_data(self, md: int) -> MethodDescData | None:
+        return self.dac.method_desc_data(md)
+
+    def method_desc_name(self, md: int) -> str | None:
+        return self.dac.method_desc_name(md)
+
+    def method_desc_at(self, ip: int) -> int | None:
+        """The MethodDesc of the managed code at instruction pointer ``ip``."""
+        return self.dac.method_desc_from_ip(ip) if ip else None
+
+    def method_name_at(self, ip: int) -> str | None:
+        """The name of the managed method whose code holds ``ip`` (None: not managed code)."""
+        md = self.method_desc_at(ip)
+        return self.dac.method_desc_name(md) if md else None
+
+    def frame_method_name(self, frame: int) -> str | None:
+        """The method an explicit Frame (a runtime transition frame) stands for, if any."""
+        md = self.dac.method_desc_from_frame(frame)
+        return self.dac.method_desc_name(md) if md else None
+
+    def frame_name(self, frame: int) -> str:
+        """The kind of an explicit Frame ("InlinedCallFrame" …), from its first word."""
+        # The first word is a vtable (a frame identifier since .NET 10); the DAC only compares
+        # it with the values it knows and never follows it, so any value is safe to hand over.
+        from ..errors import SosError
+        try:
+            vtable = self.target.read_pointer(frame)
+        except SosError:
+            return "Frame"
+        return self.dac.frame_name(vtable) or "Frame"
+
+    def nested_exception(self, exception: int) -> tuple[int, int] | None:
+        return self.dac.nested_exception(exception)
+
+    def gc_dynamic_adaptation_mode(self) -> int | None:
+        """DATAS (dynamic adaptation to application sizes): the mode, None when not reported."""
+        return self.dac.gc_dynamic_adaptation_mode()
+
+    def thread_records(self) -> "list[tuple[int, ThreadData]]":
+        """(Thread address, the runtime's record) of every managed thread, in the runtime's order."""
+        return list(self.dac.threads())
+
+    def thread_with_lock_id(self, thin_id: int) -> tuple[int, int] | None:
+        """(Thread address, OS thread id) of the managed thread a thin lock names."""
+        for addr, t in self.dac.threads():
+            if t.cor_thread_id == thin_id:
+                return addr, t.os_thread_id
+        return None
+
+    def stack_range(self, os_tid: int, sp: int) -> tuple[int, int] | None:
+        """The (low, high) stack range of managed thread ``os_tid`` that holds ``sp``, if known."""
+        for addr, t in self.dac.threads():
+            if t.os_thread_id == os_tid:
+                lim = self.dac.stack_limits(addr)
+                if lim:
+                    low, high = sorted(lim[:2])  # the DAC answers (base, limit): high end first on x64
+                    if low <= sp < high:
+                        return low, high
+        return None
+
+    def is_method_table(self, mt: int) -> bool:
+        """Whether ``mt`` is a MethodTable, checked before the DAC is asked anything about it."""
+        from .addresses import classifier
+        return classifier(self).is_method_table(mt)

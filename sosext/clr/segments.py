@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from ..dac.structs import GcHeapDetails, GenerationData
+
 # heap_segment flags (gcpriv.h), as the DAC reports them.
 SEGMENT_FLAG_READONLY = 0x1  # frozen: string literals and other NonGC objects
 SEGMENT_FLAG_LOH = 0x8
@@ -92,3 +94,14 @@ class ClrSegment:
 
     def contains(self, address: int) -> bool:
         return self.start <= address < self.end
+
+
+@dataclass(frozen=True, slots=True)
+class ClrSubHeap:
+    """One GC heap: the only one with workstation GC, one per core with server GC."""
+
+    index: int
+    address: int  # gc_heap* with server GC, 0 with workstation GC
+    details: GcHeapDetails
+    generations: tuple[GenerationData, ...]  # gen0, gen1, gen2, LOH and (.NET 5+) POH
+    fill_pointers: tuple[int, ...]  # the finalization queue's partition

@@ -149,7 +149,7 @@ class SourceLines:
 
     def _debug_entries(self, mod: "ClrModule") -> list | None:
         """The debug directory, from the module file on disk or else from the image in the target."""
-        local = self.runtime.catalog._local_file(mod.path)
+        local = self.runtime.catalog.local_file(mod.path)
         if local is not None:
             try:
                 with open(local, "rb") as f:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from ..dac.xclrdata import VLOC_REGISTER, StackWalk, Value, context_registers, context_sp_ip, task_by_os_thread_id
+from .. import interrupts
 from ..errors import SosError
 
 if TYPE_CHECKING:
@@ -88,8 +89,7 @@ class ClrStack:
 
 
 def walk_stack(runtime: "ClrRuntime", os_tid: int, *, arguments: bool = False, local_variables: bool = False,
-               registers: bool = False, max_frames: int = 0,
-               interrupted: Callable[[], bool] | None = None) -> ClrStack:
+               registers: bool = False, max_frames: int = 0) -> ClrStack:
     """The managed frames of OS thread ``os_tid``, innermost first.
 
     ``arguments``/``local_variables`` also collect each managed frame's values where the runtime
@@ -107,17 +107,16 @@ def walk_stack(runtime: "ClrRuntime", os_tid: int, *, arguments: bool = False, l
         if walk is None:
             raise NotManagedThread(os_tid, hr, is_managed=True)
         with walk:
-            return _walk(runtime, os_tid, walk, arch, arguments, local_variables, registers, max_frames,
-                         interrupted)
+            return _walk(runtime, os_tid, walk, arch, arguments, local_variables, registers, max_frames)
 
 
 def _walk(runtime: "ClrRuntime", os_tid: int, walk: StackWalk, arch: str, want_args: bool, want_locals: bool,
-          want_registers: bool, max_frames: int, interrupted: Callable[[], bool] | None) -> ClrStack:
+          want_registers: bool, max_frames: int) -> ClrStack:
     frames: list[ClrStackFrame] = []
     limit = max_frames or MAX_FRAMES
     hr = 0
     while True:
-        if interrupted is not None and interrupted():
+        if interrupts.requested():  # a partial stack is still worth printing
             return ClrStack(os_tid, tuple(frames), complete=True, interrupted=True)
         ctx = walk.context(arch)
         if ctx is None:

@@ -124,6 +124,21 @@ class Parsed:
             raise AttributeError(name) from None
 
 
+def parse_format(text: str) -> str:
+    t = text.strip().lower()
+    if t not in ("text", "json", "csv", "markdown"):
+        raise UsageError(f"unknown format: {text} (text, json, csv or markdown)")
+    return t
+
+
+# Options every command takes; render/ does the work (see render/output.py).
+COMMON_OPTIONS = (
+    Option("--json", "print the result as one JSON document (same as --format json)", dest="json"),
+    Option("--format", "text (SOS's, the default), json, csv or markdown", parse_format, "format"),
+    Option("--no-color", "no colour even on a terminal (NO_COLOR=1 does the same)", dest="no_color"),
+)
+
+
 class Command:
     names: ClassVar[tuple[str, ...]] = ()
     summary: ClassVar[str] = ""
@@ -139,12 +154,25 @@ class Command:
     # -- parsing -------------------------------------------------------------------
 
     @classmethod
+    def all_options(cls) -> tuple[Option, ...]:
+        """The command's own options, then the common ones it does not declare itself."""
+        own = {o.name for o in cls.options}
+        return cls.options + tuple(o for o in COMMON_OPTIONS if o.name not in own)
+
+    @classmethod
+    def output_format(cls, args: Parsed) -> str:
+        """text, json, csv or markdown, from --json / --format."""
+        fmt = args.values.get("format") or "text"
+        return "json" if args.values.get("json") else fmt
+
+    @classmethod
     def parse(cls, words: list[str]) -> Parsed:
         by_name: dict[str, Option] = {}
-        for opt in cls.options:
+        options = cls.all_options()
+        for opt in options:
             for n in (opt.name, *opt.aliases):
                 by_name[n.lower()] = opt
-        out = Parsed({opt.key: ([] if opt.repeat else (None if opt.parse else False)) for opt in cls.options})
+        out = Parsed({opt.key: ([] if opt.repeat else (None if opt.parse else False)) for opt in options})
         free: list[str] = []
         i = 0
         while i < len(words):
@@ -170,6 +198,8 @@ class Command:
                     out.values[opt.key] = value
             i += 1
         cls._bind_positionals(free, out)
+        if out.values.get("format") == "json":
+            out.values["json"] = True  # commands with a JSON form of their own look at args.json
         return out
 
     @classmethod
@@ -202,6 +232,8 @@ class Command:
         if cls.details:
             lines.append("")
             lines.append(cls.details.strip("\n"))
+        lines.append("")
+        lines.append("Output: --json (or --format json|csv|markdown) for scripts; --no-color (see docs/commands.md).")
         return "\n".join(lines)
 
 

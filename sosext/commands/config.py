@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from ..dac.loader import clr_path_override, set_clr_path
+from ..clr.runtime import clr_path, set_clr_path
 from .base import Command, Option, Parsed, Positional, register
 from .context import CommandContext
 
@@ -26,14 +26,14 @@ class SetClrPath(Command):
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.directory is None:
-            current = clr_path_override()
-            ctx.out.line(f"Load path for DAC/DBI: '{current}'" if current else
+            current = clr_path()
+            ctx.out.record_line(f"Load path for DAC/DBI: '{current}'" if current else
                          "Load path for DAC/DBI: <none> (the target's runtime directory is used)")
             return
         path = os.path.abspath(os.path.expanduser(args.directory))
         set_clr_path(path)
         ctx.session.forget()
-        ctx.out.line(f"Set load path for DAC/DBI to '{path}'")
+        ctx.out.record_line(f"Set load path for DAC/DBI to '{path}'")
 
 
 @register
@@ -62,12 +62,12 @@ class SetSymbolServer(Command):
             raise SosError("sosext reads symbols from local directories only: use setsymbolserver -directory <dir>")
         if args.clear:
             set_symbol_directories([])
-            ctx.out.line("Cleared symbol directories")
+            ctx.out.record_line("Cleared symbol directories")
         for d in args.directory:
-            ctx.out.line(f"Added symbol directory path: {add_symbol_directory(d)}")
+            ctx.out.record_line(f"Added symbol directory path: {add_symbol_directory(d)}")
         if not args.directory and not args.clear:
             dirs = symbol_directories()
             if not dirs:
-                ctx.out.line("No symbol directories (PDBs are looked for in the assemblies and beside them)")
+                ctx.out.record_line("No symbol directories (PDBs are looked for in the assemblies and beside them)")
             for d in dirs:
-                ctx.out.line(f"Symbol directory: {d}")
+                ctx.out.record_line(f"Symbol directory: {d}")

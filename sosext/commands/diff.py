@@ -6,6 +6,7 @@ import numpy as np
 from ..clr.retention import RetentionTree
 from ..clr.snapshot import BaselineJob, HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas
 from ..render.json import emit_json
+from ..render.numbers import count as fmt_count
 from ..render.table import Column, Integer, Table, TypeName
 from .base import Command, Option, Parsed, Positional, parse_count, register
 from .context import CommandContext
@@ -35,16 +36,19 @@ def baseline_and_current(ctx: CommandContext, baseline: str) -> tuple[HeapSnapsh
 def write_deltas(ctx: CommandContext, old: HeapSnapshot, new: HeapSnapshot, rows: list[TypeDelta]) -> None:
     out = ctx.out
     out.line(f"Heap growth from {old.source} to {new.source}:")
-    if not rows:
-        out.line("No type matches.")
-        return
     signed = lambda: Column(14, True, _signed)  # noqa: E731
-    t = Table(Integer(), Integer(), signed(), Integer(), Integer(), signed(), TypeName())
-    out.line(t.header("OldCount", "NewCount", "CountDelta", "OldBytes", "NewBytes", "BytesDelta", "Class Name"))
+    t = out.table("types", Table(Integer(), Integer(), signed(), Integer(), Integer(), signed(), TypeName()),
+                  ("old_count", "new_count", "count_delta", "old_size", "new_size", "size_delta", "name"))
+    # No match still shows the header and the totals, as SOS's tables do.
+    t.header("OldCount", "NewCount", "CountDelta", "OldBytes", "NewBytes", "BytesDelta", "Class Name")
     for r in rows:
-        out.line(t.row(r.old_count, r.new_count, r.count_delta, r.old_size, r.new_size, r.size_delta, r.name))
-    out.line(f"Total {new.total_count:,} objects ({new.total_count - old.total_count:+,}), "
-             f"{new.total_size:,} bytes ({new.total_size - old.total_size:+,})")
+        t.row(r.old_count, r.new_count, r.count_delta, r.old_size, r.new_size, r.size_delta, r.name)
+    out.field("total_objects", new.total_count)
+    out.field("total_objects_delta", new.total_count - old.total_count)
+    out.field("total_size", new.total_size)
+    out.field("total_size_delta", new.total_size - old.total_size,
+              f"Total {fmt_count(new.total_count)} objects ({new.total_count - old.total_count:+,}), "
+              f"{fmt_count(new.total_size)} bytes ({new.total_size - old.total_size:+,})")
 
 
 def deltas_json(r: TypeDelta) -> dict:
@@ -135,17 +139,17 @@ Examples:
         for r, groups, ngroups, unreached in report:
             out.line()
             out.line(f"{r.name}: {r.count_delta:+,} objects, {r.size_delta:+,} bytes "
-                     f"(now {r.new_count:,} objects, {r.new_size:,} bytes)")
+                     f"(now {fmt_count(r.new_count)} objects, {fmt_count(r.new_size)} bytes)")
             for g in groups:
-                out.line(f"  {g.count:,} objects, {g.size:,} bytes, held by {g.root}:")
+                out.line(f"  {fmt_count(g.count)} objects, {fmt_count(g.size)} bytes, held by {g.root}:")
                 for k, (name, rep) in enumerate(zip(g.types, g.repeated)):
                     mark = " (repeated)" if rep else ""
                     out.line(f"      {'   ' if k == 0 else '-> '}{name}{mark}")
                 out.line(f"      e.g. {g.example:x} (gcroot {g.example:x} shows its full chain)")
             if ngroups > len(groups):
-                out.line(f"  ... {ngroups - len(groups):,} more groups (-groups <n> shows more)")
+                out.line(f"  ... {fmt_count(ngroups - len(groups))} more groups (-groups <n> shows more)")
             if unreached:
-                out.line(f"  {unreached:,} objects no root reaches (garbage not yet collected)")
+                out.line(f"  {fmt_count(unreached)} objects no root reaches (garbage not yet collected)")
 
 
 @register
@@ -157,4 +161,4 @@ class Snapshot(Command):
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         import json
-        ctx.out.line(json.dumps(current_snapshot(ctx).to_json()))
+        ctx.out.raw(json.dumps(current_snapshot(ctx).to_json()))  # JSON in every format: it is the snapshot file

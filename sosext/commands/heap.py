@@ -10,12 +10,14 @@ from ..clr.addresses import AddressKind, classifier
 from ..clr.heap import ClrHeap
 from ..clr.heapstats import HeapStatistics
 from ..clr.index import HeapIndex
+from ..clr.objects import string_text, thin_lock
 from ..clr.progress import polled
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
-from ..render.output import Output
-from ..render.numbers import hex_and_dec
+from ..render.output import Address, Output, TableWriter
+from ..render.numbers import count as fmt_count
+from ..render.numbers import hex_and_dec, p16
 from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import Command, Option, Parsed, Positional, add_length, parse_address, parse_count, parse_mt, register
 from .context import CommandContext
@@ -116,10 +118,13 @@ def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, 
     t.fit(0, (mt for mt, _c, _t in stats), minimum=0 if stats else 12)
     t.fit(1, (c for _m, c, _t in stats)).fit(2, (tt for _m, _c, tt in stats))
     ctx.out.line("Statistics:")
-    ctx.out.line(t.header("MT", "Count", "TotalSize", "Class Name"))
+    rows = ctx.out.table("types", t, ("mt", "count", "total_size", "name"))
+    rows.header("MT", "Count", "TotalSize", "Class Name")
     for (mt, c, tot), name in zip(stats, names):
-        ctx.out.line(t.row(mt, c, tot, name))
-    ctx.out.line(f"Total {sum(c for _m, c, _t in stats):,} objects, {sum(tt for _m, _c, tt in stats):,} bytes")
+        rows.row(Address(mt), c, tot, name)
+    objects, size = sum(c for _m, c, _t in stats), sum(tt for _m, _c, tt in stats)
+    ctx.out.field("total_objects", objects)
+    ctx.out.field("total_size", size, f"Total {fmt_count(objects)} objects, {fmt_count(size)} bytes")
 
 
 def _whole_heap(args: Parsed) -> bool:
@@ -134,7 +139,7 @@ def write_corruption(ctx: CommandContext, errors: list) -> None:
     if not errors:
         return
     ctx.out.line()
-    ctx.out.line(f"Heap corruption: the walk stepped over {len(errors):,} place"
+    ctx.out.line(f"Heap corruption: the walk stepped over {fmt_count(len(errors))} place"
                  f"{'' if len(errors) == 1 else 's'} it could not read; the totals above are partial:")
     for e in errors:
         what = f"{e.reason} (MethodTable {e.method_table:x})" if e.method_table else e.reason
@@ -209,8 +214,8 @@ Examples:
             live = heap.live(progress)
             mask &= live if args.live else ~live
             if not args.short:
-                ctx.out.line(f"Calculating live objects complete: {int(live.sum()):,} objects from "
-                             f"{len(heap.roots().roots):,} roots")
+                ctx.out.line(f"Calculating live objects complete: {fmt_count(int(live.sum()))} objects from "
+                             f"{fmt_count(len(heap.roots().roots))} roots")
         if args.thinlock:
             self._thinlocks(ctx, heap, ix, mask)
             return
@@ -244,10 +249,13 @@ Examples:
         if stats.free_blocks:
             ctx.out.line()
             ctx.out.line("Fragmented blocks larger than 0.5 MB:")
-            t = Table(Pointer(), Integer(), Pointer(), TypeName())
-            ctx.out.line(t.header("Address", "Size", "Followed By"))
+            t = ctx.out.table("fragmented", Table(Pointer(), Integer(), Pointer(), TypeName()),
+                              ("address", "size", "next", "next_type"))
+            t.header("Address", "Size", "Followed By")
             for b in stats.free_blocks:
-                ctx.out.line(t.row(b.address, b.size, b.next_address, heap.types.name_of(b.next_method_table)))
+                name = heap.types.name_of(b.next_method_table)
+                t.row(b.address, b.size, b.next_address, name,
+                      data=(Address(b.address), b.size, Address(b.next_address), name))
         write_corruption(ctx, stats.errors)
 
     @staticmethod
@@ -255,32 +263,30 @@ Examples:
         target = heap.runtime.target
         groups: dict[tuple[str, int], int] = {}
         for a, size in polled(zip(ix.addresses[sel].tolist(), ix.sizes[sel].tolist())):
-            n = target.read_u32(a + 8)
-            raw = target.read_partial(a + 12, 2 * min(n, 1024))
-            text = bytes(raw).decode("utf-16-le", errors="replace")
+            text = string_text(target, a, 1024)
             key = (text, size)
             groups[key] = groups.get(key, 0) + 1
         rows = sorted(((c * size, i, c, text) for i, ((text, size), c) in enumerate(groups.items())))
         ctx.out.line("Statistics:")
-        t = Table(Integer(), Integer(), Text())
+        t = ctx.out.table("strings", Table(Integer(), Integer(), Text()), ("count", "total_size", "text"))
         for total, _i, c, text in rows:
-            ctx.out.line(t.row(c, total, _string_cell(text)))
+            t.row(c, total, _string_cell(text), data=(c, total, text))
 
     @staticmethod
     def _thinlocks(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray) -> None:
         target = heap.runtime.target
-        t = Table(Pointer(), Pointer(), Column(18, True, lambda v: f"0x{int(v):02x}"), Integer())
-        header = False
+        t = ctx.out.table("locks", Table(Pointer(), Pointer(), Column(18, True, lambda v: f"0x{int(v):02x}"),
+                                         Integer()), ("object", "thread", "os_thread_id", "recursion"))
+        # An empty result still shows the header, as every SOS table does.
+        t.header("Object", "Thread", "OSId", "Recursion")
         for a in polled(ix.addresses[mask].tolist()):
-            word = target.read_u32(a - 4)  # the object header's sync block index / thin lock bits
-            if word & 0x08000000 or not word & 0xFFFF:
+            lock = thin_lock(target, a)
+            if lock is None:
                 continue  # a hash code or sync block index, or no owner
-            owner_id, recursion = word & 0xFFFF, (word >> 16) & 0x3F
-            thread = heap.dac_thread_from_thinlock(owner_id)
-            if not header:
-                ctx.out.line(t.header("Object", "Thread", "OSId", "Recursion"))
-                header = True
-            ctx.out.line(t.row(a, thread[0] if thread else None, thread[1] if thread else 0, recursion))
+            recursion = lock.recursion
+            thread = heap.runtime.thread_with_lock_id(lock.owner_id)
+            t.row(a, thread[0] if thread else None, thread[1] if thread else 0, recursion,
+                  data=(Address(a), Address(thread[0]) if thread else None, thread[1] if thread else None, recursion))
 
     @staticmethod
     def _json(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, args: Parsed) -> None:
@@ -312,7 +318,7 @@ Examples:
                                                  ix.sizes[sel].tolist())]
             emit_json(ctx.out, doc)
             return
-        ctx.out.line(head[:-len(tail)] + '\n  "objects": [')
+        ctx.out.raw(head[:-len(tail)] + '\n  "objects": [')
         mts = ix.method_tables.tolist()
         pending: str | None = None  # a chunk waits for the next one to know whether a comma follows
         for part in chunks_of_mask(mask):
@@ -320,9 +326,9 @@ Examples:
                     for a, t, n in zip(ix.addresses[part].tolist(), ix.type_ids[part].tolist(),
                                        ix.sizes[part].tolist())]
             if pending is not None:
-                ctx.out.line(pending + ",")
+                ctx.out.raw(pending + ",")
             pending = ",\n".join(rows)
-        ctx.out.line(f"{pending}\n  ]\n}}")
+        ctx.out.raw(f"{pending}\n  ]\n}}")
 
 
 def check_heap_arguments(heap: ClrHeap, mt: int | None, segment: int | None) -> None:
@@ -361,6 +367,12 @@ def chunks_of(positions: np.ndarray, size: int = LIST_CHUNK) -> Iterator[np.ndar
 def write_addresses(ctx: CommandContext, ix: HeapIndex, chunks: Iterable[np.ndarray]) -> None:
     """-short: one address per line."""
     out = ctx.out
+    if out.structured:
+        rows = out.table("objects", Table(Pointer()), ("address",))
+        for part in chunks:
+            for a in ix.addresses[part].tolist():
+                rows.row(Address(a))
+        return
     for part in chunks:
         out.lines([f"{a:012x}" for a in ix.addresses[part].tolist()])
 
@@ -372,6 +384,13 @@ def write_listing(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, chunks: Ite
     out = ctx.out
     out.line(t.header("Address", "MT", "Size"))
     free_id = ix.type_id(heap.free_mt)
+    if out.structured:
+        rows = out.table("objects", t, ("address", "mt", "size", "free"))
+        mts = ix.method_tables.tolist()
+        for part in chunks:
+            for a, tid, size in zip(ix.addresses[part].tolist(), ix.type_ids[part].tolist(), ix.sizes_at(part)):
+                rows.row(Address(a), Address(mts[tid]), size, tid == free_id)
+        return
     mt_cells = [t.columns[1].render(m) for m in ix.method_tables.tolist()]
     for part in chunks:
         rows = [f"{f'{a:012x}':>16} {mt_cells[tid]} {f'{size:,}':>14} {'Free' if tid == free_id else ''}"
@@ -442,10 +461,14 @@ Examples:
         width = min(max(width, 14), 32)
         out = ctx.out
         out.line()
-        datas = heap.dac.gc_dynamic_adaptation_mode()
-        out.line(f"DATAS = {'' if datas is None else datas}")
+        datas = heap.runtime.gc_dynamic_adaptation_mode()
+        out.field("datas", datas, f"DATAS = {'' if datas is None else datas}")
         out.line("=" * 40)
-        out.line(f"Number of GC Heaps: {len(heap.subheaps)}")
+        out.field("gc_heaps", len(heap.subheaps), f"Number of GC Heaps: {len(heap.subheaps)}")
+        rows = out.table("segments", _seg_table(width), ("heap", "kind", "generation", "segment", "begin",
+                                                         "allocated", "committed", "allocated_size",
+                                                         "committed_size"))
+        titles = ("segment", "begin", "allocated", "committed", "allocated size", "committed size")
         out.line("-" * 40)
         total_alloc = total_commit = 0
         for sh in heap.subheaps:
@@ -453,7 +476,7 @@ Examples:
             if args.heap is not None and sh.index != args.heap:
                 continue
             if heap.is_server:
-                out.line(f"Heap {sh.index} ({sh.address:016x})")
+                out.line(f"Heap {sh.index} ({p16(sh.address)})")
             if not heap.uses_regions:
                 for g in range(3):
                     out.line(f"generation {g} starts at {sh.generations[g].allocation_start:x}")
@@ -463,8 +486,7 @@ Examples:
                          f"0x{g0.alloc_context_limit})")
             soh = [s for s in mine if s.kind is SegmentKind.SOH]
             out.line("Small object heap")
-            out.line(_seg_table(width).header("segment", "begin", "allocated", "committed",
-                                              "allocated size", "committed size"))
+            rows.header(*titles)
             for g in (Generation.GEN0, Generation.GEN1, Generation.GEN2, None):
                 group = [s for s in soh if s.generation == g]
                 if not group:
@@ -472,14 +494,13 @@ Examples:
                 if heap.uses_regions and g is not None:
                     out.line(f"generation {int(g)}:")
                 for s in sorted(group, key=lambda s: s.start):
-                    out.line(_seg_row(width, s))
+                    _seg_row(rows, s)
             frozen = [s for s in mine if s.kind is SegmentKind.FROZEN]
             if frozen:
                 out.line("NonGC heap")
-                out.line(_seg_table(width).header("segment", "begin", "allocated", "committed",
-                                                  "allocated size", "committed size"))
+                rows.header(*titles)
                 for s in frozen:
-                    out.line(_seg_row(width, s))
+                    _seg_row(rows, s)
             for kind, title, gen_no in ((SegmentKind.LOH, "Large object heap", 3),
                                         (SegmentKind.POH, "Pinned object heap", 4)):
                 group = [s for s in mine if s.kind is kind]
@@ -489,10 +510,9 @@ Examples:
                     out.line(title)
                 else:
                     out.line(f"{title} starts at {sh.generations[gen_no].allocation_start:x}")
-                out.line(_seg_table(width).header("segment", "begin", "allocated", "committed",
-                                                  "allocated size", "committed size"))
+                rows.header(*titles)
                 for s in group:
-                    out.line(_seg_row(width, s))
+                    _seg_row(rows, s)
             alloc = sum(s.length for s in mine)
             commit = sum(s.committed - committed_start(s) for s in mine)
             total_alloc += alloc
@@ -502,8 +522,10 @@ Examples:
                 out.line(f"Partial Committed Size:              Size: {_size_text(commit)} bytes.")
             out.line("-" * 30)
         prefix = "Partial " if filtered else ""
-        out.line(f"{prefix}GC Allocated Heap Size:    Size: {_size_text(total_alloc)} bytes.")
-        out.line(f"{prefix}GC Committed Heap Size:    Size: {_size_text(total_commit)} bytes.")
+        out.field("allocated_size", total_alloc,
+                  f"{prefix}GC Allocated Heap Size:    Size: {_size_text(total_alloc)} bytes.")
+        out.field("committed_size", total_commit,
+                  f"{prefix}GC Committed Heap Size:    Size: {_size_text(total_commit)} bytes.")
 
 
 def _size_text(n: int) -> str:
@@ -514,10 +536,12 @@ def _seg_table(width: int) -> Table:
     return Table(Pointer(), Pointer(), Pointer(), Pointer(), Text(width), Text(width))
 
 
-def _seg_row(width: int, s: ClrSegment) -> str:
+def _seg_row(rows: TableWriter, s: ClrSegment) -> None:
     cstart = committed_start(s)
-    return _seg_table(width).row(s.address, s.start, s.end, s.committed,
-                                 _size_text(s.length), _size_text(s.committed - cstart))
+    gen = None if s.generation is None else int(s.generation)
+    rows.row(s.address, s.start, s.end, s.committed, _size_text(s.length), _size_text(s.committed - cstart),
+             data=(s.heap, s.kind.name.lower(), gen, Address(s.address), Address(s.start), Address(s.end),
+                   Address(s.committed), s.length, s.committed - cstart))
 
 
 # -- gcheapstat -------------------------------------------------------------------------------
@@ -562,19 +586,23 @@ Examples:
         table = Table(Text(8), *[Column(10, False, _plain) for _ in range(5 + has_frozen)],
                       Text(8), Text(8), Text(8))
 
-        def section(values: np.ndarray, pct: bool) -> None:
-            out.line(table.header(*titles))
+        keys = ("heap", "gen0", "gen1", "gen2", "loh", "poh") + (("frz",) if has_frozen else ())
+
+        def section(key: str, values: np.ndarray, pct: bool) -> None:
+            rows = out.table(key, table, keys)
+            rows.header(*titles)
             for h in range(nheaps):
                 cells: list = [f"Heap{h}", *values[h].tolist()]
+                data = tuple(cells[:len(keys)])
                 if pct:
                     cells += _percent_cells(values[h], alloc[h])
-                out.line(table.row(*cells))
-            out.line(table.row("Total", *values.sum(axis=0).tolist()))
+                rows.row(*cells, data=data)
+            rows.row("Total", *values.sum(axis=0).tolist())
 
-        section(alloc, False)
+        section("allocated", alloc, False)
         out.line()
         out.line("Free space:")
-        section(free, True)
+        section("free", free, True)
         out.line()
         if args.unreachable:
             live = heap.live(ctx.progress)
@@ -583,14 +611,16 @@ Examples:
                 dead_mask &= ix.type_ids != free_id
             unrooted = self._by_heap_gen(ix, heap_of, dead_mask, nheaps, gens)
             out.line("Unrooted objects:")
-            out.line(table.header(*titles))
+            rows = out.table("unrooted", table, keys)
+            rows.header(*titles)
             for h in range(nheaps):
-                out.line(table.row(f"Heap{h}", *unrooted[h].tolist(), *_percent_cells(unrooted[h], alloc[h])))
+                rows.row(f"Heap{h}", *unrooted[h].tolist(), *_percent_cells(unrooted[h], alloc[h]),
+                         data=(f"Heap{h}", *unrooted[h].tolist()))
             out.line()
-            out.line(table.row("Total", *unrooted.sum(axis=0).tolist()))
+            rows.row("Total", *unrooted.sum(axis=0).tolist())
             out.line()
         out.line("Committed space:")
-        section(commit, False)
+        section("committed", commit, False)
         out.line()
 
     @staticmethod
@@ -657,7 +687,9 @@ class GCWhere(Command):
         for i in (4, 5, 6):
             t.fit(i, [r[i] for r in rows])
             t.columns[i].right = False
-        ctx.out.line(t.header("Address", "Heap", "Segment", "Generation", "Allocated", "Committed", "Reserved"))
+        w = ctx.out.table("segments", t, ("address", "heap", "segment", "generation", "allocated",
+                                          "committed", "reserved"))
+        w.header("Address", "Heap", "Segment", "Generation", "Allocated", "Committed", "Reserved")
         for r in rows:
-            ctx.out.line(t.row(*r))
+            w.row(*r, data=(Address(r[0]), r[1], Address(r[2]), *r[3:]))
 

@@ -1,6 +1,7 @@
 """soshelp: the list of commands, and help for one."""
 from __future__ import annotations
 
+from ..render.table import Cells
 from .base import Command, Parsed, Positional, lookup, primary_commands, register
 from .context import CommandContext
 
@@ -25,5 +26,8 @@ class SosHelp(Command):
         ctx.out.line("sosext commands (soshelp <command> for details):")
         cmds = primary_commands()
         width = max(len(", ".join(c.names)) for c in cmds)
+        rows = ctx.out.table("commands", Cells((), ()), ("name", "aliases", "summary"))
         for c in cmds:
-            ctx.out.line(f"  {', '.join(c.names).ljust(width)}  {c.summary}")
+            rows.row(f"  {', '.join(c.names).ljust(width)}  {c.summary}", data=(c.names[0], list(c.names[1:]), c.summary))
+        ctx.out.line()
+        ctx.out.line("Every command also takes --json, --format csv|markdown and --no-color.")

@@ -6,7 +6,9 @@ from ..clr.modules import ClrAppDomain, ClrAssembly
 from ..errors import SosError, UsageError
 from .base import Command, Option, Parsed, Positional, address_or, parse_address, register
 from .context import CommandContext
-from .objects import P16, p16
+from ..render.numbers import P16, p16
+from ..render.output import Address
+from ..render.table import Cells
 
 # DacpModuleData.dwTransientFlags bit SOS reports.
 _IS_EDIT_AND_CONTINUE = 0x8
@@ -46,11 +48,11 @@ Examples:
             raise SosError(f"Fail to fill Module {P16(addr)}")
         d = mod.data
         out = ctx.out
-        out.line(f"Name: {mod.path or 'Unknown Module'}")
+        out.record_line(f"Name: {mod.path or 'Unknown Module'}")
         attrs = "".join(w for on, w in ((d.is_pe_file, "PEFile "), (d.is_reflection, "Reflection "),
                                         (d.transient_flags & _IS_EDIT_AND_CONTINUE, "EditAndContinue ")) if on)
-        out.line(f"Attributes:              {attrs}")
-        out.line(f"Assembly:                {p16(d.assembly)}")
+        out.record_line(f"Attributes:              {attrs}")
+        out.record_line(f"Assembly:                {p16(d.assembly)}")
         for label, value in (("BaseAddress:", d.il_base), ("LoaderHeap:", d.loader_allocator),
                              ("TypeDefToMethodTableMap:", d.type_def_to_method_table_map),
                              ("TypeRefToMethodTableMap:", d.type_ref_to_method_table_map),
@@ -59,26 +61,28 @@ Examples:
                              ("MemberRefToDescMap:", d.member_ref_to_desc_map),
                              ("FileReferencesMap:", d.file_references_map),
                              ("AssemblyReferencesMap:", d.manifest_module_references_map)):
-            out.line(f"{label:<24} {P16(value)}")
+            out.record_line(f"{label:<24} {P16(value)}")
         if d.il_base and d.metadata_start:
-            out.line(f"MetaData start address:  {P16(d.metadata_start)} ({d.metadata_size} bytes)")
+            out.record_line(f"MetaData start address:  {P16(d.metadata_start)} ({d.metadata_size} bytes)")
         if args.mt:
             names = ctx.heap.types
-            for title, header, table in (
-                    ("Types defined in this module", f"{'MT':>16} {'TypeDef':>16} Name",
+            for key, title, header, table in (
+                    ("type_defs", "Types defined in this module", f"{'MT':>16} {'TypeDef':>16} Name",
                      rt.catalog.type_def_map(addr)),
-                    ("Types referenced in this module", f"{'MT':>16}   {'TypeRef':>16} Name",
+                    ("type_refs", "Types referenced in this module", f"{'MT':>16}   {'TypeRef':>16} Name",
                      rt.catalog.type_ref_map(addr))):
-                out.line()
-                out.line(title)
-                out.line()
-                out.line(header)
-                out.line("-" * 78)
+                rows = out.table(key, Cells((), ()), ("mt", "token", "name"))
+                out.record_line()
+                out.record_line(title)
+                out.record_line()
+                out.record_line(header)
+                out.record_line("-" * 78)
                 for token, mt in sorted(table.items()):
-                    out.line(f"{p16(mt)} 0x{token:08x} {names.name_of(mt)}")
+                    rows.row(f"{p16(mt)} 0x{token:08x} {names.name_of(mt)}",
+                             data=(Address(mt), token, names.name_of(mt)))
         if args.prof:
-            out.line()
-            out.line("Listing methods with profiler-modified IL is not supported by sosext.")
+            out.record_line()
+            out.record_line("Listing methods with profiler-modified IL is not supported by sosext.")
 
 
 def assembly_lines(asm: ClrAssembly) -> list[str]:
@@ -115,6 +119,18 @@ def domain_lines(d: ClrAppDomain) -> list[str]:
     return out
 
 
+def domain_rows(out, d: ClrAppDomain) -> None:  # type: ignore[no-untyped-def]
+    """The structured forms of dumpdomain: rows of "domains", "assemblies" and "modules"."""
+    out.table("domains", None, ("address", "kind", "id", "name", "stage")).row(
+        data=(Address(d.address), d.kind, d.id, d.name, d.stage))
+    assemblies = out.table("assemblies", None, ("domain", "address", "name", "dynamic"))
+    modules = out.table("modules", None, ("assembly", "address", "path", "dynamic"))
+    for a in d.assemblies:
+        assemblies.row(data=(Address(d.address), Address(a.address), a.name, bool(a.is_dynamic)))
+        for m in a.modules:
+            modules.row(data=(Address(a.address), Address(m.address), m.path, bool(m.is_dynamic)))
+
+
 def domain_title(d: ClrAppDomain) -> str:
     if d.kind == "system":
         return f"System Domain:      {p16(d.address)}"
@@ -147,6 +163,9 @@ Example:
             d = catalog.app_domain(addr)
             if d is None:
                 raise SosError("Fail to fill AppDomain")
+            if out.structured:
+                domain_rows(out, d)
+                return
             out.line("-" * 38)
             out.line(domain_title(d))
             out.lines(domain_lines(d))
@@ -155,6 +174,9 @@ Example:
         if not domains:
             raise SosError("Unable to get AppDomain information")
         for d in domains:
+            if out.structured:
+                domain_rows(out, d)
+                continue
             out.line("-" * 38)
             out.line(domain_title(d))
             out.lines(domain_lines(d))
@@ -185,6 +207,6 @@ Example:
         if asm is None:
             raise SosError("Fail to fill Assembly")
         out = ctx.out
-        out.line(f"Parent Domain:      {p16(asm.data.parent_domain)}")
-        out.line(f"Name:               {asm.name or 'Unknown'}")
-        out.lines(assembly_lines(asm))
+        out.record_line(f"Parent Domain:      {p16(asm.data.parent_domain)}")
+        out.record_line(f"Name:               {asm.name or 'Unknown'}")
+        out.record(assembly_lines(asm))

@@ -16,21 +16,23 @@ from ..clr.addresses import AddressKind, classifier
 from ..clr.enums import enum_info
 from ..clr.fields import ClrField
 from ..clr.metadata import MetadataError
+from ..clr.objects import (ARRAY_DATA_OFFSET, method_table_of, string_length, string_text, thin_lock,
+                           type_desc_of)
 from ..clr.metadata.signatures import ElementType as ET
-from ..clr.runtime import ClrRuntime
+from ..clr.runtime import ClrRuntime, ObjectData
 from ..clr.values import (c_fixed, decode_primitive, fixed_loses_information, round_trip, well_known_size,
                           well_known_text)
-from ..dac.structs import ObjectData
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
-from ..render.table import Column, Table, fmt_pointer
+from ..render.numbers import P16, p16
+from ..render.output import Address
+from ..render.table import Cells, Column, Table, fmt_pointer
 from .base import Command, Option, Parsed, Positional, address_or, parse_address, parse_count, register
 from .context import CommandContext
 
 OBJ_STRING, OBJ_FREE, OBJ_OBJECT, OBJ_ARRAY = 0, 1, 2, 3
 _MAX_STRING = 0x200000  # SOS refuses to print longer strings
 _CONTENT_LIMIT = 128
-_THIN_LOCK_BITS = 0x08000000 | 0x10000000  # hash/sync block index, spin lock
 
 # CorElementType short names as SOS prints them ("Array: ... Type Int32").
 ELEMENT_TYPE_NAMES = {
@@ -43,17 +45,18 @@ ELEMENT_TYPE_NAMES = {
 }
 _IN_SYSTEM = {ET.VOID, ET.BOOLEAN, ET.CHAR, ET.I1, ET.U1, ET.I2, ET.U2, ET.I4, ET.U4, ET.I8, ET.U8, ET.R4, ET.R8,
               ET.STRING, ET.TYPEDBYREF, ET.I, ET.U, ET.OBJECT}
-FIELD_HEADER = f"{'MT':>16} {'Field':>8} {'Offset':>8} {'Type':>20} {'VT':>4} {'Attr':>8} {'Value':>16} Name"
 
 
-def p16(value: int) -> str:
-    """A pointer as SOS's DML helpers print it: 16 lowercase hex digits."""
-    return f"{value & 0xFFFFFFFFFFFFFFFF:016x}"
+def _field_table(header: bool = False) -> Table:
+    """SOS's DisplayFields columns; the Value title is right-aligned in 16, the values
+    themselves are printed as they come (numbers aligned by the value formatter, floats not)."""
+    value = Column(16, True, str) if header else Column(-1, False, str)
+    return Table(Column(16, True, p16), Column(8, True, lambda v: f"{v:08x}"), Column(8, True, lambda v: f"{v:x}"),
+                 Column(20, True, str), Column(4, True, str), Column(8, True, str), value, Column(-1, False, str))
 
 
-def P16(value: int) -> str:  # noqa: N802 - SOS's raw %p: uppercase
-    """A pointer as SOS's raw %p prints it: 16 uppercase hex digits."""
-    return f"{value & 0xFFFFFFFFFFFFFFFF:016X}"
+FIELD_HEADER = _field_table(True).header("MT", "Field", "Offset", "Type", "VT", "Attr", "Value", "Name")
+_FIELD_ROW = _field_table()
 
 
 def element_type_name(et: int) -> str:
@@ -85,7 +88,7 @@ def parse_object_address(text: str) -> int:
 
 def prefers_canonical_mt(rt: ClrRuntime, klass: int) -> tuple[bool, int]:
     """(.NET 9+ reports a canonical MethodTable where older runtimes gave the EEClass, that MT)."""
-    canon = rt.dac.method_table_for_eeclass(klass) if klass else None
+    canon = rt.canonical_method_table(klass) if klass else None
     return (canon is not None and canon == klass), (canon or 0)
 
 
@@ -99,7 +102,7 @@ def checked_object(ctx: CommandContext, address: int) -> ObjectData:
     instead. The address is classified first: the DAC never sees one that is not an
     object start."""
     classifier(ctx.runtime).require_object(address)
-    data = ctx.runtime.dac.object_data(address)
+    data = ctx.runtime.object_data(address)
     if data is None or (data.object_type != OBJ_FREE and ctx.heap.types.get(data.method_table) is None):
         raise SosError(f"{address:x} is not a valid object")
     return data
@@ -109,7 +112,7 @@ def object_data_or_none(ctx: CommandContext, address: int) -> ObjectData | None:
     """The DAC's view of a value read from target memory, only if it is an object start."""
     if classifier(ctx.runtime).object_or_none(address) is None:
         return None
-    return ctx.runtime.dac.object_data(address)
+    return ctx.runtime.object_data(address)
 
 
 # -- the field table ----------------------------------------------------------------------
@@ -136,12 +139,27 @@ class FieldTable:
                     pass
         return composed_type_name(f.sig_type if f.sig_type != f.element_type else f.element_type)
 
+    def _collect(self, mt: int, start: int | None, value_class: bool) -> None:
+        """The structured forms' rows of "fields": mt, token, offset, type, vt, attr, value
+        (as SOS shows it), name."""
+        out = self.ctx.out
+        rows = out.table("fields", None, ("mt", "token", "offset", "type", "vt", "attr", "value", "name"))  # type: ignore[arg-type]
+        for f in self.rt.fields.all_fields(mt) or []:
+            line = self.row(f, mt, start, value_class)[0]
+            offset = f.offset + (0 if value_class or f.is_thread_static or f.is_context_static else 8)
+            attr = line[61:69].strip()
+            value = line[70:86].strip() if attr in ("static", "instance") else None
+            rows.row(data=(Address(f.type_mt), f.token, offset, self.type_name(f), bool(f.is_value_type), attr,
+                           value, f.name))
+
     def lines(self, mt: int, start: int | None, value_class: bool) -> list[str]:
         """The header and rows for the fields of ``mt``; instance values read at ``start``
         (an object, or with ``value_class`` a struct's first byte), blank without one."""
         fields = self.rt.fields.all_fields(mt)
         if fields is None:
             return [self.indent + "Unable to display fields"]
+        if self.ctx.out.structured:
+            self._collect(mt, start, value_class)
         out = [self.indent + FIELD_HEADER]
         for f in fields:
             out.extend(self.indent + ln for ln in self.row(f, mt, start, value_class))
@@ -150,26 +168,26 @@ class FieldTable:
     def row(self, f: ClrField, mt: int, start: int | None, value_class: bool) -> list[str]:
         # SOS adds the MethodTable pointer to every offset but thread statics' (statics too).
         offset = f.offset + (0 if value_class or f.is_thread_static or f.is_context_static else 8)
-        prefix = (f"{p16(f.type_mt)} {f.token:08x} {offset:8x} {clip_type_name(self.type_name(f)):>20} "
-                  f"{'Yes' if f.is_value_type else 'No':>4} ")
+        cells = (f.type_mt, f.token, offset, clip_type_name(self.type_name(f)), "Yes" if f.is_value_type else "No")
+        row = _FIELD_ROW.row
         if f.is_thread_static or f.is_context_static:
-            return self._thread_static_rows(f, mt, prefix)
+            return self._thread_static_rows(f, mt, cells)
         if f.is_static:
             addr = self.rt.fields.static_address(f.owner_mt, f)
             if addr is None:
-                return [f"{prefix}{'static':>8}  <no information>"]
+                return [row(*cells, "static", "", "<no information>")]
             bases = self.rt.fields.static_bases(f.owner_mt)
             note = "not initialized" if bases is not None and bases.initialized is False else None
             value, extra = self.value(f, addr, align=True, static=True) if addr else (" " * 16, None)
-            return [f"{prefix}{'static':>8} {value} {f.name}{_note(note or extra)}"]
+            return [row(*cells, "static", value, f"{f.name}{_note(note or extra)}")]
         if start is None:
-            return [f"{prefix}{'instance':>8} {' ' * 16} {f.name}"]
+            return [row(*cells, "instance", " " * 16, f.name)]
         value, extra = self.value(f, f.address_in(start, value_class), align=True)
-        return [f"{prefix}{'instance':>8} {value} {f.name}{_note(extra)}"]
+        return [row(*cells, "instance", value, f"{f.name}{_note(extra)}")]
 
-    def _thread_static_rows(self, f: ClrField, mt: int, prefix: str) -> list[str]:
+    def _thread_static_rows(self, f: ClrField, mt: int, cells: tuple) -> list[str]:
         attr = "TLstatic" if f.is_thread_static else "CLstatic"
-        rows = [f"{prefix}{attr:>8}  {f.name}"]
+        rows = [_FIELD_ROW.row(*cells, attr, "", f.name)]
         if f.is_context_static:
             return rows + ["", "Display of context static variables is not implemented"]
         places = self.rt.fields.thread_static_addresses(f.owner_mt, f)
@@ -250,7 +268,7 @@ def object_lines(ctx: CommandContext, address: int, data: ObjectData, *, fields:
     if data.object_type == OBJ_FREE:
         return ["Free Object", f"Size:        {size_text(data.size)}"]
     mt = data.method_table
-    name = rt.dac.object_class_name(address) or heap.types.name_of(mt)
+    name = rt.object_type_name(address) or heap.types.name_of(mt)
     out = [f"Name:        {name}", f"MethodTable: {p16(mt)}"]
     if data.rcw:
         out.append(f"RCW:         {p16(data.rcw)}")
@@ -271,7 +289,7 @@ def object_lines(ctx: CommandContext, address: int, data: ObjectData, *, fields:
         out.append(f"String:      {_string_text(rt, address)}")
     if fields:
         out.append("Fields:")
-        fdata = rt.dac.method_table_field_data(mt)
+        fdata = rt.field_counts(mt)
         if fdata is not None and fdata.num_instance_fields + fdata.num_static_fields > 0:
             out.extend(FieldTable(ctx, indent).lines(mt, address, False))
         else:
@@ -283,33 +301,25 @@ def object_lines(ctx: CommandContext, address: int, data: ObjectData, *, fields:
 
 
 def _string_text(rt: ClrRuntime, address: int) -> str:
-    raw = rt.target.read_partial(address + 8, 4)
-    n = int.from_bytes(raw, "little") if len(raw) == 4 else 0
-    if n > _MAX_STRING:
+    if string_length(rt.target, address) > _MAX_STRING:
         return "<String is invalid or too large to print>"
-    data = rt.target.read_partial(address + 12, 2 * n)
-    return bytes(data).decode("utf-16-le", errors="replace")
+    return string_text(rt.target, address)
 
 
 def _array_content(rt: ClrRuntime, address: int, data: ObjectData) -> str:
     n = min(data.num_components, _CONTENT_LIMIT)
     wide = data.element_type == ET.CHAR
-    raw = bytes(rt.target.read_partial(address + 16, n * (2 if wide else 1)))
+    raw = bytes(rt.target.read_partial(address + ARRAY_DATA_OFFSET, n * (2 if wide else 1)))
     codes = [int.from_bytes(raw[i:i + 2], "little") for i in range(0, len(raw) - 1, 2)] if wide else list(raw)
     return "".join(chr(c) if 32 <= c <= 126 else "." for c in codes)
 
 
 def _thin_lock(ctx: CommandContext, address: int) -> str | None:
-    raw = ctx.runtime.target.read_partial(address - 4, 4)
-    if len(raw) < 4:
+    lock = thin_lock(ctx.runtime.target, address)
+    thread = ctx.runtime.thread_with_lock_id(lock.owner_id) if lock else None
+    if lock is None or thread is None:
         return None
-    word = int.from_bytes(raw, "little")
-    if word & _THIN_LOCK_BITS or not word & 0xFFFF:
-        return None
-    thread = ctx.heap.dac_thread_from_thinlock(word & 0xFFFF)
-    if thread is None:
-        return None
-    return f"ThinLock owner {word & 0xFFFF:x} ({P16(thread[0])}), Recursive {(word >> 16) & 0x3F:x}"
+    return f"ThinLock owner {lock.owner_id:x} ({P16(thread[0])}), Recursive {lock.recursion:x}"
 
 
 def _runtime_type_lines(ctx: CommandContext, address: int, mt: int, name: str) -> list[str]:
@@ -322,13 +332,16 @@ def _runtime_type_lines(ctx: CommandContext, address: int, mt: int, name: str) -
         address = fields.read(f, f.address_in(address))
         if not address or classifier(rt).object_or_none(address) is None:
             return []
-        mt = rt.target.read_pointer(address) & ~7
+        mt = method_table_of(rt.target, address)
+        if mt is None:
+            return []
     f = fields.field(mt, "m_handle")
     if f is None:
         return []
     handle = fields.read(f, f.address_in(address))
-    if handle & 2:
-        return [f"TypeDesc:    {P16(handle & ~2)}"]
+    desc = type_desc_of(handle)
+    if desc is not None:
+        return [f"TypeDesc:    {P16(desc)}"]
     if not classifier(rt).is_method_table(handle):
         return [f"Type MT:     {p16(handle)} (not a MethodTable)"] if handle else []
     return [f"Type Name:   {ctx.heap.types.name_of(handle)}", f"Type MT:     {p16(handle)}"]
@@ -379,10 +392,9 @@ def gc_ref_lines(ctx: CommandContext, address: int, data: ObjectData) -> list[st
 
 
 def _type_of(ctx: CommandContext, ref: int) -> str:
-    raw = ctx.runtime.target.read_partial(ref, 8)
-    if len(raw) < 8:
+    mt = method_table_of(ctx.runtime.target, ref)
+    if mt is None:
         return "Unknown"
-    mt = int.from_bytes(raw, "little") & ~7
     t = ctx.heap.types.get(mt) if classifier(ctx.runtime).is_method_table(mt) else None
     return t.name if t is not None else "Unknown"
 
@@ -396,7 +408,7 @@ def object_json(ctx: CommandContext, address: int, data: ObjectData) -> dict[str
         return {"command": "dumpobj", "address": f"0x{address:x}", "mt": f"0x{mt:x}", "name": "Free",
                 "size": data.size, "free": True, "fields": []}
     doc: dict[str, Any] = {"command": "dumpobj", "address": f"0x{address:x}", "mt": f"0x{mt:x}",
-                           "name": rt.dac.object_class_name(address) or heap.types.name_of(mt),
+                           "name": rt.object_type_name(address) or heap.types.name_of(mt),
                            "size": data.size}
     if data.object_type == OBJ_STRING:
         doc["string"] = _string_text(rt, address)
@@ -461,7 +473,7 @@ Examples:
         if args.json:
             emit_json(ctx.out, object_json(ctx, address, data))
             return
-        ctx.out.lines(object_lines(ctx, address, data, fields=not args.nofields))
+        ctx.out.record(object_lines(ctx, address, data, fields=not args.nofields))
         if args.refs and data.object_type != OBJ_FREE:
             ctx.out.lines(gc_ref_lines(ctx, address, data))
 
@@ -487,7 +499,7 @@ def valuetype_lines(ctx: CommandContext, mt: int, address: int | None, *, fields
     out.append(f"File:        {module_file(rt, t.module)}")
     if fields:
         out.append("Fields:")
-        fdata = rt.dac.method_table_field_data(mt)
+        fdata = rt.field_counts(mt)
         if fdata is not None and fdata.num_instance_fields + fdata.num_static_fields > 0:
             out.extend(FieldTable(ctx, indent).lines(mt, address, True))
     return out
@@ -522,7 +534,7 @@ Example:
             raise SosError("Free MethodTable")
         if not cls.readable(address, 1):
             raise SosError(f"{address:x} is not readable in the target")
-        ctx.out.lines(valuetype_lines(ctx, mt, address))
+        ctx.out.record(valuetype_lines(ctx, mt, address))
 
 
 # -- dumparray ------------------------------------------------------------------------------
@@ -566,19 +578,24 @@ Examples:
         rt = ctx.runtime
         heap = ctx.heap
         elem_mt = data.element_type_handle
-        out.line(f"Name:        {heap.types.name_of(elem_mt)}[{',' * (data.rank - 1)}]")
-        out.line(f"MethodTable: {p16(data.method_table)}")
+        out.field("address", Address(address))
+        out.field("name", f"{heap.types.name_of(elem_mt)}[{',' * (data.rank - 1)}]",
+                  f"Name:        {heap.types.name_of(elem_mt)}[{',' * (data.rank - 1)}]")
+        out.field("mt", Address(data.method_table), f"MethodTable: {p16(data.method_table)}")
         t = heap.types.get(data.method_table)
         if t is not None:
-            out.line(f"EEClass:     {p16(t.canonical)}")
-        out.line(f"Size:        {size_text(data.size)}")
-        out.line(f"Array:       Rank {data.rank}, Number of elements {data.num_components}, "
-                 f"Type {element_type_name(data.element_type)}")
-        out.line(f"Element Methodtable: {p16(elem_mt)}")
+            out.field("eeclass", Address(t.canonical), f"EEClass:     {p16(t.canonical)}")
+        out.field("size", data.size, f"Size:        {size_text(data.size)}")
+        out.field("rank", data.rank)
+        out.field("length", data.num_components, f"Array:       Rank {data.rank}, Number of elements "
+                  f"{data.num_components}, Type {element_type_name(data.element_type)}")
+        out.field("element_type", element_type_name(data.element_type))
+        out.field("element_mt", Address(elem_mt), f"Element Methodtable: {p16(elem_mt)}")
+        elements = out.table("elements", Cells((), ()), ("index", "value"))
         value_elements = ET.BOOLEAN <= data.element_type <= ET.R8 or data.element_type in (ET.VALUETYPE, ET.I, ET.U)
         for label, where in _array_elements(rt, address, data, start, args.length):
             if value_elements:
-                out.line(f"{label} {p16(where)}")
+                elements.row(f"{label} {p16(where)}", data=(label, Address(where)))
                 if args.details:
                     out.lines(valuetype_lines(ctx, elem_mt, where, fields=not args.nofields, indent=1))
                 continue
@@ -587,7 +604,7 @@ Examples:
                 out.line(f"Failed to read element at {label}")
                 continue
             ref = int.from_bytes(raw, "little")
-            out.line(f"{label} {p16(ref)}" if ref else f"{label} null")
+            elements.row(f"{label} {p16(ref)}" if ref else f"{label} null", data=(label, Address(ref) if ref else None))
             if args.details and ref:
                 rdata = object_data_or_none(ctx, ref)
                 if rdata is not None:

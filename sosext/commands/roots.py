@@ -6,33 +6,24 @@ from typing import Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.gcroot import PathFinder, RootPath, retained_set
+from ..clr.gcroot import PathFinder, RootPath, chain_static, retained_set, root_method_name
 from ..clr.heap import ClrHeap
 from ..clr.progress import Progress, polled
-from ..clr.statics import static_name_between
-from ..clr.roots import DEPENDENT, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
+from ..clr.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
     finalizer_queue_ranges, read_handles, read_pointer_array
 from ..clr.sourcelines import source_lines
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
-from ..render.table import Column, Pointer, Table, Text, TypeName, fmt_pointer
+from ..render.numbers import P16, os_thread_column, os_thread_id, p16
+from ..render.numbers import count as fmt_count
+from ..render.output import Address
+from ..render.table import Cells, Column, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import (Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt,
                    parse_thread_id, register)
 from .context import CommandContext
 from .heap import (DumpHeap, check_heap_arguments, chunks_of, select_objects, type_stats, write_addresses,
                    write_stats)
 
-# gcroot's wording of handle kinds (SOS's current C# gcroot).
-HANDLE_KIND_TEXT = {
-    0: "weak short handle", 1: "weak long handle", 2: "strong handle", 3: "pinned handle",
-    4: "variable handle", 5: "ref counted handle", 6: "dependent handle", 7: "async pinned handle",
-    8: "sized ref handle", 9: "weak WinRT handle", 10: "weak interior pointer handle",
-}
-# gchandles' column words.
-HANDLE_TYPE_WORD = {
-    0: "WeakShort", 1: "WeakLong", 2: "Strong", 3: "Pinned", 4: "Variable", 5: "RefCounted",
-    6: "Dependent", 7: "AsyncPinned", 8: "SizedRef", 9: "WeakWinRT", 10: "WeakInteriorPointer",
-}
 HANDLE_STAT_LABEL = [
     (2, "Strong Handles:"), (3, "Pinned Handles:"), (7, "Async Pinned Handles:"), (5, "Ref Count Handles:"),
     (1, "Weak Long Handles:"), (0, "Weak Short Handles:"), (9, "Weak WinRT Handles:"),
@@ -47,19 +38,7 @@ def parse_object_address(text: str | None) -> int:
 
 
 def method_name_at(heap: ClrHeap, ip: int) -> str:
-    md = heap.dac.method_desc_from_ip(ip) if ip else None
-    name = heap.dac.method_desc_name(md) if md else None
-    return name or "UnknownType.UnknownMethod()"
-
-
-def frame_name(heap: ClrHeap, frame: int) -> str:
-    # The first word is a vtable (a frame identifier since .NET 10); the DAC only compares it
-    # with the values it knows and never follows it, so any value is safe to hand over.
-    try:
-        vtable = heap.runtime.target.read_pointer(frame)
-    except SosError:
-        return "Frame"
-    return heap.dac.frame_name(vtable) or "Frame"
+    return heap.runtime.method_name_at(ip) or "UnknownType.UnknownMethod()"
 
 
 def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
@@ -70,26 +49,25 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
             lines.append("HandleTable:")
         kind = HANDLE_KIND_TEXT.get(root.handle.handle_type, "handle")
         if root.handle.handle_type == REFCOUNTED:
-            kind += f" RefCount: {root.handle.ref_count:,}"
-        lines.append(f"    {root.address:016x} ({kind})")
+            kind += f" RefCount: {fmt_count(root.handle.ref_count)}"
+        lines.append(f"    {p16(root.address)} ({kind})")
         state["section"] = "handle"
     elif root.kind is RootKind.FINALIZER:
         if state.get("section") != "finalizer":
             lines.append("Finalizer Queue:")
-        lines.append(f"    {root.address:016x} (finalizer root)")
+        lines.append(f"    {p16(root.address)} (finalizer root)")
         state["section"] = "finalizer"
     else:
         if state.get("section") != "stack" or state.get("thread") != root.thread_os_id:
-            lines.append(f"Thread {root.thread_os_id:x}:")
+            lines.append(f"Thread {os_thread_column(root.thread_os_id)}:")
             state["frame"] = None
         state["section"] = "stack"
         state["thread"] = root.thread_os_id
         frame_key = (root.frame_sp, root.source)
         if state.get("frame") != frame_key:
             if root.source_is_frame:
-                md = heap.dac.method_desc_from_frame(root.source)
-                method = heap.dac.method_desc_name(md) if md else None
-                site = f"[{frame_name(heap, root.source)}: {root.source:016x}]"
+                method = root_method_name(heap.runtime, root)
+                site = f"[{heap.runtime.frame_name(root.source)}: {p16(root.source)}]"
                 lines.append(f"    {root.frame_sp:x} {site}" + (f"  ({method})" if method else " "))
             else:
                 site = method_name_at(heap, root.source)
@@ -101,21 +79,15 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
             state["frame"] = frame_key
         if root.register:
             off = f"+{root.offset:x}" if root.offset > 0 else (f"-{-root.offset:x}" if root.offset < 0 else "")
-            lines.append(f"        {root.register}{off}: {root.address:016x}")
+            lines.append(f"        {root.register}{off}: {p16(root.address)}")
         else:
-            lines.append(f"        {root.address:016x}")
+            lines.append(f"        {p16(root.address)}")
     return lines
 
 
 def static_of(heap: ClrHeap, path: RootPath) -> str | None:
     """The static field a chain starts from, when its first object is a statics array."""
-    if len(path.chain) < 2:
-        return None
-    ix = heap.index()
-    first, second = (int(ix.addresses[i]) for i in path.chain[:2])
-    if heap.types.name_of(int(ix.method_tables[ix.type_ids[path.chain[0]]])) != "System.Object[]":
-        return None
-    return static_name_between(heap.runtime, first, second)
+    return chain_static(heap, path.chain)
 
 
 def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
@@ -125,7 +97,7 @@ def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
     out = []
     for k, i in enumerate(path.chain):
         addr = int(ix.addresses[i])
-        name = heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))
+        name = heap.type_name_at(i)
         extra = "(dependent handle)" if k > 0 and path.via_dependent[k - 1] else ""
         if k == 1 and static:
             extra = f"(static variable: {static})"
@@ -195,12 +167,20 @@ Examples:
             emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}",
                                 "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})
             return
+        if ctx.out.structured:  # CSV/Markdown: one row per object of each chain
+            rows = ctx.out.table("chain", None, ("root", "root_kind", "root_address", "step", "address", "type"))  # type: ignore[arg-type]
+            for n, p in enumerate(paths):
+                doc = self._json_path(heap, p)
+                for k, obj in enumerate(doc["chain"]):
+                    rows.row(data=(n, doc["root"]["kind"], doc["root"]["address"], k, obj["address"], obj["type"]))
+            ctx.out.field("count", len(paths))
+            return
         state: dict = {}
         for p in paths:
             ctx.out.lines(root_header_lines(heap, p.root, state))
             ctx.out.lines(chain_lines(heap, p))
             ctx.out.line()
-        ctx.out.line(f"Found {len(paths):,} unique roots.")
+        ctx.out.line(f"Found {fmt_count(len(paths))} unique roots.")
 
     @staticmethod
     def _json_path(heap: ClrHeap, p: RootPath) -> dict:
@@ -210,10 +190,10 @@ Examples:
         if r.handle is not None:
             root["handle_type"] = HANDLE_KIND_TEXT.get(r.handle.handle_type, str(r.handle.handle_type))
         if r.kind is RootKind.STACK:
-            root.update(thread=f"0x{r.thread_os_id:x}", register=r.register or None,
+            root.update(thread=os_thread_id(r.thread_os_id), register=r.register or None,
                         method=None if r.source_is_frame else method_name_at(heap, r.source))
         chain = [{"address": f"0x{int(ix.addresses[i]):x}",
-                  "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))} for i in p.chain]
+                  "type": heap.type_name_at(i)} for i in p.chain]
         static = static_of(heap, p)
         if static:
             root["static"] = static
@@ -255,7 +235,7 @@ Examples:
             address = parse_object_address(args.address)
             i = require_object(heap, address)
             starts = np.array([i])
-            header = f"Objects which {address:x} ({heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))}) " \
+            header = f"Objects which {address:x} ({heap.type_name_at(i)}) " \
                      "transitively keep alive:"
         order = retained_set(heap, starts)
         if args.short:
@@ -302,12 +282,15 @@ Examples:
         handles = [h for h in read_handles(heap) if wanted is None or h.handle_type == wanted]
         stats: dict[int, list[int]] = {}
         order: list[int] = []
+        rows = ctx.out.table("handles", Table(Column(16, True, P16), Column(11, False, str), Column(16, True, P16),
+                                              Column(8, True, str), Column(16, True, str), Text()),
+                             ("handle", "type", "object", "size", "data", "object_type"))
         if not args.stat:
-            ctx.out.line(f"{'Handle':>16} {'Type':<11} {'Object':>16} {'Size':>8} {'Data':>16} Type")
+            rows.header("Handle", "Type", "Object", "Size", "Data", "Type")
         for h in polled(handles):
             i = ix.find(h.object) if h.object else None
             if i is not None:
-                mt = int(ix.method_tables[ix.type_ids[i]])
+                mt = ix.method_table_at(i)
                 size = int(ix.sizes[i])
                 name = heap.types.name_of(mt)
                 if mt not in stats:
@@ -321,27 +304,33 @@ Examples:
             if h.handle_type == REFCOUNTED:
                 data = str(h.ref_count)
             elif h.handle_type == DEPENDENT:
-                data = f"{h.secondary:016X}"
+                data = f"{P16(h.secondary)}"
             if not args.stat:  # printed as found: the table's widths are fixed
                 word = HANDLE_TYPE_WORD.get(h.handle_type, "Unknown")
-                ctx.out.line(f"{h.address:016X} {word:<11} {h.object:016X} {size:>8} {data:>16} {name}")
+                rows.row(h.address, word, h.object, size, data, name,
+                         data=(Address(h.address), word, Address(h.object), size,
+                               Address(h.secondary) if h.handle_type == DEPENDENT else (data or None), name))
         if not args.stat:
             ctx.out.line()
         ctx.out.line("Statistics:")
-        ctx.out.line(f"{'MT':>16} {'Count':>8} {'TotalSize':>12} Class Name")
+        types = ctx.out.table("types", Table(Column(16, True, p16), Column(8, True, str), Column(12, True, str), Text()),
+                              ("mt", "count", "total_size", "name"))
+        types.header("MT", "Count", "TotalSize", "Class Name")
         for mt in sorted(order, key=lambda m: stats[m][1]):
             c, tot = stats[mt]
-            ctx.out.line(f"{mt:016x} {c:>8} {tot:>12} {heap.types.name_of(mt)}")
-        ctx.out.line(f"Total {sum(c for c, _t in stats.values())} objects")
+            types.row(mt, c, tot, heap.types.name_of(mt), data=(Address(mt), c, tot, heap.types.name_of(mt)))
+        total = sum(c for c, _t in stats.values())
+        ctx.out.field("total_objects", total, f"Total {total} objects")
         if wanted is None:
             counts: dict[int, int] = {}
             for h in handles:
                 counts[h.handle_type] = counts.get(h.handle_type, 0) + 1
             ctx.out.line()
             ctx.out.line("Handles:")
+            kinds = ctx.out.table("handle_counts", Cells((), ()), ("type", "count"))
             for k, label in HANDLE_STAT_LABEL:
                 if counts.get(k):
-                    ctx.out.line(f"    {label[:21]:<21} {counts[k]}")
+                    kinds.row(f"    {label[:21]:<21} {counts[k]}", data=(HANDLE_TYPE_WORD.get(k, str(k)), counts[k]))
 
 
 @register
@@ -383,9 +372,9 @@ Examples:
                 k = ngen - g - 1
                 lo = fill[k - 1] if k > 0 else fill[0]
                 hi = fill[k]
-                lines.append(f"generation {g} has {(hi - lo) // 8:,} objects ({lo:x}->{hi:x})")
+                lines.append(f"generation {g} has {fmt_count((hi - lo) // 8)} objects ({lo:x}->{hi:x})")
             lo, hi = ready_ranges.get(sh.index, (0, 0))
-            lines.append(f"Ready for finalization {(hi - lo) // 8:,} objects ({lo:x}->{hi:x})")
+            lines.append(f"Ready for finalization {fmt_count((hi - lo) // 8)} objects ({lo:x}->{hi:x})")
             lines.append("-" * 30)
             for _slot, obj in read_pointer_array(heap, lo, hi):
                 if obj:
@@ -452,14 +441,16 @@ Examples:
         if sp is None:
             raise SosError(f"Unable to get the stack pointer for thread {tid:x}.")
         index_of = {t.tid: t.index for t in target.threads()}
-        ctx.out.line(f"OS Thread Id: 0x{tid:x} ({index_of.get(tid, 0)})")  # numbered as clrstack does
-        t = Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{int(v):012x}"), Pointer(), TypeName())
-        ctx.out.line(t.header("SP/REG", "Object", "Name"))
-        name_of = lambda i: heap.types.name_of(int(ix.method_tables[ix.type_ids[i]]))  # noqa: E731
+        # numbered as clrstack does
+        ctx.out.field("os_thread_id", tid, f"OS Thread Id: {os_thread_id(tid)} ({index_of.get(tid, 0)})")
+        t = ctx.out.table("objects", Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{fmt_pointer(int(v))}"),
+                                           Pointer(), TypeName()), ("location", "object", "name"))
+        t.header("SP/REG", "Object", "Name")
+        name_of = lambda i: heap.type_name_at(i)  # noqa: E731
         for reg in sorted(regs):
             i = ix.find(regs[reg])
             if i is not None and reg not in ("rip", "pc"):
-                ctx.out.line(t.row(reg, regs[reg], name_of(i)))
+                t.row(reg, regs[reg], name_of(i), data=(reg, Address(regs[reg]), name_of(i)))
         top = _stack_top(heap, tid, sp)
         data = target.read_partial(sp, top - sp) if top > sp else b""
         n = len(data) // 8
@@ -468,14 +459,15 @@ Examples:
         pos[pos >= len(ix.addresses)] = 0
         hits = np.nonzero(ix.addresses[pos] == words)[0] if len(words) else []
         for k in polled(hits):
-            ctx.out.line(t.row(sp + 8 * int(k), int(words[k]), name_of(int(pos[k]))))
+            t.row(sp + 8 * int(k), int(words[k]), name_of(int(pos[k])),
+                  data=(Address(sp + 8 * int(k)), Address(int(words[k])), name_of(int(pos[k]))))
 
 
 def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untyped-def]
     if text is not None:
         tid = parse_thread_id(text)
         if not any(t.tid == tid for t in target.threads()):
-            raise SosError(f"no thread with OS id 0x{tid:x} in the target (see setthread or clrthreads)")
+            raise SosError(f"no thread with OS id {os_thread_id(tid)} in the target (see setthread or clrthreads)")
         return tid
     sel = getattr(target, "selected_tid", None) or getattr(target, "selected_thread_tid", None)
     tid = sel() if sel else None
@@ -489,14 +481,8 @@ def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untype
 
 def _stack_top(heap: ClrHeap, tid: int, sp: int) -> int:
     """The stack's upper end: from the runtime's Thread when managed, else the mapping."""
-    for addr, t in heap.dac.threads():
-        if t.os_thread_id == tid:
-            lim = heap.dac.stack_limits(addr)
-            if lim:
-                low, high = sorted(lim[:2])  # the DAC answers (base, limit): high end first on x64
-                if low <= sp < high:
-                    return high
-    return sp + (1 << 20)
+    known = heap.runtime.stack_range(tid, sp)
+    return known[1] if known else sp + (1 << 20)
 
 
 @register
@@ -528,18 +514,20 @@ Example:
         mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end)
         # Errors are printed as they are found (the table's widths are fixed), the header
         # before the first one; the count comes last.
-        t = Table(Column(16, False, lambda v: f"{int(v):012x}" if v else "???"),
+        t = Table(Column(16, False, lambda v: f"{fmt_pointer(int(v))}" if v else "???"),
                   Column(16, False, fmt_pointer), Text(32), Text())
         found = 0
+        rows = ctx.out.table("errors", t, ("segment", "object", "failure", "reason"))
         for row in self._errors(heap, ix, mask, progress or Progress.silent()):
             if not found:
-                ctx.out.line(t.header("Segment", "Object", "Failure", "Reason"))
-            ctx.out.line(t.row(*row))
+                rows.header("Segment", "Object", "Failure", "Reason")
+            rows.row(*row, data=(Address(row[0]) if row[0] else None, Address(row[1]), row[2], row[3]))
             found += 1
         if found:
             ctx.out.line()
         n = int(mask.sum())
-        ctx.out.line(f"{n:,} objects verified, {found:,} error{'' if found == 1 else 's'}.")
+        ctx.out.field("objects_verified", n)
+        ctx.out.field("errors_found", found, f"{fmt_count(n)} objects verified, {fmt_count(found)} error{'' if found == 1 else 's'}.")
         if not found:
             ctx.out.line("No heap corruption detected.")
 

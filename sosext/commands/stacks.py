@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..clr.exceptions import read_exception
 from ..clr.parallelstacks import CallNode, parallel_stacks
-from ..clr.progress import interrupted
+from ..interrupts import requested as interrupted
 from ..clr.rawstack import RawFrame, raw_stack
 from ..clr.sourcelines import PdbLookup, source_lines
 from ..clr.stacks import NotManagedThread, walk_stack
@@ -138,7 +138,7 @@ Example:
     options = (Option("-a", "list every thread id"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        ps = parallel_stacks(ctx.runtime, interrupted=interrupted)
+        ps = parallel_stacks(ctx.runtime)
         out = ctx.out
         out.line("________________________________________________")
         stack: list[tuple[CallNode, int]] = [(c, 0) for c in reversed(ps.root.children)]
@@ -206,7 +206,7 @@ Example:
         out.line()
         out.line("Managed frames:")
         try:
-            stack = walk_stack(runtime, tid, interrupted=interrupted)
+            stack = walk_stack(runtime, tid)
             lines = source_lines(runtime)
             for f in stack.frames:
                 if not f.is_managed:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..clr.addresses import classifier
 from ..clr.frames import FrameVariable, FrameVariables, frame_variables
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
-from ..clr.progress import interrupted
+from ..clr.objects import method_table_of
 from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
 from ..clr.threadpool import read_threadpool
@@ -18,6 +18,10 @@ from ..clr.threads import ClrThread, clr_threads, thread_by_os_id, thread_store
 from ..errors import SosError, UsageError
 from ..render.text import safe_line
 from ..targets.base import ThreadInfo
+from ..render.numbers import P16 as _p, os_thread_column, os_thread_id, p16
+from ..render.numbers import p16 as _lp
+from ..render.output import Address
+from ..render.table import Cells
 from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
 from .context import CommandContext
 
@@ -52,36 +56,6 @@ def current_thread(ctx: CommandContext) -> CurrentThread | None:
             return None
         tid = threads[0].tid
     return CurrentThread(tid, next((t.index for t in threads if t.tid == tid), 0))
-
-
-# -- fixed-width rows as SOS's TableOutput writes them ------------------------------------------
-
-
-def _cells(widths: tuple[int, ...], right: tuple[bool, ...], values: list[str], cut: tuple[int, ...] = ()) -> str:
-    """Every cell but the last padded to its width, one space apart; the last unpadded.
-
-    Text cells (the columns in ``cut``) are also cut to their width, as %-*.*s does; numbers
-    and pointers are printed with %*d / %p, which only pad, so a long one overflows the column."""
-    out = []
-    for i, v in enumerate(values):
-        if i == len(values) - 1:
-            out.append(v)
-            break
-        w = widths[i]
-        if i in cut:
-            v = v[:w]
-        out.append(v.rjust(w) if right[i] else v.ljust(w))
-    return " ".join(out)
-
-
-def _p(v: int) -> str:
-    """%p as SOS's tables print it: 16 uppercase hex digits."""
-    return f"{v & 0xFFFFFFFFFFFFFFFF:016X}"
-
-
-def _lp(v: int) -> str:
-    """A pointer inside text: 16 lowercase hex digits."""
-    return f"{v & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
 # -- clrthreads ---------------------------------------------------------------------------------
@@ -128,29 +102,34 @@ Examples:
         for label, value in (("ThreadCount:", store.thread_count), ("UnstartedThread:", store.unstarted),
                              ("BackgroundThread:", store.background), ("PendingThread:", store.pending),
                              ("DeadThread:", store.dead), ("Hosted Runtime:", host)):
-            out.line(f"{label:<17} {value}")
+            out.record_line(f"{label:<17} {value}")
         out.line(" " * 108 + "Lock  ")
-        out.line(_cells(_THREAD_WIDTHS, _THREAD_RIGHT,
-                        ["DBG", "ID", "OSID", "ThreadOBJ", "State", "GC Mode", "GC Alloc Context", "Domain",
-                         "Count", "Apt", "Exception"]))
+        table = Cells(_THREAD_WIDTHS, _THREAD_RIGHT, cut=(0, 5, 9))
+        rows = out.table("threads", table, ("dbg", "id", "os_thread_id", "thread", "state", "gc_mode",
+                                            "alloc_context", "domain", "lock_count", "apartment", "exception"))
+        out.line(table.row("DBG", "ID", "OSID", "ThreadOBJ", "State", "GC Mode", "GC Alloc Context", "Domain",
+                           "Count", "Apt", "Exception"))
         known = {t.tid: t for t in ctx.session.target().threads()}
         for t in clr_threads(runtime):
             info = known.get(t.os_id) if t.os_id else None
             if info is None and args.live:
                 continue
-            out.line(self._row(ctx, t, info))
+            cells = self._row(ctx, t, info)
+            rows.row(*cells, data=(info.index if info is not None else None, t.managed_id, t.os_id,
+                                   Address(t.address), t.state, cells[5], cells[6], Address(t.domain),
+                                   t.lock_count, t.apartment, cells[10]))
         if args.special:
             out.line()
             out.line("-special not supported.")
 
     @staticmethod
-    def _row(ctx: CommandContext, t: ClrThread, info: ThreadInfo | None) -> str:
+    def _row(ctx: CommandContext, t: ClrThread, info: ThreadInfo | None) -> list[str]:
         dbg = str(info.index) if info is not None else "XXXX "
-        return _cells(_THREAD_WIDTHS, _THREAD_RIGHT, [
-            dbg, str(t.managed_id), f"{t.os_id:x}", _p(t.address), f"{t.state:x}",
+        return [
+            dbg, str(t.managed_id), os_thread_column(t.os_id), _p(t.address), f"{t.state:x}",
             "Cooperative" if t.cooperative else "Preemptive",
             f"{_p(t.alloc_context[0])}:{_p(t.alloc_context[1])}", _p(t.domain), _lock_count(t.lock_count),
-            t.apartment, exception_column(ctx, t)], cut=(0, 5, 9))
+            t.apartment, exception_column(ctx, t)]
 
 
 def select_exception_thread(ctx: CommandContext) -> None:
@@ -165,11 +144,11 @@ def select_exception_thread(ctx: CommandContext) -> None:
         select = getattr(target, "select_tid", None)
         if debugger_selected_tid(ctx) is not None:
             if not callable(select) or not select(t.os_id):
-                raise SosError(f"the debugger cannot select thread {info.index} (OS thread id 0x{t.os_id:x})")
+                raise SosError(f"the debugger cannot select thread {info.index} (OS thread id {os_thread_id(t.os_id)})")
         else:
             ctx.session.settings[CURRENT_THREAD] = t.os_id
-        ctx.out.line(f"Current thread is now {info.index} (OS thread id 0x{t.os_id:x}), "
-                     f"exception {t.last_exception:016x}")
+        ctx.out.line(f"Current thread is now {info.index} (OS thread id {os_thread_id(t.os_id)}), "
+                     f"exception {p16(t.last_exception)}")
         return
     raise SosError("no thread has a managed exception")
 
@@ -196,10 +175,7 @@ def exception_column(ctx: CommandContext, t: ClrThread) -> str:
         text += "(Threadpool Completion Port) "
     if t.last_exception:
         types = ctx.runtime.types
-        try:
-            mt = ctx.runtime.target.read_pointer(t.last_exception) & ~7
-        except SosError:
-            mt = None
+        mt = method_table_of(ctx.runtime.target, t.last_exception)
         if mt is not None:
             name = types.name_of(mt) if types.get(mt) is not None else None
             text += f"{name} {_lp(t.last_exception)}" if name else f"<Invalid Object> ({_p(t.last_exception)})"
@@ -250,8 +226,9 @@ Example:
         names = [name for bit, name in THREAD_STATE_NAMES if state & bit]
         if not names:
             ctx.out.line(f"    No thread states for '{args.state}'")
+        rows = ctx.out.table("states", Cells((), ()), ("name",))
         for n in names:
-            ctx.out.line(f"    {n}")
+            rows.row(f"    {n}", data=(n,))
 
 
 # -- setthread ---------------------------------------------------------------------------------
@@ -280,9 +257,11 @@ Examples:
         threads = ctx.session.target().threads()
         if args.thread is None:
             cur = current_thread(ctx)
+            # dotnet-dump's listing: the OS thread id in hex, then (as it does) in decimal.
+            rows = ctx.out.table("threads", Cells((), ()), ("index", "os_thread_id", "current"))
             for t in threads:
                 mark = "*" if cur is not None and t.tid == cur.tid else " "
-                ctx.out.line(f"{mark}{t.index} 0x{t.tid:04X} ({t.tid})")
+                rows.row(f"{mark}{t.index} 0x{t.tid:04X} ({t.tid})", data=(t.index, t.tid, mark == "*"))
             return
         if debugger_selected_tid(ctx) is not None:
             raise SosError("the debugger chooses the current thread here: use its own command "
@@ -292,7 +271,7 @@ Examples:
         if found is None:
             raise SosError(f"no thread {'with OS id ' if args.tid else ''}{args.thread} in the target")
         ctx.session.settings[CURRENT_THREAD] = found.tid
-        ctx.out.line(f"Current thread is now {found.index} (OS thread id 0x{found.tid:x})")
+        ctx.out.line(f"Current thread is now {found.index} (OS thread id {os_thread_id(found.tid)})")
 
 
 # -- clrstack ----------------------------------------------------------------------------------
@@ -352,20 +331,20 @@ Examples:
             for t in clr_threads(runtime):
                 if not t.os_id:
                     continue
-                ctx.out.line(f"OS Thread Id: 0x{t.os_id:x}")
+                ctx.out.line(f"OS Thread Id: {os_thread_id(t.os_id)}")
                 self._thread(ctx, t.os_id, params, local_vars, args)
             return
         cur = current_thread(ctx)
         if cur is None:
             raise SosError("the target has no threads")
-        ctx.out.line(f"OS Thread Id: 0x{cur.tid:x} ({cur.index})")
+        ctx.out.line(f"OS Thread Id: {os_thread_id(cur.tid)} ({cur.index})")
         self._thread(ctx, cur.tid, params, local_vars, args)
 
     def _thread(self, ctx: CommandContext, tid: int, params: bool, local_vars: bool, args: Parsed) -> None:
         out = ctx.out
         try:
             stack = walk_stack(ctx.runtime, tid, arguments=params, local_variables=local_vars,
-                               registers=args.r, max_frames=args.c or 0, interrupted=interrupted)
+                               registers=args.r, max_frames=args.c or 0)
         except NotManagedThread as e:
             if not e.is_managed:
                 out.line("Unable to walk the managed stack. The current thread is likely not a ")
@@ -381,9 +360,11 @@ Examples:
         lines = None if args.n else source_lines(ctx.runtime)
         leaf_ip = _thread_ip(ctx, tid) if lines is not None or args.i else None
         missing: list[PdbLookup] = []
+        table = Cells(_STACK_WIDTHS, _STACK_RIGHT)
+        rows = out.table("frames", table, ("os_thread_id", "sp", "ip", "call_site", "method_desc", "managed"))
         if args.i:
             out.line("Dumping managed stack and managed variables using ICorDebug.")
-        out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, ["Child SP", "IP", "Call Site"]))
+        out.line(table.row("Child SP", "IP", "Call Site"))
         for i, f in enumerate(stack.frames):
             # With -f SOS leaves a runtime Frame's IP blank (it means little there).
             ip = "" if args.f and not f.is_managed else _p(f.ip)
@@ -394,7 +375,8 @@ Examples:
                 loc = lines.location(f.ip, f.method_desc, return_address=not active, missing=missing.append)
                 if loc is not None:
                     site += f" [{loc.path} @ {loc.line}]"
-            out.line(_cells(_STACK_WIDTHS, _STACK_RIGHT, [_p(f.sp), ip, site]))
+            rows.row(_p(f.sp), ip, site,
+                     data=(tid, Address(f.sp), Address(f.ip), site, Address(f.method_desc), bool(f.is_managed)))
             if f.is_managed and args.i:
                 if params or local_vars:
                     fv = frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == leaf_ip)
@@ -452,14 +434,14 @@ def call_site(ctx: CommandContext, f: ClrStackFrame, full: bool = False) -> str:
     if not full:
         return f.method_name
     text = _module_prefix(ctx, f.method_desc) + f.method_name
-    mdd = runtime.dac.method_desc_data(f.method_desc)
+    mdd = runtime.method_desc_data(f.method_desc)
     if mdd is not None and f.ip != mdd.native_code_addr:
         text += f" + {(f.ip - mdd.native_code_addr) & 0xFFFFFFFFFFFFFFFF}"
     return text
 
 
 def _module_prefix(ctx: CommandContext, md: int) -> str:
-    mdd = ctx.runtime.dac.method_desc_data(md)
+    mdd = ctx.runtime.method_desc_data(md)
     name = module_file_name(ctx.runtime, mdd.module_ptr) if mdd is not None else ""
     return f"{name}!" if name else ""
 
@@ -470,7 +452,7 @@ def _value_text(v: FrameValue) -> str:
     n = v.value
     if n is None:
         return "<no data>"
-    return f"0x{n:016x}"
+    return f"0x{p16(n)}"
 
 
 def _args_and_locals(ctx: CommandContext, f: ClrStackFrame, params: bool, local_vars: bool) -> None:
@@ -552,7 +534,7 @@ def _registers(ctx: CommandContext, regs: dict[str, int], arch: str) -> None:
         rows = (("rsp", "rbp", "rip"), ("rax", "rbx", "rcx"), ("rdx", "rsi", "rdi"), ("r8", "r9", "r10"),
                 ("r11", "r12", "r13"), ("r14", "r15"))
         for row in rows:
-            out.line("    " + " ".join(f"{r:>3}={regs.get(r, 0):016x}" for r in row))
+            out.line("    " + " ".join(f"{r:>3}={p16(regs.get(r, 0))}" for r in row))
         return
     line = "   "
     for i in range(29):
@@ -625,7 +607,7 @@ Examples:
             c = classifier(runtime).classify(address) if runtime.has_gc_heap else None
             if c is not None and not c.is_object:
                 desc = c.description()
-                raise SosError(f"Invalid exception object: {address:016x}" + (f": {desc}{c.hint()}" if desc else ""))
+                raise SosError(f"Invalid exception object: {p16(address)}" + (f": {desc}{c.hint()}" if desc else ""))
             self._print(ctx, address)
         if thread is not None and thread.first_nested_exception:
             if not args.nested:
@@ -635,7 +617,7 @@ Examples:
             seen: set[int] = set()
             while nested and nested not in seen:
                 seen.add(nested)
-                pair = runtime.dac.nested_exception(nested)
+                pair = runtime.nested_exception(nested)
                 if pair is None:
                     ctx.out.line(f"Error retrieving nested exception info {_p(nested)}")
                     return
@@ -652,25 +634,26 @@ Examples:
 def write_exception(ctx: CommandContext, e: ClrExceptionInfo, *, lines: bool = False,
                     missing: list[PdbLookup] | None = None) -> None:
     out = ctx.out
-    out.line(f"Exception object: {_lp(e.address)}")
-    out.line(f"Exception type:   {e.type_name or '<Unknown>'}")
-    out.line(f"Message:          {e.message if e.message is not None else '<none>'}")
+    out.record_line(f"Exception object: {_lp(e.address)}")
+    out.record_line(f"Exception type:   {e.type_name or '<Unknown>'}")
+    out.record_line(f"Message:          {e.message if e.message is not None else '<none>'}")
     if e.inner:
         if e.inner_type is not None:
-            out.line(f"InnerException:   {e.inner_type}, Use printexception {_p(e.inner)} to see more.")
+            out.record_line(f"InnerException:   {e.inner_type}, Use printexception {_p(e.inner)} to see more.")
         else:
-            out.line("InnerException:   <invalid MethodTable of inner exception>")
+            out.record_line("InnerException:   <invalid MethodTable of inner exception>")
     else:
-        out.line("InnerException:   <none>")
-    out.line("StackTrace (generated):")
+        out.record_line("InnerException:   <none>")
+    out.record_line("StackTrace (generated):")
     if e.stack_trace_state is StackTraceState.NONE:
-        out.line("<none>")
+        out.record_line("<none>")
     elif e.stack_trace_state is StackTraceState.NOT_AVAILABLE:
-        out.line("<Not Available>")
+        out.record_line("<Not Available>")
     elif e.stack_trace_state is StackTraceState.UNDECIPHERABLE:
-        out.line("Unable to decipher generated stack trace")
+        out.record_line("Unable to decipher generated stack trace")
     else:
-        out.line("    SP               IP               Function")
+        out.record_line("    SP               IP               Function")
+        frames = out.table("stack_trace", Cells((), ()), ("exception", "sp", "ip", "function"))
         for f in e.frames:
             where = f"{f.module or 'UNKNOWN'}!{f.method_name or 'UNKNOWN'}"
             if f.offset:
@@ -681,14 +664,15 @@ def write_exception(ctx: CommandContext, e: ClrExceptionInfo, *, lines: bool = F
                                                          missing=None if missing is None else missing.append)
                 if loc is not None:
                     where += f" [{loc.path} @ {loc.line}]"
-            out.line(f"    {_p(f.sp)} {_p(f.ip)} {where}")
-        out.line()
+            frames.row(f"    {_p(f.sp)} {_p(f.ip)} {where}",
+                       data=(Address(e.address), Address(f.sp), Address(f.ip), where))
+        out.record_line()
     if e.stack_trace_string is not None:
-        out.line(f"StackTraceString: {e.stack_trace_string}")
-        out.line()
+        out.record_line(f"StackTraceString: {e.stack_trace_string}")
+        out.record_line()
     else:
-        out.line("StackTraceString: <none>")
-    out.line(f"HResult: {e.hresult:x}")
+        out.record_line("StackTraceString: <none>")
+    out.record_line(f"HResult: {e.hresult:x}")
 
 
 # -- threadpool --------------------------------------------------------------------------------
@@ -718,19 +702,19 @@ Example:
         pool = read_threadpool(ctx.runtime)
         out = ctx.out
         if pool is None:
-            out.line("Failed to obtain ThreadPool data.")
+            out.record_line("Failed to obtain ThreadPool data.")
             return
-        out.line(f"Using the {pool.kind} thread pool.")
-        out.line()
+        out.record_line(f"Using the {pool.kind} thread pool.")
+        out.record_line()
         if pool.kind == "Windows":
-            out.line(f"{'Thread count:':<17} {pool.windows_thread_count}")
+            out.record_line(f"{'Thread count:':<17} {pool.windows_thread_count}")
         else:
             for label, value in (("CPU utilization:", f"{pool.cpu_utilization}%"),
                                  ("Workers Total:", pool.workers_total), ("Workers Running:", pool.workers_running),
                                  ("Workers Idle:", pool.workers_idle), ("Worker Min Limit:", pool.min_workers),
                                  ("Worker Max Limit:", pool.max_workers)):
-                out.line(f"{label:<17} {value}")
-        out.line()
+                out.record_line(f"{label:<17} {value}")
+        out.record_line()
 
 
 
@@ -768,14 +752,14 @@ Example:
         if not ip:
             raise SosError(f"{args.ip} is not a valid code address")
         rt = ctx.runtime
-        md = rt.dac.method_desc_from_ip(ip) or 0
+        md = rt.method_desc_at(ip) or 0
         if not md:
-            raise SosError(f"Failed to request MethodData, not in JIT code range ({ip:016x})")
-        ctx.out.line(f"MethodDesc:   {md:016x}")
+            raise SosError(f"Failed to request MethodData, not in JIT code range ({p16(ip)})")
+        ctx.out.record_line(f"MethodDesc:   {p16(md)}")
         DumpMD().run(ctx, Parsed({"md": f"{md:x}"}))
         missing: list[PdbLookup] = []
         lines = source_lines(rt)
         loc = lines.location(ip, md, return_address=False, missing=missing.append)
         if loc is not None:
-            ctx.out.line(f"Source file:  {loc.path} @ {loc.line}")
+            ctx.out.record_line(f"Source file:  {loc.path} @ {loc.line}")
         report_missing_pdbs(ctx, lines, missing)

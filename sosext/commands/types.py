@@ -12,9 +12,12 @@ from ..clr.metadata.records import TYPE_INTERFACE
 from ..clr.modules import ClrModule
 from ..clr.runtime import ClrRuntime
 from ..errors import SosError, UsageError
+from ..render.numbers import P16, p16
+from ..render.output import Address, label_fields
+from ..render.table import Column, Table, Text
 from .base import Command, Option, Parsed, Positional, address_or, parse_mt, register
 from .context import CommandContext
-from .objects import FieldTable, P16, module_file, p16, prefers_canonical_mt
+from .objects import FieldTable, module_file, prefers_canonical_mt
 
 MODULE_RULE = "-" * 38
 MATCH_RULE = "-" * 23
@@ -62,47 +65,55 @@ Examples:
         if t.is_free:
             raise SosError("Free MethodTable")
         out = ctx.out
-        out.line(_label("Parent:", p16(t.parent)))
+        out.field("mt", Address(mt))
+        out.field("parent", Address(t.parent), _label("Parent:", p16(t.parent)))
         prefer, canon = prefers_canonical_mt(rt, t.canonical)
         if prefer:
             if canon and canon != mt:
-                out.line(_label("Canonical:", p16(canon)))
+                out.field("canonical", Address(canon), _label("Canonical:", p16(canon)))
         else:
-            out.line(_label("EEClass:", P16(t.canonical)))
-        out.line(_label("Module:", P16(t.module)))
-        out.line(_label("Name:", t.name))
-        out.line(_label("mdToken:", P16(t.token)))
-        out.line(_label("File:", module_file(rt, t.module)))
-        coll = rt.dac.method_table_collectible_data(mt)
+            out.field("eeclass", Address(t.canonical), _label("EEClass:", P16(t.canonical)))
+        out.field("module", Address(t.module), _label("Module:", P16(t.module)))
+        out.field("name", t.name, _label("Name:", t.name))
+        out.field("token", t.token, _label("mdToken:", P16(t.token)))
+        out.field("file", module_file(rt, t.module), _label("File:", module_file(rt, t.module)))
+        coll = rt.collectible_data(mt)
         if coll is not None and coll.loader_allocator_object_handle:
             raw = rt.target.read_partial(coll.loader_allocator_object_handle, 8)
             if len(raw) == 8:
-                out.line(_label("LoaderAllocator:", P16(int.from_bytes(raw, "little"))))
-        alc = rt.dac.assembly_load_context(mt)
+                la = int.from_bytes(raw, "little")
+                out.field("loader_allocator", Address(la), _label("LoaderAllocator:", P16(la)))
+        alc = rt.assembly_load_context(mt)
         if alc is not None:
-            out.line(_label("AssemblyLoadContext:", P16(alc) if alc else
-                            "Default ALC - The managed instance of this context doesn't exist yet."))
-        data = rt.dac.method_table_data(mt)
-        out.line(_label("BaseSize:", f"0x{data.base_size:x}"))
-        if data.component_size:
-            out.line(_label("ComponentSize:", f"0x{data.component_size:x}"))
-        out.line(_label("Has GC Pointers:", "true" if data.contains_pointers else "false"))
-        out.line(_label("Number of Methods:", str(data.num_methods)))
-        out.line(_label("Number of IFaces in IFaceMap:", str(data.num_interfaces), 29))
+            out.field("assembly_load_context", Address(alc), _label("AssemblyLoadContext:", P16(alc) if alc else
+                      "Default ALC - The managed instance of this context doesn't exist yet."))
+        data = rt.method_table_data(mt)
+        out.field("base_size", data.base_size, _label("BaseSize:", f"0x{data.base_size:x}"))
+        out.field("component_size", data.component_size,
+                  _label("ComponentSize:", f"0x{data.component_size:x}") if data.component_size else None)
+        out.field("has_gc_pointers", bool(data.contains_pointers),
+                  _label("Has GC Pointers:", "true" if data.contains_pointers else "false"))
+        out.field("methods", data.num_methods, _label("Number of Methods:", str(data.num_methods)))
+        out.field("interfaces", data.num_interfaces,
+                  _label("Number of IFaces in IFaceMap:", str(data.num_interfaces), 29))
         if args.md or args.all:
             out.line("-" * 38)
             out.line("MethodDesc Table")
-            out.line(f"{'Entry':>16} {'MethodDesc':>16} {'JIT':>6} {'Slot':<16} Name")
+            rows = out.table("method_descs", Table(Column(16, True, P16), Column(16, True, P16), Column(6, True, str),
+                                                   Column(16, False, P16), Text()),
+                             ("entry", "method_desc", "jit", "slot", "name"))
+            rows.header("Entry", "MethodDesc", "JIT", "Slot", "Name")
             methods = rt.methods
             for s in methods.slots(mt):
                 jit = methods.jit_kind(s.entry_point, s.method_desc)
                 m = methods.get(s.method_desc) if s.method_desc else None
                 name = m.name if m else _token_name(rt, s.defining_module, s.token)
-                out.line(f"{P16(s.entry_point)} {P16(s.method_desc)} {jit:>6} {P16(s.slot):<16} {name}")
+                rows.row(s.entry_point, s.method_desc, jit, s.slot, name,
+                         data=(Address(s.entry_point), Address(s.method_desc), jit, s.slot, name))
         if args.all:
             out.line("-" * 38)
             out.line("Additional Details")
-            out.lines(class_details(ctx, mt))
+            out.record(class_details(ctx, mt))
 
 
 def _token_name(rt: ClrRuntime, module: int, token: int) -> str:
@@ -118,7 +129,7 @@ def _token_name(rt: ClrRuntime, module: int, token: int) -> str:
 def class_details(ctx: CommandContext, mt: int) -> list[str]:
     """Attributes, slot counts and the field list (dumpclass, dumpmt -all)."""
     rt = ctx.runtime
-    data = rt.dac.method_table_data(mt)
+    data = rt.method_table_data(mt)
     words = "".join(w for bit, w in ((TYPE_INTERFACE, "Interface "), (_TD_ABSTRACT, "Abstract "),
                                      (_TD_IMPORT, "ComImport "), (_TD_SEALED, "Sealed ")) if data.attr_class & bit)
     out = [f"Class Attributes:    {data.attr_class:08x}  {words}"]
@@ -126,7 +137,7 @@ def class_details(ctx: CommandContext, mt: int) -> list[str]:
         out.append(f"Vtable Slots:    {data.num_virtuals}")
     if data.num_vtable_slots:
         out.append(f"Total Method Slots:  {data.num_vtable_slots}")
-    fdata = rt.dac.method_table_field_data(mt)
+    fdata = rt.field_counts(mt)
     if fdata is not None:
         out.append(f"NumInstanceFields:   {fdata.num_instance_fields}")
         out.append(f"NumStaticFields:     {fdata.num_static_fields}")
@@ -179,19 +190,19 @@ Example:
         if t is None:
             raise SosError("EEClass has an invalid MethodTable address")
         out = ctx.out
-        out.line(f"Class Name:      {t.name}")
-        out.line(f"mdToken:         {P16(t.token)}")
-        out.line(f"File:            {module_file(rt, t.module)}")
+        out.record_line(f"Class Name:      {t.name}")
+        out.record_line(f"mdToken:         {P16(t.token)}")
+        out.record_line(f"File:            {module_file(rt, t.module)}")
         if prefer:
-            out.line(f"Parent:    {p16(t.parent)}")
+            out.record_line(f"Parent:    {p16(t.parent)}")
         else:
             parent = ctx.heap.types.get(t.parent) if t.parent else None
-            out.line(f"Parent Class:    {p16(parent.canonical if parent else 0)}")
-        out.line(f"Module:          {p16(t.module)}")
-        out.line(f"Method Table:    {p16(mt)}")
+            out.record_line(f"Parent Class:    {p16(parent.canonical if parent else 0)}")
+        out.record_line(f"Module:          {p16(t.module)}")
+        out.record_line(f"Method Table:    {p16(mt)}")
         if prefer and mt != t.canonical:
-            out.line(f"Canonical:    {p16(t.canonical)}")
-        out.lines(class_details(ctx, mt))
+            out.record_line(f"Canonical:    {p16(t.canonical)}")
+        out.record(class_details(ctx, mt))
 
 
 def _eeclass_method_table(ctx: CommandContext, addr: int) -> int | None:
@@ -234,28 +245,28 @@ Example:
         d = m.data
         out = ctx.out
         pad = 22
-        out.line(f"{'Method Name:':<{pad}}{m.name}")
+        out.record_line(f"{'Method Name:':<{pad}}{m.name}")
         t = ctx.heap.types.get(m.method_table)
         if t is not None:
-            out.line(f"{'Class:':<{pad}}{p16(t.canonical)}")
-        out.line(f"{'MethodTable:':<{pad}}{p16(m.method_table)}")
-        out.line(f"{'mdToken:':<{pad}}{P16(m.token)}")
-        out.line(f"{'Module:':<{pad}}{p16(m.module)}")
-        out.line(f"{'IsJitted:':<{pad}}{'yes' if d.has_native_code else 'no'}")
-        out.line(f"{'Current CodeAddr:':<{pad}}{p16(d.native_code_addr)}")
-        out.line("Version History:")
+            out.record_line(f"{'Class:':<{pad}}{p16(t.canonical)}")
+        out.record_line(f"{'MethodTable:':<{pad}}{p16(m.method_table)}")
+        out.record_line(f"{'mdToken:':<{pad}}{P16(m.token)}")
+        out.record_line(f"{'Module:':<{pad}}{p16(m.module)}")
+        out.record_line(f"{'IsJitted:':<{pad}}{'yes' if d.has_native_code else 'no'}")
+        out.record_line(f"{'Current CodeAddr:':<{pad}}{p16(d.native_code_addr)}")
+        out.record_line("Version History:")
         v = rt.methods.code_versions(m)
         if v.pending is not None:
             rid, node, il = v.pending
-            out.line(f"  ILCodeVersion:      {P16(node)} (pending)")
-            out.line(f"  ReJIT ID:           {rid}")
-            out.line(f"  IL Addr:            {p16(il)}")
-        out.line(f"  ILCodeVersion:      {P16(v.il_code_version_node)}")
-        out.line(f"  ReJIT ID:           {v.rejit_id}")
-        out.line(f"  IL Addr:            {p16(v.il_address)}")
+            out.record_line(f"  ILCodeVersion:      {P16(node)} (pending)")
+            out.record_line(f"  ReJIT ID:           {rid}")
+            out.record_line(f"  IL Addr:            {p16(il)}")
+        out.record_line(f"  ILCodeVersion:      {P16(v.il_code_version_node)}")
+        out.record_line(f"  ReJIT ID:           {v.rejit_id}")
+        out.record_line(f"  IL Addr:            {p16(v.il_address)}")
         for cv in reversed(v.native):
-            out.line(f"     CodeAddr:           {p16(cv.native_code)}  ({cv.tier})")
-            out.line(f"     NativeCodeVersion:  {P16(cv.native_code_version_node)}")
+            out.record_line(f"     CodeAddr:           {p16(cv.native_code)}  ({cv.tier})")
+            out.record_line(f"     NativeCodeVersion:  {P16(cv.native_code_version_node)}")
 
 
 # -- name2ee / token2ee -------------------------------------------------------------------------
@@ -266,7 +277,7 @@ _NAME2EE_USAGE = ("Usage: name2ee <module> <type or method>, or name2ee <module>
 
 
 def _module_header(mod: ClrModule) -> list[str]:
-    return [f"Module:      {mod.address:016x}", f"Assembly:    {mod.file_name or '<unknown>'}"]
+    return [f"Module:      {p16(mod.address)}", f"Assembly:    {mod.file_name or '<unknown>'}"]
 
 
 def _method_lines(rt: ClrRuntime, module: int, token: int, method_table: int, fallback_name: str,
@@ -280,21 +291,21 @@ def _method_lines(rt: ClrRuntime, module: int, token: int, method_table: int, fa
     if m is None:
         # The DAC names it but cannot read its code state (e.g. a heap dump without the
         # ReadyToRun image's pages): say so rather than guess.
-        name = rt.dac.method_desc_name(md) or fallback_name
-        return out + [f"MethodDesc:  {md:016x}", f"Name:        {name}",
+        name = rt.method_desc_name(md) or fallback_name
+        return out + [f"MethodDesc:  {p16(md)}", f"Name:        {name}",
                       "JIT state unknown: the runtime's data for this method cannot be read."]
-    out += [f"MethodDesc:  {m.method_desc:016x}", f"Name:        {m.name}"]
+    out += [f"MethodDesc:  {p16(m.method_desc)}", f"Name:        {m.name}"]
     code = m.native_code
     if code:
-        out.append(f"JITTED Code Address: {code:016x}")
+        out.append(f"JITTED Code Address: {p16(code)}")
     else:
-        out.append(f"Not JITTED yet. Use !bpmd -md {m.method_desc:016x} to break on run.")
+        out.append(f"Not JITTED yet. Use !bpmd -md {p16(m.method_desc)} to break on run.")
     return out
 
 
 def _type_lines(token: int, mt: int, name: str, token_width: int = 16) -> list[str]:
     return [f"Token:       {token:0{token_width}x}",
-            f"MethodTable: {mt:016x}" if mt else "MethodTable: <not loaded yet>",
+            f"MethodTable: {p16(mt)}" if mt else "MethodTable: <not loaded yet>",
             f"Name:        {name}"]
 
 
@@ -360,6 +371,15 @@ def _write_module_results(ctx: CommandContext, results: list[tuple[ClrModule, li
     out = ctx.out
     printed = 0
     misses = 0
+    if out.structured:  # one row per match: the module's and the match's labelled lines
+        rows = out.table("matches", None, ())  # type: ignore[arg-type]
+        for mod, blocks in results:
+            for block in blocks:
+                found: dict = {}
+                label_fields(_module_header(mod) + block, found)
+                rows.rows.append(found)
+        out.field("modules_without_match", sum(1 for _m, b in results if not b))
+        return
     for mod, blocks in results:
         if not blocks and wildcard:
             misses += 1

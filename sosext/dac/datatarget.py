@@ -12,7 +12,7 @@ import logging
 import struct
 from typing import Any, Callable
 
-from ..clr.progress import note_interrupt
+from .. import interrupts
 from ..targets.base import Target
 from .com import E_FAIL, E_NOINTERFACE, E_NOTIMPL, GUID, HRESULT, S_OK
 
@@ -85,7 +85,7 @@ def _guarded(fn: Callable[..., int]) -> Callable[..., int]:
         try:
             return fn(*args)
         except KeyboardInterrupt:
-            note_interrupt()
+            interrupts.request()
             return E_FAIL
         except BaseException:  # noqa: BLE001 - the boundary to native code
             log.debug("data target callback %s failed", fn.__name__, exc_info=True)

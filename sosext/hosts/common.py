@@ -6,11 +6,13 @@ import sys
 import traceback
 from typing import Callable
 
-from ..clr.progress import Progress, set_state_source, take_noted_interrupt
+from .. import interrupts
+from ..clr.progress import Progress, set_state_source
 from ..commands import load_all
 from ..commands.base import lookup, split_words
 from ..commands.context import CommandContext
 from ..errors import SosError, TargetError
+from ..render.color import color_wanted
 from ..render.output import Output
 from ..render.text import safe_line
 from ..session import Session
@@ -69,14 +71,17 @@ def _watch(session: Session) -> TargetWatch | None:
 
 def execute(session: Session, name: str, line: str, write: Writer, error: Writer, *,
             color: bool = False, progress_stream=sys.stderr) -> bool:
-    """Run command ``name`` with argument string ``line``. Returns False on failure."""
+    """Run command ``name`` with argument string ``line``. Returns False on failure.
+
+    ``color``: the host's output is a terminal that takes colour (the command's --no-color
+    and NO_COLOR still turn it off)."""
     load_all()
     cls = lookup(name)
     if cls is None:
         error(safe_line(f"error: unknown command: {name}"))
         return False
-    out = Output(write, color=color)
-    take_noted_interrupt()  # a stale note from an earlier command must not be reported now
+    out = Output(write, command=cls.names[0])
+    interrupts.clear()  # a Ctrl-C of an earlier command is not this one's
     watch: TargetWatch | None = None
 
     def process_changed() -> str | None:
@@ -87,11 +92,12 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
 
     try:
         args = cls.parse(split_words(line))
+        out.configure(cls.output_format(args), color_wanted(color, args.no_color))
         if cls.needs_runtime:
             watch = _watch(session)
         ctx = CommandContext(session, out, Progress(progress_stream))
         cls().run(ctx, args)
-        out.flush()
+        out.finish()
         problem = process_changed()
         if problem:
             error(f"error: {problem}")
@@ -102,7 +108,7 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         # A process that went away explains any failure after it; a Ctrl-C inside a DAC
         # callback surfaces as the DAC call failing: say what happened.
         problem = process_changed()
-        error(f"error: {problem}" if problem else "error: interrupted" if take_noted_interrupt()
+        error(f"error: {problem}" if problem else "error: interrupted" if interrupts.recorded()
               else safe_line(f"error: {e}"))
     except KeyboardInterrupt:
         _flush_quietly(out)

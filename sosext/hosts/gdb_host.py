@@ -22,14 +22,14 @@ from typing import Any, Callable
 
 import gdb  # type: ignore[import-not-found]
 
-from ..clr.progress import set_interrupt_source
+from .. import interrupts
 from ..commands import load_all
 from ..commands.base import Command, lookup, primary_commands
 from ..commands.hostcmds import CORE_PATH  # also registers `sosext core`
 from ..errors import SosError, TargetError
 from ..render.text import safe_line
 from ..session import Session
-from ..targets.gdb import NO_PROCESS, GdbTarget, connection_type, core_file_of_gdb, interrupt_state
+from ..targets.gdb import NO_PROCESS, GdbTarget, connection_type, core_file_of_gdb
 from .common import execute
 
 _session: Session | None = None
@@ -92,8 +92,16 @@ class _Stdout:
             if _pager_on():
                 self.pager_quit = True
             else:
-                interrupt_state.hit = True
+                interrupts.request()
             raise KeyboardInterrupt from None  # stop the command; execute() reports it
+
+
+def _use_color() -> bool:
+    """GDB's own styling setting (``set style enabled off``) and a terminal on its output."""
+    try:
+        return bool(gdb.parameter("style enabled")) and os.isatty(1)  # the process's own terminal, not a wrapper's
+    except (gdb.error, RuntimeError, AttributeError, ValueError):
+        return False
 
 
 def _pager_on() -> bool:
@@ -122,7 +130,7 @@ def _noting_interrupts(previous: Callable[[Any], None]) -> Callable[[Any], None]
     Recording it lets the command stop at its next progress check and report the interrupt."""
     def hook(unraisable: Any) -> None:
         if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-            interrupt_state.hit = True
+            interrupts.request()
             return
         previous(unraisable)
     return hook
@@ -130,14 +138,14 @@ def _noting_interrupts(previous: Callable[[Any], None]) -> Callable[[Any], None]
 
 def run_command(name: str, arg: str) -> bool:
     """Run sosext command ``name``; a failure raises gdb.GdbError with its one-line message."""
-    interrupt_state.hit = False
-    set_interrupt_source(lambda: interrupt_state.hit)
+    interrupts.clear()
+    interrupts.set_poll(None)  # GDB raises KeyboardInterrupt; that is recorded, not polled
     stdout = _Stdout()
     errors: list[str] = []
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _noting_interrupts(previous_hook)
     try:
-        ok = execute(session(), name, arg, stdout, errors.append, color=False, progress_stream=_Stderr())
+        ok = execute(session(), name, arg, stdout, errors.append, color=_use_color(), progress_stream=_Stderr())
     except SosError as e:  # raised before the command ran (e.g. building the session)
         ok, errors = False, [safe_line(f"error: {e}")]
     except KeyboardInterrupt:  # Ctrl-C outside the command proper
@@ -146,7 +154,7 @@ def run_command(name: str, arg: str) -> bool:
         sys.unraisablehook = previous_hook
     if stdout.pager_quit:
         return False  # the user quit the pager: nothing more to say
-    if interrupt_state.hit:
+    if interrupts.recorded():
         # Ctrl-C cut a read short; whatever failed after it (a DAC call, or nothing at all
         # with partial output) is a consequence: report the cause.
         ok, errors = False, ["error: interrupted"]

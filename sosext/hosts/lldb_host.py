@@ -5,13 +5,14 @@ LLDB's ``help <command>`` shows sosext's own help text.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
 
 import lldb  # type: ignore[import-not-found]
 
-from ..clr.progress import set_interrupt_source
+from .. import interrupts
 from ..commands import load_all
 from ..commands.base import primary_commands
 from ..errors import SosError
@@ -53,6 +54,14 @@ def current_session() -> Session:
     if debugger is None or not debugger.IsValid():
         raise SosError("no LLDB debugger: sosext.current() works in LLDB's script interpreter")
     return session(debugger)
+
+
+def _use_color(debugger: "lldb.SBDebugger") -> bool:
+    """LLDB's own colour setting (off with --no-use-colors) and a terminal on its output."""
+    try:
+        return bool(debugger.GetUseColor()) and os.isatty(1)  # the process's own terminal, not a wrapper's
+    except Exception:  # noqa: BLE001 - no colour is always a safe answer
+        return False
 
 
 class _Writer:
@@ -117,12 +126,12 @@ class _LldbCommand:
 
     def __call__(self, debugger, command, exe_ctx, result) -> None:  # type: ignore[no-untyped-def]
         interp = debugger.GetCommandInterpreter()
-        set_interrupt_source(interp.WasInterrupted)
+        interrupts.set_poll(interp.WasInterrupted)
         out = _Writer(debugger)
         err: list[str] = []
         try:
             ok = execute(session(debugger), self.sos_name, command, out, err.append,
-                         color=False, progress_stream=sys.stderr)
+                         color=_use_color(debugger), progress_stream=sys.stderr)
         except SosError as e:  # target construction failed before the command ran
             ok = False
             err.append(safe_line(f"error: {e}"))

@@ -1,11 +1,10 @@
-"""Machine-readable output: one JSON document per command, stable key order."""
+"""Machine-readable output a command builds itself: one JSON document, stable key order."""
 from __future__ import annotations
 
 from typing import Any
 
+from .formats import SCHEMA_VERSION
 from .output import Output
-
-SCHEMA_VERSION = 1
 
 
 def emit_json(out: Output, doc: dict[str, Any]) -> None:

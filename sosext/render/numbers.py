@@ -1,7 +1,59 @@
-"""SOS's number formats that are not table columns (see render/table.py for those)."""
+"""SOS's number formats, the only place sosext turns a number into text.
+
+SOS prints pointers three ways: table columns as 12 lowercase hex digits (``%012x`` in its
+managed-era tables), DML helpers and record lines as 16 lowercase digits, and raw ``%p`` as
+16 uppercase digits; counts and sizes in tables take thousands separators. JSON carries
+addresses as ``"0x…"`` strings (64-bit values do not survive every JSON reader as numbers)
+and counts as plain numbers.
+"""
 from __future__ import annotations
+
+from typing import Any
+
+MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+def pointer(v: Any) -> str:
+    """A table column pointer: 12 lowercase hex digits, no prefix ("" for None)."""
+    return "" if v is None else f"{int(v):012x}"
+
+
+def p16(value: int) -> str:
+    """A pointer as SOS's DML helpers and record lines print it: 16 lowercase hex digits."""
+    return f"{value & MASK64:016x}"
+
+
+def P16(value: int) -> str:  # noqa: N802 - SOS's raw %p: uppercase
+    """A pointer as SOS's raw %p prints it: 16 uppercase hex digits."""
+    return f"{value & MASK64:016X}"
+
+
+def count(v: Any) -> str:
+    """A count or size in a table: thousands separators ("" for None)."""
+    return "" if v is None else f"{int(v):,}"
 
 
 def hex_and_dec(value: int) -> str:
     """``0x1000 (4096)`` as eeheap prints sizes."""
     return f"0x{value:x} ({value})"
+
+
+def address_json(value: int | None) -> str | None:
+    """An address in a JSON document: ``"0x7f3a1c000040"`` (None stays null)."""
+    return None if value is None else f"0x{int(value):x}"
+
+
+# -- thread ids ---------------------------------------------------------------------------
+# One convention everywhere, SOS's: an OS thread id is hex. In a table column it is bare
+# (clrthreads' OSID, ``%x``); inside a sentence it carries 0x ("OS Thread Id: 0x1a2b").
+# The debugger's own thread number (DBG) and the managed thread id (ID) are decimal.
+
+
+def os_thread_id(tid: int) -> str:
+    """An OS thread id in a sentence: ``0x1a2b``."""
+    return f"0x{tid:x}"
+
+
+def os_thread_column(tid: int) -> str:
+    """An OS thread id in a table column: ``1a2b``."""
+    return f"{tid:x}"

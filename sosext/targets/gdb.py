@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 
 import gdb  # type: ignore[import-not-found]
 
+from .. import interrupts
 from ..errors import Interrupted, TargetError
 from .base import STATE_ERRORS, Module, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
 from .corefind import find_open_core
@@ -149,15 +150,12 @@ class _Interruptible:
     Interrupted is a SosError: the data target's guard turns it into E_FAIL, and the flag
     lets the host's interrupt source stop the command at the next progress check."""
 
-    def __init__(self) -> None:
-        self.hit = False
-
     def __call__(self, fn: Callable) -> Callable:
         def guarded(*args, **kwargs):  # type: ignore[no-untyped-def]
             try:
                 return fn(*args, **kwargs)
             except KeyboardInterrupt:
-                self.hit = True
+                interrupts.request()
                 raise Interrupted() from None
         guarded.__name__ = fn.__name__
         guarded.__doc__ = fn.__doc__

@@ -84,6 +84,9 @@ class Index:
     type_ids = np.searchsorted(method_tables, np.array([m for _a, m, _s in OBJECTS], dtype=np.uint64))
     sizes = np.array([s for _a, _m, s in OBJECTS], dtype=np.uint64)
 
+    def method_table_at(self, i: int) -> int:
+        return int(self.method_tables[self.type_ids[i]])
+
     def containing(self, address: int) -> int | None:
         for i, (a, _m, s) in enumerate(OBJECTS):
             if a <= address < a + s:
