@@ -10,6 +10,8 @@ from ..clr.sourcelines import PdbLookup, source_lines
 from ..clr.stacks import NotManagedThread, walk_stack
 from ..clr.threads import ClrThread, clr_threads, thread_by_os_id
 from ..errors import SosError
+from ..render.output import Address
+from ..render.table import Cells
 from .base import Command, Option, Parsed, register
 from .context import CommandContext
 from .threads import current_thread, report_missing_pdbs, write_exception
@@ -25,17 +27,25 @@ def _thread_index(ctx: CommandContext, tid: int) -> int:
     return next((t.index for t in ctx.session.target().threads() if t.tid == tid), 0)
 
 
+_RAW_TABLE = Cells((16, 16), (False, False))
+_RAW_KEYS = ("os_thread_id", "slot", "return_address", "method_desc", "name", "offset", "callee")
+
+
 def write_raw_stack(ctx: CommandContext, tid: int, managed_only: bool) -> None:
     out = ctx.out
     stack = raw_stack(ctx.runtime, tid)
     if stack.current is not None:
         out.line(f"Current frame: {_where(stack.current)}")
-    out.line("Child-SP         RetAddr          Caller, Callee")
+    rows = out.table("frames", _RAW_TABLE, _RAW_KEYS)
+    if not out.structured:
+        out.line("Child-SP         RetAddr          Caller, Callee")
     for f in stack.frames:
         if managed_only and not f.is_managed:
             continue
         calling = f", calling {_where(f.callee)}" if f.callee is not None else ""
-        out.line(f"{f.slot:016X} {f.address:016x} {_where(f)}{calling}")
+        rows.row(f"{f.slot:016X}", f"{f.address:016x}", f"{_where(f)}{calling}",
+                 data=(tid, Address(f.slot), Address(f.address), Address(f.method_desc) if f.method_desc else None,
+                       f.name, f.offset, _where(f.callee) if f.callee is not None else None))
 
 
 @register
@@ -141,19 +151,22 @@ Example:
         ps = parallel_stacks(ctx.runtime)
         out = ctx.out
         out.line("________________________________________________")
+        rows = out.table("nodes", Cells((), ()), ("depth", "threads", "method", "os_thread_ids", "stopped"))
         stack: list[tuple[CallNode, int]] = [(c, 0) for c in reversed(ps.root.children)]
         while stack:
             node, depth = stack.pop()
             pad = "  " * depth
-            out.line(f"{pad}{len(node.threads)} {node.method}")
-            if node.stopped:
+            rows.row(f"{pad}{len(node.threads)} {node.method}",
+                     data=(depth, len(node.threads), node.method, [f"{t:x}" for t in node.threads],
+                           [f"{t:x}" for t in node.stopped]))
+            if node.stopped and not out.structured:
                 ids = [f"{t:x}" for t in node.stopped]
                 if not args.a and len(ids) > 4:
                     ids = ids[:4] + ["..."]
                 out.line(f"{pad}  ~~~~ {','.join(ids)}")
             stack.extend((c, depth + 1) for c in reversed(node.children))
         out.line()
-        out.line(f"==> {ps.thread_count} threads with {len(ps.root.children)} roots")
+        out.field("threads", ps.thread_count, f"==> {ps.thread_count} threads with {len(ps.root.children)} roots")
         if ps.skipped:
             out.line(f"({len(ps.skipped)} threads without managed frames)")
 
@@ -195,7 +208,7 @@ Example:
             tid = cur.tid
         else:
             tid = chosen.os_id
-        out.line(f"Thread:       {_thread_index(ctx, tid)} (OS thread id 0x{tid:x})")
+        out.field("os_thread_id", tid, f"Thread:       {_thread_index(ctx, tid)} (OS thread id 0x{tid:x})")
         missing: list[PdbLookup] = []
         if chosen is not None:
             out.line()
@@ -205,6 +218,7 @@ Example:
                 out.line(f"Exception {chosen.last_exception:016x}: {e}")
         out.line()
         out.line("Managed frames:")
+        managed = out.table("managed_frames", Cells((20, 16), (False, False)), ("sp", "ip", "method", "source"))
         try:
             stack = walk_stack(runtime, tid)
             lines = source_lines(runtime)
@@ -213,18 +227,23 @@ Example:
                     continue
                 loc = lines.location(f.ip, f.method_desc, missing=missing.append) if f.method_desc else None
                 where = f" [{loc.path} @ {loc.line}]" if loc is not None else ""
-                out.line(f"    {f.sp:016X} {f.ip:016X} {f.method_name or '<unknown>'}{where}")
+                managed.row(f"    {f.sp:016X}", f"{f.ip:016X}", f"{f.method_name or '<unknown>'}{where}",
+                            data=(Address(f.sp), Address(f.ip), f.method_name,
+                                  f"{loc.path}:{loc.line}" if loc is not None else None))
         except NotManagedThread:
             out.line("    <none: not a managed thread>")
         out.line()
         out.line("Native frames:")
+        native_rows = out.table("native_frames", Cells((20, 16), (False, False)),
+                                ("slot", "return_address", "module", "offset"))
         try:
             raw = raw_stack(runtime, tid)
             native = ([raw.current] if raw.current is not None and not raw.current.is_managed else []) + \
                 [f for f in raw.frames if not f.is_managed]
             for f in native:
-                slot = f"{f.slot:016X}" if f.slot else "(current)".ljust(16)
-                out.line(f"    {slot} {f.address:016x} {f.name} + {f.offset:#x}")
+                slot = f"{f.slot:016X}" if f.slot else "(current)"
+                native_rows.row(f"    {slot}", f"{f.address:016x}", f"{f.name} + {f.offset:#x}",
+                                data=(Address(f.slot) if f.slot else None, Address(f.address), f.name, f.offset))
         except SosError as e:
             out.line(f"    <unreadable: {e}>")
         report_missing_pdbs(ctx, source_lines(runtime), missing)
