@@ -9,6 +9,7 @@ truth prints every value, the objects' addresses and the threads' OS ids.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -347,3 +348,46 @@ def test_triage_dump_heap_commands_say_the_heap_is_missing(case: Case, triage_ho
         errs = o.errors
         assert len(errs) == 1 and "holds no GC heap" in errs[0], (key, o.text)
         assert "0x80131c49" not in o.text and "GetHeapSegmentData" not in o.text
+
+
+# -- a crash dump ----------------------------------------------------------------------------------
+
+
+def test_clrma_on_a_crash_dump_analyses_the_faulting_thread(request, tmp_path: Path) -> None:
+    """The runtime's own crash dump (DOTNET_DbgEnableMiniDump) of an unhandled exception: clrma
+    picks the thread that took the signal, not the other thread holding a caught exception."""
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    core = tmp_path / "crash.core"
+    env = {"DOTNET_DbgEnableMiniDump": "1", "DOTNET_DbgMiniDumpType": "2", "DOTNET_DbgMiniDumpName": str(core)}
+    with Debuggee("stackvalues", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path, env=env) as d:
+        truth = d.truth
+        exe = str(d.executable)
+        d.send("crash")
+        line = None
+        for _ in range(20):
+            line = d.read_line(60)
+            if line is None or line.startswith("SOSEXT-CRASH "):
+                break
+        assert line is not None and line.startswith("SOSEXT-CRASH "), line
+        tid = int(line.split()[1])
+        deadline = time.monotonic() + 300
+        while d.alive and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not d.alive, "the debuggee did not die of its unhandled exception"
+    assert core.exists(), "the runtime wrote no crash dump"
+    crash = truth["crash"]
+    for host, kw in (("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})):
+        out = drivers.run_in_host(host, ["clrma"], **kw)[0]
+        assert not out.errors, (host, out.text)
+        lines = out.lines
+        assert lines[0] == f"Signal:       6 on OS thread id 0x{tid:x}", (host, lines[:3])
+        assert re.fullmatch(rf"Thread: +\d+ \(OS thread id 0x{tid:x}\)", lines[1]), (host, lines[:3])
+        assert f"Exception type:   {truth['thrower']['type']}" in lines, host
+        assert f"Message:          {crash['message']}" in lines, host
+        trace = [ln for ln in lines if re.match(r"^    [0-9A-F]{16} [0-9A-F]{16} \S+\.dll!", ln)]
+        for m in crash["frames"]:
+            assert any(f"!{m}()+0x" in ln for ln in trace), (host, m, trace)
+        managed = lines[lines.index("Managed frames:") + 1: lines.index("Native frames:")]
+        assert [m for m in crash["frames"] if any(f" {m}()" in ln for ln in managed)] == crash["frames"], managed
+    core.unlink(missing_ok=True)

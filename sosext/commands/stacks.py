@@ -8,7 +8,7 @@ from ..interrupts import requested as interrupted
 from ..clr.rawstack import RawFrame, raw_stack
 from ..clr.sourcelines import PdbLookup, source_lines
 from ..clr.stacks import NotManagedThread, walk_stack
-from ..clr.threads import ClrThread, clr_threads, thread_by_os_id
+from ..clr.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id
 from ..errors import SosError
 from ..render.output import Address
 from ..render.table import Cells
@@ -195,19 +195,29 @@ Example:
         runtime = ctx.runtime
         cur = current_thread(ctx)
         chosen: ClrThread | None = None
-        if cur is not None:
-            t = thread_by_os_id(runtime, cur.tid)
-            if t is not None and t.last_exception:
-                chosen = t
-        if chosen is None:
-            chosen = next((t for t in clr_threads(runtime) if t.os_id and t.last_exception), None)
-        if chosen is None:
-            out.line("No managed exception on any thread.")
-            if cur is None:
-                return
-            tid = cur.tid
+        fault = faulting_thread(runtime)
+        if fault is not None:
+            # A crash dump: the thread that took the signal is the one to analyse.
+            tid = fault[0]
+            t = thread_by_os_id(runtime, tid)
+            chosen = t if t is not None and t.last_exception else None
+            out.field("signal", fault[1], f"Signal:       {fault[1]} on OS thread id 0x{tid:x}")
+            if chosen is None:
+                out.line("No managed exception on the faulting thread.")
         else:
-            tid = chosen.os_id
+            if cur is not None:
+                t = thread_by_os_id(runtime, cur.tid)
+                if t is not None and t.last_exception:
+                    chosen = t
+            if chosen is None:
+                chosen = next((t for t in clr_threads(runtime) if t.os_id and t.last_exception), None)
+            if chosen is None:
+                out.line("No managed exception on any thread.")
+                if cur is None:
+                    return
+                tid = cur.tid
+            else:
+                tid = chosen.os_id
         out.field("os_thread_id", tid, f"Thread:       {_thread_index(ctx, tid)} (OS thread id 0x{tid:x})")
         missing: list[PdbLookup] = []
         if chosen is not None:

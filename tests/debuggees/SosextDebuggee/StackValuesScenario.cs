@@ -238,8 +238,42 @@ namespace DebuggeeHost
                 w.Value(type + "." + m);
             w.EndArray();
             w.EndObject();
+
+            // What the stdin command "crash" will throw, unhandled, on a new thread.
+            w.Name("crash").BeginObject();
+            w.Prop("message", CrashMessage);
+            w.Name("frames").BeginArray();
+            foreach (string m in new[] { "CrashInner", "CrashOuter", "CrashThreadMain" })
+                w.Value(type + "." + m);
+            w.EndArray();
+            w.EndObject();
         }
 
-        public bool OnCommand(string command) => false;
+        // -- the crash (stdin "crash") ------------------------------------------------------------------
+
+        public const string CrashMessage = "sosext unhandled exception";
+
+        /// <summary>A thread that throws a StackValuesException nobody catches: the process dies (and the
+        /// runtime writes a dump when DOTNET_DbgEnableMiniDump is set). Prints its OS thread id first.</summary>
+        public bool OnCommand(string command)
+        {
+            if (command != "crash") return false;
+            new Thread(CrashThreadMain) { Name = "sosext-crasher", IsBackground = true }.Start();
+            return true;
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void CrashThreadMain()
+        {
+            Console.Out.WriteLine("SOSEXT-CRASH " + Mem.CurrentOsTid());
+            Console.Out.Flush();
+            CrashOuter();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        internal static void CrashOuter() => CrashInner();
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        internal static void CrashInner() => throw new StackValuesException(CrashMessage);
     }
 }
