@@ -177,8 +177,9 @@ class ClrMA(Command):
     summary = "Crash analysis: the thread with the managed exception, the exception, its managed and native frames."
     usage = "clrma"
     details = """\
-Picks the thread to analyse: the current thread when it has a managed exception, else the
-first thread that has one. Shows that thread, the exception (type, message, HResult, inner
+Picks the thread to analyse: in a crash dump the thread that took the signal (named on the
+first line); otherwise the current thread when it has a managed exception, else the first
+thread that has one. Shows that thread, the exception (type, message, HResult, inner
 exception, the stack it was thrown on with source lines), the thread's managed frames now
 (clrstack) and the native return addresses on its stack (as dumpstack finds them). With no
 managed exception anywhere, says so and analyses the current thread's stacks.
