@@ -46,6 +46,8 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("eestack", "eestack -EE"),
         ("dso", "dso"),
         ("clrstack", "clrstack"),
+        ("clrthreads", "clrthreads"),
+        ("clrstack -all", "clrstack -all"),
     ]
 
 
@@ -311,6 +313,16 @@ def test_dso_and_clrstack_number_the_thread_alike(case: Case, host: str) -> None
     assert re.fullmatch(rf"OS Thread Id: 0x{case.truth['values']['osTid']:x} \(\d+\)", first), first
     assert case.out(host, "dso").lines[0] == first
     assert case.out(host, "dumpstack").lines[0] == first
+
+
+def test_a_runtime_thread_without_managed_frames_says_so(case: Case, host: str) -> None:
+    # The finalizer thread waits in native code: the runtime knows it, but it has no managed frame.
+    row = next(ln for ln in case.out(host, "clrthreads").lines if "(Finalizer)" in ln)
+    tid = int(row.split()[2], 16)
+    lines = case.out(host, "clrstack -all").lines
+    i = lines.index(f"OS Thread Id: 0x{tid:x}")
+    assert lines[i + 1] == "No managed frames on this thread (it runs native code only)", lines[i:i + 3]
+    assert "Stack Walk failed" not in case.out(host, "clrstack -all").text
 
 
 # -- triage dumps --------------------------------------------------------------------------------
