@@ -392,6 +392,8 @@ Examples:
             out.line("Stack Walk failed. Reported stack incomplete.")
         elif args.i:
             out.line("Stack walk complete.")
+        if stack.complete and not any(f.is_managed for f in stack.frames):
+            out.line("No managed frames on this thread (it runs native code only)")
         if lines is not None:
             report_missing_pdbs(ctx, lines, missing)
 
