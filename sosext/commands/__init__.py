@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads", "diff", "objects", "types", "modules",
-            "stacks")
+FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads", "diff", "objects", "types", "modules", "retained",
+            "report", "stacks")
 
 
 def load_all() -> None:
