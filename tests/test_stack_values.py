@@ -44,6 +44,7 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("pstacks", "pstacks -a"),
         ("clrma", "clrma"),
         ("eestack", "eestack -EE"),
+        ("eestack -short", "eestack -EE -short"),
         ("dso", "dso"),
         ("clrstack", "clrstack"),
         ("clrthreads", "clrthreads"),
@@ -257,6 +258,10 @@ def test_eestack_runs_dumpstack_on_every_thread(case: Case, host: str) -> None:
             *case.truth["parked"]["a"]["osTids"], *case.truth["parked"]["b"]["osTids"]}
     assert want <= tids, (want, tids)
     assert text.count("---------------------------------------------") == len(tids)
+    # -short: only threads with managed code; the runtime's native helper threads drop out.
+    short = case.out(host, "eestack -short").text
+    short_tids = {int(m, 16) for m in re.findall(r"^OS Thread Id: 0x([0-9a-f]+) ", short, re.M)}
+    assert want <= short_tids < tids, (want, short_tids, tids)
 
 
 # -- pstacks -------------------------------------------------------------------------------------
