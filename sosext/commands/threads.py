@@ -284,7 +284,7 @@ _STACK_RIGHT = (True, True)
 class ClrStackCommand(Command):
     names = ("clrstack", "ClrStack")
     summary = "Show the managed call stack of the current thread (or of every thread with -all)."
-    usage = "clrstack [-a] [-p] [-l] [-n] [-f] [-r] [-all] [-c <count>]"
+    usage = "clrstack [-a] [-p] [-l] [-i] [-n] [-f] [-r] [-all] [-c <count>]"
     details = """\
 One row per frame, innermost first: the frame's stack pointer, instruction pointer and
 method (Namespace.Type.Method(ArgTypes)). Runtime transition frames appear as
@@ -306,7 +306,7 @@ Examples:
     options = (
         Option("-a", "show parameters and locals"),
         Option("-p", "show parameters"),
-        Option("-l", "show locals (the runtime knows no local names: each shows its location)"),
+        Option("-l", "show locals (unnamed as in SOS; with -i named from the PDB)"),
         Option("-n", "no source file and line numbers"),
         Option("-f", "full: module names and code offsets"),
         Option("-r", "show the registers of every frame"),
