@@ -80,8 +80,21 @@ def json_commands(truth: dict) -> dict[str, str]:
         "setclrpath": "setclrpath",
         "setsymbolserver": "setsymbolserver -directory /tmp",
         "soshelp": "soshelp",
+        "dumpgen": "dumpgen gen2",
+        "sizestats": "sizestats",
+        "timerinfo": "timerinfo",
+        "syncblk": "syncblk -all",
+        "dumpconcurrentdictionary": None,  # needs a dictionary: covered by test_parity
+        "dumpconcurrentqueue": None,  # needs a queue: covered by test_parity
+        "gchandleleaks": "gchandleleaks",
+        "dumpasync": "dumpasync --tasks",
+        "maddress": "maddress",
         "retained": f"retained {a['addresses'][0]}",
         "dominators": "dominators -top 3",
+        "dumpstack": "dumpstack",  # after setthread -t <tid>, as clrstack
+        "eestack": "eestack -EE",
+        "parallelstacks": "parallelstacks",
+        "clrma": "clrma",
     }
 
 
@@ -99,8 +112,9 @@ def docs(core) -> dict[str, dict]:
     """Each command's --json document (clrstack after setthread, in one batch)."""
     truth, path = core
     pairs = [(k, f"{v} --json") for k, v in json_commands(truth).items()
-             if v is not None and "{" not in v and k != "clrstack"]
+             if v is not None and "{" not in v and k not in ("clrstack", "dumpstack")]
     pairs += [("", f"setthread -t {truth['threads'][0]['osTid']}"), ("clrstack", "clrstack --json"),
+              ("dumpstack", "dumpstack --json"),
               ("dumpmt-plain", f"dumpmt {_by_name(truth, 'SosextDebuggee.HeapItemA')['mt']} --json")]
     outs = drivers.run_cli([line for _k, line in pairs], core=path)
     got: dict[str, dict] = {}

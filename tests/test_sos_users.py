@@ -28,7 +28,8 @@ def test_statuses_are_known() -> None:
 
 def test_every_registered_command_is_in_a_supported_row_and_back() -> None:
     load_all()
-    registered = {n.lower() for n in REGISTRY}
+    # SOS names sosext lacks are registered too, as placeholders that say so: not commands.
+    registered = {n.lower() for n, cls in REGISTRY.items() if not cls.__name__.startswith("Placeholder_")}
     claimed = {n.lower() for names, st in rows() if st in ("supported", "partial") for n in names}
     denied = {n.lower() for names, st in rows() if st not in ("supported", "partial") for n in names}
     assert registered - claimed == set(), "registered but not in a supported/partial row"

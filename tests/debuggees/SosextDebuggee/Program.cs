@@ -34,7 +34,9 @@ namespace DebuggeeHost
             "hostile" => new HostileScenario(),
             "source" => new SourceScenario(),
             "counters" => new CountersScenario(),
+            "parity" => new ParityScenario(),
             "retained" => new RetainedScenario(),
+            "stackvalues" => new StackValuesScenario(),
             _ => null,
         };
 
