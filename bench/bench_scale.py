@@ -139,7 +139,8 @@ def measure(n: int, repeat: int, lldb: bool) -> None:
               f"made in {time.perf_counter() - t0:.0f} s")
         index_dir = tmp / "index"
         rows: dict[str, list] = {k: [] for k in ("stat", "stat_first", "stat_cached", "lldb", "limit1", "gcroot",
-                                                  "gcroot_cached", "c_stat", "c_limit1", "c_gcroot")}
+                                                  "gcroot_cached", "c_stat", "c_limit1", "c_gcroot",
+                                                  "retained")}
         for _ in range(repeat):
             # Alternating: each round runs every sosext measure next to its ClrMD counterpart.
             rows["stat"].append(sosext_cli(core, ["dumpheap -stat"], False, index_dir))
@@ -155,6 +156,8 @@ def measure(n: int, repeat: int, lldb: bool) -> None:
             rows["c_gcroot"].append(clrmd(core, "gcroot", deep))
             sosext_cli(core, [f"gcroot {deep}"], True, index_dir)  # caches the graph and its reverse
             rows["gcroot_cached"].append(sosext_cli(core, [f"gcroot {deep}"], True, index_dir))
+            # Dominators (issue 16): ClrMD has none to compare with; the walk and graph included.
+            rows["retained"].append(sosext_cli(core, ["dumpheap -stat -retained"], False, index_dir))
         objects = objects_in(rows["stat"][0])
         c_objects = rows["c_stat"][0][1]["stat"]["objects"]
 
@@ -185,6 +188,8 @@ def measure(n: int, repeat: int, lldb: bool) -> None:
         line("ClrMD every root path", cg)
         print(f"  ratio full gcroot: {cg.wall / g.wall:.2f}")
         line("sosext gcroot, second process (cached)", best(rows["gcroot_cached"]))
+        r = best(rows["retained"])
+        line("sosext dumpheap -stat -retained (cold)", r, "(walk, graph and dominators)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what sosext needs from Debian's packages, only what is missing.
 #   scripts/setup.sh          runtime needs: lldb-16 with its Python module, gdb, numpy, numba (and gcc, which
-#                             compiles its kernels ahead of time), tabulate, pygments, pyelftools
-#   scripts/setup.sh --test   plus pytest and hypothesis, and pip and venv (tests/test_packaging.py)
+#                             compiles its kernels ahead of time), tabulate, pygments, pyelftools, plotly (sosext report)
+#   scripts/setup.sh --test   plus pytest and hypothesis, pip and venv (tests/test_packaging.py), and chromium
+#                             (tests/test_report.py opens the HTML report in headless Chromium)
 # The .NET SDK (dotnet) is not a Debian package: it must already be installed.
 set -euo pipefail
 
-pkgs=(lldb-16 python3-lldb-16 gdb python3-numpy python3-numba gcc python3-dev python3-tabulate python3-pygments python3-pyelftools)
+pkgs=(lldb-16 python3-lldb-16 gdb python3-numpy python3-numba gcc python3-dev python3-tabulate python3-pygments python3-pyelftools python3-plotly)
 if [[ "${1:-}" == "--test" ]]; then
-    pkgs+=(python3-pytest python3-hypothesis python3-pip python3-venv)
+    pkgs+=(python3-pytest python3-hypothesis python3-pip python3-venv chromium)
 fi
 
 missing=()

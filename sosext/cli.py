@@ -8,6 +8,8 @@
     sosext diff OLD NEW [opts]        heap diff of two cores or two gcdump snapshots (heapdiff);
                                       opts may hold --clr-path DIR
     sosext leaks OLD NEW [opts]       growth report with retention paths (cores or snapshots)
+    sosext report CORE [--baseline OLD] [-o FILE] [--format html|folded|json]
+                                      self-contained HTML heap report, or folded stacks
     sosext install | uninstall        add/remove the import line in ~/.lldbinit and ~/.gdbinit
 """
 from __future__ import annotations
@@ -177,6 +179,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     session = _session_for_core(args.new)
     line = " ".join([args.command_name, shlex.quote(args.old), *map(shlex.quote, args.options)])
     return 0 if run_command_line(session, line) else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """sosext report CORE: the report command on CORE (docs/report.md)."""
+    import shlex
+    _apply_clr_path(args)
+    words = ["report", "--format", args.format]
+    for flag, value in (("-o", args.output), ("--baseline", args.baseline)):
+        if value:
+            words += [flag, value]
+    words += ["--force"] if args.force else []
+    session = _session_for_core(args.core)
+    return 0 if run_command_line(session, " ".join(map(shlex.quote, words))) else 1
 
 
 def _take_clr_path(options: list[str]) -> tuple[list[str], str | None]:
@@ -454,6 +469,19 @@ def build_parser() -> argparse.ArgumentParser:
         d.add_argument("new")
         d.add_argument("options", nargs=argparse.REMAINDER)
         d.set_defaults(func=cmd_compare, command_name=cmd)
+    r = sub.add_parser("report", help="write a heap report: one self-contained HTML file, or folded stacks",
+                       description="One HTML file, nothing fetched: summary, an icicle of retained bytes along "
+                       "dominator paths grouped by type, a treemap by type, holders and sortable tables; with "
+                       "--baseline coloured by growth. --format folded: 'root kind;Type;Type;... bytes' lines "
+                       "for flamegraph.pl or speedscope. See docs/report.md.")
+    r.add_argument("core")
+    r.add_argument("-o", "--output", help="file to write (default report.html; folded/json: stdout); '-' for stdout")
+    r.add_argument("--baseline", metavar="OLD_CORE", help="an older core of the same program: colour by growth")
+    r.add_argument("--format", choices=["html", "folded", "json"], default="html")
+    r.add_argument("--force", action="store_true", help="replace an existing output file")
+    _add_clr_path(r)
+    _index_options(r)
+    r.set_defaults(func=cmd_report)
     ct = sub.add_parser(
         "counters", help="watch a process's System.Runtime counters (GC heap, gen sizes, GCs, thread pool…)",
         formatter_class=argparse.RawDescriptionHelpFormatter,

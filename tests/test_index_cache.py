@@ -80,6 +80,28 @@ def test_first_process_writes_the_index_and_the_next_one_reuses_it(core, clean, 
     assert list(ix.glob(".walk-*")) == []  # no temporary file left behind
 
 
+def test_the_dominator_tree_is_kept_beside_the_index(core, clean, tmp_path) -> None:
+    """The second process reads the dominators the first computed; a damaged file is noticed
+    (one line), rebuilt, and gives the same answer."""
+    ix = tmp_path / "ix"
+    ask = ("-c", "dominators -top 5 --json", "-c", "dumpheap -stat -retained --json")
+    reference = analyze(core, None, "--no-index-cache", *ask).stdout
+    assert analyze(core, ix, *ask).stdout == reference
+    files = list(ix.glob("*.dominators"))
+    assert len(files) == 1 and oct(files[0].stat().st_mode & 0o777) == oct(0o600)
+    before = files[0].stat().st_mtime_ns
+    res = analyze(core, ix, *ask)
+    assert res.stdout == reference and res.stderr == ""
+    assert files[0].stat().st_mtime_ns == before  # read, not rewritten
+    t, _ = trailer(files[0])
+    with open(files[0], "r+b") as fh:  # an object made its own dominator
+        fh.seek(4 * (t["count"] - 1))
+        fh.write(struct.pack("<i", t["count"] - 1))
+    res = analyze(core, ix, *ask)
+    assert res.stdout == reference
+    assert "dominators" in res.stderr and "not valid" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
 def test_no_index_cache_writes_nothing(core, clean, tmp_path) -> None:
     ix = tmp_path / "ix"
     assert analyze(core, ix, "--no-index-cache").stdout == clean

@@ -23,10 +23,11 @@ RANKS = {
     "dac": 2,
     "clr": 3,
     "render": 4,
+    "report": 4.5,  # reads the model, renders through render/; only commands use it
     "commands": 5, "session": 5,
     "hosts": 6, "api": 6, "cli": 6, "repl": 6, "install": 6, "__main__": 6, "__init__": 6,
 }
-NO_DAC = ("commands", "render", "hosts", "cli", "repl", "session", "api")
+NO_DAC = ("commands", "render", "report", "hosts", "cli", "repl", "session", "api")
 
 
 def module_name(path: Path) -> str:

@@ -49,8 +49,10 @@ class Leaky:
             if line.startswith("LEAKY "):  # createdump, spawned by the runtime, shares stdout
                 return json.loads(line[6:])
 
-    def leak(self, n: int) -> dict:
-        self.proc.stdin.write(f"leak {n}\n")
+    def leak(self, n: int, what: str = "leak") -> dict:
+        """``leak``: cache entries; ``customers``: the static customer list; ``wrappers``:
+        wrappers behind strong GC handles."""
+        self.proc.stdin.write(f"{what} {n}\n")
         self.proc.stdin.flush()
         return self._reply()
 
@@ -83,20 +85,26 @@ def case(tmp_path_factory) -> Case:
     tmp = tmp_path_factory.mktemp("leaks")
     app = Leaky(build_leaky())
     try:
+        app.leak(10, "customers")
+        app.leak(5, "wrappers")
         before = app.leak(100)
         collect(app.started["pid"], tmp / "old.core")
+        app.leak(290, "customers")
+        app.leak(55, "wrappers")
         after = app.leak(2000)
         collect(app.started["pid"], tmp / "new.core")
         outputs = {}
         if drivers.LLDB:
             outputs["lldb-live"] = drivers.run_lldb(
-                [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry"],
+                [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry",
+                 f"leaks {tmp / 'old.core'} -holders 1 --json"],
                 pid=app.started["pid"])
     finally:
         app.stop()
     if drivers.GDB:
         outputs["gdb-core"] = drivers.run_gdb(
-            [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry"],
+            [f"heapdiff {tmp / 'old.core'} -type LeakyService", f"leaks {tmp / 'old.core'} -type LeakyService.CacheEntry",
+             f"leaks {tmp / 'old.core'} -holders 1 --json"],
             core=tmp / "new.core")
     return Case(tmp / "old.core", tmp / "new.core", before, after, outputs)
 
@@ -106,10 +114,15 @@ def sosext(*args: str) -> subprocess.CompletedProcess:
                           stderr=subprocess.PIPE, text=True)
 
 
-def diff_rows(text: str) -> list[list[str]]:
+def diff_rows(text: str, retained: bool = False) -> list[list[str]]:
+    """The heapdiff table's rows: OldCount … BytesDelta, Class Name (and RetainedDelta before
+    the name if ``retained``)."""
     lines = text.splitlines()
     start = next(i for i, ln in enumerate(lines) if "CountDelta" in ln) + 1
-    return [ln.split(None, 6) for ln in lines[start:] if not ln.startswith("Total")]
+    assert "RetainedDelta" in lines[start - 1]
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("Total"))
+    rows = [ln.split(None, 7) for ln in lines[start:end]]
+    return rows if retained else [r[:6] + r[7:] for r in rows]
 
 
 def test_diff_ranks_the_leak_first_with_the_exact_delta(case: Case) -> None:
@@ -168,12 +181,67 @@ def test_leaks_text_report(case: Case) -> None:
 def test_in_the_debuggers(case: Case, host: str) -> None:
     if host not in case.outputs:
         pytest.skip(f"{host.split('-')[0]} is not installed")
-    diff, leaks = case.outputs[host]
+    diff, leaks, holders = case.outputs[host]
     rows = {r[6]: r for r in diff_rows(diff.text)}
     leaked = case.after["cacheEntries"] - case.before["cacheEntries"]
     assert int(rows["LeakyService.CacheEntry"][2].replace(",", "")) == leaked
     assert f"LeakyService.CacheEntry: {leaked:+,} objects" in leaks.text
     assert f"  {case.after['cacheEntries']:,} objects, " in leaks.text
+    # the entries' holder, named with its exact retained size and growth
+    grew = case.after["cacheRetained"] - case.before["cacheRetained"]
+    assert f": retains {case.after['cacheRetained']:,} bytes ({grew:+,} since the baseline)" in leaks.text
+    line = next(ln for ln in leaks.lines if ": retains " in ln)
+    assert line.split()[0] == "LeakyService.MemoryCache"
+    text = holders.text
+    assert_cache_holder_first(case, json.loads(text[text.index("{"):text.rindex("}") + 1])["holders"])
+
+
+def assert_cache_holder_first(case: Case, holders: list[dict]) -> None:
+    """The MemoryCache holds the growth: ranked first, with the retained size and growth the
+    service computed itself, dominated by the worker, held by the static that holds the worker."""
+    top = holders[0]
+    assert top["name"] == "LeakyService.MemoryCache"
+    assert top["retained"] == case.after["cacheRetained"]
+    assert top["retained_delta"] == case.after["cacheRetained"] - case.before["cacheRetained"]
+    assert top["chain"][:2] == ["LeakyService.MemoryCache", "LeakyService.CacheWarmupWorker"]
+    assert top["held_by"][0]["root"] == "static LeakyService.Program.s_worker (strong handle)"
+    payloads = next(t for t in top["types"] if t["name"] == "System.Byte[]")
+    assert payloads["count"] == case.after["cacheEntries"]
+
+
+def test_leaks_and_diff_rank_the_cache_holder_first_by_retained_growth(case: Case) -> None:
+    for command in ("leaks", "diff"):
+        res = sosext(command, str(case.old_core), str(case.new_core), "--json")
+        assert res.returncode == 0, res.stderr
+        assert_cache_holder_first(case, json.loads(res.stdout)["holders"])
+    res = sosext("diff", str(case.old_core), str(case.new_core), "-type", "LeakyService.MemoryCache")
+    row = diff_rows(res.stdout, retained=True)[0]
+    assert row[7] == "LeakyService.MemoryCache"
+    assert int(row[6].replace(",", "")) == case.after["cacheRetained"] - case.before["cacheRetained"]
+    text = sosext("leaks", str(case.old_core), str(case.new_core), "-holders", "1").stdout
+    assert "Holders of the growth, by retained growth:" in text
+    assert "      held by static LeakyService.Program.s_worker (strong handle)" in text
+
+
+def test_the_other_two_leaks_are_named_by_their_holders(case: Case) -> None:
+    """The static customer list and the wrappers behind leaked strong handles, each with the
+    retained bytes the service computed itself."""
+    res = sosext("leaks", str(case.old_core), str(case.new_core), "-holders", "6", "--json")
+    holders = json.loads(res.stdout)["holders"]
+    assert_cache_holder_first(case, holders)
+    a, b = case.after, case.before
+    customers = next(h for h in holders
+                     if h["held_by"][0]["root"] == "static LeakyService.CustomerStore.s_customers (strong handle)")
+    assert customers["name"].startswith("System.Collections.Generic.List`1[[LeakyService.Customer, LeakyService]]")
+    assert customers["retained"] == a["customersRetained"]
+    assert customers["retained_delta"] == a["customersRetained"] - b["customersRetained"]
+    assert {t["name"]: t["count"] for t in customers["types"]}["LeakyService.Customer"] == a["customers"]
+    wrappers = next(h for h in holders if h["name"] == "LeakyService.DacWrapper")
+    assert wrappers["instances"] == a["wrappers"]
+    assert wrappers["retained"] == a["wrappers"] * a["wrapperRetained"]
+    assert [(r["kind"], r["root"]) for r in wrappers["held_by"]] == [("handle", "strong handle")]
+    text = sosext("leaks", str(case.old_core), str(case.new_core), "-holders", "6").stdout
+    assert f"  {a['wrappers']:,} x LeakyService.DacWrapper (e.g. " in text
 
 
 def test_bad_baseline_gives_one_line(case: Case) -> None:

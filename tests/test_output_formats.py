@@ -35,6 +35,7 @@ NO_TABLE = {
     "heapsnapshot": "prints a JSON snapshot in every format already",
     "heapdiff": "needs a baseline core; its --json is tested in test_diff.py",
     "leaks": "needs a baseline core; its --json is tested in test_diff.py",
+    "report": "writes a report file (--format html, folded or its own json); tested in test_report.py",
 }
 
 
@@ -79,6 +80,8 @@ def json_commands(truth: dict) -> dict[str, str]:
         "setclrpath": "setclrpath",
         "setsymbolserver": "setsymbolserver -directory /tmp",
         "soshelp": "soshelp",
+        "retained": f"retained {a['addresses'][0]}",
+        "dominators": "dominators -top 3",
     }
 
 
@@ -173,6 +176,10 @@ def test_json_values_equal_the_debuggee_truth(core, docs: dict[str, dict]) -> No
     names = {c["name"] for c in docs["soshelp"]["commands"]}
     assert {"dumpheap", "gcroot", "clrthreads"} <= names
     assert docs["gcroot"]["object"] == a["addresses"][0]
+    ret = docs["retained"]  # a HeapItemA holds nothing: it retains exactly its own size
+    assert (ret["address"], ret["size"], ret["retained"]) == (a["addresses"][0], a["baseSize"], a["baseSize"])
+    assert [o["retained"] for o in docs["dominators"]["objects"]] == \
+        sorted((o["retained"] for o in docs["dominators"]["objects"]), reverse=True)
 
 
 def test_csv_and_markdown_give_the_same_rows(core) -> None:

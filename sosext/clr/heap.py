@@ -66,6 +66,7 @@ class ClrHeap:
         self.store = None  # indexcache.IndexStore of a core whose index is cached on disk
         self._roots: dict[bool, RootSet] = {}
         self._live: np.ndarray | None = None
+        self._dominators = None  # dominators.DominatorTree
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -222,6 +223,15 @@ class ClrHeap:
         if self._live is None:
             self._live = live_mask(self.index(progress), self.graph(progress), self.roots())
         return self._live
+
+    def dominators(self, progress: Progress | None = None):  # -> dominators.DominatorTree
+        """Immediate dominators and retained sizes of every object (see dominators.py);
+        built once per target generation."""
+        if self._dominators is None:
+            from .dominators import build_dominators
+            self.graph(progress)
+            self._dominators = build_dominators(self)
+        return self._dominators
 
     def type_name_at(self, position: int) -> str:
         """The type name of the object at heap index position ``position``."""

@@ -309,6 +309,62 @@ class IndexStore:
         finally:
             os.close(fd)
 
+    def save_dominators(self, idom: np.ndarray, retained: np.ndarray, roots_key: str, index: HeapIndex) -> None:
+        """Keep the dominator tree's columns next to the index file, for the roots that
+        ``roots_key`` fingerprints (a host that could not walk the stacks gets other roots)."""
+        path = self.directory / f"{self.path.stem}.dominators"
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".dominators-", suffix=".tmp")
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "wb") as f:
+                retained_at = (idom.nbytes + 4095) & ~4095
+                idom.tofile(f)
+                f.seek(retained_at)
+                retained.tofile(f)
+                end = f.tell()
+                trailer = json.dumps({"format": FORMAT, "identity": self.identity.__dict__, "kind": "dominators",
+                                      "count": len(index), "roots": roots_key, "retained_at": retained_at}).encode()
+                f.write(trailer + _FOOTER.pack(MAGIC, end, len(trailer)))
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def load_dominators(self, roots_key: str, index: HeapIndex) -> tuple[np.ndarray, np.ndarray] | None:
+        """(idom, retained) saved by ``save_dominators`` for this core, index and roots, checked."""
+        path = self.directory / f"{self.path.stem}.dominators"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            t, end = self._trailer(fd)
+            n, at = len(index), int(t["retained_at"])
+            if (t["kind"], t["count"]) != ("dominators", n) or at < 4 * n or at + 8 * n != end:
+                raise ValueError("written for another core or index")
+            if t["roots"] != roots_key:
+                return None  # other roots (e.g. stacks walked or not): computed again, file kept
+            mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+            idom = np.frombuffer(mm, dtype=np.int32, count=n)
+            retained = np.frombuffer(mm, dtype=np.uint64, count=n, offset=at)
+            from .kernels import dominators
+            if not dominators.check_tree(idom, retained, index.sizes):
+                raise ValueError("not a dominator tree of this heap")
+            return idom, retained
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
+            _note(f"cached dominators {path} are not valid ({e}); rebuilding them")
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            return None
+        finally:
+            os.close(fd)
+
     def _trailer(self, fd: int) -> tuple[dict, int]:
         """The JSON trailer of a cache file of ours for this core, and where it starts."""
         st = os.fstat(fd)

@@ -15,8 +15,7 @@ import numpy as np
 
 from .graph import ragged_arange
 from .progress import check_interrupt
-from .roots import HANDLE_KIND_TEXT, ClrRoot, RootKind
-from .statics import static_name_between
+from .roots import ClrRoot, RootKind
 
 if TYPE_CHECKING:
     from .heap import ClrHeap
@@ -120,22 +119,8 @@ class RetentionTree:
         return out[::-1]
 
     def root_label(self, root_obj: int, below: int | None = None) -> str:
-        r = self.root_of.get(root_obj)
-        if r is None:
-            return "dependent handle"
-        if r.kind is RootKind.HANDLE:
-            kind = HANDLE_KIND_TEXT.get(r.handle.handle_type, "handle")
-            if below is not None and below != root_obj:
-                ix = self.index
-                static = static_name_between(self.heap.runtime, int(ix.addresses[root_obj]), int(ix.addresses[below]))
-                if static:
-                    return f"static {static} ({kind})"
-            return kind
-        if r.kind is RootKind.FINALIZER:
-            return "finalizer queue"
-        md = self.heap.dac.method_desc_from_ip(r.source) if r.source and not r.source_is_frame else None
-        method = self.heap.dac.method_desc_name(md) if md else None
-        return f"thread {r.thread_os_id:x}" + (f": {method}" if method else "")
+        from .dominators import root_label
+        return root_label(self.heap, self.root_of.get(root_obj), root_obj, below)
 
     def groups(self, instances: np.ndarray) -> list[RetentionGroup]:
         """Group ``instances`` (object indices) by the shape of their retention path."""

@@ -29,6 +29,7 @@ class TypeTotal:
     name: str
     count: int
     size: int
+    retained: int | None = None  # dominators.DominatorTree.retained_by_type's figure; None: not computed
 
 
 @dataclass
@@ -44,29 +45,42 @@ class HeapSnapshot:
     def total_size(self) -> int:
         return sum(t.size for t in self.types.values())
 
+    @property
+    def has_retained(self) -> bool:
+        return any(t.retained is not None for t in self.types.values())
+
     @classmethod
-    def of_heap(cls, heap: "ClrHeap", source: str, include_free: bool = False) -> "HeapSnapshot":
+    def of_heap(cls, heap: "ClrHeap", source: str, include_free: bool = False,
+                retained: bool = False) -> "HeapSnapshot":
+        """Per-type totals; with ``retained``, also each type's retained bytes (this builds
+        the reference graph and the dominator tree)."""
         ix = heap.index()
+        held: dict[int, int] = {}
+        if retained:
+            held = {r.method_table: r.retained for r in heap.dominators().retained_by_type()}
         types: dict[str, list[int]] = {}
         for st in ix.stats():
             name = heap.types.name_of(st.method_table)
             if name == "Free" and not include_free:
                 continue
-            acc = types.setdefault(name, [0, 0])  # same name, several MTs (collectible, dynamic)
+            acc = types.setdefault(name, [0, 0, 0])  # same name, several MTs (collectible, dynamic)
             acc[0] += st.count
             acc[1] += st.total_size
-        return cls(source, {n: TypeTotal(n, c, s) for n, (c, s) in types.items()})
+            acc[2] += held.get(st.method_table, 0)
+        return cls(source, {n: TypeTotal(n, c, s, r if retained else None) for n, (c, s, r) in types.items()})
 
     def to_json(self) -> dict:
         return {"schema": SNAPSHOT_SCHEMA, "source": self.source,
-                "types": [{"name": t.name, "count": t.count, "size": t.size}
+                "types": [{"name": t.name, "count": t.count, "size": t.size,
+                           **({} if t.retained is None else {"retained": t.retained})}
                           for t in sorted(self.types.values(), key=lambda t: t.name)]}
 
     @classmethod
     def from_json(cls, doc: dict) -> "HeapSnapshot":
         if doc.get("schema") != SNAPSHOT_SCHEMA:
             raise SosError("not a sosext heap snapshot (schema mismatch)")
-        return cls(doc["source"], {t["name"]: TypeTotal(t["name"], t["count"], t["size"]) for t in doc["types"]})
+        return cls(doc["source"], {t["name"]: TypeTotal(t["name"], t["count"], t["size"], t.get("retained"))
+                                   for t in doc["types"]})
 
 
 def python_for_children() -> str:
@@ -116,6 +130,14 @@ class TypeDelta:
     old_size: int
     new_count: int
     new_size: int
+    old_retained: int | None = None  # None: a snapshot without retained sizes
+    new_retained: int | None = None
+
+    @property
+    def retained_delta(self) -> int | None:
+        if self.old_retained is None or self.new_retained is None:
+            return None
+        return self.new_retained - self.old_retained
 
     @property
     def count_delta(self) -> int:
@@ -129,9 +151,12 @@ class TypeDelta:
 def diff_snapshots(old: HeapSnapshot, new: HeapSnapshot) -> list[TypeDelta]:
     """Every type in either snapshot, largest growth in bytes first (then by count, name)."""
     names = set(old.types) | set(new.types)
-    zero = TypeTotal("", 0, 0)
+    with_retained = old.has_retained and new.has_retained
+    zero = TypeTotal("", 0, 0, 0 if with_retained else None)
     rows = [TypeDelta(n, old.types.get(n, zero).count, old.types.get(n, zero).size,
-                      new.types.get(n, zero).count, new.types.get(n, zero).size) for n in names]
+                      new.types.get(n, zero).count, new.types.get(n, zero).size,
+                      old.types.get(n, zero).retained if with_retained else None,
+                      new.types.get(n, zero).retained if with_retained else None) for n in names]
     rows.sort(key=lambda r: (-r.size_delta, -r.count_delta, r.name))
     return rows
 

@@ -8,12 +8,24 @@ instantiations are not in the modules' TypeDef maps and stay unnamed.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Protocol, TypeVar
 
 from ..errors import SosError
 
-if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+T = TypeVar("T")
+
+
+class ClrRuntime(Protocol):
+    """What the statics map reads of the runtime. The façade itself is not imported (see
+    parts.py), so that pieces below it, such as the dominator tree, may name statics."""
+
+    heap: Any
+    fields: Any
+    catalog: Any
+
+    def modules(self) -> list: ...
+
+    def cache(self, key: str, factory: Callable[[], T]) -> T: ...
 
 
 class StaticSlots:

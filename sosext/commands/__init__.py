@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads", "diff", "objects", "types", "modules")
+FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads", "diff", "objects", "types", "modules", "retained",
+            "report")
 
 
 def load_all() -> None:

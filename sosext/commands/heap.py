@@ -127,11 +127,37 @@ def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, 
     ctx.out.field("total_size", size, f"Total {fmt_count(objects)} objects, {fmt_count(size)} bytes")
 
 
+def write_retained_stats(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, by_count: bool,
+                         as_json: bool) -> None:
+    """dumpheap -stat -retained: the statistics table with a RetainedSize column."""
+    tree = heap.dominators(ctx.progress)
+    held = {r.type_id: r.retained for r in tree.retained_by_type(mask)}
+    stats = type_stats(heap, ix, mask, by_count)
+    if not by_count:
+        order = {mt: k for k, (mt, _c, _t) in enumerate(stats)}
+        stats.sort(key=lambda s: (held.get(ix.type_id(s[0]), 0), order[s[0]]))
+    rows = [(mt, c, tot, held.get(ix.type_id(mt), 0), heap.types.name_of(mt)) for mt, c, tot in stats]
+    if as_json:
+        emit_json(ctx.out, {"command": "dumpheap",
+                            "types": [{"mt": f"0x{mt:x}", "count": c, "total_size": tot, "retained_size": ret,
+                                       "name": name} for mt, c, tot, ret, name in rows],
+                            "total_objects": sum(r[1] for r in rows), "total_size": sum(r[2] for r in rows)})
+        return
+    t = Table(Column(16, True, fmt_pointer), Integer(), Integer(), Integer(), TypeName())
+    t.fit(0, (r[0] for r in rows), minimum=12)
+    ctx.out.line("Statistics:")
+    ctx.out.line(t.header("MT", "Count", "TotalSize", "RetainedSize", "Class Name"))
+    for r in rows:
+        ctx.out.line(t.row(*r))
+    ctx.out.line(f"Total {sum(r[1] for r in rows):,} objects, {sum(r[2] for r in rows):,} bytes")
+    write_corruption(ctx, ix.errors)
+
+
 def _whole_heap(args: Parsed) -> bool:
     """No option narrows dumpheap to part of the heap or asks for more than the statistics."""
     narrowing = (args.mt, args.type, args.min, args.max, args.gen, args.heap, args.segment, args.start, args.end)
     return (all(v is None for v in narrowing) and not (args.strings or args.live or args.dead
-                                                      or args.thinlock or args.json or args.short))
+                                                      or args.thinlock or args.json or args.short or args.retained))
 
 
 def write_corruption(ctx: CommandContext, errors: list) -> None:
@@ -167,7 +193,13 @@ Examples:
   dumpheap -gen loh -stat
   dumpheap -strings
   dumpheap -dead -stat
-  dumpheap -stat --json"""
+  dumpheap -stat --json
+  dumpheap -stat -retained
+
+-retained adds RetainedSize: per type, the bytes its reachable objects retain (their own
+size and everything only they keep alive), counting an object only when its immediate
+dominator is of another type, so that a list's nodes are not counted once per node.
+Rows are then sorted by it (-bycount still sorts by count)."""
     options = (
         Option("-stat", "show only the statistics table"),
         Option("-strings", "statistics of string values (or list strings without -stat)"),
@@ -183,6 +215,7 @@ Examples:
         Option("-dead", "only objects no root reaches (not with -live)"),
         Option("-thinlock", "list objects that hold a thin lock"),
         Option("-bycount", "sort the statistics by count instead of total size"),
+        Option("-retained", "with -stat: add each type's retained bytes and sort by them"),
         Option("-ignoreGCState", "walk even if the GC says the heap is not walkable now"),
         Option("-noprogress", "do not print progress of long walks"),
         Option("--json", "print the result as JSON", dest="json"),
@@ -218,6 +251,11 @@ Examples:
                              f"{fmt_count(len(heap.roots().roots))} roots")
         if args.thinlock:
             self._thinlocks(ctx, heap, ix, mask)
+            return
+        if args.retained:
+            if not args.stat or args.strings:
+                raise UsageError("-retained goes with -stat (and not -strings)")
+            write_retained_stats(ctx, heap, ix, mask, args.bycount, args.json)
             return
         if args.json:
             self._json(ctx, heap, ix, mask, args)
