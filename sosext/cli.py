@@ -537,10 +537,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _apply_index_options(args)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
     except SosError as e:
         _eprint(f"error: {e}")
         return 1
     except KeyboardInterrupt:
         _eprint("error: interrupted")
         return 130
+
+
+def _reader_gone() -> int:
+    """The reader of our output went away (``| head``): stop quietly, as other CLI tools do.
+    Standard output is pointed at /dev/null so the interpreter's last flush cannot fail too."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141  # 128 + SIGPIPE, as a shell reports a process the pipe ended

@@ -45,6 +45,7 @@ COMMANDS = [
     "objsize -mt {a}", "gcwhere {a}", "verifyheap -segment {a}", "dumpheap -mt {a}", "dumpheap -segment {a} -stat",
     "eeheap -gc -segment {a}", "fq -mt {a} -stat", "threadstate {a}", "pe {a}", "dso {a}",
     "name2ee {a} System.String", "token2ee {a} 02000002", "setthread -t {a}", "dumpheap -stat {a}",
+    "dcd {a}", "dcq {a}", "dumpasync --address {a} --stats",
     "retained {a}", "retained --json {a}",
 ]
 

@@ -288,7 +288,9 @@ def every_command(debuggee: Debuggee, obj: int) -> list[str]:
                    "gcwhere": [f"gcwhere {obj:x}"], "gcroot": [f"gcroot {obj:x}"],
                    "objsize": [f"objsize {obj:x}"], "dumpobj": [f"dumpobj {obj:x}"],
                    "dumpmt": [f"dumpmt {debuggee.mt:x}"]}
-    return [n for n in names if n != "sosext"] + [c for n in names for c in with_object.get(n, [])]
+    # `report` writes a file (report.html by default): test_report runs it in each host.
+    writes_files = {"sosext", "report"}
+    return [n for n in names if n not in writes_files] + [c for n in names for c in with_object.get(n, [])]
 
 
 def comparable(command: str, gdb_text: str) -> str:

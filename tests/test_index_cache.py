@@ -185,3 +185,17 @@ def test_a_directory_others_can_write_is_not_used(core, clean, tmp_path) -> None
     assert res.stdout == clean
     assert res.stderr.strip() == f"sosext: index cache off: {ix} is not a directory owned by you and writable only by you"
     assert list(ix.iterdir()) == []
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly(core, tmp_path) -> None:
+    """`sosext analyze CORE -c dumpheap | head -1`: no 'internal error', no traceback."""
+    path, _commands, _item = core
+    env = {**os.environ, "SOSEXT_INDEX_DIR": str(tmp_path / "ix")}
+    p = subprocess.Popen([drivers.PYTHON, "-m", "sosext", "analyze", str(path), "-c", "dumpheap", "-c", "dumpheap -stat"],
+                         cwd=drivers.REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()  # as `head -1` does once it has its line
+    err = p.stderr.read().decode()
+    p.wait(timeout=120)
+    assert b"Address" in first
+    assert err == ""

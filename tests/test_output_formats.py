@@ -80,6 +80,15 @@ def json_commands(truth: dict) -> dict[str, str]:
         "setclrpath": "setclrpath",
         "setsymbolserver": "setsymbolserver -directory /tmp",
         "soshelp": "soshelp",
+        "dumpgen": "dumpgen gen2",
+        "sizestats": "sizestats",
+        "timerinfo": "timerinfo",
+        "syncblk": "syncblk -all",
+        "dumpconcurrentdictionary": None,  # needs a dictionary: covered by test_parity
+        "dumpconcurrentqueue": None,  # needs a queue: covered by test_parity
+        "gchandleleaks": "gchandleleaks",
+        "dumpasync": "dumpasync --tasks",
+        "maddress": "maddress",
         "retained": f"retained {a['addresses'][0]}",
         "dominators": "dominators -top 3",
     }

@@ -114,6 +114,8 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         _flush_quietly(out)
         problem = process_changed()
         error(f"error: {problem}" if problem else "error: interrupted")
+    except BrokenPipeError:
+        return False  # the reader of the output went away (`| head`): nobody to tell
     except Exception as e:  # noqa: BLE001 - the debugger must survive any bug of ours
         _flush_quietly(out)
         problem = process_changed()

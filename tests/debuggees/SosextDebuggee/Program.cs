@@ -34,6 +34,7 @@ namespace DebuggeeHost
             "hostile" => new HostileScenario(),
             "source" => new SourceScenario(),
             "counters" => new CountersScenario(),
+            "parity" => new ParityScenario(),
             "retained" => new RetainedScenario(),
             _ => null,
         };

@@ -1,0 +1,66 @@
+"""Pure formatting pieces of the SOS-parity commands: C#-style generic names, SOS's
+human-readable sizes, task state flags, and the bordered table's frame."""
+from __future__ import annotations
+
+import pytest
+
+from sosext.clr.asyncstacks import box_description, describe_task_flags, is_state_machine_box
+from sosext.clr.typenames import csharp_name
+from sosext.render.bordered import BorderedTable, human_size
+from sosext.render.table import Column, Integer
+
+
+@pytest.mark.parametrize("runtime_name, expected", [
+    ("System.String", "System.String"),
+    ("System.Int32[]", "System.Int32[]"),
+    ("System.Collections.Generic.List`1[[System.String, System.Private.CoreLib]]",
+     "System.Collections.Generic.List<System.String>"),
+    ("System.Collections.Generic.Dictionary`2+Entry[[System.String, System.Private.CoreLib],"
+     "[System.Object, System.Private.CoreLib]][]",
+     "System.Collections.Generic.Dictionary<System.String, System.Object>+Entry[]"),
+    ("System.Runtime.CompilerServices.AsyncTaskMethodBuilder`1+AsyncStateMachineBox`1"
+     "[[System.Threading.Tasks.VoidTaskResult, System.Private.CoreLib],[App.C+<RunAsync>d__3, App]]",
+     "System.Runtime.CompilerServices.AsyncTaskMethodBuilder<System.Threading.Tasks.VoidTaskResult>"
+     "+AsyncStateMachineBox<App.C+<RunAsync>d__3>"),
+    ("Outer`1[[System.Collections.Generic.List`1[[System.Int32[], System.Private.CoreLib]], System.Private.CoreLib]]",
+     "Outer<System.Collections.Generic.List<System.Int32[]>>"),
+    # Malformed or mismatched arities are left as the runtime wrote them.
+    ("Broken`2[[System.Int32, System.Private.CoreLib]]", "Broken`2[[System.Int32, System.Private.CoreLib]]"),
+    ("Unterminated`1[[System.Int32", "Unterminated`1[[System.Int32"),
+])
+def test_csharp_name(runtime_name: str, expected: str) -> None:
+    assert csharp_name(runtime_name) == expected
+
+
+def test_state_machine_box_names() -> None:
+    box = csharp_name("System.Runtime.CompilerServices.AsyncTaskMethodBuilder`1+AsyncStateMachineBox`1"
+                      "[[System.Int32, System.Private.CoreLib],[App.C+<M>d__0, App]]")
+    assert is_state_machine_box(box)
+    assert box_description(box) == "App.C+<M>d__0"
+    assert not is_state_machine_box("System.Threading.Tasks.Task<System.Int32>")
+
+
+@pytest.mark.parametrize("flags, text", [
+    (0, " "), (0x2000000, " "), (0x10000 | 0x20000, "Started|DelegateInvoked"),
+    (0x1000000, "RanToCompletion"), (0x200000 | 0x80000, "ExceptionObservedByParent|Faulted"),
+])
+def test_task_flags(flags: int, text: str) -> None:
+    assert describe_task_flags(flags) == text
+
+
+@pytest.mark.parametrize("size, text", [
+    (0, "0.00kb"), (4096, "4.00kb"), (1023 * 1024, "1023.00kb"), (1 << 20, "1.00mb"),
+    (3 << 30, "3.00gb"), (1536, "1.50kb"),
+])
+def test_human_size(size: int, text: str) -> None:
+    assert human_size(size) == text
+
+
+def test_bordered_table_frame() -> None:
+    t = BorderedTable(Column(6, False, str), Integer())
+    head = t.header("Memory Type", "Count")
+    # "Memory Type" is longer than the number of columns: it widens its column, as SOS's does.
+    assert head[1] == " | Memory Type |          Count | "
+    assert head[0] == head[2] == " +-" + "-" * 11 + "---" + "-" * 14 + "-+ "
+    assert len(head[0]) == len(head[1])
+    assert t.row("GCHeap", 1234) == " | GCHeap      |          1,234 | "
