@@ -113,9 +113,12 @@ def docs(core) -> dict[str, dict]:
               ("dumpmt-plain", f"dumpmt {_by_name(truth, 'SosextDebuggee.HeapItemA')['mt']} --json")]
     outs = drivers.run_cli([line for _k, line in pairs], core=path)
     got: dict[str, dict] = {}
-    for (name, _line), out in zip(pairs, outs):
+    for (name, line), out in zip(pairs, outs):
         if name:
-            got[name] = json.loads(out.text)
+            try:
+                got[name] = json.loads(out.text)
+            except json.JSONDecodeError:
+                pytest.fail(f"{line}: not JSON: {out.text[:2000]!r}")
     # dumpmodule and dumpassembly need addresses that the first answers hold.
     module = got["dumpmt-plain"]["module"]
     assembly = got["dumpdomain"]["assemblies"][0]["address"]
