@@ -5,13 +5,14 @@ import os
 from typing import Callable
 
 from .commands import load_all
-from .commands.base import REGISTRY
+from .commands.base import REGISTRY, lookup
+from .commands.complete import option_names, value_completions
 from .render.text import safe_line
 
 HISTORY = os.path.expanduser("~/.sosext_history")
 
 
-def _setup_readline() -> None:
+def _setup_readline(session=None) -> None:  # type: ignore[no-untyped-def]
     try:
         import readline
     except ImportError:  # pragma: no cover - readline ships with Debian's python
@@ -25,9 +26,12 @@ def _setup_readline() -> None:
     def complete(text: str, state: int):  # type: ignore[no-untyped-def]
         buf = readline.get_line_buffer()
         if " " in buf.lstrip():
-            cmd = REGISTRY.get(buf.split()[0])
-            opts = [o.name for o in cmd.options] if cmd else []
-            matches = [o for o in opts if o.lower().startswith(text.lower())]
+            words = buf.split()
+            cmd = lookup(words[0])
+            previous = words[-2] if text else words[-1]
+            values = value_completions(session, cmd, "" if previous == words[0] else previous, text) \
+                if cmd else None
+            matches = values if values is not None else option_names(cmd, text) if cmd else []
         else:
             matches = [n for n in names if n.startswith(text)]
         return matches[state] if state < len(matches) else None
@@ -47,7 +51,7 @@ def _save_history() -> None:
 
 def repl(session, run: Callable[[str], bool]) -> int:  # type: ignore[no-untyped-def]
     load_all()
-    _setup_readline()
+    _setup_readline(session)
     # The core's path is the user's, but a path can hold anything: escaped like all target text.
     print(safe_line(f"sosext analyzer: {session.target().describe()}. Type 'soshelp' for commands, 'quit' to leave."))
     try:

@@ -40,6 +40,10 @@ class Session:
             rt.rebind(target)
         return rt
 
+    def built_runtimes(self) -> list[ClrRuntime]:
+        """The runtimes already built (for a banner: asking never loads a DAC)."""
+        return list(self._runtimes.values())
+
     def forget(self) -> None:
         """Drop every runtime (after setclrpath, or when targets went away)."""
         self._runtimes.clear()

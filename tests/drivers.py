@@ -19,6 +19,9 @@ LLDB = shutil.which("lldb-16") or shutil.which("lldb")
 GDB = shutil.which("gdb")
 MARK = "@@SOSEXT-MARK@@"
 DOTNET_HOST = shutil.which("dotnet") and os.path.realpath(shutil.which("dotnet"))
+# No banner lines and no progress lines in command output: progress shows after 2 s of a walk,
+# so under load it made texts that hosts must print alike differ (a test passes env to see them).
+QUIET = {"SOSEXT_QUIET": "1", "SOSEXT_PROGRESS_INTERVAL": "1e9"}
 
 
 @dataclass
@@ -70,7 +73,7 @@ def run_lldb(commands: list[str], *, pid: int | None = None, core: Path | None =
     script.append("quit")
     proc = subprocess.run(args, input="\n".join(script) + "\n", stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={**os.environ, **QUIET, **(env or {})})
     return [Output(_clean_lldb(o.text)) for o in _split(proc.stdout, len(commands))]
 
 
@@ -91,7 +94,7 @@ def run_gdb(commands: list[str], *, pid: int | None = None, core: Path | None = 
     if pid is not None:
         args += ["-ex", "detach"]
     proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+                          text=True, timeout=timeout, env={**os.environ, **QUIET, **(env or {})})
     return _split(proc.stdout, len(commands))
 
 
@@ -100,7 +103,7 @@ def run_cli(commands: list[str], *, core: Path, timeout: float = 600, env: dict 
     for c in commands:
         args += ["-c", c]
     proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})})
+                          text=True, timeout=timeout, cwd=REPO, env={**os.environ, **QUIET, **(env or {})})
     return _split(MARK + "\n" + proc.stdout, len(commands))
 
 

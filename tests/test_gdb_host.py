@@ -148,7 +148,8 @@ def cores(debuggee: Debuggee, tmp_path_factory: pytest.TempPathFactory) -> dict[
 # -- driving the hosts ------------------------------------------------------------------------
 
 def run_gdb(commands: list[str], *, pid: int | None = None, core: Path | None = None,
-            exe: str | None = None, timeout: float = 60) -> list[str]:
+            exe: str | None = None, timeout: float = 60, env: dict | None = None,
+            head: list[str] | None = None) -> list[str]:
     """Each command's output (stdout and stderr as GDB interleaves them), in batch mode."""
     args = [GDB, "-nx", "-q", "-batch"]
     if pid is not None:
@@ -161,22 +162,26 @@ def run_gdb(commands: list[str], *, pid: int | None = None, core: Path | None = 
     for c in commands:
         args += ["-ex", c, "-ex", f"echo {MARK}\\n"]
     proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    if head is not None:
+        head.append(proc.stdout.split(MARK + "\n", 1)[0])  # what loading printed
     return _split(proc.stdout, len(commands))
 
 
 def run_lldb(commands: list[str], *, pid: int | None = None, core: Path | None = None,
-             timeout: float = 60) -> list[str]:
+             timeout: float = 60, env: dict | None = None, head: list[str] | None = None) -> list[str]:
     assert LLDB
     args = [LLDB, "--no-lldbinit"] + (["-p", str(pid)] if pid is not None else
-                                      ["--core", str(core), os.path.realpath(DOTNET)])
+                                      ["--core", str(core), os.path.realpath(DOTNET)] if core else [])
     script = ["settings set auto-confirm true", f"command script import {REPO / 'lldbinit' / 'sosext.py'}",
               f"script print('{MARK}')"]
     for c in commands:
         script += [c, f"script print('{MARK}')"]
     script += (["process detach"] if pid is not None else []) + ["quit"]
     proc = subprocess.run(args, input="\n".join(script) + "\n", stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    if head is not None:
+        head.append(proc.stdout.split(MARK + "\n", 1)[0])
     return _split(proc.stdout, len(commands))
 
 
@@ -555,3 +560,139 @@ def test_ctrl_c_interrupts_a_command(cores: dict[str, Path], where: str) -> None
     assert "Traceback" not in after and "Exception ignored" not in after, after[-3000:]
     assert "Total" not in after  # no table from an interrupted walk
     assert "ALIVE" in after.split("error: interrupted", 1)[1]
+
+
+# -- SOS habits, banners, completion and hints (issue 18, issue 13 point 2) ------------------
+
+PLACEHOLDER = ("error: dumpstack is an SOS command sosext does not have yet; try: clrstack "
+               "(soshelp lists sosext's commands)")
+
+
+def first_item(cores: dict[str, Path], debuggee: Debuggee) -> int:
+    short, = run_gdb([f"dumpheap -mt {debuggee.mt:x} -short"], core=cores["withheap"])
+    return int(next(w for w in short.split() if re.fullmatch(r"[0-9a-f]{8,16}", w)), 16)
+
+
+def test_gdb_bang_do_and_sos_names(cores: dict[str, Path], debuggee: Debuggee) -> None:
+    item = first_item(cores, debuggee)
+    bang, shell, do_obj, do_down, stack, sos_stack, ext = run_gdb(
+        ["!dumpheap -stat", "!echo shell-still-works", f"do {item:x}", "do", "dumpstack", "sos dumpstack",
+         "ext dumpheap -stat"], exe=os.path.realpath(DOTNET), core=cores["withheap"])
+    assert_items(bang, debuggee.mt)  # `!` reaches sosext as in WinDbg
+    assert_items(ext, debuggee.mt)
+    assert shell.strip() == "shell-still-works"  # anything else after `!` is still the shell
+    assert re.search(rf"^MethodTable: 0*{debuggee.mt:x}$", do_obj, re.M), do_obj
+    assert re.search(r"^Name: +GdbItem$", do_obj, re.M), do_obj
+    assert "MethodTable" not in do_down and not errors_in(do_down)  # plain `do` is GDB's down
+    assert stack.strip() == PLACEHOLDER and sos_stack.strip() == PLACEHOLDER
+
+
+def test_gdb_clashes_are_one_line_at_load() -> None:
+    head: list[str] = []
+    out, = run_gdb(["sos u 0"], env={"SOSEXT_QUIET": "1"}, head=head)
+    lines = head[0].splitlines()
+    assert lines == ["sosext: GDB keeps its own u; run sosext's as: sos <name> (e.g. sos u)"], head[0]
+    assert out.strip().startswith("error: clru is an SOS command sosext does not have yet")
+
+
+def test_gdb_completion_of_bang_do_and_sos() -> None:
+    bang, do, sos_names = run_gdb(["complete !dumpheap -st", "complete do -nof", "complete sos dumpst"])
+    assert set(bang.split("\n")) - {""} == {"!dumpheap -stat", "!dumpheap -strings"}, bang
+    assert do.strip() == "do -nofields", do
+    assert sos_names.split() == ["sos", "dumpstack", "sos", "dumpstackobjects"], sos_names
+
+
+def test_gdb_banner_and_quiet(cores: dict[str, Path]) -> None:
+    loud: list[str] = []
+    first, second = run_gdb(["dumpheap -stat", "dumpheap -stat"], env={"SOSEXT_QUIET": "0"},
+                            exe=os.path.realpath(DOTNET), core=cores["withheap"], head=loud)
+    from sosext import __version__
+    assert f"sosext {__version__} loaded in GDB: SOS-style .NET commands; type soshelp" in loud[0]
+    notes = [ln for ln in first.splitlines() if ln.startswith("sosext: .NET runtime ")]
+    assert len(notes) == 1 and re.fullmatch(rf"sosext: \.NET runtime {_runtime_major()}\.\S+, "
+                                            r"workstation GC \((regions|segments)\)", notes[0]), first
+    assert "sosext: .NET runtime" not in second  # once per runtime
+    quiet: list[str] = []
+    out, = run_gdb(["dumpheap -stat"], env={"SOSEXT_QUIET": "1"}, exe=os.path.realpath(DOTNET),
+                   core=cores["withheap"], head=quiet)
+    assert "loaded in GDB" not in quiet[0] and "sosext: .NET" not in out
+    piped: list[str] = []
+    out, = run_gdb(["dumpheap -stat"], env={"SOSEXT_QUIET": ""}, exe=os.path.realpath(DOTNET),
+                   core=cores["withheap"], head=piped)
+    assert "loaded in GDB" in piped[0] and "sosext: .NET runtime" not in out  # not a terminal
+
+
+def test_lldb_sos_names_never_run_another_command(cores: dict[str, Path], debuggee: Debuggee) -> None:
+    if not LLDB:
+        pytest.skip("lldb-16 is not installed")
+    stack, threads, clrthreads, sos, ext, placeholder_u = (strip_lldb(o) for o in run_lldb(
+        ["dumpstack", "threads", "clrthreads", "sos dumpheap -stat", "ext dumpstack", "u 0"], core=cores["full"]))
+    assert stack.strip() == PLACEHOLDER  # LLDB's prefix matching used to run dumpstackobjects
+    assert threads == clrthreads and "ThreadCount:" in threads  # the WinDbg name: SOS's clrthreads
+    assert_items(sos, debuggee.mt)
+    assert ext.strip() == PLACEHOLDER
+    assert placeholder_u.strip().startswith("error: clru is an SOS command sosext does not have yet")
+
+
+def test_lldb_help_reads_well_and_names_complete() -> None:
+    if not LLDB:
+        pytest.skip("lldb-16 is not installed")
+    probe = ("script ci = lldb.debugger.GetCommandInterpreter(); m = lldb.SBStringList(); "
+             "ci.HandleCompletion('dumpst', 6, 6, -1, m); "
+             "print('NAMES', sorted(m.GetStringAtIndex(i) for i in range(1, m.GetSize())))")
+    help_text, names = (strip_lldb(o) for o in run_lldb(["help dumpheap", probe]))
+    lines = help_text.splitlines()
+    syntax = lines.index("Syntax: dumpheap")
+    assert lines[syntax + 1].startswith("Usage: dumpheap [options]"), help_text
+    assert all(len(ln) <= 80 for ln in lines), [ln for ln in lines if len(ln) > 80]
+    assert "  -stat                 show only the statistics table" in lines
+    assert "NAMES ['dumpstack', 'dumpstackobjects']" in names, names
+
+
+def test_dumpheap_stat_hint_on_a_terminal_only(cores: dict[str, Path], debuggee: Debuggee) -> None:
+    hints = {"SOSEXT_HINTS": "1"}  # what a terminal gets; tests read through pipes
+    in_gdb, as_json, with_mt = run_gdb(["dumpheap -stat", "dumpheap -stat --json", f"dumpheap -stat -mt {debuggee.mt:x}"],
+                                       exe=os.path.realpath(DOTNET), core=cores["withheap"], env=hints)
+    cli = subprocess.run([PYTHON, "-m", "sosext", "analyze", str(cores["withheap"]), "-c", "dumpheap -stat"],
+                         cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=120, env={**os.environ, **hints}).stdout
+    for text in (in_gdb, cli):
+        rows = [ln.split() for ln in stat_block(text)[2:-1]]
+        biggest = next(r for r in reversed(rows) if r[3:] != ["Free"])
+        lines = text.rstrip("\n").splitlines()
+        assert lines[-1] == (f"Next: dumpheap -mt {int(biggest[0], 16):x} lists the biggest type's objects; "
+                             "gcroot <address> shows what holds one"), lines[-3:]
+    assert json.loads(as_json[as_json.index("{"):])["command"] == "dumpheap"  # no hint inside JSON
+    assert "Next:" not in with_mt  # the type is already chosen
+    piped, = run_gdb(["dumpheap -stat"], exe=os.path.realpath(DOTNET), core=cores["withheap"])
+    assert "Next:" not in piped
+
+
+def test_gdb_completes_type_names_and_mts_already_read(cores: dict[str, Path], debuggee: Debuggee) -> None:
+    mt = f"{debuggee.mt:x}"
+    built = "python import sosext.hosts.gdb_host as h; print('BUILT', len(h.session().built_runtimes()))"
+    before, none_built, _stat, types, mts, name2ee = run_gdb(
+        ["complete dumpheap -type GdbI", built, "dumpheap -stat", "complete dumpheap -type GdbI",
+         f"complete dumpheap -mt {mt[:-3]}", "complete name2ee gdbitem.dll GdbI"],
+        exe=os.path.realpath(DOTNET), core=cores["withheap"])
+    assert before.strip() == "" and none_built.strip() == "BUILT 0"  # completing walked nothing
+    assert types.splitlines() == ["dumpheap -type GdbItem", "dumpheap -type GdbItem[]"]
+    assert f"dumpheap -mt {mt}" in mts.splitlines()
+    assert name2ee.splitlines() == ["name2ee gdbitem.dll GdbItem", "name2ee gdbitem.dll GdbItem[]"]
+
+
+def test_lldb_banner_and_quiet(cores: dict[str, Path]) -> None:
+    if not LLDB:
+        pytest.skip("lldb-16 is not installed")
+    from sosext import __version__
+    loud: list[str] = []
+    first, second = (strip_lldb(o) for o in run_lldb(["dumpheap -stat", "dumpheap -stat"], core=cores["full"],
+                                                      env={"SOSEXT_QUIET": "0"}, head=loud))
+    assert f"sosext {__version__} loaded in LLDB: SOS-style .NET commands; type soshelp" in loud[0]
+    notes = [ln for ln in first.splitlines() if ln.startswith("sosext: .NET runtime ")]
+    assert len(notes) == 1 and re.fullmatch(rf"sosext: \.NET runtime {_runtime_major()}\.\S+, "
+                                            r"workstation GC \((regions|segments)\)", notes[0]), first
+    assert "sosext: .NET runtime" not in second
+    quiet: list[str] = []
+    out, = run_lldb(["dumpheap -stat"], core=cores["full"], env={"SOSEXT_QUIET": "1"}, head=quiet)
+    assert "loaded in LLDB" not in quiet[0] and "sosext: .NET" not in out

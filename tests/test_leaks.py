@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,3 +280,32 @@ def test_collect_to_a_full_disk(tmp_path) -> None:
     finally:
         app.stop()
         subprocess.run(["umount", str(full)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run_with(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([drivers.PYTHON, "-m", "sosext", *args], cwd=drivers.REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
+
+
+def test_diff_top_is_never_padded(case: Case) -> None:
+    doc = json.loads(sosext("diff", str(case.old_core), str(case.new_core), "--json").stdout)
+    grew = [t["name"] for t in doc["types"] if t["size_delta"] > 0 or (t["size_delta"] == 0 and t["count_delta"] > 0)]
+    res = sosext("diff", str(case.old_core), str(case.new_core), "-top", str(len(doc["types"])))
+    rows = diff_rows(res.stdout)
+    assert [r[6] for r in rows] == grew  # only types that grew, however large -top is
+    assert all(r[5] != "+0" or r[2] != "+0" for r in rows)
+
+
+def test_next_step_hints_only_when_asked_for_a_terminal(case: Case) -> None:
+    old, new = str(case.old_core), str(case.new_core)
+    piped = sosext("diff", old, new, "-top", "3").stdout
+    assert "Next:" not in piped  # a pipe gets no hint
+    shown = run_with({"SOSEXT_HINTS": "1"}, "diff", old, new, "-top", "3").stdout.splitlines()
+    top = diff_rows("\n".join(shown[:-2]))[0][6]
+    assert shown[-1].startswith(f"Next: dumpheap -type {top} -stat, then dumpheap -mt <MT>"), shown[-3:]
+    as_json = run_with({"SOSEXT_HINTS": "1"}, "diff", old, new, "-top", "3", "--json").stdout
+    assert json.loads(as_json)["types"][0]["name"] == top
+    leaks = run_with({"SOSEXT_HINTS": "1"}, "leaks", old, new, "-top", "1").stdout.splitlines()
+    first = next(m.group(1) for ln in leaks if (m := re.match(r"^(\S.*): \+[\d,]+ objects, ", ln)))
+    assert leaks[-1].startswith(f"Next: dumpheap -type {first} -stat"), leaks[-3:]
+    assert "Next:" not in sosext("leaks", old, new, "-top", "1").stdout

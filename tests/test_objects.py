@@ -329,8 +329,8 @@ def test_dumpobj_nofields_and_refs(case: Case, host: str) -> None:
     assert case.out(host, f"dumpobj -refs {case.obj('strAscii')['address']}").lines[-1] == "GC Refs: none"
 
 
-# GDB's own "do" (an alias of "down") shadows SOS's alias there.
-GDB_SHADOWED = ("do ",)
+# SOS names GDB keeps for itself (none of those used here: `do <address>` is dumpobj in GDB too).
+GDB_SHADOWED: tuple[str, ...] = ()
 
 
 def test_dumpobj_strings(case: Case, host: str) -> None:
@@ -465,7 +465,8 @@ def test_name2ee_methods_and_jit_state(case: Case, host: str) -> None:
     assert h(ran[0]["JITTED Code Address"]) != 0 and "NotJitted" not in ran[0]
     never = blocks(case.out(host, "name2ee * SosextDebuggee.FieldsHolder.NeverRanMethod").text)
     assert len(never) == 1 and h(never[0]["MethodDesc"]) == h(m["never"]["methodDesc"])
-    assert never[0]["NotJitted"] == f"Not JITTED yet. Use !bpmd -md {h(m['never']['methodDesc']):016x} to break on run."
+    # SOS's hint names !bpmd, which sosext does not have: the line stops after the fact.
+    assert never[0]["NotJitted"] == "Not JITTED yet."
     fld = case.out(host, f"name2ee {MODULE_FILE}!SosextDebuggee.FieldsHolder.s_counter").lines
     assert any(ln.startswith("Field s_counter (mdToken 04") for ln in fld)
 

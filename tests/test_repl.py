@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import time
 
 import pytest
@@ -36,6 +37,13 @@ def test_prompt_completion_help_and_history(tmp_path) -> None:
         os.write(fd, f"dumph\t -sta\t -mt {mt}\n".encode())  # completes to: dumpheap -stat -mt ...
         out = until("\n> ")
         assert "SosextDebuggee.HeapItemD" in out and "Total 7 objects" in out
+        # -type completes from the names the last command read (only HeapItemD's): typed
+        # as is, "HeapIt" would match every HeapItem type.
+        os.write(fd, b"dumpheap -stat -type SosextDebuggee.HeapIt\t\n")
+        out = until("\n> ")
+        assert "dumpheap -stat -type SosextDebuggee.HeapItemD" in out, out  # the echo of the completed line
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", out)  # the prompt colours a terminal's output
+        assert f"Next: dumpheap -mt {int(str(mt), 16):x} lists the biggest type's objects" in plain  # a terminal
         os.write(fd, b"help gcroot\n")
         assert "gcroot [-nostacks]" in until("\n> ")
         os.write(fd, b"dumpheap -gen bogus\n")

@@ -95,6 +95,10 @@ class ClrRuntime:
             self._heap = ClrHeap(self)
         return self._heap
 
+    def built_heap(self) -> "ClrHeap | None":
+        """The heap model if a command has built it (never builds it)."""
+        return self._heap
+
     def cache(self, key: str, factory):  # type: ignore[no-untyped-def]
         """A per-target-generation cache for models built on top of the heap."""
         self.refresh()

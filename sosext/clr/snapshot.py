@@ -163,6 +163,9 @@ def diff_snapshots(old: HeapSnapshot, new: HeapSnapshot) -> list[TypeDelta]:
 
 def filter_deltas(rows: Iterable[TypeDelta], *, type_substring: str | None = None,
                   min_delta: int | None = None, top: int | None = None) -> list[TypeDelta]:
+    """``top``: the n types that grew most, never padded with types that did not grow."""
     out = [r for r in rows if (type_substring is None or type_substring in r.name)
            and (min_delta is None or r.size_delta >= min_delta)]
-    return out[:top] if top is not None else out
+    if top is None:
+        return out
+    return [r for r in out if r.size_delta > 0 or (r.size_delta == 0 and r.count_delta > 0)][:top]

@@ -106,5 +106,9 @@ class TypeCache:
             self._names[mt] = name
         return name
 
+    def names_known(self) -> dict[int, str]:
+        """MethodTable -> name for every type named so far (no DAC call)."""
+        return dict(self._names)
+
     def known(self) -> list[ClrType]:
         return [t for t in self._types.values() if t is not None]

@@ -269,7 +269,12 @@ def split_words(line: str) -> list[str]:
 
 
 def lookup(name: str) -> type[Command] | None:
-    return REGISTRY.get(name) or REGISTRY.get(name.lower())
+    """The command called ``name``; for an SOS name sosext lacks, a placeholder that says so."""
+    found = REGISTRY.get(name) or REGISTRY.get(name.lower())
+    if found is None:
+        from .sos_names import placeholder  # it builds on this module
+        found = placeholder(name)
+    return found
 
 
 def primary_commands() -> list[type[Command]]:

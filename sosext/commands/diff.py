@@ -11,6 +11,7 @@ from ..clr.retention import RetentionTree
 from ..clr.roots import RootKind
 from ..clr.snapshot import BaselineJob, HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas
 from ..render.json import emit_json
+from ..render.output import hint
 from ..render.numbers import count as fmt_count
 from ..render.table import Column, Integer, Table, TypeName
 from .base import Command, Option, Parsed, Positional, parse_count, register
@@ -229,7 +230,7 @@ Examples:
         old, new = baseline_and_current(ctx, args.baseline)
         every = diff_snapshots(old, new)
         matching = filter_deltas(every, type_substring=args.type, min_delta=args.min_delta)
-        rows = matching[:args.top] if args.top is not None else matching
+        rows = filter_deltas(matching, top=args.top)  # -top: never padded with types that did not grow
         holders = growth_holders(ctx, matching, args.holders or 3, every)
         if args.json:
             emit_json(ctx.out, {"command": "heapdiff", "old": old.source, "new": new.source,
@@ -241,6 +242,9 @@ Examples:
         write_deltas(ctx, old, new, rows)
         if rows:
             write_holders(ctx, holders)
+        if rows and rows[0].size_delta > 0:
+            hint(ctx.out, f"dumpheap -type {rows[0].name} -stat, then dumpheap -mt <MT> and gcroot <address> "
+                          "(leaks traces the top types)")
 
 
 @register
@@ -313,6 +317,8 @@ Examples:
                 out.line(f"  ... {fmt_count(ngroups - len(groups))} more groups (-groups <n> shows more)")
             if unreached:
                 out.line(f"  {fmt_count(unreached)} objects no root reaches (garbage not yet collected)")
+        hint(out, f"dumpheap -type {grown[0].name} -stat gives its MethodTable, dumpheap -mt <MT> "
+                  "lists every instance, gcroot <address> shows one's full chain")
 
 
 @register

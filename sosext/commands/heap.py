@@ -15,7 +15,7 @@ from ..clr.progress import polled
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
-from ..render.output import Address, Output, TableWriter
+from ..render.output import Address, Output, TableWriter, hint
 from ..render.numbers import count as fmt_count
 from ..render.numbers import hex_and_dec, p16
 from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
@@ -235,7 +235,7 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         progress = ctx.progress if not args.noprogress else None
         if args.stat and _whole_heap(args):
             # The whole heap's statistics need no index: streamed when there is none to reuse.
-            self._statistics(ctx, heap, heap.statistics(progress), args.bycount)
+            self._statistics(ctx, heap, heap.statistics(progress), args.bycount, next_step=True)
             return
         ix = heap.index(progress)
         mt = heap.string_mt if args.strings else args.mt
@@ -262,7 +262,8 @@ Rows are then sorted by it (-bycount still sorts by count)."""
             return
         if args.stat and not args.strings:
             # Statistics only: no per-object selection array, two passes of compiled kernels.
-            self._statistics(ctx, heap, HeapStatistics.of_index(heap, ix, mask), args.bycount)
+            self._statistics(ctx, heap, HeapStatistics.of_index(heap, ix, mask), args.bycount,
+                             next_step=args.mt is None)
             return
         if args.short:
             write_addresses(ctx, ix, chunks_of_mask(mask))
@@ -282,8 +283,10 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         write_listing(ctx, heap, ix, chunks_of(sel))
 
     @staticmethod
-    def _statistics(ctx: CommandContext, heap: ClrHeap, stats: HeapStatistics, by_count: bool) -> None:
-        write_stats(ctx, heap, stats.rows(by_count))
+    def _statistics(ctx: CommandContext, heap: ClrHeap, stats: HeapStatistics, by_count: bool,
+                    next_step: bool = False) -> None:
+        rows = stats.rows(by_count)
+        write_stats(ctx, heap, rows)
         if stats.free_blocks:
             ctx.out.line()
             ctx.out.line("Fragmented blocks larger than 0.5 MB:")
@@ -295,6 +298,10 @@ Rows are then sorted by it (-bycount still sorts by count)."""
                 t.row(b.address, b.size, b.next_address, name,
                       data=(Address(b.address), b.size, Address(b.next_address), name))
         write_corruption(ctx, stats.errors)
+        biggest = [mt for mt, _c, _t in rows if mt != heap.free_mt]
+        if next_step and biggest:  # SOS's way on: the objects of the top type, then a root chain
+            hint(ctx.out, f"dumpheap -mt {biggest[-1]:x} lists the {'commonest' if by_count else 'biggest'} "
+                          "type's objects; gcroot <address> shows what holds one")
 
     @staticmethod
     def _string_stats(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:

@@ -25,6 +25,48 @@ def debug_enabled() -> bool:
     return os.environ.get("SOSEXT_DEBUG", "") not in ("", "0")
 
 
+def quiet() -> bool:
+    """SOSEXT_QUIET=1: no banner lines (at load or on the first command)."""
+    return os.environ.get("SOSEXT_QUIET", "") not in ("", "0")
+
+
+def load_banner(host: str) -> str | None:
+    """The one line printed when the debugger loads sosext (no target is touched)."""
+    if quiet():
+        return None
+    from .. import __version__
+    return (f"sosext {__version__} loaded in {host}: SOS-style .NET commands; "
+            "type soshelp (SOSEXT_QUIET=1 hides this)")
+
+
+_announced: set[int] = set()
+
+
+def runtime_banner(session: Session) -> str | None:
+    """Once per runtime, after the first command that built it: its version and GC mode.
+
+    Only facts already read are used (the runtime's file version; the GC mode when the
+    command built the heap), so the banner never adds a DAC load or a heap read. Said to a
+    person at a terminal (or when SOSEXT_QUIET=0 asks for it), never into a pipe."""
+    if quiet() or (os.environ.get("SOSEXT_QUIET") != "0" and not os.isatty(1)):
+        return None
+    for rt in session.built_runtimes():
+        if id(rt) in _announced:
+            continue
+        heap = rt.built_heap()
+        if heap is None:
+            continue  # said when a command has read the heap
+        _announced.add(id(rt))
+        try:
+            version = rt.info.version
+        except Exception:  # noqa: BLE001 - a banner must never fail a command
+            version = "?"
+        gc = "server" if heap.is_server else "workstation"
+        layout = "regions" if heap.uses_regions else "segments"
+        return f"sosext: .NET runtime {version}, {gc} GC ({layout})"
+    return None
+
+
 def _flush_quietly(out: Output) -> None:
     """Hand over what was printed before a failure; the writer itself may be what failed
     (a pager the user quit), so a second failure only drops the rest."""
@@ -70,11 +112,12 @@ def _watch(session: Session) -> TargetWatch | None:
 
 
 def execute(session: Session, name: str, line: str, write: Writer, error: Writer, *,
-            color: bool = False, progress_stream=sys.stderr) -> bool:
+            color: bool = False, progress_stream=sys.stderr, announce: bool = False) -> bool:
     """Run command ``name`` with argument string ``line``. Returns False on failure.
 
     ``color``: the host's output is a terminal that takes colour (the command's --no-color
-    and NO_COLOR still turn it off)."""
+    and NO_COLOR still turn it off). ``announce``: a debugger's session, which says once per
+    runtime what it found."""
     load_all()
     cls = lookup(name)
     if cls is None:
@@ -102,6 +145,10 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         if problem:
             error(f"error: {problem}")
             return False
+        note = runtime_banner(session) if announce else None
+        if note is not None:
+            progress_stream.write(note + "\n")
+            progress_stream.flush()
         return True
     except SosError as e:
         _flush_quietly(out)

@@ -2,9 +2,11 @@
 
 Loaded by gdbinit/sosext.py. One gdb.Command subclass per command name is generated at
 load time, its docstring made of the command's summary and help text, so ``help dumpheap``
-and ``apropos heap`` show sosext's own help. Names GDB already uses stay GDB's (sosext
-never shadows a built-in or a user-defined command); every command also runs as
-``sos <command> [arguments]``.
+and ``apropos heap`` show sosext's own help. Every SOS name is registered (sos_names.py).
+Names GDB already uses stay GDB's, listed in one line at load, with two wrappers that keep
+GDB's meaning: ``!`` (a sosext or SOS command goes to sosext, anything else to the shell)
+and ``do`` (an address goes to dumpobj, nothing or a count to ``down``). Every command also
+runs as ``sos <command> [arguments]``.
 
 GDB 13 facts this relies on (verified on Debian's gdb 13.1):
 - Ctrl-C while Python runs arrives as a KeyboardInterrupt raised in the Python code (GDB's
@@ -30,7 +32,9 @@ from ..errors import SosError, TargetError
 from ..render.text import safe_line
 from ..session import Session
 from ..targets.gdb import NO_PROCESS, GdbTarget, connection_type, core_file_of_gdb
-from .common import execute
+from ..commands.complete import option_names, value_completions
+from ..commands.sos_names import all_names
+from .common import execute, load_banner
 
 _session: Session | None = None
 _targets: dict[tuple, GdbTarget] = {}
@@ -145,7 +149,8 @@ def run_command(name: str, arg: str) -> bool:
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _noting_interrupts(previous_hook)
     try:
-        ok = execute(session(), name, arg, stdout, errors.append, color=_use_color(), progress_stream=_Stderr())
+        ok = execute(session(), name, arg, stdout, errors.append, color=_use_color(), progress_stream=_Stderr(),
+                     announce=True)
     except SosError as e:  # raised before the command ran (e.g. building the session)
         ok, errors = False, [safe_line(f"error: {e}")]
     except KeyboardInterrupt:  # Ctrl-C outside the command proper
@@ -171,6 +176,14 @@ def _last_token(text: str) -> str:
     return "" if not text or text[-1].isspace() else text.split()[-1]
 
 
+def _previous_word(text: str) -> str:
+    """The word before the one being completed ("" for the first)."""
+    words = text.split()
+    if _last_token(text):
+        return words[-2] if len(words) >= 2 else ""
+    return words[-1] if words else ""
+
+
 def option_completions(cls: type[Command], text: str, word: str) -> list[str]:
     """Option names (and aliases) of ``cls`` that complete the last token of ``text``.
 
@@ -178,8 +191,10 @@ def option_completions(cls: type[Command], text: str, word: str) -> list[str]:
     are returned without the part of the token that lies before ``word``."""
     token = _last_token(text)
     cut = max(0, len(token) - len(word))
-    names = [n for o in cls.options for n in (o.name, *o.aliases)]
-    return sorted(n[cut:] for n in names if n.lower().startswith(token.lower()))
+    values = value_completions(_session, cls, _previous_word(text), token)
+    if values is not None:  # -type, -mt, name2ee's type: only names already read
+        return [v[cut:] for v in values]
+    return [n[cut:] for n in option_names(cls, token)]
 
 
 def path_completions(word: str) -> list[str]:
@@ -215,7 +230,9 @@ class _GdbCommand(gdb.Command):
         run_command(self.sos_name, arg)
 
     def complete(self, text: str, word: str | None) -> Any:
-        if _last_token(text).startswith("-") or not _takes_path(self.sos_class):
+        token = _last_token(text)
+        if token.startswith("-") or _previous_word(text).lower() in ("-type", "-mt") \
+                or not _takes_path(self.sos_class):
             return option_completions(self.sos_class, text, word or "")
         if word is None:
             return gdb.COMPLETE_FILENAME  # GDB's first pass: split words as file names
@@ -230,8 +247,8 @@ For a sosext command whose name GDB already uses, and as SOS's own `sos` prefix.
 Example:
   sos dumpheap -stat"""
 
-    def __init__(self) -> None:
-        super().__init__("sos", gdb.COMMAND_USER)
+    def __init__(self, name: str = "sos") -> None:
+        super().__init__(name, gdb.COMMAND_USER)
 
     def invoke(self, arg: str, from_tty: bool) -> None:
         self.dont_repeat()
@@ -242,7 +259,8 @@ Example:
         word = word or ""
         words = text.split()
         if len(words) == 0 or (len(words) == 1 and not text[-1].isspace()):
-            return sorted(n for c in primary_commands() for n in c.names if n.startswith(word))
+            known = {n for c in primary_commands() for n in c.names} | set(all_names())
+            return sorted(n for n in known if n.startswith(word))
         cls = lookup(words[0].lstrip("!"))
         return option_completions(cls, text, word) if cls is not None else []
 
@@ -271,29 +289,96 @@ def _command_class(name: str, cls: type[Command]) -> type[_GdbCommand]:
     return type(f"Gdb_{name}", (_GdbCommand,), {"__doc__": doc, "sos_name": name, "sos_class": cls})
 
 
+def _as_gdb(command: str, from_tty: bool) -> None:
+    """Run GDB's own command; its failure reads as that command's (no Python traceback)."""
+    try:
+        gdb.execute(command, from_tty)
+    except gdb.error as e:
+        raise gdb.GdbError(str(e)) from None
+
+
+class _BangCommand(_SosCommand):
+    """WinDbg's habit: !<sosext or SOS command> [arguments] runs it in sosext.
+
+Anything else after '!' runs in the shell, as GDB's own '!' does (so does `shell`).
+Example:
+  !dumpheap -stat"""
+
+    def __init__(self, name: str = "!") -> None:
+        super().__init__(name)
+
+    def invoke(self, arg: str, from_tty: bool) -> None:
+        name, _, rest = arg.strip().partition(" ")
+        if name and lookup(name) is not None:
+            self.dont_repeat()
+            run_command(name, rest)
+        else:
+            _as_gdb(f"shell {arg}", from_tty)
+
+
+class _DoCommand(gdb.Command):
+    """do <address>: SOS's dumpobj; do [n]: GDB's down (select the frame n below).
+
+SOS's alias `do` and GDB's abbreviation of `down` share the name: an address (hex, or any
+argument that is not a frame count) goes to sosext's dumpobj, nothing or a count goes to
+GDB's down.
+Example:
+  do 7f3a14005678"""
+
+    def __init__(self) -> None:
+        super().__init__("do", gdb.COMMAND_STACK)
+
+    def invoke(self, arg: str, from_tty: bool) -> None:
+        text = arg.strip()
+        if not text or (text.isdigit() and int(text) < 100000):
+            _as_gdb(f"down {text}", from_tty)
+        else:
+            self.dont_repeat()
+            run_command("dumpobj", arg)
+
+    def complete(self, text: str, word: str | None) -> Any:
+        return option_completions(lookup("dumpobj"), text, word or "")
+
+
 def gdb_init() -> list[str]:
     """Register every sosext command with GDB (again after a second `source`: idempotent).
 
     Returns the names (main names and aliases) left to GDB because it already had them."""
     load_all()
     newly_shadowed = []
-    for cls in primary_commands():
-        for name in cls.names:
-            if name in _registered or name in _shadowed:
-                continue
-            if gdb_has_command(name):
-                # GDB's own `u` or `do` stays GDB's. Only a taken main name is worth a
-                # warning: an alias is a mere convenience.
-                _shadowed.append(name)
-                if name == cls.names[0]:
-                    newly_shadowed.append(name)
-                continue
-            _registered[name] = _command_class(name, cls)()
-    if "sos" not in _registered and not gdb_has_command("sos"):
-        _registered["sos"] = _SosCommand()
-    for name in newly_shadowed:
-        gdb.write(f"sosext: GDB already has a command '{name}'; run sosext's as: sos {name}\n", gdb.STDERR)
+    names = [(name, cls) for cls in primary_commands() for name in cls.names]
+    names += [(name, lookup(name)) for name in all_names() if lookup(name) is not None]
+    for name, cls in names:
+        if name in _registered or name in _shadowed:
+            continue
+        if name == "do" and not _gdb_user_defined("do"):
+            _registered["do"] = _DoCommand()  # dumpobj for an address, GDB's down otherwise
+            continue
+        if gdb_has_command(name):
+            # GDB's own `u` or `frame` stays GDB's: said once, in one line, at load.
+            _shadowed.append(name)
+            newly_shadowed.append(name)
+            continue
+        _registered[name] = _command_class(name, cls)()
+    for name, make in (("sos", _SosCommand), ("ext", _SosCommand), ("!", _BangCommand)):
+        if name not in _registered and (name == "!" or not gdb_has_command(name)):
+            _registered[name] = make(name)
+    banner = load_banner("GDB")
+    if banner is not None:
+        gdb.write(banner + "\n")
+    if newly_shadowed:
+        gdb.write("sosext: GDB keeps its own " + ", ".join(sorted(newly_shadowed))
+                  + "; run sosext's as: sos <name> (e.g. sos " + sorted(newly_shadowed)[0] + ")\n",
+                  gdb.STDERR)
     return list(_shadowed)
+
+
+def _gdb_user_defined(name: str) -> bool:
+    """Whether ``name`` is the user's own `define` (then sosext leaves it alone)."""
+    try:
+        return "User-defined." in gdb.execute(f"help {name}", to_string=True)
+    except gdb.error:
+        return False
 
 
 __all__ = ["current_target", "session", "run_command", "gdb_init", "gdb_has_command",

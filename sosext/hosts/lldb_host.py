@@ -14,12 +14,13 @@ import lldb  # type: ignore[import-not-found]
 
 from .. import interrupts
 from ..commands import load_all
-from ..commands.base import primary_commands
+from ..commands.base import lookup, primary_commands
+from ..commands.sos_names import all_names
 from ..errors import SosError
 from ..render.text import safe_line
 from ..session import Session
 from ..targets.base import Target
-from .common import execute
+from .common import execute, load_banner
 
 _session: Session | None = None
 _targets: dict[tuple, Target] = {}
@@ -122,7 +123,7 @@ class _LldbCommand:
         return self.sos_class.summary
 
     def get_long_help(self) -> str:
-        return self.sos_class.help_text()
+        return lldb_help(self.sos_class)
 
     def __call__(self, debugger, command, exe_ctx, result) -> None:  # type: ignore[no-untyped-def]
         interp = debugger.GetCommandInterpreter()
@@ -131,7 +132,7 @@ class _LldbCommand:
         err: list[str] = []
         try:
             ok = execute(session(debugger), self.sos_name, command, out, err.append,
-                         color=_use_color(debugger), progress_stream=sys.stderr)
+                         color=_use_color(debugger), progress_stream=sys.stderr, announce=True)
         except SosError as e:  # target construction failed before the command ran
             ok = False
             err.append(safe_line(f"error: {e}"))
@@ -148,12 +149,100 @@ class _LldbCommand:
         result.SetStatus(lldb.eReturnStatusSuccessFinishResult if ok else lldb.eReturnStatusFailed)
 
 
+HELP_WIDTH = 78
+
+
+def lldb_help(cls: Any) -> str:
+    """The command's help laid out for LLDB's ``help``.
+
+    LLDB prints the short help and "Syntax: <name>" itself, then the long help, re-wrapping
+    every line longer than the terminal (80 columns when not a terminal) without keeping
+    indentation. So: the usage line is labelled, the paragraphs of the details are joined
+    and wrapped here, and option lines wrap under their own description column."""
+    import textwrap
+    text = cls.help_text().split("\n")
+    lines = [f"Usage: {text[0]}"] + text[3:]  # the summary is LLDB's first line already
+    out: list[str] = []
+    para: list[str] = []
+
+    def end_para() -> None:
+        if para:
+            out.extend(textwrap.wrap(" ".join(para), HELP_WIDTH) or [""])
+            para.clear()
+
+    for ln in lines:
+        if not ln.strip():
+            end_para()
+            out.append("")
+        elif ln[0].isspace() or ln.endswith(":") or ln.startswith(("Usage:", "Aliases:")):
+            end_para()
+            if len(ln) <= HELP_WIDTH:
+                out.append(ln)
+                continue
+            indent = len(ln) - len(ln.lstrip())
+            cut = ln.find("  ", indent)  # an option line: wrap under its description
+            hang = len(ln) - len(ln[cut:].lstrip()) if cut > 0 else indent + 2
+            out.extend(textwrap.wrap(ln, HELP_WIDTH, initial_indent="", subsequent_indent=" " * hang,
+                                     drop_whitespace=True) if cut < 0 else
+                       [ln[:hang] + w if i == 0 else " " * hang + w for i, w in
+                        enumerate(textwrap.wrap(ln[hang:], HELP_WIDTH - hang))])
+        else:
+            para.append(ln.strip())
+    end_para()
+    return "\n".join(out).strip("\n")
+
+
+class _SosPrefix:
+    """``sos <command> [arguments]`` (and SOS's ``ext``): run any sosext or SOS command by name."""
+
+    def __init__(self, debugger: "lldb.SBDebugger", internal_dict: dict) -> None:
+        self.debugger = debugger
+
+    def get_short_help(self) -> str:
+        return "Run a sosext command by name: sos <command> [arguments] (as SOS's sos command)."
+
+    def get_long_help(self) -> str:
+        return ("Run a sosext command by name, as SOS's own `sos` prefix does.\n"
+                "Example:\n  sos dumpheap -stat")
+
+    def __call__(self, debugger, command, exe_ctx, result) -> None:  # type: ignore[no-untyped-def]
+        name, _, rest = command.strip().partition(" ")
+        name = name.lstrip("!") or "soshelp"
+        cls = lookup(name)
+        if cls is None:
+            result.SetError(safe_line(f"unknown command: {name} (soshelp lists sosext's commands)"))
+            result.SetStatus(lldb.eReturnStatusFailed)
+            return
+        cmd = _command_class(name, cls)(debugger, {})
+        cmd(debugger, rest, exe_ctx, result)
+
+
+def _command_class(name: str, cls: Any) -> type:
+    cmd_cls = getattr(sys.modules[__name__], f"Cmd_{name}", None)
+    if cmd_cls is None:
+        cmd_cls = type(f"Cmd_{name}", (_LldbCommand,), {"sos_name": name, "sos_class": cls})
+        setattr(sys.modules[__name__], cmd_cls.__name__, cmd_cls)
+    return cmd_cls
+
+
 def lldb_init(debugger: "lldb.SBDebugger", module_path: str) -> None:
-    """Register every command; ``module_path`` is where LLDB can find this module."""
+    """Register every command, and every SOS name (so LLDB's prefix matching never runs a
+    command other than the one typed); ``module_path`` is where LLDB can find this module."""
     load_all()
-    mod = sys.modules[__name__]
-    for cls in primary_commands():
-        for name in cls.names:
-            cmd_cls = type(f"Cmd_{name}", (_LldbCommand,), {"sos_name": name, "sos_class": cls})
-            setattr(mod, cmd_cls.__name__, cmd_cls)
-            debugger.HandleCommand(f"command script add -o -c {module_path}.{cmd_cls.__name__} {name}")
+    names = {name: cls for cls in primary_commands() for name in cls.names}
+    for name in all_names():
+        if name not in names:
+            found = lookup(name)
+            if found is not None:
+                names[name] = found  # an SOS alias of a sosext command, or a placeholder
+    for name, cls in names.items():
+        cmd_cls = _command_class(name, cls)
+        debugger.HandleCommand(f"command script add -o -c {module_path}.{cmd_cls.__name__} {name}")
+    for name in ("sos", "ext"):
+        debugger.HandleCommand(f"command script add -o -c {module_path}._SosPrefix {name}")
+    banner = load_banner("LLDB")
+    if banner is not None:
+        out = debugger.GetOutputFile()
+        if out is not None and out.IsValid():
+            out.Write((banner + "\n").encode())
+            out.Flush()

@@ -27,6 +27,7 @@ printed when the command then fails; the host prints the one error line after it
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -245,3 +246,14 @@ class Output:
             lines, self._lines = self._lines, []
             self._write("\n".join(lines))
         self._due = time.monotonic() + self._interval
+
+
+def hint(out: Output, text: str) -> None:
+    """A next-step suggestion after a command that starts a hunt, for a person at a terminal
+    only: never in a pipe, a test or a structured form (--json, csv …). SOSEXT_HINTS=1 forces
+    it on, SOSEXT_HINTS=0 off."""
+    forced = os.environ.get("SOSEXT_HINTS", "")
+    if out.structured or forced == "0" or (forced == "" and not os.isatty(1)):
+        return
+    out.line()
+    out.line(f"Next: {text}")
