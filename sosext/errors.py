@@ -22,6 +22,18 @@ class MemoryReadError(TargetError):
 class DacError(SosError):
     """The runtime's DAC could not be found, loaded or answered a call with a failure."""
 
+    def __init__(self, message: str, hr: int = 0) -> None:
+        self.hr = hr  # the failing call's HRESULT, 0 when not from a call
+        super().__init__(message)
+
+
+class NoGcHeap(SosError):
+    """The dump holds no GC heap (a triage dump): heap commands cannot answer from it."""
+
+    def __init__(self) -> None:
+        super().__init__("this dump holds no GC heap (a triage dump): heap commands need a dump written with "
+                         "createdump --withheap or --full")
+
 
 class NotDotNetError(SosError):
     """The target has no CoreCLR runtime loaded."""

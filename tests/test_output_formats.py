@@ -91,6 +91,10 @@ def json_commands(truth: dict) -> dict[str, str]:
         "maddress": "maddress",
         "retained": f"retained {a['addresses'][0]}",
         "dominators": "dominators -top 3",
+        "dumpstack": "dumpstack",  # after setthread -t <tid>, as clrstack
+        "eestack": "eestack -EE",
+        "parallelstacks": "parallelstacks",
+        "clrma": "clrma",
     }
 
 
@@ -108,8 +112,9 @@ def docs(core) -> dict[str, dict]:
     """Each command's --json document (clrstack after setthread, in one batch)."""
     truth, path = core
     pairs = [(k, f"{v} --json") for k, v in json_commands(truth).items()
-             if v is not None and "{" not in v and k != "clrstack"]
+             if v is not None and "{" not in v and k not in ("clrstack", "dumpstack")]
     pairs += [("", f"setthread -t {truth['threads'][0]['osTid']}"), ("clrstack", "clrstack --json"),
+              ("dumpstack", "dumpstack --json"),
               ("dumpmt-plain", f"dumpmt {_by_name(truth, 'SosextDebuggee.HeapItemA')['mt']} --json")]
     outs = drivers.run_cli([line for _k, line in pairs], core=path)
     got: dict[str, dict] = {}

@@ -223,17 +223,21 @@ class AddressClassifier:
     # -- MethodTables and MethodDescs ------------------------------------------------------
 
     def _learn_module_offset(self) -> int | None:
-        """Where a MethodTable keeps its Module: the offset at which System.String's and
-        System.Object's MethodTables (which the runtime names itself) both hold the module
-        the DAC reports for them."""
+        """Where a MethodTable keeps its Module: the offset at which the MethodTables the runtime
+        names itself (System.String, System.Object, System.Exception, System.Array) all hold the
+        module the DAC reports for them. A triage dump may lack some of them: those the DAC
+        cannot describe are left out, as long as two remain."""
         if self._module_offset is False:
-            heap = self.heap
+            g = self.runtime.globals
             dac = self.runtime.dac
             found = None
-            mts = [mt for mt in (heap.string_mt, heap.object_mt) if mt]
-            datas = [dac.method_table_data(mt) for mt in mts]
-            raws = [bytes(self.target.read_partial(mt, _MT_PROBE)) for mt in mts]
-            if mts and all(d is not None for d in datas) and all(len(r) == _MT_PROBE for r in raws):
+            mts = [mt for mt in (g.string_method_table, g.object_method_table, g.exception_method_table,
+                                 g.array_method_table) if mt]
+            pairs = [(dac.method_table_data(mt), bytes(self.target.read_partial(mt, _MT_PROBE))) for mt in mts]
+            pairs = [(d, r) for d, r in pairs if d is not None and len(r) == _MT_PROBE]
+            datas = [d for d, _ in pairs]
+            raws = [r for _, r in pairs]
+            if len(pairs) >= 2:
                 for off in range(0, _MT_PROBE, 8):
                     if all(int.from_bytes(r[off:off + 8], "little") == d.module for r, d in zip(raws, datas)):
                         found = off
@@ -253,8 +257,9 @@ class AddressClassifier:
     def _check_method_table(self, mt: int) -> bool:
         if mt & 7 or not self.readable(mt, _MT_PROBE):
             return False
-        heap = self.heap
-        if mt in (heap.free_mt, heap.string_mt, heap.object_mt, heap.array_mt, heap.exception_mt):
+        g = self.runtime.globals
+        if mt in (g.free_method_table, g.string_method_table, g.object_method_table, g.array_method_table,
+                  g.exception_method_table):
             return True
         if self._in_heap(mt) or mt in self.known_structures():
             return False
@@ -294,7 +299,7 @@ class AddressClassifier:
         for off in range(0, 64, 8):
             word = int.from_bytes(raw[off:off + 8], "little")
             if word and word != addr and self.is_method_table(word):
-                t = self.heap.types.get(word)
+                t = self.runtime.types.get(word)
                 if t is not None and t.canonical == addr:
                     return word
         return None
@@ -302,6 +307,8 @@ class AddressClassifier:
     # -- the heap --------------------------------------------------------------------------
 
     def _in_heap(self, address: int) -> bool:
+        if not self.runtime.has_gc_heap:  # a triage dump: no address is in a heap it lacks
+            return False
         return self.heap.segment_of(address) is not None
 
     def _on_stack(self, address: int) -> int | None:
@@ -385,13 +392,13 @@ class AddressClassifier:
         if address & 7:
             return AddressClass(address, AddressKind.UNALIGNED)
         if self.is_method_table(address):
-            return AddressClass(address, AddressKind.METHOD_TABLE, address, 0, self.heap.types.name_of(address))
+            return AddressClass(address, AddressKind.METHOD_TABLE, address, 0, self.runtime.types.name_of(address))
         if self.is_method_desc(address):
             name = self.runtime.dac.method_desc_name(address) or ""
             return AddressClass(address, AddressKind.METHOD_DESC, address, 0, name)
         mt = self.eeclass_method_table(address)
         if mt is not None:
-            return AddressClass(address, AddressKind.EECLASS, address, 0, self.heap.types.name_of(mt))
+            return AddressClass(address, AddressKind.EECLASS, address, 0, self.runtime.types.name_of(mt))
         image = self.target.module_at(address) if hasattr(self.target, "module_at") else None
         return AddressClass(address, AddressKind.UNKNOWN, name=image.name if image is not None else "")
 

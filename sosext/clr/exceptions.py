@@ -87,13 +87,14 @@ class InvalidExceptionObject(SosError):
 
 def is_exception(runtime: "ClrRuntime", mt: int) -> bool:
     """True when the MethodTable is System.Exception or derives from it."""
-    heap = runtime.heap
+    exception_mt = runtime.globals.exception_method_table
+    types = runtime.types
     seen: set[int] = set()
     while mt and mt not in seen:
-        if mt == heap.exception_mt:
+        if mt == exception_mt:
             return True
         seen.add(mt)
-        t = heap.types.get(mt)
+        t = types.get(mt)
         if t is None:
             return False
         mt = t.parent
@@ -102,10 +103,15 @@ def is_exception(runtime: "ClrRuntime", mt: int) -> bool:
 
 def read_exception(runtime: "ClrRuntime", address: int) -> ClrExceptionInfo:
     """Everything SOS's printexception shows about the exception object at ``address``."""
-    heap = runtime.heap
+    types = runtime.types
     dac = runtime.dac
-    checks = classifier(runtime)
-    od = dac.object_data(address) if checks.object_or_none(address) is not None else None
+    # Without a GC heap (a triage dump) there is nothing to check the address against: the
+    # runtime's own object data (which validates the MethodTable) has to do.
+    checks = classifier(runtime) if runtime.has_gc_heap else None
+    if checks is None or checks.object_or_none(address) is not None:
+        od = dac.object_data(address)
+    else:
+        od = None
     if od is None:
         raise InvalidExceptionObject(address)
     mt = od.method_table
@@ -118,13 +124,14 @@ def read_exception(runtime: "ClrRuntime", address: int) -> ClrExceptionInfo:
     inner_type = None
     if data.inner_exception:
         inner_mt = _method_table_of(runtime, data.inner_exception)
-        inner_type = heap.types.name_of(inner_mt) if inner_mt and checks.is_method_table(inner_mt) else None
+        valid = inner_mt and (checks.is_method_table(inner_mt) if checks is not None else types.get(inner_mt))
+        inner_type = types.name_of(inner_mt) if valid else None
     hresult = data.hresult & 0xFFFFFFFF
     xcode = data.xcode & 0xFFFFFFFF
     is_async = xcode != EXCEPTION_COMPLUS or hresult in ASYNC_HRESULTS
     state, frames = _stack_trace(runtime, data.stack_trace, is_async)
     trace_text = dac.object_string(data.stack_trace_string) if data.stack_trace_string else None
-    return ClrExceptionInfo(address, mt, heap.types.name_of(mt), message, data.inner_exception, inner_type,
+    return ClrExceptionInfo(address, mt, types.name_of(mt), message, data.inner_exception, inner_type,
                             data.stack_trace, state, frames, trace_text, hresult, xcode)
 
 
@@ -139,12 +146,17 @@ def _stack_trace(runtime: "ClrRuntime", obj: int, is_async: bool) -> tuple[Stack
     if not obj:
         return StackTraceState.NONE, ()
     dac = runtime.dac
-    heap = runtime.heap
-    checks = classifier(runtime)
-    od = dac.object_data(obj) if checks.object_or_none(obj) is not None else None
+    checks = classifier(runtime) if runtime.has_gc_heap else None
+
+    def object_data(address: int):  # type: ignore[no-untyped-def]
+        if checks is not None and checks.object_or_none(address) is None:
+            return None
+        return dac.object_data(address)
+
+    od = object_data(obj)
     if od is None:
         return StackTraceState.NOT_AVAILABLE, ()
-    if od.object_type == OBJECT_TYPE_ARRAY and od.element_type_handle == heap.object_mt:
+    if od.object_type == OBJECT_TYPE_ARRAY and od.element_type_handle == runtime.globals.object_method_table:
         # object[]: element 0 is the byte[] with the frames, the rest keep methods alive.
         if not od.num_components:
             return StackTraceState.NOT_AVAILABLE, ()
@@ -152,7 +164,7 @@ def _stack_trace(runtime: "ClrRuntime", obj: int, is_async: bool) -> tuple[Stack
             obj = runtime.target.read_pointer(od.array_data_ptr)
         except SosError:
             return StackTraceState.NOT_AVAILABLE, ()
-        od = dac.object_data(obj) if obj and checks.object_or_none(obj) is not None else None
+        od = object_data(obj) if obj else None
         if od is None:
             return StackTraceState.NOT_AVAILABLE, ()
     length = od.num_components

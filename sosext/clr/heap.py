@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from ..errors import SosError
+from ..errors import DacError, NoGcHeap, SosError
 from . import parallel
 from .graph import ReferenceGraph, build_graph
 from .index import HeapIndex, SegmentSlice
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 # Reading a large-object segment in bulk would read every byte of every big array only
 # to look at their headers; read headers one object at a time there instead.
 _HEADER = 16
+CORDBG_E_READVIRTUAL_FAILURE = 0x80131C49
 
 
 class ClrHeap:
@@ -39,8 +40,19 @@ class ClrHeap:
         self.runtime = runtime
         dac = runtime.dac
         self.dac = dac
-        data = dac.gc_heap_data()
-        self.is_server = bool(data.server_mode)
+        try:
+            data = dac.gc_heap_data()
+            self.is_server = bool(data.server_mode)
+            self.subheaps = self._load_subheaps(data.heap_count)
+            gens = self.subheaps[0].generations
+            self.uses_regions = gens[0].start_segment != gens[1].start_segment
+            self.segments = self._load_segments()
+        except DacError as e:
+            # CORDBG_E_READVIRTUAL_FAILURE on the GC's own globals and segments: the dump left
+            # the heap out (a triage dump).
+            if e.hr == CORDBG_E_READVIRTUAL_FAILURE and not runtime.target.is_live:
+                raise NoGcHeap() from None
+            raise
         self.can_walk = bool(data.gc_structures_valid)
         self.max_generation = data.max_generation
         g = dac.useful_globals()
@@ -49,11 +61,7 @@ class ClrHeap:
         self.object_mt = g.object_method_table
         self.array_mt = g.array_method_table
         self.exception_mt = g.exception_method_table
-        self.types = TypeCache(dac, self.string_mt, self.free_mt)
-        self.subheaps = self._load_subheaps(data.heap_count)
-        gens = self.subheaps[0].generations
-        self.uses_regions = gens[0].start_segment != gens[1].start_segment
-        self.segments = self._load_segments()
+        self.types = runtime.types
         self._starts = [s.start for s in self.segments]
         self.alloc_contexts = self._load_alloc_contexts()
         self.gcdesc = gcdesc_reader(self)

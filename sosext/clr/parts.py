@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 if TYPE_CHECKING:
     from ..dac.loader import DacLocation
     from ..dac.sos import SosDac
+    from ..dac.structs import UsefulGlobals
     from ..targets.base import Target
     from .gcdesc import GCDesc
     from .segments import ClrSegment, ClrSubHeap
@@ -40,6 +41,15 @@ class RuntimeParts(Protocol):
     def cache(self, key: str, factory: Callable[[], T]) -> T: ...
 
     def is_method_table(self, mt: int) -> bool: ...
+
+    @property
+    def globals(self) -> "UsefulGlobals": ...  # well-known MethodTables, no GC heap needed
+
+    @property
+    def types(self) -> "TypeCache": ...  # MethodTable -> type, no GC heap needed
+
+    @property
+    def has_gc_heap(self) -> bool: ...  # False for a triage dump
 
 
 class HeapParts(Protocol):

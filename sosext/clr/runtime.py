@@ -17,7 +17,9 @@ from ..dac.structs import (MethodDescData, MethodTableCollectibleData, MethodTab
 from ..targets.base import Target
 
 if TYPE_CHECKING:
+    from ..dac.structs import UsefulGlobals
     from .heap import ClrHeap
+    from .types import TypeCache
     from .fields import FieldCatalog
     from .methods import MethodCatalog
     from .modules import ClrAppDomain, ClrModule, ModuleCatalog
@@ -98,6 +100,31 @@ class ClrRuntime:
     def built_heap(self) -> "ClrHeap | None":
         """The heap model if a command has built it (never builds it)."""
         return self._heap
+
+    @property
+    def globals(self) -> "UsefulGlobals":
+        """The runtime's well-known MethodTables (String, Object, Exception, Free ...)."""
+        return self.cache("globals", self.dac.useful_globals)
+
+    @property
+    def types(self) -> "TypeCache":
+        """MethodTable -> type, without the GC heap (triage dumps have types but no heap)."""
+        from .types import TypeCache
+        g = self.globals
+        return self.cache("types", lambda: TypeCache(self.dac, g.string_method_table, g.free_method_table))
+
+    @property
+    def has_gc_heap(self) -> bool:
+        """False for a dump that holds no GC heap (a triage dump)."""
+        from ..errors import NoGcHeap
+
+        def probe() -> bool:
+            try:
+                self.heap
+            except NoGcHeap:
+                return False
+            return True
+        return self.cache("has_gc_heap", probe)
 
     def cache(self, key: str, factory):  # type: ignore[no-untyped-def]
         """A per-target-generation cache for models built on top of the heap."""

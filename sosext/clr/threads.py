@@ -155,3 +155,13 @@ def _handle_target(runtime: "ClrRuntime", handle: int) -> int:
         return runtime.target.read_pointer(handle)
     except SosError:
         return 0
+
+
+def faulting_thread(runtime: "ClrRuntime") -> tuple[int, int] | None:
+    """(OS thread id, signal) of the thread a core was written for: the one whose status note
+    records a signal (a crash's SIGABRT/SIGSEGV); None for live processes and plain dumps."""
+    core = runtime.target.core_file()
+    for t in getattr(core, "threads", ()) if core is not None else ():
+        if t.signal:
+            return t.tid, t.signal
+    return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..clr.addresses import classifier
+from ..clr.frames import FrameVariable, FrameVariables, frame_variables
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
 from ..clr.objects import method_table_of
 from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
@@ -15,6 +16,7 @@ from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_fil
 from ..clr.threadpool import read_threadpool
 from ..clr.threads import ClrThread, clr_threads, thread_by_os_id, thread_store
 from ..errors import SosError, UsageError
+from ..render.text import safe_line
 from ..targets.base import ThreadInfo
 from ..render.numbers import P16 as _p, os_thread_column, os_thread_id, p16
 from ..render.numbers import p16 as _lp
@@ -172,10 +174,10 @@ def exception_column(ctx: CommandContext, t: ClrThread) -> str:
     elif t.is_completion_port:
         text += "(Threadpool Completion Port) "
     if t.last_exception:
-        heap = ctx.runtime.heap
+        types = ctx.runtime.types
         mt = method_table_of(ctx.runtime.target, t.last_exception)
         if mt is not None:
-            name = heap.types.name_of(mt) if heap.types.get(mt) is not None else None
+            name = types.name_of(mt) if types.get(mt) is not None else None
             text += f"{name} {_lp(t.last_exception)}" if name else f"<Invalid Object> ({_p(t.last_exception)})"
             if t.first_nested_exception:
                 text += " (nested exceptions)"
@@ -282,7 +284,7 @@ _STACK_RIGHT = (True, True)
 class ClrStackCommand(Command):
     names = ("clrstack", "ClrStack")
     summary = "Show the managed call stack of the current thread (or of every thread with -all)."
-    usage = "clrstack [-a] [-p] [-l] [-n] [-f] [-r] [-all] [-c <count>]"
+    usage = "clrstack [-a] [-p] [-l] [-i] [-n] [-f] [-r] [-all] [-c <count>]"
     details = """\
 One row per frame, innermost first: the frame's stack pointer, instruction pointer and
 method (Namespace.Type.Method(ArgTypes)). Runtime transition frames appear as
@@ -304,13 +306,13 @@ Examples:
     options = (
         Option("-a", "show parameters and locals"),
         Option("-p", "show parameters"),
-        Option("-l", "show locals (the runtime knows no local names: each shows its location)"),
+        Option("-l", "show locals (unnamed as in SOS; with -i named from the PDB)"),
         Option("-n", "no source file and line numbers"),
         Option("-f", "full: module names and code offsets"),
         Option("-r", "show the registers of every frame"),
         Option("-all", "every managed thread"),
         Option("-c", "at most this many frames", parse_count, "count"),
-        Option("-i", "use ICorDebug (not supported)"),
+        Option("-i", "arguments and locals with their names, types and values (names of locals from the PDB)"),
         Option("-gc", "show GC references per frame (not supported)"),
     )
 
@@ -320,8 +322,8 @@ Examples:
         return super().parse([w for w in words if w.lower() != "/d"])
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.i or args.gc:
-            raise SosError(f"clrstack {'-i' if args.i else '-gc'} is not supported by sosext")
+        if args.gc:
+            raise SosError("clrstack -gc is not supported by sosext")
         params = args.a or args.p
         local_vars = args.a or args.l
         runtime = ctx.runtime
@@ -350,17 +352,18 @@ Examples:
                 out.line("the process")
             out.line(f"Failed to start stack walk: {e.hr:x}")
             return
-        if not stack.frames and not stack.complete:
-            # A thread the runtime knows that has not run (or no longer runs) managed code.
-            out.line("Unable to walk the managed stack. The current thread is likely not a ")
-            out.line("managed thread. You can run clrthreads to get a list of managed threads in")
-            out.line("the process")
+        if not any(f.is_managed for f in stack.frames) and (not stack.complete or not stack.frames):
+            # A thread the runtime knows that has not run (or no longer runs) managed code: the
+            # walk has nothing to stand on, which is no failure.
+            out.line("No managed frames on this thread (it runs native code only)")
             return
         lines = None if args.n else source_lines(ctx.runtime)
-        leaf_ip = _thread_ip(ctx, tid) if lines is not None else None
+        leaf_ip = _thread_ip(ctx, tid) if lines is not None or args.i else None
         missing: list[PdbLookup] = []
         table = Cells(_STACK_WIDTHS, _STACK_RIGHT)
         rows = out.table("frames", table, ("os_thread_id", "sp", "ip", "call_site", "method_desc", "managed"))
+        if args.i:
+            out.line("Dumping managed stack and managed variables using ICorDebug.")
         out.line(table.row("Child SP", "IP", "Call Site"))
         for i, f in enumerate(stack.frames):
             # With -f SOS leaves a runtime Frame's IP blank (it means little there).
@@ -374,7 +377,11 @@ Examples:
                     site += f" [{loc.path} @ {loc.line}]"
             rows.row(_p(f.sp), ip, site,
                      data=(tid, Address(f.sp), Address(f.ip), site, Address(f.method_desc), bool(f.is_managed)))
-            if f.is_managed and (params or local_vars):
+            if f.is_managed and args.i:
+                if params or local_vars:
+                    fv = frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == leaf_ip)
+                    _typed_args_and_locals(ctx, fv, params, local_vars)
+            elif f.is_managed and (params or local_vars):
                 _args_and_locals(ctx, f, params, local_vars)
             if f.registers is not None:
                 _registers(ctx, f.registers, ctx.runtime.target.arch)
@@ -383,6 +390,10 @@ Examples:
         elif not stack.complete:
             out.line("<failed>")
             out.line("Stack Walk failed. Reported stack incomplete.")
+        elif args.i:
+            out.line("Stack walk complete.")
+        if stack.complete and not any(f.is_managed for f in stack.frames):
+            out.line("No managed frames on this thread (it runs native code only)")
         if lines is not None:
             report_missing_pdbs(ctx, lines, missing)
 
@@ -476,6 +487,49 @@ def _args_and_locals(ctx: CommandContext, f: ClrStackFrame, params: bool, local_
     out.line()
 
 
+def typed_value_text(v: FrameVariable) -> str:
+    """`= value` or `@ address` of a clrstack -i variable (target text escaped by the caller's out)."""
+    if not v.has_data:
+        return "= <unable to retrieve data>" if v.raw.read_failed else "= <no data>"
+    if v.kind == "primitive":
+        value = v.value
+        if isinstance(value, bool):
+            return "= " + ("true" if value else "false")
+        if isinstance(value, float):
+            return f"= {value!r}"
+        if v.type_name == "char" and isinstance(value, int):
+            return f"= '{chr(value)}' ({value})" if 0x20 <= value < 0x7F else f"= {value}"
+        return f"= {value}"
+    if v.kind == "string":
+        return f'= "{safe_line(str(v.value))}" @ 0x{v.address:x}'
+    if v.kind == "reference":
+        return "= null" if not v.address else f"@ 0x{v.address:x}"
+    if v.kind == "pointer":
+        return f"= 0x{v.address or 0:x}"
+    if v.kind == "struct":
+        return f"@ 0x{v.address:x}" if v.address is not None else "= <in registers>"
+    n = v.raw.value
+    return f"= 0x{n:016x}" if n is not None else "= <no data>"
+
+
+def _typed_args_and_locals(ctx: CommandContext, fv: FrameVariables, params: bool, local_vars: bool) -> None:
+    out = ctx.out
+    for title, values in (("PARAMETERS:", fv.arguments if params else ()),
+                          ("LOCALS:", fv.locals if local_vars else ())):
+        if not values:
+            continue
+        out.line(f"    {title}")
+        for v in values:
+            type_name = f"{v.type_name} " if v.type_name else ""
+            out.line(f"      + {type_name}{v.name} {typed_value_text(v)}")
+            for fld in v.fields:
+                ftype = f"{fld.type_name} " if fld.type_name else ""
+                value = "<struct>" if fld.value is None else ("true" if fld.value is True else "false"
+                                                             if fld.value is False else str(fld.value))
+                out.line(f"        |- {ftype}{fld.name} = {value}")
+    out.line()
+
+
 def _registers(ctx: CommandContext, regs: dict[str, int], arch: str) -> None:
     out = ctx.out
     if arch == "x86_64":
@@ -552,8 +606,8 @@ Examples:
                 address = 0
             if not address:
                 raise SosError(f"Invalid exception object {args.object}")
-            c = classifier(runtime).classify(address)
-            if not c.is_object:
+            c = classifier(runtime).classify(address) if runtime.has_gc_heap else None
+            if c is not None and not c.is_object:
                 desc = c.description()
                 raise SosError(f"Invalid exception object: {p16(address)}" + (f": {desc}{c.hint()}" if desc else ""))
             self._print(ctx, address)

@@ -104,7 +104,7 @@ class ComPtr:
     def check(self, what: str, slot: int, argtypes: tuple[Any, ...], *args: Any) -> int:
         hr = self.call(slot, argtypes, *args)
         if hr & 0x80000000:
-            raise DacError(f"{what} failed: {hresult_text(hr)}")
+            raise DacError(f"{what} failed: {hresult_text(hr)}", hr & 0xFFFFFFFF)
         return hr
 
     def query(self, iid: GUID, name: str) -> "ComPtr | None":

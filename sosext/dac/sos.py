@@ -436,6 +436,13 @@ class SosDac:
             return None
         return out.value or None
 
+    def il_address(self, module: int, rva: int) -> int | None:
+        """Where a method body (its IL header) at ``rva`` of ``module`` lies in the target."""
+        out = _A(0)
+        if self._try(self.sos, SOS["GetILForModule"], (_A, _U32, _PA), module, rva, ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value or None
+
     def method_desc_from_frame(self, frame: int) -> int | None:
         out = _A(0)
         if self._try(self.sos, SOS["GetMethodDescPtrFromFrame"], (_A, _PA), frame, ctypes.byref(out)) & 0x80000000:

@@ -36,7 +36,7 @@ FATAL_PREFIX = "SOSEXT-FATAL"
 
 GcKind = Literal["wks", "svr"]
 GcFlavor = Literal["regions", "segments"]
-CoreKind = Literal["full", "heap"]
+CoreKind = Literal["full", "heap", "triage"]
 
 # GC settings the harness owns: inherited values would silently change what a test runs under.
 _GC_ENV_NAMES = ("gcServer", "GCName", "GCgen0size", "GCHeapCount", "GCDynamicAdaptationMode")
@@ -372,9 +372,10 @@ class Debuggee:
         raise DebuggeeError(f"libcoreclr.so is not mapped into pid {self.pid}")
 
     def write_core(self, kind: CoreKind = "full", path: Path | None = None, timeout: float = 300) -> Path:
-        """Dumps the live debuggee with the runtime's own createdump (--full or --withheap)."""
-        if kind not in ("full", "heap"):
-            raise ValueError(f"kind must be 'full' or 'heap', not {kind!r}")
+        """Dumps the live debuggee with the runtime's own createdump (--full, --withheap or --triage:
+        a triage dump holds threads, stacks and the runtime's own data, but no GC heap)."""
+        if kind not in ("full", "heap", "triage"):
+            raise ValueError(f"kind must be 'full', 'heap' or 'triage', not {kind!r}")
         if path is None:
             assert self.core_dir is not None
             self._core_count += 1
@@ -384,7 +385,7 @@ class Debuggee:
         if "%" in str(path):
             raise ValueError(f"core path must not contain '%': {path}")
         createdump = self.runtime_dir / "createdump"
-        cmd = [str(createdump), "-f", str(path), "--full" if kind == "full" else "--withheap", str(self.pid)]
+        cmd = [str(createdump), "-f", str(path), {"full": "--full", "heap": "--withheap", "triage": "--triage"}[kind], str(self.pid)]
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, timeout=timeout)
         if proc.returncode != 0:

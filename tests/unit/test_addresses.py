@@ -128,7 +128,10 @@ def runtime() -> NS:
     module = NS(address=MODULE, path="/app/App.dll")
     domain = NS(address=DOMAIN, name="clrhost",
                 assemblies=[NS(address=ASSEMBLY, name="/app/App.dll", modules=[module])])
-    rt = NS(target=mem, dac=Dac(), heap=Heap(), catalog=NS(app_domains=lambda: [domain]))
+    rt = NS(target=mem, dac=Dac(), heap=Heap(), catalog=NS(app_domains=lambda: [domain]), has_gc_heap=True,
+            types=Heap.types, globals=NS(free_method_table=FREE_MT, string_method_table=STRING_MT,
+                                         object_method_table=OBJECT_MT, array_method_table=0,
+                                         exception_method_table=0))
     rt.cache = lambda key, factory: factory()
     return rt
 
@@ -180,3 +183,19 @@ def test_the_dac_only_sees_checked_addresses(address: int) -> None:
         assert address == METHOD_DESC
     if c.is_object:
         assert address in {a for a, _m, _s in OBJECTS}
+
+
+class _NoHeap:
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"the GC heap was asked for {name} in a dump without one")
+
+
+def test_a_dump_without_a_gc_heap_checks_method_tables_without_it() -> None:
+    # A triage dump: MethodTables and MethodDescs are still recognised, nothing is "in the heap".
+    rt = runtime()
+    rt.heap = _NoHeap()
+    rt.has_gc_heap = False
+    c = AddressClassifier(rt)
+    assert c.is_method_table(ITEM_MT)
+    assert not c.is_method_table(LOOKALIKE)
+    assert c.object_or_none(OBJECTS[0][0]) is None

@@ -75,6 +75,16 @@ class PdbWriter:
         self.guids: list[bytes] = []
         self.docs: list[tuple[int, int, int, int]] = []
         self.methods: list[tuple[int, int]] = []
+        self.scopes: list[tuple[int, int, int, int]] = []  # method rid, first variable, start, length
+        self.variables: list[tuple[int, int, int]] = []  # attributes, slot, name (#Strings offset)
+        self.strings = bytearray(b"\0")
+
+    def add_scope(self, method_rid: int, start: int, length: int, variables: list[tuple[int, str, int]]) -> None:
+        """A LocalScope of ``method_rid`` over IL [start, start+length) with (slot, name, attributes)."""
+        self.scopes.append((method_rid, len(self.variables) + 1, start, length))
+        for slot, name, attrs in variables:
+            self.variables.append((attrs, slot, len(self.strings)))
+            self.strings += name.encode() + b"\0"
 
     def add_blob(self, data: bytes) -> int:
         at = len(self.blob)
@@ -122,13 +132,20 @@ class PdbWriter:
 
     def bytes(self) -> bytes:
         pdb = self.guid.bytes_le + struct.pack("<IIQ", self.stamp, 0, 0)
-        tables = struct.pack("<IBBBBQQ", 0, 2, 0, 0, 1, (1 << 0x30) | (1 << 0x31), 0)
+        valid = (1 << 0x30) | (1 << 0x31) | ((1 << 0x32) | (1 << 0x33) if self.scopes else 0)
+        tables = struct.pack("<IBBBBQQ", 0, 2, 0, 0, 1, valid, 0)
         tables += struct.pack("<II", len(self.docs), len(self.methods))
+        if self.scopes:
+            tables += struct.pack("<II", len(self.scopes), len(self.variables))
         for d in self.docs:
             tables += struct.pack("<HHHH", *d)
         for m in self.methods:
             tables += struct.pack("<HH", *m)
-        streams = [("#Pdb", pdb), ("#~", tables), ("#Strings", b"\0"), ("#Blob", bytes(self.blob)),
+        for method, first, start, length in self.scopes:
+            tables += struct.pack("<HHHHII", method, 0, first, 0, start, length)
+        for v in self.variables:
+            tables += struct.pack("<HHH", *v)
+        streams = [("#Pdb", pdb), ("#~", tables), ("#Strings", bytes(self.strings)), ("#Blob", bytes(self.blob)),
                    ("#GUID", b"".join(self.guids))]
         version = b"PDB v1.0\0\0\0\0"
         header_size = 16 + len(version) + 4
@@ -155,6 +172,10 @@ def sample() -> tuple[bytes, dict]:
                        Point(0x0C, 42, 13, 44, 2, a), Point(0x20, 43, 1, 43, 9, a)])
     m2 = w.add_method([])
     m3 = w.add_method([Point(0, 5, 1, 5, 2, a), Point(4, 900, 1, 900, 30, b), Point(9, 6, 3, 6, 4, a)])
+    # m1: an outer scope over the whole body and an inner one over IL 0x0C..0x20; m3: one scope.
+    w.add_scope(m1, 0, 0x30, [(0, "total", 0), (1, "CS$<>8__locals0", 1)])
+    w.add_scope(m1, 0x0C, 0x14, [(2, "item", 0), (0, "shadow", 0)])
+    w.add_scope(m3, 0, 0x10, [(0, "only", 0)])
     return w.bytes(), {"a": a, "b": b, "m1": 0x06000000 | m1, "m2": 0x06000000 | m2, "m3": 0x06000000 | m3}
 
 
@@ -184,6 +205,21 @@ def test_sequence_points_decode_as_written() -> None:
     m3 = pdb.sequence_points(ids["m3"])
     assert [(p.il_offset, p.start_line, p.document) for p in m3] == [(0, 5, ids["a"]), (4, 900, ids["b"]), (9, 6, ids["a"])]
     assert pdb.sequence_points(0x06000099) == ()  # past the table: no points
+
+
+def test_local_names_by_scope_and_il_offset() -> None:
+    data, ids = sample()
+    pdb = PortablePdb(data)
+    # Outside the inner scope: the outer scope's names; compiler temporaries (hidden) left out.
+    assert pdb.local_names(ids["m1"], 0) == {0: "total"}
+    assert pdb.local_names(ids["m1"], 0x2F) == {0: "total"}
+    # Inside it, its names join in, and the inner name of a shared slot wins.
+    assert pdb.local_names(ids["m1"], 0x0C) == {0: "shadow", 2: "item"}
+    assert pdb.local_names(ids["m1"], 0x1F) == {0: "shadow", 2: "item"}
+    assert pdb.local_names(ids["m1"]) == {0: "shadow", 2: "item"}
+    assert pdb.local_names(ids["m1"], 0x30) == {}
+    assert pdb.local_names(ids["m2"], 0) == {}
+    assert pdb.local_names(ids["m3"], 5) == {0: "only"}
 
 
 def test_il_offset_maps_to_the_nearest_visible_point_at_or_before_it() -> None:
@@ -245,6 +281,10 @@ def _exercise(data: bytes) -> None:
         for rid in range(1, min(pdb.method_count, 8) + 1):
             try:
                 pdb.source_location(0x06000000 | rid, 3)
+            except MetadataError:
+                pass
+            try:
+                pdb.local_names(0x06000000 | rid, 3)
             except MetadataError:
                 pass
     except MetadataError as e:

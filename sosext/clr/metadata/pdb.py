@@ -9,8 +9,14 @@ counts of the type-system tables its columns point into. sosext reads two of its
   parts joined by it), HashAlgorithm (GUID), Hash (Blob), Language (GUID).
 * MethodDebugInformation (0x31), one row per MethodDef row: Document (row id, 0 when the
   method spans several), SequencePoints (Blob).
+* LocalScope (0x32), sorted by method then start: Method (MethodDef row id, sized by the
+  type-system row counts the #Pdb stream lists), ImportScope, VariableList (first
+  LocalVariable row; the run ends where the next scope's begins), ConstantList, StartOffset,
+  Length (IL bytes).
+* LocalVariable (0x33): Attributes (u16, 1 = DebuggerHidden: compiler temporaries), Index (the
+  IL local slot), Name (#Strings).
 
-Tables are stored in table-number order, so those two come first in the stream and no other
+Tables are stored in table-number order, so these four come first in the stream and no other
 table's row size matters. The sequence-point blob is a header (local signature row, plus the
 initial document when the row's Document is 0) and records: a δILOffset (absolute for the
 first record), then either a document change (δILOffset 0 after the first record), a hidden
@@ -39,6 +45,11 @@ from .root import parse_root
 HIDDEN_LINE = 0xFEEFEE
 DOCUMENT_TABLE = 0x30
 METHOD_DEBUG_INFORMATION_TABLE = 0x31
+LOCAL_SCOPE_TABLE = 0x32
+LOCAL_VARIABLE_TABLE = 0x33
+LOCAL_CONSTANT_TABLE = 0x34
+IMPORT_SCOPE_TABLE = 0x35
+LOCAL_VARIABLE_HIDDEN = 0x1
 _FIRST_DEBUG_TABLE = 0x30
 _LAST_DEBUG_TABLE = 0x37
 _METHOD_DEF_TOKEN = 0x06
@@ -114,6 +125,16 @@ class PortablePdb:
         guid = uuid.UUID(bytes_le=data[pdb.offset : pdb.offset + 16])
         (stamp, self.entry_point) = struct.unpack_from("<II", data, pdb.offset + 16)
         self.id = PdbId(guid, stamp)
+        # ReferencedTypeSystemTables (a bit per table) and their row counts: only MethodDef's
+        # count matters here (it sizes LocalScope's Method column).
+        self._method_defs = 0
+        if pdb.size >= 32:
+            (referenced,) = struct.unpack_from("<Q", data, pdb.offset + 24)
+            tables = [t for t in range(64) if referenced >> t & 1]
+            if pdb.size < 32 + 4 * len(tables):
+                raise MetadataError("#Pdb stream's type-system row counts truncated")
+            rows = dict(zip(tables, struct.unpack_from(f"<{len(tables)}I", data, pdb.offset + 32)))
+            self._method_defs = rows.get(_METHOD_DEF_TOKEN, 0)
 
         def heap(name: str) -> tuple[int, int]:
             s = root.stream(name)
@@ -160,6 +181,21 @@ class PortablePdb:
         self._docs = (pos, n_docs, doc_struct)
         pos += n_docs * doc_struct.size
         self._methods = (pos, n_methods, mdi_struct)
+        pos += n_methods * mdi_struct.size
+        n_scopes = counts.get(LOCAL_SCOPE_TABLE, 0)
+        n_vars = counts.get(LOCAL_VARIABLE_TABLE, 0)
+        if n_scopes > 0xFFFFFF or n_vars > 0xFFFFFF:
+            raise MetadataError("portable PDB claims more rows than a token can name")
+        width = _table_index_width
+        scope_struct = struct.Struct("<" + "".join(fmt[w] for w in (
+            width(self._method_defs), width(counts.get(IMPORT_SCOPE_TABLE, 0)), width(n_vars),
+            width(counts.get(LOCAL_CONSTANT_TABLE, 0)))) + "II")
+        var_struct = struct.Struct("<HH" + ("I" if heap_sizes & 0x01 else "H"))
+        if pos + n_scopes * scope_struct.size + n_vars * var_struct.size > end:
+            raise MetadataError("portable PDB local tables run past the table stream")
+        self._scopes = (pos, n_scopes, scope_struct)
+        pos += n_scopes * scope_struct.size
+        self._variables = (pos, n_vars, var_struct)
 
     @property
     def document_count(self) -> int:
@@ -192,6 +228,38 @@ class PortablePdb:
         name = _printable(sep.join(parts).decode("utf-8", "replace"))
         self._names[rid] = name
         return name
+
+    def local_names(self, method_token: int, il_offset: int | None = None) -> dict[int, str]:
+        """IL local slot -> name of the method's locals in scope at ``il_offset`` (every scope of
+        the method when None; an inner scope's name wins). Compiler temporaries are left out."""
+        rid = method_token & 0xFFFFFF
+        offset, rows, st = self._scopes
+        v_offset, v_rows, v_st = self._variables
+        names: dict[int, str] = {}
+        # Scopes are sorted by method: find the first of this one by bisection.
+        lo, hi = 0, rows
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if st.unpack_from(self._data, offset + mid * st.size)[0] < rid:
+                lo = mid + 1
+            else:
+                hi = mid
+        for i in range(lo, rows):
+            method, _imports, first_var, _consts, start, length = st.unpack_from(self._data, offset + i * st.size)
+            if method != rid:
+                break
+            if il_offset is not None and not start <= il_offset < start + length:
+                continue
+            end_var = v_rows + 1
+            if i + 1 < rows:
+                end_var = st.unpack_from(self._data, offset + (i + 1) * st.size)[2]
+            if not 0 < first_var <= end_var <= v_rows + 1:
+                raise MetadataError(f"local scope {i + 1} lists variables {first_var}..{end_var} of {v_rows}")
+            for v in range(first_var, end_var):
+                attrs, index, name = v_st.unpack_from(self._data, v_offset + (v - 1) * v_st.size)
+                if not attrs & LOCAL_VARIABLE_HIDDEN:
+                    names[index] = _printable(self.strings.get(name))
+        return names
 
     def sequence_points(self, method_token: int) -> tuple[SequencePoint, ...]:
         """The method's sequence points in IL order (empty when it has none)."""

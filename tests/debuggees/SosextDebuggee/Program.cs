@@ -36,6 +36,7 @@ namespace DebuggeeHost
             "counters" => new CountersScenario(),
             "parity" => new ParityScenario(),
             "retained" => new RetainedScenario(),
+            "stackvalues" => new StackValuesScenario(),
             _ => null,
         };
 

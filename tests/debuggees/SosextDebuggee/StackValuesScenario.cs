@@ -1,0 +1,279 @@
+using System;
+using System.Runtime.CompilerServices;
+using System.Threading;
+
+using SosextDebuggee;
+
+namespace DebuggeeHost
+{
+    /// <summary>A struct argument and local of the `stackvalues` frame.</summary>
+    public struct StackValuesPoint
+    {
+        public int X;
+        public long Y;
+    }
+
+    /// <summary>An object the `stackvalues` frame takes as an argument and holds in a local.</summary>
+    public sealed class StackValuesItem
+    {
+        public int Tag;
+        public StackValuesItem(int tag) { Tag = tag; }
+    }
+
+    /// <summary>Thrown and kept by the `stackvalues` scenario's faulting thread (clrma).</summary>
+    public sealed class StackValuesException : Exception
+    {
+        public const int Code = unchecked((int)0x80131577);
+        public StackValuesException(string message) : base(message) { HResult = Code; }
+    }
+
+    /// <summary>
+    /// `stackvalues`: frames with known argument and local values, parked threads, an exception.
+    /// * "sosext-values" calls ValuesFrame(int, long, bool, double, string, StackValuesItem,
+    ///   StackValuesPoint), which computes one local of each kind from them and blocks; the method is
+    ///   not optimized, so every argument and local lives in a stack slot the runtime can describe.
+    /// * ParkedA threads run ParkOuter → ParkA → ParkLeaf, ParkedB threads ParkOuter → ParkB →
+    ///   ParkLeaf, all blocked in ParkLeaf (for parallelstacks: one common root, two branches).
+    /// * "sosext-values-thrower" throws a StackValuesException from ValuesThrowInner, catches it and
+    ///   blocks inside the catch block, so it stays the thread's current exception (for clrma).
+    /// The truth holds every value as C# formats it, the objects' addresses and the threads' ids.
+    /// </summary>
+    internal sealed class StackValuesScenario : IScenario
+    {
+        public const int CountArg = 42;
+        public const long BigArg = 0x1122334455667788L;
+        public const bool FlagArg = true;
+        public const double RatioArg = 3.25;
+        public const string TextArg = "sosext-value-text";
+        public const string ExceptionMessage = "sosext clrma exception";
+        public const int ParkedA = 3;
+        public const int ParkedB = 2;
+
+        private static readonly ManualResetEventSlim s_block = new ManualResetEventSlim(false, 0);
+        private static readonly CountdownEvent s_ready = new CountdownEvent(2 + ParkedA + ParkedB);
+
+        private static int s_valuesTid, s_throwerTid;
+        private static readonly int[] s_parkedA = new int[ParkedA];
+        private static readonly int[] s_parkedB = new int[ParkedB];
+        private static StackValuesItem s_item, s_localItem;
+        private static string s_text, s_localText;
+        private static StackValuesPoint s_point, s_localPoint;
+        private static int s_localCount;
+        private static long s_localBig;
+        private static StackValuesException s_exception;
+
+        public void Build(string[] args)
+        {
+            Start("sosext-values", ValuesThreadMain);
+            Start("sosext-values-thrower", ThrowerThreadMain);
+            for (int i = 0; i < ParkedA; i++)
+            {
+                int slot = i;
+                Start("sosext-parked-a", () => ParkOuter(true, slot));
+            }
+            for (int i = 0; i < ParkedB; i++)
+            {
+                int slot = i;
+                Start("sosext-parked-b", () => ParkOuter(false, slot));
+            }
+            if (!s_ready.Wait(30_000)) throw new TimeoutException("a stackvalues thread did not start");
+            if (s_exception == null) throw new InvalidOperationException("the stackvalues thrower caught nothing");
+        }
+
+        private static readonly System.Collections.Generic.List<Thread> s_threads = new();
+
+        private static void Start(string name, ThreadStart body)
+        {
+            var t = new Thread(body) { Name = name, IsBackground = true };
+            s_threads.Add(t);
+            t.Start();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void ValuesThreadMain()
+        {
+            s_valuesTid = Mem.CurrentOsTid();
+            var item = new StackValuesItem(0x7A6);
+            var point = new StackValuesPoint { X = -7, Y = 0x0123456789AL };
+            string text = string.Concat("sosext-", "value-text");
+            ValuesFrame(CountArg, BigArg, FlagArg, RatioArg, text, item, point);
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        internal static void ValuesFrame(int count, long big, bool flag, double ratio, string text,
+                                         StackValuesItem item, StackValuesPoint point)
+        {
+            int localCount = count * 3;
+            long localBig = big - 1;
+            string localText = string.Concat(text, "-local");
+            var localItem = new StackValuesItem(count + 1);
+            var localPoint = new StackValuesPoint { X = point.X * 2, Y = point.Y + 1 };
+            s_item = item;
+            s_text = text;
+            s_point = point;
+            s_localCount = localCount;
+            s_localBig = localBig;
+            s_localText = localText;
+            s_localItem = localItem;
+            s_localPoint = localPoint;
+            s_ready.Signal();
+            s_block.Wait();
+            GC.KeepAlive(localItem);
+            GC.KeepAlive(localText);
+            GC.KeepAlive(flag ? ratio : 0);
+        }
+
+        // -- parked threads ----------------------------------------------------------------------------
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void ParkOuter(bool a, int slot)
+        {
+            if (a) ParkA(slot); else ParkB(slot);
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void ParkA(int slot)
+        {
+            s_parkedA[slot] = Mem.CurrentOsTid();
+            ParkLeaf();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void ParkB(int slot)
+        {
+            s_parkedB[slot] = Mem.CurrentOsTid();
+            ParkLeaf();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void ParkLeaf()
+        {
+            s_ready.Signal();
+            s_block.Wait();
+        }
+
+        // -- the thrower -------------------------------------------------------------------------------
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void ThrowerThreadMain()
+        {
+            s_throwerTid = Mem.CurrentOsTid();
+            try
+            {
+                ValuesThrowOuter();
+            }
+            catch (StackValuesException e)
+            {
+                s_exception = e;
+                s_ready.Signal();
+                s_block.Wait();
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        internal static void ValuesThrowOuter() => ValuesThrowInner();
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        internal static void ValuesThrowInner() => throw new StackValuesException(ExceptionMessage);
+
+        public void Settle(int attempt)
+        {
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+            GC.Collect();
+        }
+
+        public void WriteTruth(Json w)
+        {
+            // Every thread blocked in its wait, not on its way there: the stacks are the ones described.
+            foreach (Thread t in s_threads)
+                for (int spins = 0; spins < 5000 && (t.ThreadState & System.Threading.ThreadState.WaitSleepJoin) == 0; spins++)
+                    Thread.Sleep(1);
+            string type = typeof(StackValuesScenario).FullName;
+            w.Name("values").BeginObject();
+            w.Prop("osTid", s_valuesTid);
+            w.Prop("method", type + ".ValuesFrame");
+            w.Prop("count", CountArg);
+            w.Prop("big", BigArg);
+            w.Prop("flag", FlagArg);
+            w.Prop("ratio", RatioArg);
+            w.Prop("text", s_text);
+            w.PropHex("textAddress", Mem.Addr(s_text));
+            w.PropHex("item", Mem.Addr(s_item));
+            w.Prop("itemType", typeof(StackValuesItem).FullName);
+            w.Prop("pointType", typeof(StackValuesPoint).FullName);
+            w.Prop("pointX", s_point.X);
+            w.Prop("pointY", s_point.Y);
+            w.Prop("localCount", s_localCount);
+            w.Prop("localBig", s_localBig);
+            w.Prop("localText", s_localText);
+            w.PropHex("localTextAddress", Mem.Addr(s_localText));
+            w.PropHex("localItem", Mem.Addr(s_localItem));
+            w.Prop("localPointX", s_localPoint.X);
+            w.Prop("localPointY", s_localPoint.Y);
+            w.EndObject();
+
+            w.Name("parked").BeginObject();
+            w.Prop("outer", type + ".ParkOuter");
+            w.Prop("leaf", type + ".ParkLeaf");
+            foreach ((string key, string method, int[] tids) in new[] { ("a", "ParkA", s_parkedA), ("b", "ParkB", s_parkedB) })
+            {
+                w.Name(key).BeginObject();
+                w.Prop("method", type + "." + method);
+                w.Name("osTids").BeginArray();
+                foreach (int t in tids) w.Value(t);
+                w.EndArray();
+                w.EndObject();
+            }
+            w.EndObject();
+
+            w.Name("thrower").BeginObject();
+            w.Prop("osTid", s_throwerTid);
+            w.PropHex("exception", Mem.Addr(s_exception));
+            w.Prop("type", typeof(StackValuesException).FullName);
+            w.Prop("message", ExceptionMessage);
+            w.Prop("hresult", (long)unchecked((uint)s_exception.HResult));
+            w.Name("frames").BeginArray();
+            foreach (string m in new[] { "ValuesThrowInner", "ValuesThrowOuter", "ThrowerThreadMain" })
+                w.Value(type + "." + m);
+            w.EndArray();
+            w.EndObject();
+
+            // What the stdin command "crash" will throw, unhandled, on a new thread.
+            w.Name("crash").BeginObject();
+            w.Prop("message", CrashMessage);
+            w.Name("frames").BeginArray();
+            foreach (string m in new[] { "CrashInner", "CrashOuter", "CrashThreadMain" })
+                w.Value(type + "." + m);
+            w.EndArray();
+            w.EndObject();
+        }
+
+        // -- the crash (stdin "crash") ------------------------------------------------------------------
+
+        public const string CrashMessage = "sosext unhandled exception";
+
+        /// <summary>A thread that throws a StackValuesException nobody catches: the process dies (and the
+        /// runtime writes a dump when DOTNET_DbgEnableMiniDump is set). Prints its OS thread id first.</summary>
+        public bool OnCommand(string command)
+        {
+            if (command != "crash") return false;
+            new Thread(CrashThreadMain) { Name = "sosext-crasher", IsBackground = true }.Start();
+            return true;
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void CrashThreadMain()
+        {
+            Console.Out.WriteLine("SOSEXT-CRASH " + Mem.CurrentOsTid());
+            Console.Out.Flush();
+            CrashOuter();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        internal static void CrashOuter() => CrashInner();
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        internal static void CrashInner() => throw new StackValuesException(CrashMessage);
+    }
+}

@@ -1,0 +1,414 @@
+"""Argument and local values in stacks (clrstack -i/-a/-p/-l), raw stacks (dumpstack, eestack),
+merged stacks (pstacks), crash analysis (clrma) and triage dumps.
+
+The `stackvalues` debuggee blocks a thread in ValuesFrame(int, long, bool, double, string,
+object, struct) with one local of each kind, parks five threads under ParkOuter (three via
+ParkA, two via ParkB), and keeps a thrown StackValuesException current on a third thread. Its
+truth prints every value, the objects' addresses and the threads' OS ids.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import drivers
+from harness import Debuggee, build_debuggee
+
+pytestmark = pytest.mark.slow
+
+HOSTS = ["lldb-live", "lldb-core", "cli-core"]
+if drivers.GDB:
+    HOSTS += ["gdb-live", "gdb-core"]
+TRIAGE_HOSTS = ["cli-triage", "lldb-triage"]
+
+STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-F]{16}| {16}) (.*)$")
+
+
+def batch(truth: dict, host: str) -> list[tuple[str, str]]:
+    v = truth["values"]
+    return [
+        ("select", drivers.select_thread(host, v["osTid"])),
+        ("clrstack -i", "clrstack -i -a"),
+        ("clrstack -i /d", "clrstack -i -a /d"),
+        ("clrstack -i only", "clrstack -i"),
+        ("clrstack -i -p", "clrstack -i -p"),
+        ("clrstack -a", "clrstack -a"),
+        ("clrstack -p", "clrstack -p"),
+        ("clrstack -l", "clrstack -l"),
+        ("dumpstack", "dumpstack"),
+        ("dumpstack -EE", "dumpstack -EE"),
+        ("pstacks", "pstacks -a"),
+        ("clrma", "clrma"),
+        ("eestack", "eestack -EE"),
+        ("eestack -short", "eestack -EE -short"),
+        ("dso", "dso"),
+        ("clrstack", "clrstack"),
+        ("clrthreads", "clrthreads"),
+        ("clrstack -all", "clrstack -all"),
+    ]
+
+
+def triage_batch(truth: dict, host: str) -> list[tuple[str, str]]:
+    return [
+        ("clrthreads", "clrthreads"),
+        ("select thrower", drivers.select_thread(host, truth["thrower"]["osTid"])),
+        ("pe", "pe"),
+        ("clrstack thrower", "clrstack"),
+        ("select values", drivers.select_thread(host, truth["values"]["osTid"])),
+        ("clrstack", "clrstack"),
+        ("dumpheap", "dumpheap -stat"),
+        ("dso", "dso"),
+        ("gcroot", f"gcroot {truth['values']['item']}"),
+        ("pstacks", "pstacks -a"),
+    ]
+
+
+def run(host: str, pairs: list[tuple[str, str]], **kw) -> dict[str, drivers.Output]:  # type: ignore[no-untyped-def]
+    outs = drivers.run_in_host(host, [c for _k, c in pairs], **kw)
+    return {k: o for (k, _c), o in zip(pairs, outs)}
+
+
+@dataclass
+class Case:
+    truth: dict
+    triage_truth: dict
+    outputs: dict[str, dict[str, drivers.Output]] = field(default_factory=dict)
+
+    def out(self, host: str, key: str) -> drivers.Output:
+        return self.outputs[host][key]
+
+
+@pytest.fixture(scope="module")
+def case(request, tmp_path_factory) -> Case:
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    work = tmp_path_factory.mktemp("stackvalues")
+    dll = build_debuggee(tfm)
+    with Debuggee("stackvalues", tfm=tfm, dll=dll, core_dir=work) as d:
+        core = d.write_core("heap", work / "values.core")
+        c = Case(d.truth, d.truth)
+        c.outputs["lldb-live"] = run("lldb-live", batch(d.truth, "lldb-live"), pid=d.pid)
+        if "gdb-live" in HOSTS:
+            c.outputs["gdb-live"] = run("gdb-live", batch(d.truth, "gdb-live"), pid=d.pid)
+        exe = str(d.executable)
+    c.outputs["cli-core"] = run("cli-core", batch(c.truth, "cli-core"), core=core)
+    c.outputs["lldb-core"] = run("lldb-core", batch(c.truth, "lldb-core"), core=core, exe=exe)
+    if "gdb-core" in HOSTS:
+        c.outputs["gdb-core"] = run("gdb-core", batch(c.truth, "gdb-core"), core=core, exe=exe)
+    core.unlink(missing_ok=True)
+    # A triage dump of a second run (createdump --triage: no GC heap).
+    with Debuggee("stackvalues", tfm=tfm, dll=dll, core_dir=work) as d:
+        triage = d.write_core("triage", work / "values.triage.core")
+        c.triage_truth = d.truth
+        exe = str(d.executable)
+    c.outputs["cli-triage"] = run("cli-triage", triage_batch(c.triage_truth, "cli-triage"), core=triage)
+    c.outputs["lldb-triage"] = run("lldb-triage", triage_batch(c.triage_truth, "lldb-triage"), core=triage, exe=exe)
+    triage.unlink(missing_ok=True)
+    return c
+
+
+@pytest.fixture(params=HOSTS)
+def host(request) -> str:
+    return request.param
+
+
+@pytest.fixture(params=TRIAGE_HOSTS)
+def triage_host(request) -> str:
+    return request.param
+
+
+def frame_block(text: str, method: str) -> list[str]:
+    """The lines after the first stack row whose call site starts with ``method(``, up to the blank line."""
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        m = STACK_ROW.match(ln)
+        if m and m.group(3).startswith(method + "("):
+            block = []
+            for nxt in lines[i + 1:]:
+                if not nxt.strip() or STACK_ROW.match(nxt):
+                    break
+                block.append(nxt)
+            return block
+    raise AssertionError(f"no frame of {method} in:\n{text}")
+
+
+def addr(text_hex: str) -> int:
+    return int(text_hex, 16)
+
+
+# -- clrstack -i -------------------------------------------------------------------------------
+
+
+def test_clrstack_i_names_types_and_values_of_the_arguments(case: Case, host: str) -> None:
+    v = case.truth["values"]
+    block = frame_block(case.out(host, "clrstack -i").text, v["method"])
+    params = block[: block.index("    LOCALS:")]
+    assert params[0] == "    PARAMETERS:"
+    assert params[1:] == [
+        f"      + int count = {v['count']}",
+        f"      + long big = {v['big']}",
+        f"      + bool flag = {'true' if v['flag'] else 'false'}",
+        f"      + double ratio = {v['ratio']!r}",
+        f"      + string text = \"{v['text']}\" @ 0x{addr(v['textAddress']):x}",
+        f"      + {v['itemType']} item @ 0x{addr(v['item']):x}",
+        params[7],
+        f"        |- int X = {v['pointX']}",
+        f"        |- long Y = {v['pointY']}",
+    ], params
+    assert re.fullmatch(rf"      \+ {re.escape(v['pointType'])} point @ 0x[0-9a-f]+", params[7]), params
+
+
+def test_clrstack_i_names_locals_from_the_pdb(case: Case, host: str) -> None:
+    v = case.truth["values"]
+    block = frame_block(case.out(host, "clrstack -i").text, v["method"])
+    local_lines = block[block.index("    LOCALS:") + 1:]
+    assert f"      + int localCount = {v['localCount']}" in local_lines, local_lines
+    assert f"      + long localBig = {v['localBig']}" in local_lines, local_lines
+    assert f"      + {v['itemType']} localItem @ 0x{addr(v['localItem']):x}" in local_lines, local_lines
+    i = next(i for i, ln in enumerate(local_lines) if ln.startswith(f"      + {v['pointType']} localPoint @ 0x"))
+    assert local_lines[i + 1:i + 3] == [f"        |- int X = {v['localPointX']}",
+                                        f"        |- long Y = {v['localPointY']}"], local_lines
+    # The caller's locals, string included, are read from its own frame.
+    outer = frame_block(case.out(host, "clrstack -i").text, "DebuggeeHost.StackValuesScenario.ValuesThreadMain")
+    assert f"      + string text = \"{v['text']}\" @ 0x{addr(v['textAddress']):x}" in outer, outer
+    assert f"      + {v['itemType']} item @ 0x{addr(v['item']):x}" in outer, outer
+
+
+def test_clrstack_i_alone_lists_frames_and_p_only_parameters(case: Case, host: str) -> None:
+    v = case.truth["values"]
+    only = case.out(host, "clrstack -i only").lines
+    assert only[1] == "Dumping managed stack and managed variables using ICorDebug."
+    assert only[-1] == "Stack walk complete." or only[-2] == "Stack walk complete.", only[-3:]
+    assert "    PARAMETERS:" not in only and "    LOCALS:" not in only
+    assert frame_block(case.out(host, "clrstack -i only").text, v["method"]) == []
+    p = frame_block(case.out(host, "clrstack -i -p").text, v["method"])
+    a = frame_block(case.out(host, "clrstack -i").text, v["method"])
+    assert p == a[: a.index("    LOCALS:")], p
+
+
+def test_clrstack_i_accepts_slash_d(case: Case, host: str) -> None:
+    assert not case.out(host, "clrstack -i /d").errors
+    # The same stack and values; only the once-per-session note about modules without a PDB goes.
+    first = [ln for ln in case.out(host, "clrstack -i").lines if not ln.startswith("No source lines for ")]
+    assert case.out(host, "clrstack -i /d").lines == first
+
+
+# -- clrstack -a/-p/-l (SOS's untyped form) -----------------------------------------------------
+
+
+def test_clrstack_a_shows_raw_values_as_sos_does(case: Case, host: str) -> None:
+    v = case.truth["values"]
+    block = frame_block(case.out(host, "clrstack -a").text, v["method"])
+    slot = r"\(0x[0-9A-F]{16}\)"
+    want = {
+        "count": v["count"], "big": v["big"], "flag": int(v["flag"]),
+        "text": addr(v["textAddress"]), "item": addr(v["item"]),
+    }
+    for name, value in want.items():
+        assert any(re.fullmatch(rf"        {name} {slot} = 0x{value:016x}", ln) for ln in block), (name, block)
+    locals_ = block[block.index("    LOCALS:") + 1:]
+    values = {int(m.group(1), 16) for m in (re.fullmatch(r"        0x[0-9A-F]{16} = 0x([0-9a-f]{16})", ln)
+                                             for ln in locals_) if m}
+    assert {v["localCount"], v["localBig"], addr(v["localItem"])} <= values, locals_
+
+
+def test_clrstack_p_and_l_show_only_their_half(case: Case, host: str) -> None:
+    method = case.truth["values"]["method"]
+    p = frame_block(case.out(host, "clrstack -p").text, method)
+    l_ = frame_block(case.out(host, "clrstack -l").text, method)
+    assert p[0] == "    PARAMETERS:" and "    LOCALS:" not in p, p
+    assert l_[0] == "    LOCALS:" and "    PARAMETERS:" not in l_, l_
+    a = frame_block(case.out(host, "clrstack -a").text, method)
+    assert a == p + l_
+
+
+# -- dumpstack / eestack -------------------------------------------------------------------------
+
+
+def test_dumpstack_lists_managed_and_native_return_addresses(case: Case, host: str) -> None:
+    v = case.truth["values"]
+    lines = case.out(host, "dumpstack").lines
+    assert re.fullmatch(rf"OS Thread Id: 0x{v['osTid']:x} \(\d+\)", lines[0]), lines[:3]
+    assert lines[1].startswith("Current frame: ")
+    assert lines[2] == "Child-SP         RetAddr          Caller, Callee"
+    rows = [re.fullmatch(r"([0-9A-F]{16}) ([0-9a-f]{16}) (.*)", ln) for ln in lines[3:]]
+    assert all(rows), lines
+    slots = [int(m.group(1), 16) for m in rows]
+    assert slots == sorted(slots)
+    managed = [m.group(3) for m in rows if m.group(3).startswith("(MethodDesc ")]
+    assert any(f" {v['method']}(" in s for s in managed), managed
+    assert any(re.match(r"libcoreclr\.so \+ 0x[0-9a-f]+(, calling |$)", m.group(3)) for m in rows), lines
+    # The managed frames appear in clrstack's order (innermost first).
+    order = ["System.Threading.ManualResetEventSlim.Wait()", v["method"] + "(",
+             "DebuggeeHost.StackValuesScenario.ValuesThreadMain()"]
+    pos = [next(i for i, s in enumerate(managed) if o in s) for o in order]
+    assert pos == sorted(pos), managed
+    ee = case.out(host, "dumpstack -EE").lines
+    assert all(ln.startswith("(MethodDesc ", 34) for ln in ee[3:]), ee
+
+
+def test_eestack_runs_dumpstack_on_every_thread(case: Case, host: str) -> None:
+    text = case.out(host, "eestack").text
+    tids = {int(m, 16) for m in re.findall(r"^OS Thread Id: 0x([0-9a-f]+) ", text, re.M)}
+    want = {case.truth["values"]["osTid"], case.truth["thrower"]["osTid"],
+            *case.truth["parked"]["a"]["osTids"], *case.truth["parked"]["b"]["osTids"]}
+    assert want <= tids, (want, tids)
+    assert text.count("---------------------------------------------") == len(tids)
+    # -short: only threads with managed code; the runtime's native helper threads drop out.
+    short = case.out(host, "eestack -short").text
+    short_tids = {int(m, 16) for m in re.findall(r"^OS Thread Id: 0x([0-9a-f]+) ", short, re.M)}
+    assert want <= short_tids < tids, (want, short_tids, tids)
+
+
+# -- pstacks -------------------------------------------------------------------------------------
+
+
+def _pstacks_node(lines: list[str], method: str) -> tuple[int, int, int]:
+    """(line index, indent, count) of the first line naming ``method(``."""
+    for i, ln in enumerate(lines):
+        m = re.fullmatch(r"( *)(\d+) (.*)", ln)
+        if m and m.group(3).startswith(method + "("):
+            return i, len(m.group(1)), int(m.group(2))
+    raise AssertionError(f"{method} not in:\n" + "\n".join(lines))
+
+
+def test_pstacks_merges_the_parked_threads(case: Case, host: str) -> None:
+    p = case.truth["parked"]
+    lines = case.out(host, "pstacks").lines
+    _i, outer_indent, outer = _pstacks_node(lines, p["outer"])
+    assert outer == len(p["a"]["osTids"]) + len(p["b"]["osTids"])
+    for key in ("a", "b"):
+        i, indent, count = _pstacks_node(lines, p[key]["method"])
+        assert indent > outer_indent and count == len(p[key]["osTids"]), lines
+        # The branch ends with the ids of exactly its threads.
+        ids = next(ln for ln in lines[i:] if ln.strip().startswith("~~~~"))
+        assert {int(t, 16) for t in ids.split()[1].split(",")} == set(p[key]["osTids"]), ids
+    assert re.fullmatch(r"==> \d+ threads with \d+ roots", next(ln for ln in lines if ln.startswith("==>")))
+
+
+# -- clrma ---------------------------------------------------------------------------------------
+
+
+def test_clrma_analyses_the_thread_with_the_exception(case: Case, host: str) -> None:
+    t = case.truth["thrower"]
+    out = case.out(host, "clrma")
+    assert not out.errors, out.text
+    lines = out.lines
+    assert re.fullmatch(rf"Thread: +\d+ \(OS thread id 0x{t['osTid']:x}\)", lines[0]), lines[:3]
+    assert f"Exception object: {addr(t['exception']):016x}" in lines
+    assert f"Exception type:   {t['type']}" in lines
+    assert f"Message:          {t['message']}" in lines
+    assert f"HResult: {t['hresult']:x}" in lines
+    managed = lines[lines.index("Managed frames:") + 1: lines.index("Native frames:")]
+    for m in t["frames"]:
+        assert any(f" {m}()" in ln for ln in managed), (m, managed)
+    native = lines[lines.index("Native frames:") + 1:]
+    assert any(" libcoreclr.so + 0x" in ln for ln in native), native
+
+
+# -- thread numbering ----------------------------------------------------------------------------
+
+
+def test_dso_and_clrstack_number_the_thread_alike(case: Case, host: str) -> None:
+    first = case.out(host, "clrstack").lines[0]
+    assert re.fullmatch(rf"OS Thread Id: 0x{case.truth['values']['osTid']:x} \(\d+\)", first), first
+    assert case.out(host, "dso").lines[0] == first
+    assert case.out(host, "dumpstack").lines[0] == first
+
+
+def test_a_runtime_thread_without_managed_frames_says_so(case: Case, host: str) -> None:
+    # The finalizer thread waits in native code: the runtime knows it, but it has no managed frame.
+    row = next(ln for ln in case.out(host, "clrthreads").lines if "(Finalizer)" in ln)
+    tid = int(row.split()[2], 16)
+    lines = case.out(host, "clrstack -all").lines
+    i = lines.index(f"OS Thread Id: 0x{tid:x}")
+    end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("OS Thread Id: ")), len(lines))
+    section = lines[i + 1:end]
+    # Its runtime transition frames (if any) as SOS lists them, then the plain statement.
+    assert "No managed frames on this thread (it runs native code only)" in section, section
+    assert not any(STACK_ROW.match(ln) and not STACK_ROW.match(ln).group(3).startswith("[") for ln in section)
+    assert "Stack Walk failed" not in case.out(host, "clrstack -all").text
+
+
+# -- triage dumps --------------------------------------------------------------------------------
+
+
+def test_triage_dump_answers_threads_exception_and_stacks(case: Case, triage_host: str) -> None:
+    truth = case.triage_truth
+    t = truth["thrower"]
+    out = case.outputs[triage_host]
+    assert not out["clrthreads"].errors, out["clrthreads"].text
+    row = next(ln for ln in out["clrthreads"].lines if re.search(rf" {t['osTid']:x} [0-9A-F]{{16}} ", ln))
+    assert row.endswith(f"{t['type']} {addr(t['exception']):016x}"), row
+    pe = out["pe"]
+    assert not pe.errors, pe.text
+    assert f"Exception object: {addr(t['exception']):016x}" in pe.lines
+    assert f"Exception type:   {t['type']}" in pe.lines
+    assert f"HResult: {t['hresult']:x}" in pe.lines
+    frames = [ln for ln in pe.lines if re.match(r"^    [0-9A-F]{16} [0-9A-F]{16} ", ln)]
+    assert len(frames) == len(t["frames"]), pe.text
+    for ln, m in zip(frames, t["frames"]):
+        assert f"!{m}()+0x" in ln, (ln, m)
+    sites = [m.group(3) for m in map(STACK_ROW.match, out["clrstack thrower"].lines) if m]
+    assert any(s.startswith(t["frames"][0] + "()") for s in sites), sites
+    sites = [m.group(3) for m in map(STACK_ROW.match, out["clrstack"].lines) if m]
+    assert any(s.startswith(truth["values"]["method"] + "(") for s in sites), sites
+    p = truth["parked"]
+    _i, _indent, count = _pstacks_node(out["pstacks"].lines, p["outer"])
+    assert count == len(p["a"]["osTids"]) + len(p["b"]["osTids"])
+
+
+def test_triage_dump_heap_commands_say_the_heap_is_missing(case: Case, triage_host: str) -> None:
+    out = case.outputs[triage_host]
+    for key in ("dumpheap", "dso", "gcroot"):
+        o = out[key]
+        errs = o.errors
+        assert len(errs) == 1 and "holds no GC heap" in errs[0], (key, o.text)
+        assert "0x80131c49" not in o.text and "GetHeapSegmentData" not in o.text
+
+
+# -- a crash dump ----------------------------------------------------------------------------------
+
+
+def test_clrma_on_a_crash_dump_analyses_the_faulting_thread(request, tmp_path: Path) -> None:
+    """The runtime's own crash dump (DOTNET_DbgEnableMiniDump) of an unhandled exception: clrma
+    picks the thread that took the signal, not the other thread holding a caught exception."""
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    core = tmp_path / "crash.core"
+    env = {"DOTNET_DbgEnableMiniDump": "1", "DOTNET_DbgMiniDumpType": "2", "DOTNET_DbgMiniDumpName": str(core)}
+    with Debuggee("stackvalues", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path, env=env) as d:
+        truth = d.truth
+        exe = str(d.executable)
+        d.send("crash")
+        line = None
+        for _ in range(20):
+            line = d.read_line(60)
+            if line is None or line.startswith("SOSEXT-CRASH "):
+                break
+        assert line is not None and line.startswith("SOSEXT-CRASH "), line
+        tid = int(line.split()[1])
+        deadline = time.monotonic() + 300
+        while d.alive and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not d.alive, "the debuggee did not die of its unhandled exception"
+    assert core.exists(), "the runtime wrote no crash dump"
+    crash = truth["crash"]
+    for host, kw in (("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})):
+        out = drivers.run_in_host(host, ["clrma"], **kw)[0]
+        assert not out.errors, (host, out.text)
+        lines = out.lines
+        assert lines[0] == f"Signal:       6 on OS thread id 0x{tid:x}", (host, lines[:3])
+        assert re.fullmatch(rf"Thread: +\d+ \(OS thread id 0x{tid:x}\)", lines[1]), (host, lines[:3])
+        assert f"Exception type:   {truth['thrower']['type']}" in lines, host
+        assert f"Message:          {crash['message']}" in lines, host
+        trace = [ln for ln in lines if re.match(r"^    [0-9A-F]{16} [0-9A-F]{16} \S+\.dll!", ln)]
+        for m in crash["frames"]:
+            assert any(f"!{m}()+0x" in ln for ln in trace), (host, m, trace)
+        managed = lines[lines.index("Managed frames:") + 1: lines.index("Native frames:")]
+        assert [m for m in crash["frames"] if any(f" {m}()" in ln for ln in managed)] == crash["frames"], managed
+    core.unlink(missing_ok=True)
