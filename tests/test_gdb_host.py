@@ -564,7 +564,7 @@ def test_ctrl_c_interrupts_a_command(cores: dict[str, Path], where: str) -> None
 
 # -- SOS habits, banners, completion and hints (issue 18, issue 13 point 2) ------------------
 
-PLACEHOLDER = ("error: dumpstack is an SOS command sosext does not have yet; try: clrstack "
+PLACEHOLDER = ("error: verifyobj is an SOS command sosext does not have yet; try: verifyheap "
                "(soshelp lists sosext's commands)")
 
 
@@ -576,7 +576,7 @@ def first_item(cores: dict[str, Path], debuggee: Debuggee) -> int:
 def test_gdb_bang_do_and_sos_names(cores: dict[str, Path], debuggee: Debuggee) -> None:
     item = first_item(cores, debuggee)
     bang, shell, do_obj, do_down, stack, sos_stack, ext = run_gdb(
-        ["!dumpheap -stat", "!echo shell-still-works", f"do {item:x}", "do", "dumpstack", "sos dumpstack",
+        ["!dumpheap -stat", "!echo shell-still-works", f"do {item:x}", "do", "verifyobj", "sos verifyobj",
          "ext dumpheap -stat"], exe=os.path.realpath(DOTNET), core=cores["withheap"])
     assert_items(bang, debuggee.mt)  # `!` reaches sosext as in WinDbg
     assert_items(ext, debuggee.mt)
@@ -626,8 +626,9 @@ def test_lldb_sos_names_never_run_another_command(cores: dict[str, Path], debugg
     if not LLDB:
         pytest.skip("lldb-16 is not installed")
     stack, threads, clrthreads, sos, ext, placeholder_u = (strip_lldb(o) for o in run_lldb(
-        ["dumpstack", "threads", "clrthreads", "sos dumpheap -stat", "ext dumpstack", "u 0"], core=cores["full"]))
-    assert stack.strip() == PLACEHOLDER  # LLDB's prefix matching used to run dumpstackobjects
+        ["dumpstack", "threads", "clrthreads", "sos dumpheap -stat", "ext verifyobj", "u 0"], core=cores["full"]))
+    # LLDB's prefix matching used to run dumpstackobjects for dumpstack: now it is SOS's dumpstack.
+    assert "Child-SP" in stack and "SP/REG" not in stack, stack
     assert threads == clrthreads and "ThreadCount:" in threads  # the WinDbg name: SOS's clrthreads
     assert_items(sos, debuggee.mt)
     assert ext.strip() == PLACEHOLDER

@@ -118,9 +118,12 @@ def docs(core) -> dict[str, dict]:
               ("dumpmt-plain", f"dumpmt {_by_name(truth, 'SosextDebuggee.HeapItemA')['mt']} --json")]
     outs = drivers.run_cli([line for _k, line in pairs], core=path)
     got: dict[str, dict] = {}
-    for (name, _line), out in zip(pairs, outs):
+    for (name, line), out in zip(pairs, outs):
         if name:
-            got[name] = json.loads(out.text)
+            try:
+                got[name] = json.loads(out.text)
+            except json.JSONDecodeError:
+                pytest.fail(f"{line}: not JSON: {out.text[:2000]!r}")
     # dumpmodule and dumpassembly need addresses that the first answers hold.
     module = got["dumpmt-plain"]["module"]
     assembly = got["dumpdomain"]["assemblies"][0]["address"]
@@ -242,7 +245,8 @@ _RESET = "\x1b[39;49;00m"
 def test_colour_on_a_terminal_never_in_a_pipe(core) -> None:
     _, path = core
     args = [sys.executable, "-m", "sosext", "analyze", str(path), "-c", "dumpheap -stat -type SosextDebuggee."]
-    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    # No next-step hints: they show on a terminal only, by design (render/output.hint).
+    env = {**{k: v for k, v in os.environ.items() if k != "NO_COLOR"}, "SOSEXT_HINTS": "0"}
     on_tty = _pty_run(args, env)
     assert _RESET in on_tty and "Statistics:" in on_tty
     piped = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env, timeout=300).stdout

@@ -143,7 +143,7 @@ class FieldTable:
         """The structured forms' rows of "fields": mt, token, offset, type, vt, attr, value
         (as SOS shows it), name."""
         out = self.ctx.out
-        rows = out.table("fields", None, ("mt", "token", "offset", "type", "vt", "attr", "value", "name"))  # type: ignore[arg-type]
+        rows = out.table("fields", None, ("mt", "token", "offset", "type", "vt", "attr", "value", "name"))
         for f in self.rt.fields.all_fields(mt) or []:
             line = self.row(f, mt, start, value_class)[0]
             offset = f.offset + (0 if value_class or f.is_thread_static or f.is_context_static else 8)

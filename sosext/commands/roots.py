@@ -168,7 +168,7 @@ Examples:
                                 "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})
             return
         if ctx.out.structured:  # CSV/Markdown: one row per object of each chain
-            rows = ctx.out.table("chain", None, ("root", "root_kind", "root_address", "step", "address", "type"))  # type: ignore[arg-type]
+            rows = ctx.out.table("chain", None, ("root", "root_kind", "root_address", "step", "address", "type"))
             for n, p in enumerate(paths):
                 doc = self._json_path(heap, p)
                 for k, obj in enumerate(doc["chain"]):

@@ -373,7 +373,7 @@ def _write_module_results(ctx: CommandContext, results: list[tuple[ClrModule, li
     printed = 0
     misses = 0
     if out.structured:  # one row per match: the module's and the match's labelled lines
-        rows = out.table("matches", None, ())  # type: ignore[arg-type]
+        rows = out.table("matches", None, ())
         for mod, blocks in results:
             for block in blocks:
                 found: dict = {}

@@ -52,9 +52,12 @@ SCHEMA_VERSION = 1
 
 
 class TableWriter:
-    """Rows of one table: SOS columns in text mode, records in the others."""
+    """Rows of one table: SOS columns in text mode, records in the others.
 
-    def __init__(self, out: "Output", key: str, table: "Table", keys: tuple[str, ...]) -> None:
+    ``table`` None: the command writes its text itself (a layout no table describes) and
+    only the structured forms take these rows; in text mode they are then dropped."""
+
+    def __init__(self, out: "Output", key: str, table: "Table | None", keys: tuple[str, ...]) -> None:
         self.out = out
         self.key = key
         self.table = table
@@ -63,14 +66,15 @@ class TableWriter:
 
     def header(self, *titles: str) -> None:
         """SOS's header line (text mode only: the structured forms name columns by key)."""
-        if not self.out.structured:
+        if not self.out.structured and self.table is not None:
             self.out.line(self.table.header(*titles))
 
     def row(self, *values: Any, data: tuple[Any, ...] | None = None) -> None:
         """One row: ``values`` are what the SOS columns show; ``data`` (default: the same)
         what the structured forms carry, one per key (addresses as ints become "0x…")."""
         if not self.out.structured:
-            self.out.line(self.table.row(*values))
+            if self.table is not None:
+                self.out.line(self.table.row(*values))
             return
         self.rows.append({k: _plain(v) for k, v in zip(self.keys, values if data is None else data)})
 
@@ -194,7 +198,7 @@ class Output:
         """One line of a record (see :meth:`record`)."""
         self.record((text,))
 
-    def table(self, key: str, table: "Table", keys: Iterable[str]) -> TableWriter:
+    def table(self, key: str, table: "Table | None", keys: Iterable[str]) -> TableWriter:
         return TableWriter(self, key, table, tuple(keys))
 
     def json(self, obj: Any) -> None:
