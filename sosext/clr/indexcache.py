@@ -255,8 +255,9 @@ class IndexStore:
 
     # -- derived arrays (the reference graph and its reverse) --------------------------------
 
-    def save_rows(self, kind: str, offsets: np.ndarray, items: np.ndarray, index: HeapIndex) -> None:
-        """Keep a CSR array pair (``kind``: 'graph' or 'reverse') next to the index file."""
+    def _save_pair(self, kind: str, first: np.ndarray, second: np.ndarray, at_key: str, fields: dict) -> None:
+        """Write ``first``, then ``second`` from the next page (its offset under ``at_key``) and
+        a trailer, to ``<stem>.<kind>`` next to the index file, replacing it atomically."""
         path = self.directory / f"{self.path.stem}.{kind}"
         try:
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{kind}-", suffix=".tmp")
@@ -264,13 +265,13 @@ class IndexStore:
             return
         try:
             with os.fdopen(fd, "wb") as f:
-                items_at = (offsets.nbytes + 4095) & ~4095
-                offsets.tofile(f)
-                f.seek(items_at)
-                items.tofile(f)
+                second_at = (first.nbytes + 4095) & ~4095
+                first.tofile(f)
+                f.seek(second_at)
+                second.tofile(f)
                 end = f.tell()
                 trailer = json.dumps({"format": FORMAT, "identity": self.identity.__dict__, "kind": kind,
-                                      "count": len(index), "items": len(items), "items_at": items_at}).encode()
+                                      **fields, at_key: second_at}).encode()
                 f.write(trailer + _FOOTER.pack(MAGIC, end, len(trailer)))
             os.replace(tmp, path)
         except OSError:
@@ -278,6 +279,10 @@ class IndexStore:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+    def save_rows(self, kind: str, offsets: np.ndarray, items: np.ndarray, index: HeapIndex) -> None:
+        """Keep a CSR array pair (``kind``: 'graph' or 'reverse') next to the index file."""
+        self._save_pair(kind, offsets, items, "items_at", {"count": len(index), "items": len(items)})
 
     def load_rows(self, kind: str, index: HeapIndex) -> tuple[np.ndarray, np.ndarray] | None:
         """The CSR pair saved by ``save_rows`` for this core and index, checked; else None."""
@@ -312,27 +317,7 @@ class IndexStore:
     def save_dominators(self, idom: np.ndarray, retained: np.ndarray, roots_key: str, index: HeapIndex) -> None:
         """Keep the dominator tree's columns next to the index file, for the roots that
         ``roots_key`` fingerprints (a host that could not walk the stacks gets other roots)."""
-        path = self.directory / f"{self.path.stem}.dominators"
-        try:
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".dominators-", suffix=".tmp")
-        except OSError:
-            return
-        try:
-            with os.fdopen(fd, "wb") as f:
-                retained_at = (idom.nbytes + 4095) & ~4095
-                idom.tofile(f)
-                f.seek(retained_at)
-                retained.tofile(f)
-                end = f.tell()
-                trailer = json.dumps({"format": FORMAT, "identity": self.identity.__dict__, "kind": "dominators",
-                                      "count": len(index), "roots": roots_key, "retained_at": retained_at}).encode()
-                f.write(trailer + _FOOTER.pack(MAGIC, end, len(trailer)))
-            os.replace(tmp, path)
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        self._save_pair("dominators", idom, retained, "retained_at", {"count": len(index), "roots": roots_key})
 
     def load_dominators(self, roots_key: str, index: HeapIndex) -> tuple[np.ndarray, np.ndarray] | None:
         """(idom, retained) saved by ``save_dominators`` for this core, index and roots, checked."""
