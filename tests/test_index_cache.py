@@ -102,6 +102,33 @@ def test_the_dominator_tree_is_kept_beside_the_index(core, clean, tmp_path) -> N
     assert "dominators" in res.stderr and "not valid" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
+def test_dumpheap_stat_is_kept_beside_the_index(core, clean, tmp_path) -> None:
+    """The second process answers dumpheap -stat from the kept table (without the index); a
+    table whose numbers were changed is noticed (one line), rebuilt, and the answer is the same."""
+    ix = tmp_path / "ix"
+    ask = ("-c", "dumpheap -stat")
+    reference = analyze(core, None, "--no-index-cache", *ask).stdout
+    assert analyze(core, ix, *ask).stdout == reference
+    files = list(ix.glob("*.stats"))
+    assert len(files) == 1 and oct(files[0].stat().st_mode & 0o777) == oct(0o600)
+    before = files[0].stat().st_mtime_ns
+    res = analyze(core, ix, *ask)
+    assert res.stdout == reference and res.stderr == ""
+    assert files[0].stat().st_mtime_ns == before  # read, not rewritten
+    for change in ("counts", "method_tables"):
+        t, offset = trailer(files[0])
+        t[change][0] += 8
+        body = json.dumps(t).encode()
+        with open(files[0], "r+b") as fh:
+            fh.truncate(offset)
+            fh.seek(offset)
+            fh.write(body + struct.pack("<8sQQ", b"SOSEXTIX", offset, len(body)))
+        res = analyze(core, ix, *ask)
+        assert res.stdout == reference
+        assert "statistics" in res.stderr and "not valid" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+        assert analyze(core, ix, *ask).stderr == ""  # rebuilt, and good
+
+
 def test_no_index_cache_writes_nothing(core, clean, tmp_path) -> None:
     ix = tmp_path / "ix"
     assert analyze(core, ix, "--no-index-cache").stdout == clean

@@ -200,10 +200,17 @@ class ClrHeap:
         from . import heapstats, kernels
         if self._statistics is None:
             p = progress or Progress.silent()
-            if self._index is None and kernels.compiled() and self._index_store() is None:
+            store = self._index_store()
+            if self._index is None and store is not None:
+                self._statistics = store.load_statistics(self)
+            if self._statistics is not None:
+                pass
+            elif self._index is None and kernels.compiled() and store is None:
                 self._statistics = heapstats.stream(self, p, self._sizes_of)
             else:
                 self._statistics = heapstats.HeapStatistics.of_index(self, self.index(p))
+                if store is not None:
+                    store.save_statistics(self._statistics)
         return self._statistics
 
     def lookup(self):  # -> refscan.ObjectLookup

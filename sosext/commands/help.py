@@ -16,6 +16,8 @@ class SosHelp(Command):
     needs_runtime = False
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from . import load_all
+        load_all()  # a one-shot run imports only the family it needs (load_for)
         if args.command:
             cls = lookup(args.command)
             if cls is None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..errors import DacError, NotDotNetError
 from ..targets.base import Module, Target
+from .elfsections import read_section, sections
 from .trust import check_elf_image, declared_runtime_info, printable, untrusted_reason
 
 RUNTIME_MODULE = "libcoreclr.so"
@@ -62,14 +63,28 @@ def find_runtime(target: Target) -> Module:
 
 # A runtime binary is a few MB; a path a core names could be anything (a huge sparse file).
 _MAX_SCAN = 256 << 20
+# The runtime's build puts the marker in an initialised variable (``sccsid``): try that
+# section before reading the whole file (elfsections.py says why).
+_MARKER_SECTIONS = (".data", ".rodata")
 
 
 def _marker_match(path: str, pattern: "re.Pattern[bytes]") -> "re.Match[bytes] | None":
     try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_SCAN)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
+    try:
+        for section in sections(fd) or ():
+            if section.name in _MARKER_SECTIONS:
+                data = read_section(fd, section)
+                m = pattern.search(data) if data is not None and b"@(#)Version " in data else None
+                if m:
+                    return m
+        data = os.pread(fd, _MAX_SCAN, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return pattern.search(data)
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from ..errors import DacError
 from ..targets.base import Module, Target
+from .elfsections import read_section, sections
 
 RUNTIME_INFO_SYMBOL = "DotNetRuntimeInfo"
 _RUNTIME_INFO_SIGNATURE = b"DotNetRuntimeInfo\0"
@@ -219,50 +220,57 @@ def parse_runtime_info(blob: bytes) -> RuntimeInfo | None:
 
 
 _ELF64_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
-_ELF64_SECTION = struct.Struct("<IIQQQQIIQQ")
 _ELF64_SEGMENT = struct.Struct("<IIQQQQQQ")
 _ELF64_SYMBOL = struct.Struct("<IBBHQQ")
 _SHT_DYNSYM = 11
 _PT_LOAD = 1
 _SHN_UNDEF = 0
+_MAX_SEGMENTS = 256
 
 
 def exported_symbol(image_path: str, name: str) -> tuple[int, int] | None:
     """(st_value, lowest PT_LOAD p_vaddr) of a defined dynamic symbol in an ELF64 file, or None.
 
     The file may be hostile (it sits where a core says): every offset is bounds-checked and any
-    parse failure means "not found". Reads only the headers, ``.dynsym`` and its string table,
-    and looks for the name in the string table first: most runtimes do not export it, and a
-    whole symbol-table parse (pyelftools builds a map of every name) cost ~75 ms per start."""
+    parse failure means "not found". Reads only the headers, ``.dynsym`` and its string table
+    (elfsections.py), and looks for the name in the string table first: most runtimes do not
+    export it. Reading the whole 7 MB runtime cost ~30 ms, a pyelftools parse ~75 ms."""
     try:
-        with open(image_path, "rb") as f:
-            data = f.read()
+        fd = os.open(image_path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        return _find_dynamic_symbol(memoryview(data), name.encode())
-    except (struct.error, ValueError, IndexError, OverflowError):  # offsets from a hostile file
+        return _find_dynamic_symbol(fd, name.encode())
+    except (OSError, struct.error, ValueError, IndexError, OverflowError):  # offsets from a hostile file
         return None
+    finally:
+        os.close(fd)
 
 
-def _find_dynamic_symbol(data: memoryview, name: bytes) -> tuple[int, int] | None:
-    (ident, _type, _machine, _version, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum,
-     shentsize, shnum, _shstrndx) = _ELF64_HEADER.unpack_from(data, 0)
+def _lowest_load(fd: int) -> int | None:
+    head = os.pread(fd, _ELF64_HEADER.size, 0)
+    (ident, _type, _machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum,
+     _shentsize, _shnum, _shstrndx) = _ELF64_HEADER.unpack(head)
     if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
         return None  # only little-endian ELF64, the hosts sosext runs on
-    if phentsize != _ELF64_SEGMENT.size or shentsize != _ELF64_SECTION.size:
+    if phentsize != _ELF64_SEGMENT.size or not 0 < phnum <= _MAX_SEGMENTS:
         return None
-    loads = [vaddr for ptype, _fl, _off, vaddr, *_rest in
-             (_ELF64_SEGMENT.unpack_from(data, phoff + i * phentsize) for i in range(phnum))
-             if ptype == _PT_LOAD]
-    if not loads:
+    table = os.pread(fd, phnum * phentsize, phoff)
+    loads = [vaddr for ptype, _fl, _off, vaddr, *_rest in _ELF64_SEGMENT.iter_unpack(table) if ptype == _PT_LOAD]
+    return min(loads) if loads else None
+
+
+def _find_dynamic_symbol(fd: int, name: bytes) -> tuple[int, int] | None:
+    first_load = _lowest_load(fd)
+    found = sections(fd) if first_load is not None else None
+    if found is None:
         return None
-    sections = [_ELF64_SECTION.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
-    for _name, sh_type, _fl, _addr, offset, size, link, _info, _align, entsize in sections:
-        if sh_type != _SHT_DYNSYM or entsize != _ELF64_SYMBOL.size or not 0 <= link < len(sections):
+    for dynsym in found:
+        if dynsym.type != _SHT_DYNSYM or dynsym.entsize != _ELF64_SYMBOL.size or not 0 <= dynsym.link < len(found):
             continue
-        str_offset, str_size = sections[link][4], sections[link][5]
-        strtab = bytes(data[str_offset:str_offset + str_size])
+        strtab = read_section(fd, found[dynsym.link])
+        if strtab is None:
+            return None
         # A linker may share a name's bytes with the tail of a longer one ("__libc_malloc"
         # holds "malloc"), so every place the name ends a string is a candidate.
         wanted, at = set(), strtab.find(name + b"\0")
@@ -271,10 +279,13 @@ def _find_dynamic_symbol(data: memoryview, name: bytes) -> tuple[int, int] | Non
             at = strtab.find(name + b"\0", at + 1)
         if not wanted:
             return None
-        table = data[offset:offset + (size // entsize) * entsize]
+        table = read_section(fd, dynsym)
+        if table is None:
+            return None
+        table = table[:(len(table) // _ELF64_SYMBOL.size) * _ELF64_SYMBOL.size]
         for st_name, _info_, _other, shndx, value, _size in _ELF64_SYMBOL.iter_unpack(table):
             if st_name in wanted and shndx != _SHN_UNDEF and value:
-                return value, min(loads)
+                return value, first_load
         return None
     return None
 

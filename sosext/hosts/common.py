@@ -8,7 +8,7 @@ from typing import Callable
 
 from .. import interrupts
 from ..clr.progress import Progress, set_state_source
-from ..commands import load_all
+from ..commands import load_for
 from ..commands.base import lookup, split_words
 from ..commands.context import CommandContext
 from ..errors import SosError, TargetError
@@ -118,7 +118,7 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
     ``color``: the host's output is a terminal that takes colour (the command's --no-color
     and NO_COLOR still turn it off). ``announce``: a debugger's session, which says once per
     runtime what it found."""
-    load_all()
+    load_for(name)
     cls = lookup(name)
     if cls is None:
         error(safe_line(f"error: unknown command: {name}"))

@@ -280,3 +280,36 @@ def test_exported_symbol_on_damaged_files(tmp_path: Path) -> None:
     bad.write_bytes(bytes(flipped))
     assert exported_symbol(str(bad), "malloc") is None
     assert exported_symbol(str(tmp_path / "missing.so"), "malloc") is None
+
+
+def _runtime_files() -> list[str]:
+    import glob
+    runtime = os.path.dirname(os.path.realpath(shutil.which("dotnet") or "/usr/bin/dotnet"))
+    return sorted(glob.glob(f"{runtime}/shared/Microsoft.NETCore.App/*/libcoreclr.so")
+                  + glob.glob(f"{runtime}/shared/Microsoft.NETCore.App/*/libmscordaccore.so"))
+
+
+def test_version_marker_from_its_section_equals_the_whole_file_scan(tmp_path: Path) -> None:
+    """The marker read from .data (a few KB) is the one a scan of the whole file finds first;
+    a file whose sections cannot be read (cut, not ELF) is still scanned whole."""
+    import re
+    from sosext.dac import loader
+    files = _runtime_files()
+    assert files, "the .NET runtime's native files"
+    pattern = re.compile(rb"@\(#\)Version [0-9][0-9.]*(?: @Commit: [0-9a-f]+)?")
+    for path in files:
+        whole = pattern.search(Path(path).read_bytes())
+        assert whole is not None
+        assert loader._runtime_marker(path) == whole.group(0).decode()
+        assert loader.file_version(path) == whole.group(0).decode().split()[1]
+    data = Path(files[0]).read_bytes()
+    at = data.find(b"@(#)Version ")
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(data[:at + 200])  # section headers (at the end) gone: whole-file scan
+    assert loader._runtime_marker(str(cut)) == pattern.search(data).group(0).decode()
+    plain = tmp_path / "plain.bin"
+    plain.write_bytes(b"x" * 1000 + b"@(#)Version 9.9.9.9 @Commit: abc123" + b"\0")
+    assert loader.file_version(str(plain)) == "9.9.9.9"
+    plain.write_bytes(b"\x7fELF" + b"\xff" * 200)
+    assert loader.file_version(str(plain)) is None
+    assert loader.file_version(str(tmp_path / "missing.so")) is None
