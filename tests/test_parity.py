@@ -48,7 +48,19 @@ def commands_for(t: dict) -> list[str]:
         *[f"dcq {q['address']}" for q in t["queues"]], f"dcq {t['queues'][0]['address']} --json",
         f"dcq {dicts[0]}", "dcq",
         "dcd", "dcd abcdefgh", "dcd 0000000000000001", f"dcd {t['monitor']['held']['address']}",
+        *gcgen_commands(g),
     ]
+
+
+def _items_of(g: dict, gen: int) -> list[str]:
+    return [o["address"] for o in g["items"] if o["generation"] == gen]
+
+
+def gcgen_commands(g: dict) -> list[str]:
+    """gcroot -gcgen (findroots' helper) on an item the GC put in gen2 and one in gen0."""
+    old, young = _items_of(g, 2)[:1], _items_of(g, 0)[:1]
+    return ([f"gcroot -gcgen 0 {a}" for a in old] + [f"gcroot -gcgen 2 {a}" for a in old]
+            + [f"gcroot {a}" for a in old] + [f"gcroot -gcgen 0 {a}" for a in young])
 
 
 @dataclass
@@ -542,3 +554,26 @@ def test_dcq_lists_the_queued_items_in_order(case: Case, host: str) -> None:
     d = case.truth["dictionaries"][0]["address"]
     assert case.out(host, f"dcq {d}").errors[0].startswith(f"error: {d} is not a ConcurrentQueue but an instance of")
     assert case.out(host, "dcq").errors == ["error: Missing ConcurrentQueue address..."]
+
+
+def test_gcroot_gcgen_says_an_older_object_survives(case: Case, host: str) -> None:
+    g = case.truth["generations"]
+    old = _items_of(g, 2)
+    if not old:
+        pytest.skip("the GC promoted no item to gen2 in this run")
+    a = h(old[0])
+    out = case.out(host, f"gcroot -gcgen 0 {old[0]}")
+    assert out.errors == []
+    assert out.text.splitlines() == [f"Object {a:x} will survive this collection:",
+                                     f"    gen({a:x}) = 2 > 0 = condemned generation."]
+    # A gen2 collection condemns it: the roots are gcroot's own.
+    assert case.out(host, f"gcroot -gcgen 2 {old[0]}").text == case.out(host, f"gcroot {old[0]}").text
+    assert "Found 1 unique roots." in case.out(host, f"gcroot {old[0]}").text
+
+
+def test_gcroot_gcgen_of_a_young_object_needs_a_running_gc(case: Case, host: str) -> None:
+    young = _items_of(case.truth["generations"], 0)
+    if not young:
+        pytest.skip("no item stayed in gen0 in this run")
+    errors = case.out(host, f"gcroot -gcgen 0 {young[0]}").errors
+    assert len(errors) == 1 and errors[0].startswith("error: older-generation roots of a gen0 collection")

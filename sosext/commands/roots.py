@@ -131,7 +131,7 @@ def parse_limit(text: str) -> int:
 class GCRoot(Command):
     names = ("gcroot", "GCRoot")
     summary = "Show the chains of references from GC roots to an object."
-    usage = "gcroot [-nostacks] [-limit <n>] [--json] <address>"
+    usage = "gcroot [-nostacks] [-limit <n>] [-gcgen <n>] [--json] <address>"
     details = """\
 Roots are strong GC handles, the finalizer queue's ready-for-finalization part and the
 references on managed threads' stacks and registers. For each root that reaches the
@@ -141,9 +141,16 @@ roots. The reverse reference graph is built once per stop, so later gcroots are 
 Examples:
   gcroot 7f3a14005678
   gcroot -nostacks 7f3a14005678
-  gcroot --json 7f3a14005678"""
+  gcroot --json 7f3a14005678
+
+-gcgen <n> (SOS's helper for findroots): as if generation n were being collected. An
+object of an older generation survives it (said in two lines); for n = 2 the roots are
+gcroot's. For n = 0 or 1 SOS also walks the GC's internal root array of older-generation
+objects, which holds entries only while a GC runs: on a stopped process or a dump sosext
+says so in one line."""
     options = (Option("-nostacks", "do not consider thread stacks"),
                Option("-limit", "print at most n roots (n >= 1)", parse_limit, "n"),
+               Option("-gcgen", "as findroots: the condemned generation n (0, 1 or 2)", parse_count, "n"),
                Option("--json", "print the result as JSON", dest="json"))
     positionals = (Positional("address", "the object"),)
 
@@ -151,6 +158,8 @@ Examples:
         address = parse_object_address(args.address)
         heap = ctx.heap
         target = require_object(heap, address)
+        if args.gcgen is not None and self._survives(ctx, heap, address, args.gcgen):
+            return
         finder = PathFinder(heap, target)
         roots = heap.roots(include_stacks=not args.nostacks).roots
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
@@ -181,6 +190,22 @@ Examples:
             ctx.out.lines(chain_lines(heap, p))
             ctx.out.line()
         ctx.out.line(f"Found {fmt_count(len(paths))} unique roots.")
+
+    @staticmethod
+    def _survives(ctx: CommandContext, heap: ClrHeap, address: int, condemned: int) -> bool:
+        """``-gcgen``: True when the answer is that the object outlives a GC of ``condemned``."""
+        gen = heap.generation_of(address)
+        if gen is None:
+            raise SosError(f"Address {address:x} is not in the managed heap.")
+        if condemned < int(gen):
+            ctx.out.line(f"Object {address:x} will survive this collection:")
+            ctx.out.line(f"    gen({address:x}) = {int(gen)} > {condemned} = condemned generation.")
+            return True
+        if condemned in (0, 1):
+            raise SosError(f"older-generation roots of a gen{condemned} collection come from the GC's internal root "
+                           "array, which holds entries only while that GC runs (findroots on a live process); "
+                           "gcroot without -gcgen shows every root")
+        return False
 
     @staticmethod
     def _json_path(heap: ClrHeap, p: RootPath) -> dict:
