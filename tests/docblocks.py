@@ -18,7 +18,8 @@ bound to this run's by a command run first (unseen): the first hex number it pri
   <!-- run: debuggee heap -->
   <!-- run: debuggee fields | 7f06d5810830 = dumpheap -type SosextDebuggee.FieldsHolder -short -->
 `@ TEXT` after the command takes the first hex number of the first line holding TEXT instead,
-`@last TEXT` the last one on that line (a field's value in dumpobj).
+`@last TEXT` the last one on that line (a field's value in dumpobj); a final ` +N` adds N to
+the address found (an interior pointer).
 
 Output shown is compared line by line after normalising both sides: hex numbers (0x…, or six
 digits or more: addresses, MethodTables), decimal numbers (counts, sizes, pids, times) and

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shlex
 import shutil
 import signal
@@ -28,6 +29,9 @@ from docblocks import (DOCS, KINDS, PROMPTS, REPO, SESSIONS, Block, Step, bind, 
                        rebind, steps)
 
 MARK = "@@SOSEXT-DOC@@"
+# LLDB's own thread status after `thread select` arrives asynchronously (before or after the next
+# command's output): it is LLDB's, not sosext's, so the docs show it as nothing.
+_LLDB_STOP = re.compile(r"^(\* thread #\d+, |    frame #\d+: )")
 TIMEOUT = 600
 
 
@@ -45,8 +49,8 @@ def test_every_block_is_classified() -> None:
                     continue
                 if not st:
                     problems.append(f"{b.where}: a {b.kind} block with nothing typed")
-                if b.kind == "sosext":
-                    problems.append(f"{b.where}: test_docs has no runner for sosext-analyze sessions: mark it not-run")
+                if b.kind == "sosext" and b.debuggee is None:
+                    problems.append(f"{b.where}: a sosext-analyze session runs on a debuggee core: name its scenario")
             if b.kind == "text" and any(ln.startswith(tuple(PROMPTS.values())) for ln in b.text):
                 problems.append(f"{b.where}: a session (prompt lines) marked as text")
             if b.not_run is not None and (b.kind not in SESSIONS or not b.not_run.strip()):
@@ -133,8 +137,28 @@ class Session:
                 return [self.to_doc(x) for x in out]
             out.append(ln)
 
+    def analyze(self, core: Path, commands: list[str]) -> list[list[str]]:
+        """One `sosext analyze CORE` run of these commands; each command's output lines. An
+        unknown command between two commands marks where one output ends (its one error line)."""
+        argv = ["/usr/bin/python3", "-m", "sosext", "analyze", str(core)]
+        for c in commands:
+            argv += ["-c", c, "-c", MARK]
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                              env={**self.env, "SOSEXT_QUIET": "1"}, timeout=TIMEOUT)
+        outs: list[list[str]] = [[]]
+        for ln in self.to_doc(proc.stdout).splitlines():
+            if MARK in ln:
+                outs.append([])
+            else:
+                outs[-1].append(ln)
+        if len(outs) <= len(commands):
+            raise AssertionError(f"sosext analyze ended early:\n{proc.stdout[-3000:]}")
+        return outs[:len(commands)]
+
     def debugger(self, kind: str, start: str | None, commands: list[str]) -> list[list[str]]:
         """One run of a debugger session; each command's output lines."""
+        if kind == "sosext":
+            return self.analyze(Path(start), commands)
         args = shlex.split(self.to_run(start)) if start else [kind]
         if kind == "lldb":
             assert drivers.LLDB, "lldb-16 is not installed"
@@ -154,7 +178,8 @@ class Session:
         proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               cwd=REPO, env=self.env, timeout=TIMEOUT)
         parts = self.to_doc(proc.stdout).split(MARK + "\n")[1:]
-        outs = [[ln for ln in p.splitlines() if not ln.startswith("(lldb) ")] for p in parts]
+        outs = [[ln for ln in p.splitlines() if not ln.startswith("(lldb) ") and not _LLDB_STOP.match(ln)]
+                for p in parts]
         typed = [c for c in commands if c not in ("quit", "q")]
         if len(outs) < len(typed):
             raise AssertionError(f"{kind} ended early:\n{proc.stdout[-3000:]}")
@@ -168,12 +193,17 @@ class Session:
         return res
 
 
-def _check(block: Block, step: Step, real: list[str], session: Session) -> None:
+def _check(block: Block, step: Step, real: list[str], session: Session, ran: str | None = None) -> None:
     pairs = match(step.output, real)
     if pairs is None and os.environ.get("SOSEXT_DOCS_DUMP"):
-        # For whoever updates the docs: what this run printed, exactly, one JSON line per mismatch.
+        # For whoever updates the docs (tests/docs_update.py): what this run printed, exactly,
+        # one JSON line per mismatch, with the command as typed in this run (its addresses).
         with open(os.environ["SOSEXT_DOCS_DUMP"], "a") as f:
-            f.write(json.dumps({"where": block.where, "command": step.command, "real": real}) + "\n")
+            f.write(json.dumps({"where": block.where, "command": step.command,
+                                "ran": session.to_doc(ran) if ran else step.command, "real": real}) + "\n")
+        if os.environ.get("SOSEXT_DOCS_DUMP_ALL"):   # collect every mismatch of a doc in one run
+            learn(session.mapping, list(zip(step.output, real)))
+            return
     if pairs is None:
         raise AssertionError(f"{block.where}: `{step.command}` printed what the doc does not show.\n"
                              f"--- doc shows:\n" + "\n".join(step.output) + "\n--- this run printed:\n" + "\n".join(real))
@@ -202,8 +232,15 @@ def _run_debugger(block: Block, session: Session) -> None:
     if block.debuggee:
         core, exe = session.debuggee_core(block.debuggee)
         start = f"{block.kind} " + (f"--core {core} {exe}" if block.kind == "lldb" else f"{exe} {core}")
+        if block.kind == "sosext":
+            start = str(core)
         hidden = []
+        offsets: dict[str, int] = {}
         for addr, cmd in block.binds:
+            plus = re.search(r"\s\+(\d+)$", cmd)   # `… +3`: the printed address plus 3 (an interior pointer)
+            if plus:
+                offsets[addr] = int(plus.group(1))
+                cmd = cmd[:plus.start()]
             cmd, _, on = cmd.partition(" @")
             on = on.removeprefix(" ")
             hidden.append(Step(f"({block.kind}) ", cmd, ["..."], binds=addr, on=on or None))
@@ -221,9 +258,11 @@ def _run_debugger(block: Block, session: Session) -> None:
             if s.binds:
                 real = first_hex(out, s.on)
                 assert real, f"{block.where}: `{s.command}` printed no address for {s.binds}:\n" + "\n".join(out)
+                if s.binds in offsets:
+                    real = f"{int(real, 16) + offsets[s.binds]:x}"
                 bind(session.mapping, s.binds, real)
                 continue
-            _check(block, s, out, session)
+            _check(block, s, out, session, cmd)
         else:
             return
     raise AssertionError(f"{block.where}: addresses in the commands never matched an earlier output")
