@@ -161,7 +161,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_snapshot(args: argparse.Namespace) -> int:
     _apply_clr_path(args)
     session = _session_for_core(args.core)
-    return 0 if run_command_line(session, "heapsnapshot") else 1
+    return 0 if run_command_line(session, "heapsnapshot -live" if args.live else "heapsnapshot") else 1
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -171,11 +171,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     args.clr_path = clr_path or args.clr_path
     _apply_clr_path(args)
     from .clr.gcdumpsnap import is_gcdump
-    snapshots = [is_gcdump(p) for p in (args.old, args.new)]
-    if any(snapshots):
-        if not all(snapshots):
-            raise SosError("a gcdump snapshot can only be compared with another gcdump snapshot")
+    old_is_snapshot, new_is_snapshot = is_gcdump(args.old), is_gcdump(args.new)
+    if new_is_snapshot:
+        # A core as the baseline of a snapshot: the core's live objects, matched by name.
         return cmd_gcdump_diff(args) if args.command_name == "heapdiff" else cmd_gcdump_leaks(args)
+    # (A snapshot as the baseline of a core: heapdiff and leaks read it themselves.)
     session = _session_for_core(args.new)
     line = " ".join([args.command_name, shlex.quote(args.old), *map(shlex.quote, args.options)])
     return 0 if run_command_line(session, line) else 1
@@ -344,11 +344,12 @@ def cmd_gcdump_diff(args: argparse.Namespace) -> int:
     o, unknown = opts.parse_known_args(args.options)
     if unknown:
         raise SosError(f"unknown option for diff: {' '.join(unknown)}")
-    old, new = GcDump.load(args.old).heap_snapshot(), GcDump.load(args.new).heap_snapshot()
+    old, new = _baseline_of_snapshot(args.old, GcDump.load(args.new).heap_snapshot())
     rows = filter_deltas(diff_snapshots(old, new), type_substring=o.type, min_delta=o.min_delta, top=o.top)
     out = Output(_print)
     if o.json:
         emit_json(out, {"command": "heapdiff", "old": old.source, "new": new.source,
+                        **({"note": new.note} if new.note else {}),
                         "types": [deltas_json(r) for r in rows],
                         "old_total": {"count": old.total_count, "size": old.total_size},
                         "new_total": {"count": new.total_count, "size": new.total_size}})
@@ -356,6 +357,22 @@ def cmd_gcdump_diff(args: argparse.Namespace) -> int:
         write_deltas(types.SimpleNamespace(out=out), old, new, rows)  # type: ignore[arg-type]
     out.flush()
     return 0
+
+
+def _baseline_of_snapshot(old_path: str, new: "HeapSnapshot") -> tuple["HeapSnapshot", "HeapSnapshot"]:
+    """(old, new) for a comparison whose newer side is a gcdump snapshot: the older one is
+    another snapshot, or a core whose live objects a child process counts (names aligned)."""
+    from .clr.gcdumpsnap import GcDump, is_gcdump
+    from .clr.snapshot import BaselineJob, align
+    if is_gcdump(old_path):
+        return GcDump.load(old_path).heap_snapshot(), new
+    job = BaselineJob(old_path, live_only=True)
+    try:
+        core = job.result()
+    finally:
+        job.cancel()
+    old, new = align(core, new, prefer_core=False)   # the snapshot's names: its retention paths use them
+    return old, new
 
 
 def cmd_gcdump_leaks(args: argparse.Namespace) -> int:
@@ -373,19 +390,22 @@ def cmd_gcdump_leaks(args: argparse.Namespace) -> int:
     o, unknown = opts.parse_known_args(args.options)
     if unknown:
         raise SosError(f"unknown option for leaks: {' '.join(unknown)}")
-    old_dump, new_dump = GcDump.load(args.old), GcDump.load(args.new)
-    old, new = old_dump.heap_snapshot(), new_dump.heap_snapshot()
+    new_dump = GcDump.load(args.new)
+    old, new = _baseline_of_snapshot(args.old, new_dump.heap_snapshot())
     grown = [r for r in filter_deltas(diff_snapshots(old, new), type_substring=o.type)
              if r.size_delta > 0 and r.count_delta > 0][: o.top]
     report = [(r, *new_dump.retention(r.name, exact=True, groups=o.groups)) for r in grown]
     if o.json:
-        _print(json.dumps({"sosext": 1, "command": "leaks", "old": old.source, "new": new.source, "types": [
+        _print(json.dumps({"sosext": 1, "command": "leaks", "old": old.source, "new": new.source,
+                           **({"note": new.note} if new.note else {}), "types": [
             {**deltas_json(r), "unreachable_instances": unreached, "group_count": ngroups,
              "groups": [{"root": g.root, "path": list(g.types), "count": g.count, "size": g.size,
                          "example": f"0x{g.example:x}"} for g in groups]}
             for r, groups, ngroups, unreached in report]}, indent=2))
         return 0
     _print(f"Growth from {old.source} to {new.source}:")
+    if new.note:
+        _print(new.note)
     if not grown:
         _print("No type grew.")
     for r, groups, ngroups, unreached in report:
@@ -455,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     ps.set_defaults(func=cmd_ps)
     snap = sub.add_parser("snapshot", help="per-type statistics of a core as JSON (heapdiff's baseline)")
     snap.add_argument("core")
+    snap.add_argument("--live", action="store_true", help="only objects reachable from a root")
     _index_options(snap)
     _add_clr_path(snap)
     snap.set_defaults(func=cmd_snapshot)

@@ -223,3 +223,49 @@ def test_damaged_snapshot_is_one_line_error(tmp_path, data) -> None:  # type: ig
 
 
 _TINY: dict[str, bytes] = {}
+
+
+@pytest.mark.slow
+def test_a_core_and_a_snapshot_compare_both_ways(debuggee_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """diff/leaks take a gcdump snapshot where they take a core: the core's side counts its
+    live objects (what the snapshot's GC leaves), and type names are matched across the two
+    spellings (the DAC's List`1[[T, Asm]] and the events' List`1[T])."""
+    d = debuggee_factory("counters")
+    kept0 = d.truth["counters"]["kept"]
+    first = d.write_core("heap", tmp_path / "first.core")
+    assert d.command("grow 5000") == f"SOSEXT-GROWN {kept0 + 5000}"
+    middle = tmp_path / "middle.gcdump.npz"
+    assert sosext("gcdump", str(d.pid), "-o", str(middle)).returncode == 0
+    assert d.command("grow 3000") == f"SOSEXT-GROWN {kept0 + 8000}"
+    last = d.write_core("heap", tmp_path / "last.core")
+    block = next(s for s in GcDump.load(str(middle)).stats() if s.name == "DebuggeeHost.CounterBlock")
+    each = block.size // block.count
+    lists = "System.Collections.Generic.List`1[[DebuggeeHost.CounterBlock, SosextDebuggee]]"
+
+    for old, new, before, after in ((first, middle, kept0, kept0 + 5000), (middle, last, kept0 + 5000, kept0 + 8000)):
+        proc = sosext("diff", str(old), str(new), "--json")
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)
+        assert doc["note"].startswith("A core compared with a gcdump snapshot: the core counts only the objects")
+        rows = {r["name"]: r for r in doc["types"]}
+        cb = rows["DebuggeeHost.CounterBlock"]
+        assert (cb["old_count"], cb["new_count"], cb["size_delta"]) == (before, after, (after - before) * each)
+        text = sosext("diff", str(old), str(new), "-type", "CounterBlock").stdout.splitlines()
+        assert text[1] == doc["note"]
+        # The List<CounterBlock> is the same object on both sides, under both spellings of its name.
+        same = [r for r in doc["types"] if r["name"] in (lists, "System.Collections.Generic.List`1[DebuggeeHost.CounterBlock]")]
+        assert len(same) == 1 and (same[0]["old_count"], same[0]["new_count"]) == (1, 1), same
+        # The name shown is the side's whose paths leaks follows: the snapshot's when it is newer.
+        assert same[0]["name"] == (lists if new == last else "System.Collections.Generic.List`1[DebuggeeHost.CounterBlock]")
+
+    # leaks: with the snapshot newer, its own retention paths; with the core newer, the core's.
+    doc = json.loads(sosext("leaks", str(first), str(middle), "-top", "1", "-type", "DebuggeeHost.CounterBlock",
+                            "--json").stdout)
+    (grown,) = doc["types"]
+    assert grown["count_delta"] == 5000 and grown["groups"][0]["root"] == "static s_kept"
+    assert grown["groups"][0]["count"] == kept0 + 5000
+    proc = sosext("leaks", str(middle), str(last), "-top", "1", "-type", "DebuggeeHost.CounterBlock", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (grown,) = json.loads(proc.stdout)["types"]
+    assert grown["count_delta"] == 3000 and grown["new_count"] == kept0 + 8000
+    assert grown["groups"][0]["count"] == kept0 + 8000

@@ -36,6 +36,7 @@ class TypeTotal:
 class HeapSnapshot:
     source: str  # what was walked: "core file /x", "process 123"
     types: dict[str, TypeTotal]
+    note: str = ""  # what the comparison of this snapshot with the other one cannot see, if anything
 
     @property
     def total_count(self) -> int:
@@ -51,22 +52,28 @@ class HeapSnapshot:
 
     @classmethod
     def of_heap(cls, heap: "ClrHeap", source: str, include_free: bool = False,
-                retained: bool = False) -> "HeapSnapshot":
+                retained: bool = False, live_only: bool = False) -> "HeapSnapshot":
         """Per-type totals; with ``retained``, also each type's retained bytes (this builds
-        the reference graph and the dominator tree)."""
+        the reference graph and the dominator tree); with ``live_only``, only the objects a
+        root reaches (what a GC heap snapshot, taken after its own GC, holds)."""
         ix = heap.index()
         held: dict[int, int] = {}
         if retained:
             held = {r.method_table: r.retained for r in heap.dominators().retained_by_type()}
+        if live_only:
+            from .heapstats import HeapStatistics
+            rows = HeapStatistics.of_index(heap, ix, heap.live()).rows()
+        else:
+            rows = [(st.method_table, st.count, st.total_size) for st in ix.stats()]
         types: dict[str, list[int]] = {}
-        for st in ix.stats():
-            name = heap.types.name_of(st.method_table)
+        for mt, count, size in rows:
+            name = heap.types.name_of(mt)
             if name == "Free" and not include_free:
                 continue
             acc = types.setdefault(name, [0, 0, 0])  # same name, several MTs (collectible, dynamic)
-            acc[0] += st.count
-            acc[1] += st.total_size
-            acc[2] += held.get(st.method_table, 0)
+            acc[0] += count
+            acc[1] += size
+            acc[2] += held.get(mt, 0)
         return cls(source, {n: TypeTotal(n, c, s, r if retained else None) for n, (c, s, r) in types.items()})
 
     def to_json(self) -> dict:
@@ -83,6 +90,36 @@ class HeapSnapshot:
                                    for t in doc["types"]})
 
 
+SNAPSHOT_LIMITS = ("a GC heap snapshot holds each live object's type and size and who references it: "
+                   "no field values, no strings' text, no stacks")
+
+
+def align(core: HeapSnapshot, events: HeapSnapshot, prefer_core: bool = True) -> tuple[HeapSnapshot, HeapSnapshot]:
+    """``core`` (names from the DAC) and ``events`` (a gcdump snapshot's, from EventPipe) with
+    one name per type (typekeys.py), the DAC's when ``prefer_core`` else the events'; types
+    with the same key are summed. Both get a note saying how they were matched."""
+    from .typekeys import key
+    display: dict[str, str] = {}
+    for preferred, other in ((core, events), (events, core))[:: 1 if prefer_core else -1]:
+        for name in preferred.types:
+            display.setdefault(key(name), name)
+        for name in other.types:
+            display.setdefault(key(name), name)
+
+    def rekeyed(snap: HeapSnapshot) -> dict[str, TypeTotal]:
+        out: dict[str, TypeTotal] = {}
+        for t in snap.types.values():
+            name = display[key(t.name)]
+            was = out.get(name)
+            out[name] = TypeTotal(name, t.count + (was.count if was else 0), t.size + (was.size if was else 0))
+        return out
+
+    note = (f"A core compared with a gcdump snapshot: the core counts only the objects a root reaches (the "
+            f"snapshot's GC collected the rest); types are matched by the events' spelling of their names; "
+            f"{SNAPSHOT_LIMITS}.")
+    return (HeapSnapshot(core.source, rekeyed(core), note), HeapSnapshot(events.source, rekeyed(events), note))
+
+
 def python_for_children() -> str:
     """The Python to run sosext in a child: Debian's, which the debuggers embed, else ours."""
     for candidate in ("/usr/bin/python3", sys.executable, shutil.which("python3") or ""):
@@ -94,7 +131,7 @@ def python_for_children() -> str:
 class BaselineJob:
     """A baseline snapshot being computed by a child process."""
 
-    def __init__(self, core: str) -> None:
+    def __init__(self, core: str, live_only: bool = False) -> None:
         if not os.path.isfile(core):
             raise SosError(f"no such core file: {core}")
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -103,7 +140,7 @@ class BaselineJob:
         self.core = core
         # The child loads its own DAC: it must take the user's setclrpath/--clr-path choice too.
         clr_path = clr_path_override()
-        argv = [python_for_children(), "-m", "sosext", "snapshot", core]
+        argv = [python_for_children(), "-m", "sosext", "snapshot", core] + (["--live"] if live_only else [])
         if clr_path:
             argv += ["--clr-path", clr_path]
         self.proc = subprocess.Popen(argv,

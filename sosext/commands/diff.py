@@ -9,7 +9,7 @@ from ..clr.dominators import GrowthHolder
 from ..clr.progress import polled
 from ..clr.retention import RetentionTree
 from ..clr.roots import RootKind
-from ..clr.snapshot import BaselineJob, HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas
+from ..clr.snapshot import BaselineJob, HeapSnapshot, TypeDelta, align, diff_snapshots, filter_deltas
 from ..render.json import emit_json
 from ..render.output import hint
 from ..render.numbers import count as fmt_count
@@ -22,10 +22,10 @@ def _signed(v: object) -> str:
     return "" if v is None else f"{int(v):+,}"
 
 
-def current_snapshot(ctx: CommandContext) -> HeapSnapshot:
+def current_snapshot(ctx: CommandContext, live_only: bool = False) -> HeapSnapshot:
     heap = ctx.heap
     heap.index(ctx.progress)
-    return HeapSnapshot.of_heap(heap, ctx.runtime.target.describe(), retained=True)
+    return HeapSnapshot.of_heap(heap, ctx.runtime.target.describe(), retained=not live_only, live_only=live_only)
 
 
 # A collection's internals (a Dictionary's entry array, a List's items) belong to whoever owns
@@ -155,7 +155,13 @@ def write_holders(ctx: CommandContext, holders: list[HolderReport]) -> None:
 
 
 def baseline_and_current(ctx: CommandContext, baseline: str) -> tuple[HeapSnapshot, HeapSnapshot]:
-    """Walk the current heap here while a child process walks the baseline core."""
+    """Walk the current heap here while a child process walks the baseline core. A gcdump
+    snapshot as the baseline is read instead, and compared with the live objects here."""
+    from ..clr.gcdumpsnap import GcDump, is_gcdump
+    if is_gcdump(baseline):
+        snap = GcDump.load(baseline).heap_snapshot()
+        new, old = align(current_snapshot(ctx, live_only=True), snap)
+        return old, new
     job = BaselineJob(baseline)
     try:
         new = current_snapshot(ctx)
@@ -168,6 +174,8 @@ def baseline_and_current(ctx: CommandContext, baseline: str) -> tuple[HeapSnapsh
 def write_deltas(ctx: CommandContext, old: HeapSnapshot, new: HeapSnapshot, rows: list[TypeDelta]) -> None:
     out = ctx.out
     out.line(f"Heap growth from {old.source} to {new.source}:")
+    if new.note:
+        out.line(new.note)
     signed = lambda: Column(14, True, _signed)  # noqa: E731
     if old.has_retained and new.has_retained:
         t = out.table("types", Table(Integer(), Integer(), signed(), Integer(), Integer(), signed(), signed(),
@@ -224,7 +232,7 @@ Examples:
                       dest="min_delta"),
                Option("-holders", "holders of the growth shown (default 3)", parse_count, "n"),
                Option("--json", "print the result as JSON", dest="json"))
-    positionals = (Positional("baseline", "the older core file", required=True),)
+    positionals = (Positional("baseline", "the older core file (or gcdump snapshot)", required=True),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         old, new = baseline_and_current(ctx, args.baseline)
@@ -234,6 +242,7 @@ Examples:
         holders = growth_holders(ctx, matching, args.holders or 3, every)
         if args.json:
             emit_json(ctx.out, {"command": "heapdiff", "old": old.source, "new": new.source,
+                                **({"note": new.note} if new.note else {}),
                                 "types": [deltas_json(r) for r in rows],
                                 "old_total": {"count": old.total_count, "size": old.total_size},
                                 "new_total": {"count": new.total_count, "size": new.total_size},
@@ -271,7 +280,7 @@ Examples:
                Option("-groups", "retention groups shown per type (default 5)", parse_count, "n"),
                Option("-holders", "holders of the growth shown (default 3)", parse_count, "n"),
                Option("--json", "print the result as JSON", dest="json"))
-    positionals = (Positional("baseline", "the older core file", required=True),)
+    positionals = (Positional("baseline", "the older core file (or gcdump snapshot)", required=True),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         old, new = baseline_and_current(ctx, args.baseline)
@@ -291,6 +300,7 @@ Examples:
             report.append((r, groups[: args.groups or 5], len(groups), unreached))
         if args.json:
             emit_json(ctx.out, {"command": "leaks", "old": old.source, "new": new.source,
+                                **({"note": new.note} if new.note else {}),
                                 "holders": holders_json(holders), "types": [
                 {**deltas_json(r), "unreachable_instances": unreached, "group_count": ngroups,
                  "groups": [{"root": g.root, "path": list(g.types), "repeated": list(g.repeated),
@@ -299,6 +309,8 @@ Examples:
             return
         out = ctx.out
         out.line(f"Growth from {old.source} to {new.source}:")
+        if new.note:
+            out.line(new.note)
         if not grown:
             out.line("No type grew.")
             return
@@ -325,9 +337,10 @@ Examples:
 class Snapshot(Command):
     names = ("heapsnapshot",)
     summary = "Print per-type statistics of the heap as JSON (the baseline format of heapdiff)."
-    usage = "heapsnapshot"
-    details = "Example:\n  heapsnapshot"
+    usage = "heapsnapshot [-live]"
+    details = "-live: only the objects a root reaches (as a gcdump snapshot holds them).\n\nExample:\n  heapsnapshot"
+    options = (Option("-live", "only objects reachable from a root", aliases=("--live",)),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         import json
-        ctx.out.raw(json.dumps(current_snapshot(ctx).to_json()))  # JSON in every format: it is the snapshot file
+        ctx.out.raw(json.dumps(current_snapshot(ctx, live_only=args.live).to_json()))  # JSON in every format: it is the snapshot file
