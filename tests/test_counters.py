@@ -374,3 +374,38 @@ def test_terminal_gets_a_table_redrawn_in_place(counters_debuggee) -> None:  # t
     assert lines[2].split() == ["Counter", "Value", "Change", "Unit"]
     row = next(line for line in lines if line.startswith("gen-2-size "))
     assert row.split() == ["gen-2-size", f"{truth['generations'][2]['sizeAfterBytes']:,}", "B"]
+
+
+# --------------------------------------------------------------------------- .NET 8 and 9
+
+@pytest.fixture(params=["net8.0", "net9.0"])
+def other_runtime(request, debuggee_factory):  # type: ignore[no-untyped-def]
+    """The counters debuggee on .NET 8 or 9 (self-contained, its runtime pack from NuGet)."""
+    from harness import DebuggeeError, build_debuggee
+    try:
+        dll = build_debuggee(request.param)
+    except DebuggeeError as e:
+        pytest.skip(f"{request.param} runtime pack could not be restored from NuGet: {str(e).splitlines()[0]}")
+    return request.param, debuggee_factory("counters", tfm=request.param, dll=dll)
+
+
+@pytest.mark.slow
+def test_counters_and_gcdump_on_net8_and_net9(other_runtime, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The same exactness on the older runtimes: EventCounters (and, from .NET 9, the meter) equal
+    what the process says of itself, `auto` picks the right source, and a gcdump snapshot counts
+    the debuggee's kept blocks exactly."""
+    tfm, d = other_runtime
+    major = runtime_major(d.pid)
+    assert tfm == f"net{major}.0"   # the runtime the process reports is the one it was built for
+    test_eventcounters_equal_runtime_truth(d)
+    if major >= 9:
+        test_metrics_equal_runtime_truth(d)
+    else:
+        test_auto_picks_eventcounters_before_net9_and_metrics_says_why(d)
+    snap = tmp_path / f"net{major}.gcdump.npz"
+    proc = sosext("gcdump", str(d.pid), "-o", str(snap))
+    assert proc.returncode == 0, proc.stderr
+    from sosext.clr.gcdumpsnap import GcDump
+    kept = runtime_state(d)["kept"]   # the debuggee's own count of the blocks it keeps
+    blocks = next(s for s in GcDump.load(str(snap)).stats() if s.name == "DebuggeeHost.CounterBlock")
+    assert blocks.count == kept
