@@ -185,6 +185,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     """sosext report CORE: the report command on CORE (docs/report.md)."""
     import shlex
     _apply_clr_path(args)
+    from .clr.gcdumpsnap import is_gcdump
+    if is_gcdump(args.core):
+        return _report_of_snapshot(args)
     words = ["report", "--format", args.format]
     for flag, value in (("-o", args.output), ("--baseline", args.baseline)):
         if value:
@@ -192,6 +195,49 @@ def cmd_report(args: argparse.Namespace) -> int:
     words += ["--force"] if args.force else []
     session = _session_for_core(args.core)
     return 0 if run_command_line(session, " ".join(map(shlex.quote, words))) else 1
+
+
+def _report_of_snapshot(args: argparse.Namespace) -> int:
+    """sosext report SNAPSHOT: the report of a gcdump snapshot (report/snapshot.py)."""
+    import json
+    from .clr.gcdumpsnap import GcDump, is_gcdump
+    from .commands.report import FORMATS, write_new_file
+    from .report.snapshot import folded_lines, snapshot_report, with_event_names
+    fmt = (args.format or "html").lower()
+    if fmt not in FORMATS:
+        raise SosError(f"unknown format {args.format} (html, folded or json)")
+    if args.baseline and fmt == "folded":
+        raise SosError("--baseline colours the HTML report; folded stacks have no baseline")
+    output = args.output or ("report.html" if fmt == "html" else "-")
+    if output != "-" and os.path.lexists(output) and not args.force:
+        raise SosError(f"{output} exists; choose another name or add --force")
+    dump = GcDump.load(args.core)
+    if fmt == "folded":
+        text = "\n".join(folded_lines(dump)) + "\n"
+    else:
+        doc = snapshot_report(dump, dump.source())
+        if args.baseline:
+            from .report.baseline import BaselineReport
+            from .report.data import add_growth
+            job = BaselineReport(args.baseline)
+            try:
+                old = job.result()
+            finally:
+                job.cancel()
+            add_growth(doc, old if is_gcdump(args.baseline) else with_event_names(old))
+        if fmt == "json":
+            text = json.dumps(doc, separators=(",", ":")) + "\n"
+        else:
+            from .report.html import render_html
+            text = render_html(doc)
+    if output == "-":
+        _print(text.rstrip("\n"))
+        return 0
+    write_new_file(output, text, args.force)
+    if fmt == "html":
+        _print(f"Wrote {output}: {dump.object_count:,} objects, {len(doc['paths']):,} paths, "
+               f"{len(doc['types']):,} types")
+    return 0
 
 
 def _take_clr_path(options: list[str]) -> tuple[list[str], str | None]:

@@ -269,3 +269,42 @@ def test_a_core_and_a_snapshot_compare_both_ways(debuggee_factory, tmp_path) -> 
     (grown,) = json.loads(proc.stdout)["types"]
     assert grown["count_delta"] == 3000 and grown["new_count"] == kept0 + 8000
     assert grown["groups"][0]["count"] == kept0 + 8000
+
+    # report: a snapshot's report, against a core as the baseline, and a core's against a snapshot.
+    for target, baseline, delta in ((middle, first, 5000), (last, middle, 3000)):
+        proc = sosext("report", str(target), "--baseline", str(baseline), "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        rows = {t["name"]: t for t in json.loads(proc.stdout)["types"]}
+        assert rows["DebuggeeHost.CounterBlock"]["count_delta"] == delta
+        assert rows["System.Collections.Generic.List`1[DebuggeeHost.CounterBlock]"]["count_delta"] == 0
+
+
+@pytest.mark.slow
+def test_report_of_a_snapshot_retains_what_the_debuggee_computed(debuggee_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The dominator tree over a snapshot's references: every object the `retained` scenario
+    describes retains exactly the bytes it computed, under the dominator it built."""
+    from sosext.report.snapshot import _Graph
+    d = debuggee_factory("retained")
+    path = tmp_path / "retained.gcdump.npz"
+    assert sosext("gcdump", str(d.pid), "-o", str(path)).returncode == 0
+    dump = GcDump.load(str(path))
+    g = _Graph(dump)
+    objects = [o for o in d.truth["retained"]["objects"] if o["name"].startswith(("tree", "left", "right", "shared",
+                                                                                     "leaf", "ring"))]
+    assert len(objects) >= 12
+    rows = g.rows_of(np.array([int(o["address"], 16) for o in objects], dtype=np.uint64))
+    for o, row in zip(objects, rows.tolist()):
+        assert row >= 0, o["name"]
+        assert int(g.retained[row]) == o["retained"], o["name"]
+        if o["idom"] is not None:
+            assert int(dump.node_address[g.idom[row]]) == int(o["idom"], 16), o["name"]
+    proc = sosext("report", str(path), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    tree = next(o for o in objects if o["name"] == "tree")
+    row = next(t for t in doc["types"] if t["name"] == tree["type"])
+    assert (row["count"], row["retained"]) == (1, tree["retained"])
+    assert doc["summary"]["note"].startswith("A gcdump snapshot:")
+    html = tmp_path / "r.html"
+    proc = sosext("report", str(path), "-o", str(html))
+    assert proc.returncode == 0 and proc.stdout.startswith(f"Wrote {html}: ") and "A gcdump snapshot:" in html.read_text()

@@ -79,10 +79,18 @@ Examples:
             return
         source = ctx.runtime.target.describe()
         if args.baseline:
+            from ..clr.gcdumpsnap import is_gcdump
             from ..report.baseline import BaselineReport
             job = BaselineReport(args.baseline)
             try:
-                doc = heap_report(heap, source, job.result, ctx.progress)  # overlaps the child's work
+                if is_gcdump(args.baseline):
+                    # A snapshot's names are the runtime events' spelling: this report takes it too.
+                    from ..report.data import add_growth
+                    from ..report.snapshot import with_event_names
+                    doc = with_event_names(heap_report(heap, source, progress=ctx.progress))
+                    add_growth(doc, job.result())
+                else:
+                    doc = heap_report(heap, source, job.result, ctx.progress)  # overlaps the child's work
             finally:
                 job.cancel()
         else:

@@ -99,6 +99,8 @@ def _summary(doc: dict[str, Any]) -> str:
             ("Objects", f"{s['objects']:,} objects, {s['object_bytes']:,} bytes"),
             ("Live (reachable)", f"{s['live_objects']:,} objects, {s['live_bytes']:,} bytes"),
             ("Free (fragmentation)", f"{s['free_bytes']:,} bytes ({100 * s['fragmentation']:.1f}% of the heap)")]
+    if s.get("note"):
+        rows.append(("Note", s["note"]))
     if s["walk_errors"]:
         rows.append(("Heap walk", f"{s['walk_errors']} place(s) could not be read: totals are partial"))
     old = doc.get("baseline")
