@@ -409,3 +409,11 @@ def test_counters_and_gcdump_on_net8_and_net9(other_runtime, tmp_path) -> None: 
     kept = runtime_state(d)["kept"]   # the debuggee's own count of the blocks it keeps
     blocks = next(s for s in GcDump.load(str(snap)).stats() if s.name == "DebuggeeHost.CounterBlock")
     assert blocks.count == kept
+
+
+@pytest.mark.slow
+def test_counters_under_server_gc(debuggee_factory) -> None:  # type: ignore[no-untyped-def]
+    """Server GC (a heap per core): the same figures, per generation summed over the heaps."""
+    d = debuggee_factory("counters", gc="svr")
+    test_eventcounters_equal_runtime_truth(d)
+    test_metrics_equal_runtime_truth(d)
