@@ -20,7 +20,7 @@ Everything returned is made of ints, strs and small classes; heap-wide queries a
 docs/api.md has the full tour.
 """
 
-__version__ = "0.1.0"
+from .version import VERSION as __version__
 
 __all__ = ["open", "current", "Runtime", "Heap", "HeapObject", "ClrType", "TypeStats", "Root", "RootPath",
            "Thread", "Frame", "Generation", "SosError"]

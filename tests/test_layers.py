@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "sosext"
 
 # Rank of each top-level part of the package: an import may only go to an equal or lower rank.
 RANKS = {
-    "errors": 0, "interrupts": 0, "pycheck": 0,
+    "errors": 0, "interrupts": 0, "pycheck": 0, "version": 0,
     "targets": 1, "ipc": 1,
     "dac": 2,
     "clr": 3,

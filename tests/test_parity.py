@@ -49,6 +49,8 @@ def commands_for(t: dict) -> list[str]:
         f"dcq {dicts[0]}", "dcq",
         "dcd", "dcd abcdefgh", "dcd 0000000000000001", f"dcd {t['monitor']['held']['address']}",
         *gcgen_commands(g),
+        "eeversion", "eeversion --json", "runtimes", "runtimes --json", "runtimes -netfx", "sosstatus", "sosflush",
+        "sosstatus -reset",
     ]
 
 
@@ -577,3 +579,42 @@ def test_gcroot_gcgen_of_a_young_object_needs_a_running_gc(case: Case, host: str
         pytest.skip("no item stayed in gen0 in this run")
     errors = case.out(host, f"gcroot -gcgen 0 {young[0]}").errors
     assert len(errors) == 1 and errors[0].startswith("error: older-generation roots of a gen0 collection")
+
+
+def _file_version_matches(file_version: str, runtime_version: str) -> bool:
+    """10.0.1226.42308 is the file version of runtime 10.0.12 (build = patch * 100 + revision)."""
+    major, minor, build, _rev = (int(x) for x in file_version.split("."))
+    want = [int(x) for x in runtime_version.split(".")]
+    return [major, minor, build // 100] == want[:3]
+
+
+def test_eeversion_names_the_runtime_and_its_gc_mode(case: Case, host: str) -> None:
+    rt = case.truth["runtime"]
+    lines = case.out(host, "eeversion").text.splitlines()
+    assert _file_version_matches(lines[0], rt["version"]), (lines[0], rt["version"])
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+ @Commit: [0-9a-f]{40}", lines[1]) and lines[1].startswith(lines[0])
+    assert lines[2] == (f"Server mode with {rt['processorCount']} gc heaps" if rt["serverGC"] else "Workstation mode")
+    assert lines[3].startswith("SOS Version: sosext ")
+    doc = json.loads(case.out(host, "eeversion --json").text)
+    assert (doc["version"], doc["server_gc"]) == (lines[0], rt["serverGC"])
+
+
+def test_runtimes_shows_the_runtime_and_the_dac(case: Case, host: str) -> None:
+    rt = case.truth["runtime"]
+    lines = case.out(host, "runtimes").text.splitlines()
+    assert re.fullmatch(r"#0 \.NET Core runtime (\S+) at [0-9A-F]{16} size [0-9A-F]{8}( index [0-9a-f]+)?", lines[0])
+    assert _file_version_matches(lines[0].split()[4], rt["version"])
+    assert lines[1] == f"    Runtime module path: {rt['runtimeDir']}/libcoreclr.so"
+    assert lines[2] == f"    Runtime module directory: {rt['runtimeDir']}"
+    assert lines[3] == f"    DAC: {rt['runtimeDir']}/libmscordaccore.so (trusted by its location)"
+    (one,) = json.loads(case.out(host, "runtimes --json").text)["runtimes"]
+    assert one["path"] == f"{rt['runtimeDir']}/libcoreclr.so" and one["base"] == "0x" + lines[0].split()[6].lower().lstrip("0")
+    assert case.out(host, "runtimes -netfx").errors == ["error: -netfx: a Linux process has no desktop .NET Framework runtime"]
+
+
+def test_sosstatus_and_sosflush(case: Case, host: str) -> None:
+    text = case.out(host, "sosstatus").text.splitlines()
+    assert text[0].startswith("Target: ") and text[1].startswith("#0 .NET Core runtime ")
+    assert any(ln.startswith("Heap kernels: ") for ln in text)
+    assert case.out(host, "sosflush").text.strip() == "Internal cached state reset"
+    assert case.out(host, "sosstatus -reset").text.strip() == "Internal cached state reset"

@@ -74,6 +74,18 @@ class ClrRuntime:
         version = file_version(loc.runtime.path) or loc.version
         return RuntimeInfo(version, loc.runtime.path, loc.dac_path, loc.runtime.base)
 
+    def version_marker(self) -> str | None:
+        """The runtime build's ``@(#)Version x @Commit: y`` text (from its file), or None."""
+        from ..dac.loader import runtime_marker
+        marker = runtime_marker(self.location.runtime.path) or runtime_marker(self.location.dac_path)
+        return marker.removeprefix("@(#)Version ") if marker else None
+
+    def flush(self) -> None:
+        """Forget everything read from the target (sosflush): it is read again when asked."""
+        self.dac.flush()
+        self._heap = None
+        self._caches.clear()
+
     def rebind(self, target: Target) -> None:
         """Read through ``target`` from now on: a new host wrapper of the same process."""
         if target is not self.target:

@@ -158,6 +158,11 @@ def _runtime_marker(path: str) -> str | None:
     return m.group(0).decode() if m else None
 
 
+def runtime_marker(path: str) -> str | None:
+    """The ``@(#)Version x @Commit: y`` marker of a native runtime file (None if it has none)."""
+    return _runtime_marker(path)
+
+
 def locate_dac(target: Target) -> DacLocation:
     """The DAC for ``target``'s runtime (see ``_locate``); paths in a refusal shown escaped."""
     try:

@@ -1,0 +1,137 @@
+"""What runtime is there and what sosext uses for it: eeversion, runtimes, sosstatus, sosflush.
+
+SOS prints these from the runtime module's version resource and its own state; sosext has
+the same facts in the model (the runtime's ``@(#)Version`` marker, the mapped libcoreclr.so,
+the DAC it chose and why) and in its settings (symbol directories, the index cache).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..version import VERSION as __version__
+from ..clr.sourcelines import symbol_directories
+from ..render.json import emit_json
+from ..render.text import safe_line as escape
+from .base import Command, Option, Parsed, register
+from .context import CommandContext
+
+
+def _gc_mode(ctx: CommandContext) -> str:
+    heap = ctx.heap
+    if heap.is_server:
+        return f"Server mode with {len(heap.subheaps)} gc heaps"
+    return "Workstation mode"
+
+
+@register
+class EEVersion(Command):
+    names = ("eeversion", "EEVersion")
+    summary = "The runtime's version, its GC mode, and sosext's version."
+    usage = "eeversion [--json]"
+    details = """\
+As SOS: the runtime's file version (x.y.z.w: the build number is the patch release times 100
+plus a revision), the version text its build embeds (with the source commit), the GC mode
+(`Workstation mode` or `Server mode with N gc heaps`), and the extension's version.
+
+Example:
+  eeversion"""
+    options = (Option("--json", "print the result as JSON", dest="json"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        rt = ctx.runtime
+        info = rt.info
+        marker = rt.version_marker()
+        mode = _gc_mode(ctx)
+        if args.json:
+            emit_json(ctx.out, {"command": "eeversion", "version": info.version, "marker": marker,
+                                "server_gc": ctx.heap.is_server, "gc_heaps": len(ctx.heap.subheaps),
+                                "sosext": __version__})
+            return
+        ctx.out.line(info.version)
+        if marker:
+            ctx.out.line(escape(marker))
+        ctx.out.line(mode)
+        ctx.out.line(f"SOS Version: sosext {__version__} (Python {sys.version.split()[0]})")
+
+
+@register
+class Runtimes(Command):
+    names = ("runtimes",)
+    summary = "The .NET runtimes in the target, and the DAC sosext loaded for each."
+    usage = "runtimes [--json]"
+    details = """\
+One runtime per process on Linux (sosext reads .NET Core 8 and later): its number, kind,
+version, where libcoreclr.so is mapped and how large, its build id, its path, and the DAC
+sosext uses with the reason it trusts that file (its location, or your setclrpath).
+`-netfx`/`-netcore` (switching between a desktop and a .NET Core runtime) apply only to
+Windows targets.
+
+Example:
+  runtimes"""
+    options = (Option("--json", "print the result as JSON", dest="json"),
+               Option("-netfx", "(Windows only: the desktop runtime)"),
+               Option("-netcore", "(Windows only: switch back to .NET Core)"))
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from ..errors import SosError
+        if args.netfx:
+            raise SosError("-netfx: a Linux process has no desktop .NET Framework runtime")
+        rt = ctx.runtime
+        module = rt.location.runtime
+        build_id = module.build_id.hex() if module.build_id else None
+        if args.json:
+            emit_json(ctx.out, {"command": "runtimes", "runtimes": [{
+                "id": 0, "kind": ".NET Core", "version": rt.info.version, "base": f"0x{module.base:x}",
+                "size": module.size, "build_id": build_id, "path": module.path, "dac": rt.location.dac_path,
+                "dac_trusted_by": rt.location.trusted_by}]})
+            return
+        index = f" index {build_id}" if build_id else ""
+        ctx.out.line(f"#0 .NET Core runtime {rt.info.version} at {module.base:016X} size {module.size:08X}{index}")
+        ctx.out.line(escape(f"    Runtime module path: {module.path}"))
+        ctx.out.line(escape(f"    Runtime module directory: {os.path.dirname(module.path)}"))
+        why = "your setclrpath" if rt.location.trusted_by == "setclrpath" else "its location"
+        ctx.out.line(escape(f"    DAC: {rt.location.dac_path} (trusted by {why})"))
+
+
+@register
+class SOSStatus(Command):
+    names = ("sosstatus", "SOSStatus")
+    summary = "sosext's state: the target, its runtime and DAC, symbol directories, caches, kernels."
+    usage = "sosstatus [-reset]"
+    details = """\
+What sosext is working with: the target, the runtime and the DAC (as `runtimes` shows them),
+the directories searched for PDBs (`setsymbolserver -directory`), where heap indexes of cores
+are cached, whether the heap kernels are compiled, and the Python running sosext.
+`-reset` forgets everything read from the target (as `sosflush`).
+
+Example:
+  sosstatus"""
+    options = (Option("-reset", "forget the cached state (as sosflush)"),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from ..clr import kernels
+        if args.reset:
+            ctx.runtime.flush()
+            ctx.out.line("Internal cached state reset")
+            return
+        rt = ctx.runtime
+        ctx.out.line(escape(f"Target: {rt.target.describe()}"))
+        Runtimes.run(self, ctx, Runtimes.parse([]))  # type: ignore[arg-type]
+        dirs = symbol_directories()
+        ctx.out.line(escape("Symbol directories: " + (", ".join(dirs) if dirs else "none (setsymbolserver -directory adds one)")))
+        ctx.out.line(escape(f"Heap index cache: {rt.index_dir or 'off'}"))
+        ctx.out.line(f"Heap kernels: {kernels.mode()}")
+        ctx.out.line(escape(f"Python: {sys.executable} {sys.version.split()[0]}; sosext {__version__}"))
+
+
+@register
+class SOSFlush(Command):
+    names = ("sosflush",)
+    summary = "Forget everything sosext read from the target (it is read again when needed)."
+    usage = "sosflush"
+    details = "Example:\n  sosflush"
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        ctx.runtime.flush()
+        ctx.out.line("Internal cached state reset")
