@@ -51,7 +51,14 @@ def commands_for(t: dict) -> list[str]:
         *gcgen_commands(g),
         "eeversion", "eeversion --json", "runtimes", "runtimes --json", "runtimes -netfx", "sosstatus", "sosflush",
         "sosstatus -reset",
+        *near_commands(g),
     ]
+
+
+def near_commands(g: dict) -> list[str]:
+    a = g["items"][0]["address"]
+    inside = f"{int(a, 16) + 8:x}"
+    return [f"verifyobj {a}", f"listnearobj {a}", f"verifyobj {inside}", f"listnearobj {inside}", "verifyobj"]
 
 
 def _items_of(g: dict, gen: int) -> list[str]:
@@ -618,3 +625,25 @@ def test_sosstatus_and_sosflush(case: Case, host: str) -> None:
     assert any(ln.startswith("Heap kernels: ") for ln in text)
     assert case.out(host, "sosflush").text.strip() == "Internal cached state reset"
     assert case.out(host, "sosstatus -reset").text.strip() == "Internal cached state reset"
+
+
+def test_verifyobj_and_listnearobj(case: Case, host: str) -> None:
+    g = case.truth["generations"]
+    item = g["items"][0]
+    a = h(item["address"])
+    assert case.out(host, f"verifyobj {item['address']}").text.strip() == f"object 0x{a:x} is a valid object"
+    lines = case.out(host, f"listnearobj {item['address']}").text.splitlines()
+    rows = {ln.split()[0]: ln.split() for ln in lines if ln.split() and ln.split()[0].endswith(":")}
+    cur = rows["Current:"]
+    assert (h(cur[1]), int(cur[2].replace(",", "")), cur[4]) == (a, item["size"], g["itemType"])
+    before = rows["Before:"]
+    end = h(before[1]) + ((int(before[2].replace(",", "")) + 7) & ~7)
+    assert end == a or "Gap:" in rows   # the object before ends where this one starts
+    assert h(rows["Next:"][1]) == a + ((item["size"] + 7) & ~7) or "Gap:" in rows
+    assert lines[-1] == "Heap local consistency confirmed."
+    inside = f"{a + 8:x}"
+    assert case.out(host, f"verifyobj {inside}").errors == [
+        f"error: {inside} is not a valid object: it is inside {a:x} ({g['itemType']}, {item['size']} bytes) at offset 0x8"]
+    near = case.out(host, f"listnearobj {inside}").text.splitlines()
+    assert [ln.split()[:2] for ln in near[:2]] == [["Before:", f"{a:x}"], ["Next:", rows["Next:"][1]]]
+    assert case.out(host, "verifyobj").errors == ["error: Missing object address"]

@@ -76,7 +76,7 @@ SOS_NAMES: dict[str, tuple[str, ...]] = {
     "histroot": (),
     "histstats": (),
     "ip2md": (),
-    "listnearobj": (),
+    "listnearobj": ("lno",),
     "loadsymbols": (),
     "logclose": (),
     "logging": (),
