@@ -155,8 +155,11 @@ def test_bad_input(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert one_line_error(sosext("gcdump-stat", str(core_like))) == f"error: {core_like} is not a sosext gcdump snapshot"
     assert one_line_error(sosext("gcdump-stat", str(tmp_path / "none"))).startswith("error: cannot read")
     tiny = _tiny_dump(tmp_path)
+    # A snapshot compares with a core, either way round: a broken core is one line, whichever side it is.
     assert one_line_error(sosext("diff", str(tiny), str(core_like))) == (
-        "error: a gcdump snapshot can only be compared with another gcdump snapshot")
+        f"error: unsupported core file: {core_like} (only 64-bit little-endian ELF is supported)")
+    assert one_line_error(sosext("diff", str(core_like), str(tiny))) == (
+        f"error: baseline {core_like}: unsupported core file: {core_like} (only 64-bit little-endian ELF is supported)")
     with pytest.raises(GcDumpError):
         GcDump.load(str(junk))
 
