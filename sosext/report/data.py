@@ -103,8 +103,11 @@ def node_labels(heap: "ClrHeap", ret: Retention, tree: PathTree) -> list[str]:
 
 def tree_nodes(heap: "ClrHeap", ret: Retention, tree: PathTree) -> list[dict[str, Any]]:
     """The path tree as records: each names its parent by position and carries its full path."""
-    ix = heap.index()
-    labels = node_labels(heap, ret, tree)
+    return tree_records(tree, node_labels(heap, ret, tree), heap.index().addresses)
+
+
+def tree_records(tree: PathTree, labels: list[str], addresses: np.ndarray) -> list[dict[str, Any]]:
+    """``tree`` with its nodes' ``labels``; ``addresses`` gives an example object's address by row."""
     paths: list[list[str]] = []
     out = []
     for k, (p, total, count, ex) in enumerate(zip(tree.parent.tolist(), tree.total.tolist(),
@@ -113,7 +116,7 @@ def tree_nodes(heap: "ClrHeap", ret: Retention, tree: PathTree) -> list[dict[str
         paths.append(path)
         out.append({"label": labels[k], "parent": p, "path": path, "total": total, "count": count,
                     "other": int(tree.type_id[k]) == OTHER,
-                    "example": int(ix.addresses[ex]) if ex >= 0 else None})
+                    "example": int(addresses[ex]) if ex >= 0 else None})
     return out
 
 
@@ -262,7 +265,12 @@ def folded_lines(heap: "ClrHeap", progress: "Progress | None" = None) -> list[st
     ret = retention_of(heap, progress)
     check_interrupt()
     tree = path_tree(heap, ret, FOLDED)
-    labels = [lab.replace(";", ":") for lab in node_labels(heap, ret, tree)]
+    return folded_from(tree, node_labels(heap, ret, tree))
+
+
+def folded_from(tree: PathTree, labels: list[str]) -> list[str]:
+    """The folded-stack lines of a path tree whose nodes are named ``labels``."""
+    labels = [lab.replace(";", ":") for lab in labels]
     own = tree.own()
     frames: list[str] = []
     lines = []

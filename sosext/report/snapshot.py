@@ -15,7 +15,7 @@ import numpy as np
 from ..clr.dominators import compute
 from ..clr.snapshot import SNAPSHOT_LIMITS
 from ..clr.typekeys import key
-from .data import FOLDED, HOLDERS, PICTURE, SCHEMA
+from .data import FOLDED, HOLDERS, PICTURE, SCHEMA, folded_from, tree_records
 from .paths import KIND, OTHER, build_paths
 from .retained import ROOT, UNREACHABLE
 
@@ -72,6 +72,17 @@ class _Graph:
         return self.dump.root_label(i) if i is not None else "several roots"
 
 
+def _root_kinds(g: _Graph) -> tuple[list[str], np.ndarray]:
+    """The root labels of the tree's tops, and for each top row its label's number (-1 elsewhere)."""
+    tops = np.nonzero(g.idom == ROOT)[0].tolist()
+    kinds = sorted({g.root_label(r) for r in tops})
+    kind_of = {k: i for i, k in enumerate(kinds)}
+    root_kind = np.full(len(g.idom), -1, dtype=np.int16)
+    for r in tops:
+        root_kind[r] = kind_of[g.root_label(r)]
+    return kinds, root_kind
+
+
 def snapshot_report(dump: "GcDump", source: str) -> dict[str, Any]:
     """The report document (data.heap_report's shape) of a gcdump snapshot."""
     g = _Graph(dump)
@@ -80,11 +91,7 @@ def snapshot_report(dump: "GcDump", source: str) -> dict[str, Any]:
     ntypes = len(names)
     reached = g.idom != UNREACHABLE
     top = g.idom == ROOT
-    kinds = sorted({g.root_label(r) for r in np.nonzero(top)[0].tolist()})
-    kind_of = {k: i for i, k in enumerate(kinds)}
-    root_kind = np.full(len(g.idom), -1, dtype=np.int16)
-    for r in np.nonzero(top)[0].tolist():
-        root_kind[r] = kind_of[g.root_label(r)]
+    kinds, root_kind = _root_kinds(g)
     # A type's retained bytes: its objects whose immediate dominator is of another type.
     par = np.where(g.idom >= 0, g.idom, 0)
     heads = reached & (top | (tids[par] != tids))
@@ -119,17 +126,7 @@ def _labels(g: _Graph, tree, kinds: list[str]) -> list[str]:  # type: ignore[no-
 
 
 def _nodes(g: _Graph, tree, kinds: list[str]) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
-    labels = _labels(g, tree, kinds)
-    paths: list[list[str]] = []
-    out = []
-    for k, (p, total, count, ex) in enumerate(zip(tree.parent.tolist(), tree.total.tolist(),
-                                                  tree.count.tolist(), tree.example.tolist())):
-        path = [] if p < 0 else paths[p] + [labels[k]]
-        paths.append(path)
-        out.append({"label": labels[k], "parent": p, "path": path, "total": total, "count": count,
-                    "other": int(tree.type_id[k]) == OTHER,
-                    "example": int(g.dump.node_address[ex]) if ex >= 0 else None})
-    return out
+    return tree_records(tree, _labels(g, tree, kinds), g.dump.node_address)
 
 
 def _holders(g: _Graph, n: int = HOLDERS) -> list[dict[str, Any]]:
@@ -151,22 +148,10 @@ def _holders(g: _Graph, n: int = HOLDERS) -> list[dict[str, Any]]:
 def folded_lines(dump: "GcDump") -> list[str]:
     """Folded stacks of the snapshot's dominator paths (data.folded_lines for a core)."""
     g = _Graph(dump)
-    top = g.idom == ROOT
-    kinds = sorted({g.root_label(r) for r in np.nonzero(top)[0].tolist()})
-    root_kind = np.full(len(g.idom), -1, dtype=np.int16)
-    for r in np.nonzero(top)[0].tolist():
-        root_kind[r] = kinds.index(g.root_label(r))
+    kinds, root_kind = _root_kinds(g)
     tree = build_paths(dump.node_type.astype(np.int64), dump.node_size, g.idom, root_kind, len(kinds), g.retained,
                        **FOLDED)
-    labels = [lab.replace(";", ":") for lab in _labels(g, tree, kinds)]
-    own = tree.own()
-    frames: list[str] = []
-    lines = []
-    for k, p in enumerate(tree.parent.tolist()):
-        frames.append("" if p < 0 else (frames[p] + ";" if frames[p] else "") + labels[k])
-        if p >= 0 and own[k] > 0:
-            lines.append(f"{frames[k]} {int(own[k])}")
-    return sorted(lines)
+    return folded_from(tree, _labels(g, tree, kinds))
 
 
 def with_event_names(doc: dict[str, Any]) -> dict[str, Any]:
