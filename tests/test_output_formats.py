@@ -36,6 +36,10 @@ NO_TABLE = {
     "heapdiff": "needs a baseline core; its --json is tested in test_diff.py",
     "leaks": "needs a baseline core; its --json is tested in test_diff.py",
     "report": "writes a report file (--format html, folded or its own json); tested in test_report.py",
+    "verifyobj": "prints SOS's verdict line or its problem rows; exact in test_parity.py",
+    "listnearobj": "prints SOS's before/current/after lines about one address; exact in test_parity.py",
+    "sosstatus": "labelled lines about sosext itself (target, DAC, caches, kernels); tested in test_parity.py",
+    "sosflush": "prints one line",
 }
 
 
@@ -95,6 +99,8 @@ def json_commands(truth: dict) -> dict[str, str]:
         "eestack": "eestack -EE",
         "parallelstacks": "parallelstacks",
         "clrma": "clrma",
+        "eeversion": "eeversion",
+        "runtimes": "runtimes",
     }
 
 

@@ -46,7 +46,7 @@ Example:
         if args.json:
             emit_json(ctx.out, {"command": "eeversion", "version": info.version, "marker": marker,
                                 "server_gc": ctx.heap.is_server, "gc_heaps": len(ctx.heap.subheaps),
-                                "sosext": __version__})
+                                "sosext_version": __version__})
             return
         ctx.out.line(info.version)
         if marker:
@@ -122,7 +122,10 @@ Example:
         ctx.out.line(escape("Symbol directories: " + (", ".join(dirs) if dirs else "none (setsymbolserver -directory adds one)")))
         ctx.out.line(escape(f"Heap index cache: {rt.index_dir or 'off'}"))
         ctx.out.line(f"Heap kernels: {kernels.mode()}")
-        ctx.out.line(escape(f"Python: {sys.executable} {sys.version.split()[0]}; sosext {__version__}"))
+        # The standard library's directory names the interpreter alike in every host (LLDB and GDB
+        # embed it, so sys.executable there is whatever python3 PATH finds first).
+        stdlib = os.path.dirname(os.__file__)
+        ctx.out.line(escape(f"Python: {sys.version.split()[0]} ({stdlib}); sosext {__version__}"))
 
 
 @register
