@@ -119,8 +119,11 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @contextmanager
 def started(program: Path) -> Iterator[Debuggee]:
     """The program running and waiting on stdin; killed (by pid) on the way out."""
+    # No tiered compilation: its background worker thread comes and goes after start-up, and the
+    # live tests compare clrthreads between two attaches made seconds apart.
     proc = subprocess.Popen([DOTNET, str(program)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, **DOTNET_ENV})
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **DOTNET_ENV, "DOTNET_TieredCompilation": "0"})
     try:
         line = proc.stdout.readline()  # type: ignore[union-attr]
         truth = json.loads(line)
