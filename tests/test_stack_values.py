@@ -143,58 +143,86 @@ def addr(text_hex: str) -> int:
 # -- clrstack -i -------------------------------------------------------------------------------
 
 
+I_ROW = re.compile(r"^[0-9A-F]{16} (?:[0-9a-f]{16}|\(null\)) ")
+
+
+def i_frame_block(text: str, method: str) -> list[str]:
+    """clrstack -i: the lines after the row of ``method`` (a full name), up to the next row."""
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        if I_ROW.match(ln) and f" {method}(" in ln:
+            block = []
+            for nxt in lines[i + 1:]:
+                if I_ROW.match(nxt) or nxt.startswith("====") or nxt == "Stack walk complete.":
+                    break
+                block.append(nxt)
+            return block
+    raise AssertionError(f"no frame of {method} in:\n{text}")
+
+
+def test_clrstack_i_rows_are_sos_icordebug_rows(case: Case, host: str) -> None:
+    v = case.truth["values"]
+    lines = case.out(host, "clrstack -i only").lines
+    assert lines[1:4] == ["Dumping managed stack and managed variables using ICorDebug.", "=" * 77,
+                          "Child SP         IP               Call Site"], lines[:5]
+    assert lines[-2:] == ["Stack walk complete.", "=" * 77], lines[-3:]
+    # The thread waits in native code: the walk starts there, then the P/Invoke transition.
+    assert re.fullmatch(r"[0-9A-F]{16} [0-9a-f]{16} \[NativeStackFrame\]", lines[4]), lines[4]
+    assert re.fullmatch(r"[0-9A-F]{16} \(null\) \[Managed to Unmanaged transition: [0-9A-F]{16}\]", lines[5]), lines[5]
+    row = next(ln for ln in lines if f" {v['method']}(" in ln)
+    assert re.fullmatch(rf"[0-9A-F]{{16}} [0-9a-f]{{16}} \[DEFAULT\] Void {re.escape(v['method'])}"
+                        rf"\(I4,I8,Boolean,R8,String,Class {re.escape(v['itemType'])},"
+                        rf"ValueType {re.escape(v['pointType'])}\) \(/\S+/SosextDebuggee\.dll\)", row), row
+
+
 def test_clrstack_i_names_types_and_values_of_the_arguments(case: Case, host: str) -> None:
     v = case.truth["values"]
-    block = frame_block(case.out(host, "clrstack -i").text, v["method"])
-    params = block[: block.index("    LOCALS:")]
-    assert params[0] == "    PARAMETERS:"
-    assert params[1:] == [
-        f"      + int count = {v['count']}",
-        f"      + long big = {v['big']}",
-        f"      + bool flag = {'true' if v['flag'] else 'false'}",
-        f"      + double ratio = {v['ratio']!r}",
-        f"      + string text = \"{v['text']}\" @ 0x{addr(v['textAddress']):x}",
-        f"      + {v['itemType']} item @ 0x{addr(v['item']):x}",
-        params[7],
-        f"        |- int X = {v['pointX']}",
-        f"        |- long Y = {v['pointY']}",
+    block = i_frame_block(case.out(host, "clrstack -i").text, v["method"])
+    params = block[: block.index("LOCALS:") - 1]
+    assert params[:2] == ["", "PARAMETERS:"]
+    assert params[2:] == [
+        f"  + int count  = {v['count']}",
+        f"  + long big  = {v['big']}",
+        f"  + bool flag  = {'true' if v['flag'] else 'false'}",
+        f"  + double ratio  = {v['ratio']:f}",
+        f"  + string text = \"{v['text']}\"",
+        f"  + {v['itemType']} item @ 0x{addr(v['item']):x}",
+        params[8],
+        f"     |- int X  = {v['pointX']}",
+        f"     |- long Y  = {v['pointY']}",
     ], params
-    assert re.fullmatch(rf"      \+ {re.escape(v['pointType'])} point @ 0x[0-9a-f]+", params[7]), params
+    assert re.fullmatch(rf"  \+ {re.escape(v['pointType'])} point @ 0x[0-9a-f]+", params[8]), params
 
 
 def test_clrstack_i_names_locals_from_the_pdb(case: Case, host: str) -> None:
     v = case.truth["values"]
-    block = frame_block(case.out(host, "clrstack -i").text, v["method"])
-    local_lines = block[block.index("    LOCALS:") + 1:]
-    assert f"      + int localCount = {v['localCount']}" in local_lines, local_lines
-    assert f"      + long localBig = {v['localBig']}" in local_lines, local_lines
-    assert f"      + {v['itemType']} localItem @ 0x{addr(v['localItem']):x}" in local_lines, local_lines
-    i = next(i for i, ln in enumerate(local_lines) if ln.startswith(f"      + {v['pointType']} localPoint @ 0x"))
-    assert local_lines[i + 1:i + 3] == [f"        |- int X = {v['localPointX']}",
-                                        f"        |- long Y = {v['localPointY']}"], local_lines
+    block = i_frame_block(case.out(host, "clrstack -i").text, v["method"])
+    local_lines = block[block.index("LOCALS:") + 1:]
+    assert f"  + int localCount  = {v['localCount']}" in local_lines, local_lines
+    assert f"  + long localBig  = {v['localBig']}" in local_lines, local_lines
+    assert f"  + {v['itemType']} localItem @ 0x{addr(v['localItem']):x}" in local_lines, local_lines
+    i = next(i for i, ln in enumerate(local_lines) if ln.startswith(f"  + {v['pointType']} localPoint @ 0x"))
+    assert local_lines[i + 1:i + 3] == [f"     |- int X  = {v['localPointX']}",
+                                        f"     |- long Y  = {v['localPointY']}"], local_lines
     # The caller's locals, string included, are read from its own frame.
-    outer = frame_block(case.out(host, "clrstack -i").text, "DebuggeeHost.StackValuesScenario.ValuesThreadMain")
-    assert f"      + string text = \"{v['text']}\" @ 0x{addr(v['textAddress']):x}" in outer, outer
-    assert f"      + {v['itemType']} item @ 0x{addr(v['item']):x}" in outer, outer
+    outer = i_frame_block(case.out(host, "clrstack -i").text, "DebuggeeHost.StackValuesScenario.ValuesThreadMain")
+    assert f"  + string text = \"{v['text']}\"" in outer, outer
+    assert f"  + {v['itemType']} item @ 0x{addr(v['item']):x}" in outer, outer
 
 
 def test_clrstack_i_alone_lists_frames_and_p_only_parameters(case: Case, host: str) -> None:
     v = case.truth["values"]
     only = case.out(host, "clrstack -i only").lines
-    assert only[1] == "Dumping managed stack and managed variables using ICorDebug."
-    assert only[-1] == "Stack walk complete." or only[-2] == "Stack walk complete.", only[-3:]
-    assert "    PARAMETERS:" not in only and "    LOCALS:" not in only
-    assert frame_block(case.out(host, "clrstack -i only").text, v["method"]) == []
-    p = frame_block(case.out(host, "clrstack -i -p").text, v["method"])
-    a = frame_block(case.out(host, "clrstack -i").text, v["method"])
-    assert p == a[: a.index("    LOCALS:")], p
+    assert "PARAMETERS:" not in only and "LOCALS:" not in only
+    assert i_frame_block(case.out(host, "clrstack -i only").text, v["method"]) == []
+    p = i_frame_block(case.out(host, "clrstack -i -p").text, v["method"])
+    a = i_frame_block(case.out(host, "clrstack -i").text, v["method"])
+    assert p == a[: a.index("LOCALS:") - 1] + [""], p
 
 
 def test_clrstack_i_accepts_slash_d(case: Case, host: str) -> None:
     assert not case.out(host, "clrstack -i /d").errors
-    # The same stack and values; only the once-per-session note about modules without a PDB goes.
-    first = [ln for ln in case.out(host, "clrstack -i").lines if not ln.startswith("No source lines for ")]
-    assert case.out(host, "clrstack -i /d").lines == first
+    assert case.out(host, "clrstack -i /d").lines == case.out(host, "clrstack -i").lines
 
 
 # -- clrstack -a/-p/-l (SOS's untyped form) -----------------------------------------------------
