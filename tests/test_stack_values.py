@@ -312,8 +312,8 @@ def test_pstacks_merges_the_parked_threads(case: Case, host: str) -> None:
     for key in ("a", "b"):
         i, indent, count = _pstacks_node(lines, p[key]["method"])
         assert indent > outer_indent and count == len(p[key]["osTids"]), lines
-        # The branch ends with the ids of exactly its threads.
-        ids = next(ln for ln in lines[i:] if ln.strip().startswith("~~~~"))
+        # The branch's innermost frames come first, under the ids of exactly its threads.
+        ids = next(ln for ln in reversed(lines[:i]) if ln.strip().startswith("~~~~"))
         assert {int(t, 16) for t in ids.split()[1].split(",")} == set(p[key]["osTids"]), ids
     assert re.fullmatch(r"==> \d+ threads with \d+ roots", next(ln for ln in lines if ln.startswith("==>")))
 

@@ -56,7 +56,7 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
               ("deep select again", drivers.select_thread(host, c["deep"]["osTid"]))]
     pairs += [(f"deep -c {n}", f"clrstack -c {n}") for n in (1, 2, 3, 4)]
     pairs += [(f"deep -i -c {n}", f"clrstack -i -c {n}") for n in (1, 3)]
-    pairs += [("clrstack -all", "clrstack -all"), ("clrthreads", "clrthreads")]
+    pairs += [("clrstack -all", "clrstack -all"), ("clrthreads", "clrthreads"), ("pstacks", "pstacks -a")]
     return pairs
 
 
@@ -143,8 +143,9 @@ def stack_rows(text: str) -> list[Row]:
 
 def named(row: Row, method: str) -> bool:
     """The row's call site is ``method`` (a full name as the debuggee prints it), with any
-    arguments or generic instantiation."""
-    return row.site.startswith(method + "(") or row.site.startswith(method + "[")
+    arguments or generic instantiation, and with clrstack -f's module! before it."""
+    site = re.sub(r"^[\w.]+\.dll!", "", row.site)
+    return site.startswith(method + "(") or site.startswith(method + "[")
 
 
 def managed_after_park(rows: list[Row]) -> list[Row]:
@@ -305,7 +306,7 @@ def test_clrthreads_managedexception_selects_the_first_thread_with_one(case: Cas
     assert not out.errors, out.text
     # The debuggee starts its threads in KEYS order: the first one with an exception is divzero.
     check_exception(case.out(host, "first exception").lines, c["divzero"]["exception"])
-    rows = [ln for ln in case.out(host, "clrthreads").lines if re.match(r"^ *\d+ +\d+ [0-9a-f]+ [0-9A-F]{16} ", ln)]
+    rows = [ln for ln in case.out(host, "clrthreads").lines if re.match(r"^ *\d+ +\d+ +[0-9a-f]+ [0-9A-F]{16} ", ln)]
     for key in ("divzero", "simple", "nested", "task"):
         e = c[key]["exception"]
         row = next(r for r in rows if r.split()[2] == f"{c[key]['osTid']:x}")
@@ -319,12 +320,36 @@ def test_clrstack_all_and_the_thread_numbers_agree(case: Case, host: str) -> Non
         assert f"OS Thread Id: 0x{c[key]['osTid']:x}" in text, key
     # clrthreads' DBG column, clrstack's and dumpstack's "(n)" and setthread name the same thread.
     rows = {r.split()[2]: r.split()[0] for r in case.out(host, "clrthreads").lines
-            if re.match(r"^ *\d+ +\d+ [0-9a-f]+ [0-9A-F]{16} ", r)}
+            if re.match(r"^ *\d+ +\d+ +[0-9a-f]+ [0-9A-F]{16} ", r)}
     for key in KEYS:
         first = case.out(host, f"{key} clrstack").lines[0]
         m = re.fullmatch(rf"OS Thread Id: 0x{c[key]['osTid']:x} \((\d+)\)", first)
         assert m and rows[f"{c[key]['osTid']:x}"] == m.group(1), (first, rows)
     assert case.out(host, "divzero dumpstack").lines[0] == case.out(host, "divzero clrstack").lines[0]
+
+
+# -- pstacks ------------------------------------------------------------------------------------------
+
+
+def test_pstacks_lays_out_each_branch_as_dotnet_dump_does(case: Case, host: str) -> None:
+    """dotnet-dump's parallelstacks: innermost frames first under a ~~~~ line of thread ids, counts
+    right-aligned in 5 columns; the recursion's branch holds every Recurse frame."""
+    c = case.truth["crash"]
+    lines = case.out(host, "pstacks").lines
+    assert lines[0] == "" and lines[1] == "________________________________________________", lines[:3]
+    i = next(i for i, ln in enumerate(lines) if ln.strip() == f"~~~~ {c['deep']['osTid']:x}")
+    align = len(lines[i]) - len(lines[i].lstrip()) - 1  # " ~~~~" follows the branch's indent
+    branch = []
+    for ln in lines[i + 1:]:
+        m = re.fullmatch(r"( *)(\d+) (.*)", ln)
+        if not m or len(m.group(1)) + len(m.group(2)) != align + 5:
+            break
+        branch.append((int(m.group(2)), m.group(3)))
+    recurse = [name for n, name in branch if name.startswith("DebuggeeHost.CrashScenario.Recurse(")]
+    assert len(recurse) == c["recursionDepth"] + 1, branch
+    assert all(n == 1 for n, _ in branch), branch
+    m = re.fullmatch(r"==> (\d+) threads with (\d+) roots", next(ln for ln in lines if ln.startswith("==>")))
+    assert m and int(m.group(1)) >= len(KEYS), lines[-3:]
 
 
 # -- dumpstack -------------------------------------------------------------------------------------
@@ -336,10 +361,15 @@ def test_dumpstack_holds_the_throwing_frames_return_addresses(case: Case, host: 
     lines = case.out(host, "divzero dumpstack").lines
     assert lines[2] == "Child-SP         RetAddr          Caller, Callee"
     managed = [ln for ln in lines if "(MethodDesc " in ln.split(" ", 2)[-1][:12]]
-    order = [f["method"] for f in d["exception"]["frames"][1:]]  # the faulting frame holds no return address
-    pos = [next((i for i, ln in enumerate(managed) if f" {m}(" in ln), None) for m in order]
-    assert None not in pos and pos == sorted(pos), (order, managed)
-    assert any(re.search(r"\(MethodDesc [0-9a-f]{16} \+0x[0-9a-f]+ \S+\(.*\)\), calling ", ln) for ln in managed)
+    # The faulting frame holds no return address; the callers' stand in order further out (the
+    # catch handler, running now, returns into CrashDivMain nearer the top too).
+    order = [f["method"] for f in d["exception"]["frames"][1:]]
+    pos = next(i for i, ln in enumerate(managed) if f" {order[0]}(" in ln)
+    for m in order[1:]:
+        pos = next((i for i in range(pos + 1, len(managed)) if f" {m}(" in managed[i]), None)
+        assert pos is not None, (m, order, managed)
+    # Native return addresses are named by the ELF symbol that holds them: the thread waits in libc.
+    assert any(re.search(r" libc\.so\.6!pthread_cond_\w*wait\w*\+0x[0-9a-f]+", ln) for ln in lines), lines
     ee = case.out(host, "divzero dumpstack -EE").lines
     assert all(ln[34:].startswith("(MethodDesc ") for ln in ee[3:]) and len(ee) > 3, ee
 
@@ -368,7 +398,7 @@ def test_triage_dump_answers_stacks_and_exceptions(case: Case, triage_host: str)
 
 def test_crash_dump_of_an_unhandled_divide_by_zero(request, tmp_path: Path) -> None:
     """DivZero.script on a dump written at the crash (DOTNET_DbgEnableMiniDump): the faulting thread,
-    its DivideByZeroException with the frames' lines, the thread found by clrthreads -managedexception."""
+    its DivideByZeroException with the frames' lines, the faulting thread current without choosing it."""
     drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
     core = tmp_path / "divzero.core"
@@ -392,9 +422,10 @@ def test_crash_dump_of_an_unhandled_divide_by_zero(request, tmp_path: Path) -> N
     # The same three throwing frames as the parked divzero thread's, called from CrashDivUnhandled.
     want = [(f["method"], f["line"]) for f in truth["divzero"]["exception"]["frames"][:3]]
     for host, kw in (("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})):
-        outs = drivers.run_in_host(host, ["clrthreads -managedexception", "pe -lines", "clrstack", "clrma"], **kw)
-        select, pe, clrstack, clrma = outs
-        assert not select.errors and not pe.errors, (host, select.text, pe.text)
+        # No thread chosen: the current one is the thread that took the signal, as in SOS's scripts.
+        outs = drivers.run_in_host(host, ["pe -lines", "clrstack", "clrma"], **kw)
+        pe, clrstack, clrma = outs
+        assert not pe.errors, (host, pe.text)
         lines = pe.lines
         assert "Exception type:   System.DivideByZeroException" in lines, (host, lines)
         assert f"Message:          {truth['divzero']['exception']['rawMessage']}" in lines

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import SosError
+from ..targets.symbols import native_symbol
 
 if TYPE_CHECKING:
     from .runtime import ClrRuntime
@@ -30,10 +31,22 @@ class RawFrame:
     name: str  # managed: the method's name; native: the module's file name
     offset: int  # from the method's code start (managed) or the module's base (native)
     callee: "RawFrame | None" = None  # what a direct call (x64 call rel32) before it went to
+    symbol: str = ""  # native: the function holding the address, from the module's ELF symbols
+    symbol_offset: int = 0  # native: from that function's start
 
     @property
     def is_managed(self) -> bool:
         return bool(self.method_desc)
+
+    @property
+    def where(self) -> str:
+        """``module!symbol+0xoff`` for native code with a symbol, ``module + 0xoff`` without;
+        a managed frame's method name."""
+        if self.is_managed:
+            return self.name
+        if self.symbol:
+            return f"{self.name}!{self.symbol}+{self.symbol_offset:#x}"
+        return f"{self.name} + {self.offset:#x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +113,9 @@ def describe_address(runtime: "ClrRuntime", address: int, slot: int = 0,
         return RawFrame(slot, address, md, name, (address - start) & 0xFFFFFFFFFFFFFFFF)
     module = _native_module(runtime.target.modules() if modules is None else modules, address)
     if module is not None:
-        return RawFrame(slot, address, 0, module.name, address - module.base)
+        sym = native_symbol(module, address)
+        return RawFrame(slot, address, 0, module.name, address - module.base,
+                        symbol=sym[0] if sym else "", symbol_offset=sym[1] if sym else 0)
     return None
 
 

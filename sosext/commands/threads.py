@@ -14,7 +14,7 @@ from ..clr.objects import method_table_of
 from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.stacks import ClrStack, ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
 from ..clr.threadpool import read_threadpool
-from ..clr.threads import ClrThread, clr_threads, thread_by_os_id, thread_store
+from ..clr.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id, thread_store
 from ..errors import SosError, UsageError
 from ..render.text import safe_line
 from ..targets.base import ThreadInfo
@@ -46,12 +46,19 @@ def debugger_selected_tid(ctx: CommandContext) -> int | None:
 
 def current_thread(ctx: CommandContext) -> CurrentThread | None:
     """The thread SOS-style commands act on: the debugger's selected thread, else the thread
-    chosen with setthread, else the target's first thread."""
+    chosen with setthread, else in a crash dump the thread that took the signal (as a debugger
+    selects it), else the target's first thread."""
     target = ctx.session.target()
     threads = target.threads()
     tid = debugger_selected_tid(ctx)
     if tid is None:
         tid = ctx.session.settings.get(CURRENT_THREAD)
+    if tid is None and target.core_file() is not None:
+        try:
+            fault = faulting_thread(ctx.runtime)
+        except SosError:
+            fault = None
+        tid = fault[0] if fault is not None and any(t.tid == fault[0] for t in threads) else None
     if tid is None:
         if not threads:
             return None
