@@ -12,6 +12,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -82,14 +83,18 @@ class Case:
         return self.outputs[host][key]
 
 
-@pytest.fixture(scope="module")
-def case(request, tmp_path_factory) -> Case:
+Batch = Callable[[dict, str], list[tuple[str, str]]]
+
+
+def collect(request, tmp_path_factory, scenario: str, batch: Batch, triage_batch: Batch) -> Case:  # type: ignore[no-untyped-def]
+    """Run ``batch`` in every host on one run of ``scenario`` (live, then its with-heap dump) and
+    ``triage_batch`` on a triage dump of a second run (createdump --triage: no GC heap)."""
     drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
-    work = tmp_path_factory.mktemp("stackvalues")
+    work = tmp_path_factory.mktemp(scenario)
     dll = build_debuggee(tfm)
-    with Debuggee("stackvalues", tfm=tfm, dll=dll, core_dir=work) as d:
-        core = d.write_core("heap", work / "values.core")
+    with Debuggee(scenario, tfm=tfm, dll=dll, core_dir=work) as d:
+        core = d.write_core("heap", work / f"{scenario}.core")
         c = Case(d.truth, d.truth)
         c.outputs["lldb-live"] = run("lldb-live", batch(d.truth, "lldb-live"), pid=d.pid)
         if "gdb-live" in HOSTS:
@@ -100,15 +105,19 @@ def case(request, tmp_path_factory) -> Case:
     if "gdb-core" in HOSTS:
         c.outputs["gdb-core"] = run("gdb-core", batch(c.truth, "gdb-core"), core=core, exe=exe)
     core.unlink(missing_ok=True)
-    # A triage dump of a second run (createdump --triage: no GC heap).
-    with Debuggee("stackvalues", tfm=tfm, dll=dll, core_dir=work) as d:
-        triage = d.write_core("triage", work / "values.triage.core")
+    with Debuggee(scenario, tfm=tfm, dll=dll, core_dir=work) as d:
+        triage = d.write_core("triage", work / f"{scenario}.triage.core")
         c.triage_truth = d.truth
         exe = str(d.executable)
     c.outputs["cli-triage"] = run("cli-triage", triage_batch(c.triage_truth, "cli-triage"), core=triage)
     c.outputs["lldb-triage"] = run("lldb-triage", triage_batch(c.triage_truth, "lldb-triage"), core=triage, exe=exe)
     triage.unlink(missing_ok=True)
     return c
+
+
+@pytest.fixture(scope="module")
+def case(request, tmp_path_factory) -> Case:
+    return collect(request, tmp_path_factory, "stackvalues", batch, triage_batch)
 
 
 @pytest.fixture(params=HOSTS)

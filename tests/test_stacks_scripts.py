@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
-from test_stack_values import HOSTS, STACK_ROW, TRIAGE_HOSTS, addr, run
+from test_stack_values import STACK_ROW, Case, addr, collect
+from test_stack_values import host, triage_host  # noqa: F401 - the same host fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -69,53 +70,9 @@ def triage_batch(truth: dict, host: str) -> list[tuple[str, str]]:
     return pairs
 
 
-@dataclass
-class Case:
-    truth: dict
-    triage_truth: dict
-    outputs: dict[str, dict[str, drivers.Output]] = field(default_factory=dict)
-
-    def out(self, host: str, key: str) -> drivers.Output:
-        return self.outputs[host][key]
-
-
 @pytest.fixture(scope="module")
 def case(request, tmp_path_factory) -> Case:
-    drivers.require_dotnet_and_lldb()
-    tfm = request.config.getoption("--tfm")
-    work = tmp_path_factory.mktemp("crash")
-    dll = build_debuggee(tfm)
-    with Debuggee("crash", tfm=tfm, dll=dll, core_dir=work) as d:
-        core = d.write_core("heap", work / "crash.core")
-        c = Case(d.truth, d.truth)
-        c.outputs["lldb-live"] = run("lldb-live", batch(d.truth, "lldb-live"), pid=d.pid)
-        if "gdb-live" in HOSTS:
-            c.outputs["gdb-live"] = run("gdb-live", batch(d.truth, "gdb-live"), pid=d.pid)
-        exe = str(d.executable)
-    c.outputs["cli-core"] = run("cli-core", batch(c.truth, "cli-core"), core=core)
-    c.outputs["lldb-core"] = run("lldb-core", batch(c.truth, "lldb-core"), core=core, exe=exe)
-    if "gdb-core" in HOSTS:
-        c.outputs["gdb-core"] = run("gdb-core", batch(c.truth, "gdb-core"), core=core, exe=exe)
-    core.unlink(missing_ok=True)
-    with Debuggee("crash", tfm=tfm, dll=dll, core_dir=work) as d:
-        triage = d.write_core("triage", work / "crash.triage.core")
-        c.triage_truth = d.truth
-        exe = str(d.executable)
-    c.outputs["cli-triage"] = run("cli-triage", triage_batch(c.triage_truth, "cli-triage"), core=triage)
-    c.outputs["lldb-triage"] = run("lldb-triage", triage_batch(c.triage_truth, "lldb-triage"),
-                                   core=triage, exe=exe)
-    triage.unlink(missing_ok=True)
-    return c
-
-
-@pytest.fixture(params=HOSTS)
-def host(request) -> str:
-    return request.param
-
-
-@pytest.fixture(params=TRIAGE_HOSTS)
-def triage_host(request) -> str:
-    return request.param
+    return collect(request, tmp_path_factory, "crash", batch, triage_batch)
 
 
 # -- reading our output -------------------------------------------------------------------------
@@ -202,10 +159,15 @@ def test_clrstack_of_a_simple_throw_shows_its_software_exception_frame(case: Cas
         [(f["method"], f["line"]) for f in s["exception"]["frames"]], rows
 
 
+NATIVE_SITE = re.compile(r"(lib[\w.+-]*\.so[.\d]*)(?:!(\S+) \+ \d+|!(\S+)| \+ 0x[0-9a-f]+)$")
+
+
 def test_clrstack_f_names_modules_and_offsets(case: Case, host: str) -> None:
-    """StackTests.script 2): module!method + offset [file @ line]."""
+    """StackTests.script 2): module!method + offset [file @ line], native frames between."""
     d = case.truth["crash"]["divzero"]
-    rows = managed_after_park(stack_rows(case.out(host, "divzero clrstack -f").text))
+    all_rows = stack_rows(case.out(host, "divzero clrstack -f").text)
+    native = [r for r in all_rows if NATIVE_SITE.fullmatch(r.site)]
+    rows = managed_after_park([r for r in all_rows if r not in native])
     plain = managed_after_park(stack_rows(case.out(host, "divzero clrstack").text))
     assert len(rows) == len(plain)
     for full, r in zip(rows, plain):
@@ -216,6 +178,22 @@ def test_clrstack_f_names_modules_and_offsets(case: Case, host: str) -> None:
         assert m and m.group(2) == r.site and full.line == r.line, (full, r)
     frames = d["exception"]["frames"]
     assert rows[2].site.startswith(f"{frames[0]['module']}!{frames[0]['method']}("), rows[2]
+
+
+def test_clrstack_f_shows_native_frames_named_by_symbol(case: Case, host: str) -> None:
+    """SOS's -f interleaves the native frames: the thread blocks in libc's condition wait called
+    by the runtime, below its first managed frame, and the runtime started the thread."""
+    lines = case.out(host, "divzero clrstack -f").lines
+    rows = [(ln, STACK_ROW.match(ln)) for ln in lines]
+    rows = [(int(m.group(1), 16), m.group(3).rstrip()) for ln, m in rows if m]
+    first_managed = next(i for i, (_sp, site) in enumerate(rows) if ".dll!" in site)
+    above = [site for _sp, site in rows[:first_managed] if NATIVE_SITE.fullmatch(site)]
+    assert any(re.fullmatch(r"libc\.so\.6!pthread_cond_\w*wait\w* \+ \d+", s) for s in above), above
+    assert any(s.startswith("libcoreclr.so") for s in above), above
+    last_managed = max(i for i, (_sp, site) in enumerate(rows) if ".dll!" in site)
+    assert any(site.startswith("libcoreclr.so") for _sp, site in rows[last_managed + 1:]), rows[last_managed:]
+    native_sps = [sp for sp, site in rows if NATIVE_SITE.fullmatch(site)]
+    assert native_sps == sorted(set(native_sps)), native_sps
 
 
 def test_clrstack_of_an_async_method_keeps_angle_brackets(case: Case, host: str) -> None:

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from ..clr.addresses import classifier
 from ..clr.frames import frame_variables
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
+from ..clr.nativeframes import NativeFrame, native_frames
 from ..clr.objects import method_table_of
+from ..clr.rawstack import RawFrame
 from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.stacks import ClrStack, ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
 from ..clr.threadpool import read_threadpool
@@ -352,7 +354,7 @@ Examples:
         out = ctx.out
         try:
             stack = walk_stack(ctx.runtime, tid, arguments=params, local_variables=local_vars,
-                               registers=args.r, max_frames=args.c or 0)
+                               registers=args.r or args.f, max_frames=args.c or 0)
         except NotManagedThread as e:
             if not e.is_managed:
                 out.line("Unable to walk the managed stack. The current thread is likely not a ")
@@ -374,7 +376,28 @@ Examples:
         table = Cells(_STACK_WIDTHS, _STACK_RIGHT)
         rows = out.table("frames", table, ("os_thread_id", "sp", "ip", "call_site", "method_desc", "managed"))
         out.line(table.row("Child SP", "IP", "Call Site"))
+        native = _native_rows(ctx, tid, stack) if args.f else []
+        printed = 0
+
+        def room() -> bool:
+            return not args.c or printed < args.c
+
+        def native_up_to(limit: int | None) -> None:
+            nonlocal printed
+            # SOS prints the native frames below (leafward of) each managed row first.
+            while native and room() and (limit is None or native[0].sp <= limit):
+                nf = native.pop(0)
+                if nf.sp == limit:
+                    continue
+                printed += 1
+                rows.row(_p(nf.sp), _p(nf.ip), _native_site(nf.code),
+                         data=(tid, Address(nf.sp), Address(nf.ip), _native_site(nf.code), None, False))
+
         for i, f in enumerate(stack.frames):
+            native_up_to(f.sp)
+            if not room():
+                break
+            printed += 1
             # With -f SOS leaves a runtime Frame's IP blank (it means little there).
             ip = "" if args.f and not f.is_managed else _p(f.ip)
             site = call_site(ctx, f, args.f)
@@ -388,8 +411,10 @@ Examples:
                      data=(tid, Address(f.sp), Address(f.ip), site, Address(f.method_desc), bool(f.is_managed)))
             if f.is_managed and (params or local_vars):
                 _args_and_locals(ctx, f, params, local_vars)
-            if f.registers is not None:
+            if f.registers is not None and args.r:
                 _registers(ctx, f.registers, ctx.runtime.target.arch)
+        if stack.complete and not stack.truncated:
+            native_up_to(None)
         if stack.interrupted:
             out.line("<interrupted>")
         elif not stack.complete:
@@ -409,6 +434,22 @@ Examples:
         write_icordebug_stack(
             ctx, tid, stack, sp, ip, in_managed, params, local_vars, max_rows,
             lambda f, i: frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == ip))
+
+
+def _native_rows(ctx: CommandContext, tid: int, stack: ClrStack) -> list[NativeFrame]:
+    """clrstack -f's native frames (unwound from the thread and out of its managed frames)."""
+    contexts = [f.registers for f in stack.frames if f.is_managed and f.registers]
+    try:
+        return native_frames(ctx.runtime, tid, contexts)
+    except (SosError, OSError):
+        return []
+
+
+def _native_site(code: RawFrame) -> str:
+    """A native frame as SOS's clrstack -f names it: module!symbol + displacement (decimal)."""
+    if code.symbol:
+        return f"{code.name}!{code.symbol} + {code.symbol_offset}" if code.symbol_offset else f"{code.name}!{code.symbol}"
+    return f"{code.name} + {code.offset:#x}"
 
 
 def _thread_sp_ip(ctx: CommandContext, tid: int) -> tuple[int | None, int | None]:

@@ -59,3 +59,18 @@ def test_another_build_of_the_file_is_not_used(library: Path) -> None:
 
 def test_a_missing_file_has_no_names() -> None:
     assert native_symbol(Module("libnone.so", "/nonexistent/libnone.so", 0x1000, 0x1000), 0x1010) is None
+
+
+def test_cfi_unwinds_a_call_at_every_functions_entry(library: Path) -> None:
+    """At a function's first instruction the return address is at [rsp] and the caller's stack
+    pointer is rsp + 8: the .eh_frame rules found through .eh_frame_hdr must say so."""
+    from sosext.targets.cfi import unwind_step
+
+    base, sp, ret = 0x7F0000000000, 0x7FFE00001000, 0x7F0000123456
+    memory = {sp: ret}
+    module = Module(library.name, str(library), base, 0x10000)
+    for name, (start, _size) in nm_functions(library).items():
+        regs = {"rip": base + start, "rsp": sp, "rbp": 0x1234, "rbx": 7}
+        step = unwind_step(module, regs, memory.__getitem__, leaf=True)
+        assert step is not None, name
+        assert (step.sp, step.ip, step.regs["rbp"], step.regs["rbx"]) == (sp + 8, ret, 0x1234, 7), name
