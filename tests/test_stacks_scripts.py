@@ -399,10 +399,15 @@ def test_crash_dump_of_an_unhandled_divide_by_zero(request, tmp_path: Path) -> N
     assert core.exists(), "the runtime wrote no crash dump"
     # The same three throwing frames as the parked divzero thread's, called from CrashDivUnhandled.
     want = [(f["method"], f["line"]) for f in truth["divzero"]["exception"]["frames"][:3]]
-    for host, kw in (("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})):
-        # No thread chosen: the current one is the thread that took the signal, as in SOS's scripts.
-        outs = drivers.run_in_host(host, ["pe -lines", "clrstack", "clrma"], **kw)
-        pe, clrstack, clrma = outs
+    hosts = [("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})]
+    if drivers.GDB:
+        hosts.append(("gdb-core", {"core": core, "exe": exe}))
+    for host, kw in hosts:
+        # No thread chosen: the current one is the thread that took the signal, as in SOS's scripts
+        # (LLDB selects it; the CLI takes it from the core's notes). GDB selects its thread 1.
+        select = [drivers.select_thread(host, tid)] if host.startswith("gdb") else []
+        outs = drivers.run_in_host(host, select + ["pe -lines", "clrstack", "clrma"], **kw)
+        pe, clrstack, clrma = outs[len(select):]
         assert not pe.errors, (host, pe.text)
         lines = pe.lines
         assert "Exception type:   System.DivideByZeroException" in lines, (host, lines)
