@@ -7,8 +7,8 @@ two nested exceptions in flight, a task's AggregateException with nested inner e
 async method, a deep recursion) and prints each thread's own System.Diagnostics.StackTrace and
 each exception's type, message, HResult and stack trace with source lines. Every check compares
 our output with those values, in LLDB and GDB (live and on a with-heap dump), the CLI, on
-triage dumps, and on the crash dump the runtime writes when an unhandled division by zero kills
-the process.
+triage dumps, on the crash dump the runtime writes when an unhandled division by zero kills
+the process, and in LLDB stopped live at that crash.
 """
 from __future__ import annotations
 
@@ -424,3 +424,47 @@ def test_crash_dump_of_an_unhandled_divide_by_zero(request, tmp_path: Path) -> N
         assert sites[i:i + 3] == want, (host, sites)
         assert clrma.lines[0] == f"Signal:       6 on OS thread id 0x{tid:x}", (host, clrma.lines[:3])
     core.unlink(missing_ok=True)
+
+
+# The debugger stopped at the crash itself (SOS's LIVE runs): continue until the runtime aborts.
+_CONTINUE_TO_ABORT = (
+    "script exec(\"p = lldb.debugger.GetSelectedTarget().GetProcess()\\n"
+    "for _ in range(100):\\n"
+    "    p.Continue()\\n"
+    "    if p.GetState() != lldb.eStateStopped or any(t.GetStopReason() == lldb.eStopReasonSignal"
+    " and t.GetStopReasonDataAtIndex(0) == 6 for t in p):\\n"
+    "        break\\n"
+    "print('state', p.GetState())\")"
+)
+
+
+def test_lldb_live_at_an_unhandled_divide_by_zero(request, tmp_path: Path) -> None:
+    """DivZero.script live: LLDB attached, the debuggee divides by zero on a new thread with no
+    handler, LLDB stops at the runtime's abort; pe and clrstack on the selected (aborting) thread."""
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    with Debuggee("crash", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d:
+        truth = d.truth["crash"]
+        commands = [
+            "script lldb.debugger.SetAsync(False)",
+            "process handle -p true -s false -n false SIGFPE SIGSEGV SIGILL SIGBUS SIGUSR1 SIGUSR2 SIGPIPE SIGCHLD",
+            # The debuggee reads its commands from a pipe: write into it from here, then run.
+            f"script open('/proc/{d.pid}/fd/0', 'w').write('divzero\\n')",
+            _CONTINUE_TO_ABORT,
+            "pe -lines", "clrstack", "clrthreads",
+        ]
+        outs = drivers.run_lldb(commands, pid=d.pid, timeout=300)
+    pe, clrstack, clrthreads = outs[4:]
+    assert not pe.errors, pe.text
+    e = truth["divzero"]["exception"]
+    assert "Exception type:   System.DivideByZeroException" in pe.lines, pe.text
+    assert f"Message:          {e['rawMessage']}" in pe.lines and f"HResult: {e['hresult']:x}" in pe.lines
+    trace = trace_rows(pe.lines)
+    want = [(f["method"], f["line"]) for f in e["frames"][:3]]
+    got = [(re.search(r"!(\S+?)\(", ln).group(1), int(re.search(r" @ (\d+)\]$", ln).group(1))) for ln in trace[:3]]
+    assert got == want and "!DebuggeeHost.CrashScenario.CrashDivUnhandled(" in trace[3], trace
+    tid = int(re.fullmatch(r"OS Thread Id: 0x([0-9a-f]+) \(\d+\)", clrstack.lines[0]).group(1), 16)
+    sites = [(r.site.split("(")[0], r.line) for r in stack_rows(clrstack.text) if not r.site.startswith("[")]
+    assert sites[sites.index(want[0]):sites.index(want[0]) + 3] == want, sites
+    row = next(r for r in clrthreads.lines if re.match(rf"^ *\d+ +\d+ +{tid:x} ", r))
+    assert "System.DivideByZeroException" in row, row
