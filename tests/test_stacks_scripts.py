@@ -13,7 +13,6 @@ the process, and in LLDB stopped live at that crash.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
-from test_stack_values import STACK_ROW, Case, addr, collect
+from test_stack_values import STACK_ROW, Case, addr, collect, crash_dump
 from test_stack_values import host, triage_host  # noqa: F401 - the same host fixtures
 
 pytestmark = pytest.mark.slow
@@ -378,25 +377,8 @@ def test_crash_dump_of_an_unhandled_divide_by_zero(request, tmp_path: Path) -> N
     """DivZero.script on a dump written at the crash (DOTNET_DbgEnableMiniDump): the faulting thread,
     its DivideByZeroException with the frames' lines, the faulting thread current without choosing it."""
     drivers.require_dotnet_and_lldb()
-    tfm = request.config.getoption("--tfm")
-    core = tmp_path / "divzero.core"
-    env = {"DOTNET_DbgEnableMiniDump": "1", "DOTNET_DbgMiniDumpType": "2", "DOTNET_DbgMiniDumpName": str(core)}
-    with Debuggee("crash", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path, env=env) as d:
-        truth = d.truth["crash"]
-        exe = str(d.executable)
-        d.send("divzero")
-        line = None
-        for _ in range(20):
-            line = d.read_line(60)
-            if line is None or line.startswith("SOSEXT-CRASH "):
-                break
-        assert line is not None and line.startswith("SOSEXT-CRASH "), line
-        tid = int(line.split()[1])
-        deadline = time.monotonic() + 300
-        while d.alive and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not d.alive, "the debuggee did not die of its unhandled exception"
-    assert core.exists(), "the runtime wrote no crash dump"
+    full_truth, exe, tid, core = crash_dump(request, tmp_path, "crash", "divzero")
+    truth = full_truth["crash"]
     # The same three throwing frames as the parked divzero thread's, called from CrashDivUnhandled.
     want = [(f["method"], f["line"]) for f in truth["divzero"]["exception"]["frames"][:3]]
     hosts = [("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})]
