@@ -114,11 +114,15 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
         rows.row(f"{thread_sp or 0:016X}", f"{thread_ip:016x}", "[NativeStackFrame]",
                  data=(tid, Address(thread_sp or 0), Address(thread_ip), "[NativeStackFrame]", None, "native"))
         printed += 1
+    shown: set[int] = set()
     for i, f in enumerate(stack.frames):
         if full():
             break
+        if not f.is_managed and f.frame_address in shown:
+            continue  # the DAC's walk can stop twice at one Frame; the debugger API lists it once
         printed += 1
         if not f.is_managed:
+            shown.add(f.frame_address)
             site = f"[{internal_kind(f.frame_name)}: {f.frame_address:016X}]"
             rows.row(f"{f.frame_address:016X}", "(null)", site,
                      data=(tid, Address(f.frame_address), None, site, None, "internal"))
