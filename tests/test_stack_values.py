@@ -12,6 +12,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -82,14 +83,18 @@ class Case:
         return self.outputs[host][key]
 
 
-@pytest.fixture(scope="module")
-def case(request, tmp_path_factory) -> Case:
+Batch = Callable[[dict, str], list[tuple[str, str]]]
+
+
+def collect(request, tmp_path_factory, scenario: str, batch: Batch, triage_batch: Batch) -> Case:  # type: ignore[no-untyped-def]
+    """Run ``batch`` in every host on one run of ``scenario`` (live, then its with-heap dump) and
+    ``triage_batch`` on a triage dump of a second run (createdump --triage: no GC heap)."""
     drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
-    work = tmp_path_factory.mktemp("stackvalues")
+    work = tmp_path_factory.mktemp(scenario)
     dll = build_debuggee(tfm)
-    with Debuggee("stackvalues", tfm=tfm, dll=dll, core_dir=work) as d:
-        core = d.write_core("heap", work / "values.core")
+    with Debuggee(scenario, tfm=tfm, dll=dll, core_dir=work) as d:
+        core = d.write_core("heap", work / f"{scenario}.core")
         c = Case(d.truth, d.truth)
         c.outputs["lldb-live"] = run("lldb-live", batch(d.truth, "lldb-live"), pid=d.pid)
         if "gdb-live" in HOSTS:
@@ -100,15 +105,19 @@ def case(request, tmp_path_factory) -> Case:
     if "gdb-core" in HOSTS:
         c.outputs["gdb-core"] = run("gdb-core", batch(c.truth, "gdb-core"), core=core, exe=exe)
     core.unlink(missing_ok=True)
-    # A triage dump of a second run (createdump --triage: no GC heap).
-    with Debuggee("stackvalues", tfm=tfm, dll=dll, core_dir=work) as d:
-        triage = d.write_core("triage", work / "values.triage.core")
+    with Debuggee(scenario, tfm=tfm, dll=dll, core_dir=work) as d:
+        triage = d.write_core("triage", work / f"{scenario}.triage.core")
         c.triage_truth = d.truth
         exe = str(d.executable)
     c.outputs["cli-triage"] = run("cli-triage", triage_batch(c.triage_truth, "cli-triage"), core=triage)
     c.outputs["lldb-triage"] = run("lldb-triage", triage_batch(c.triage_truth, "lldb-triage"), core=triage, exe=exe)
     triage.unlink(missing_ok=True)
     return c
+
+
+@pytest.fixture(scope="module")
+def case(request, tmp_path_factory) -> Case:
+    return collect(request, tmp_path_factory, "stackvalues", batch, triage_batch)
 
 
 @pytest.fixture(params=HOSTS)
@@ -143,58 +152,88 @@ def addr(text_hex: str) -> int:
 # -- clrstack -i -------------------------------------------------------------------------------
 
 
+I_ROW = re.compile(r"^[0-9A-F]{16} (?:[0-9a-f]{16}|\(null\)) ")
+
+
+def i_frame_block(text: str, method: str) -> list[str]:
+    """clrstack -i: the lines after the row of ``method`` (a full name), up to the next row."""
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        if I_ROW.match(ln) and f" {method}(" in ln:
+            block = []
+            for nxt in lines[i + 1:]:
+                if I_ROW.match(nxt) or nxt.startswith("====") or nxt == "Stack walk complete.":
+                    break
+                block.append(nxt)
+            return block
+    raise AssertionError(f"no frame of {method} in:\n{text}")
+
+
+def test_clrstack_i_rows_are_sos_icordebug_rows(case: Case, host: str) -> None:
+    v = case.truth["values"]
+    lines = case.out(host, "clrstack -i only").lines
+    assert lines[1:4] == ["Dumping managed stack and managed variables using ICorDebug.", "=" * 77,
+                          "Child SP         IP               Call Site"], lines[:5]
+    assert lines[-2:] == ["Stack walk complete.", "=" * 77], lines[-3:]
+    # The thread waits in native code: the walk starts there, then the P/Invoke transition.
+    assert re.fullmatch(r"[0-9A-F]{16} [0-9a-f]{16} \[NativeStackFrame\]", lines[4]), lines[4]
+    assert re.fullmatch(r"[0-9A-F]{16} \(null\) \[Managed to Unmanaged transition: [0-9A-F]{16}\]", lines[5]), lines[5]
+    # Each internal frame once, as the debugger API lists them (the DAC's walk stops twice at it).
+    assert lines[6].endswith(")") and "transition" not in lines[6], lines[4:8]
+    row = next(ln for ln in lines if f" {v['method']}(" in ln)
+    assert re.fullmatch(rf"[0-9A-F]{{16}} [0-9a-f]{{16}} \[DEFAULT\] Void {re.escape(v['method'])}"
+                        rf"\(I4,I8,Boolean,R8,String,Class {re.escape(v['itemType'])},"
+                        rf"ValueType {re.escape(v['pointType'])}\) \(/\S+/SosextDebuggee\.dll\)", row), row
+
+
 def test_clrstack_i_names_types_and_values_of_the_arguments(case: Case, host: str) -> None:
     v = case.truth["values"]
-    block = frame_block(case.out(host, "clrstack -i").text, v["method"])
-    params = block[: block.index("    LOCALS:")]
-    assert params[0] == "    PARAMETERS:"
-    assert params[1:] == [
-        f"      + int count = {v['count']}",
-        f"      + long big = {v['big']}",
-        f"      + bool flag = {'true' if v['flag'] else 'false'}",
-        f"      + double ratio = {v['ratio']!r}",
-        f"      + string text = \"{v['text']}\" @ 0x{addr(v['textAddress']):x}",
-        f"      + {v['itemType']} item @ 0x{addr(v['item']):x}",
-        params[7],
-        f"        |- int X = {v['pointX']}",
-        f"        |- long Y = {v['pointY']}",
+    block = i_frame_block(case.out(host, "clrstack -i").text, v["method"])
+    params = block[: block.index("LOCALS:") - 1]
+    assert params[:2] == ["", "PARAMETERS:"]
+    assert params[2:] == [
+        f"  + int count  = {v['count']}",
+        f"  + long big  = {v['big']}",
+        f"  + bool flag  = {'true' if v['flag'] else 'false'}",
+        f"  + double ratio  = {v['ratio']:f}",
+        f"  + string text = \"{v['text']}\"",
+        f"  + {v['itemType']} item @ 0x{addr(v['item']):x}",
+        params[8],
+        f"     |- int X  = {v['pointX']}",
+        f"     |- long Y  = {v['pointY']}",
     ], params
-    assert re.fullmatch(rf"      \+ {re.escape(v['pointType'])} point @ 0x[0-9a-f]+", params[7]), params
+    assert re.fullmatch(rf"  \+ {re.escape(v['pointType'])} point @ 0x[0-9a-f]+", params[8]), params
 
 
 def test_clrstack_i_names_locals_from_the_pdb(case: Case, host: str) -> None:
     v = case.truth["values"]
-    block = frame_block(case.out(host, "clrstack -i").text, v["method"])
-    local_lines = block[block.index("    LOCALS:") + 1:]
-    assert f"      + int localCount = {v['localCount']}" in local_lines, local_lines
-    assert f"      + long localBig = {v['localBig']}" in local_lines, local_lines
-    assert f"      + {v['itemType']} localItem @ 0x{addr(v['localItem']):x}" in local_lines, local_lines
-    i = next(i for i, ln in enumerate(local_lines) if ln.startswith(f"      + {v['pointType']} localPoint @ 0x"))
-    assert local_lines[i + 1:i + 3] == [f"        |- int X = {v['localPointX']}",
-                                        f"        |- long Y = {v['localPointY']}"], local_lines
+    block = i_frame_block(case.out(host, "clrstack -i").text, v["method"])
+    local_lines = block[block.index("LOCALS:") + 1:]
+    assert f"  + int localCount  = {v['localCount']}" in local_lines, local_lines
+    assert f"  + long localBig  = {v['localBig']}" in local_lines, local_lines
+    assert f"  + {v['itemType']} localItem @ 0x{addr(v['localItem']):x}" in local_lines, local_lines
+    i = next(i for i, ln in enumerate(local_lines) if ln.startswith(f"  + {v['pointType']} localPoint @ 0x"))
+    assert local_lines[i + 1:i + 3] == [f"     |- int X  = {v['localPointX']}",
+                                        f"     |- long Y  = {v['localPointY']}"], local_lines
     # The caller's locals, string included, are read from its own frame.
-    outer = frame_block(case.out(host, "clrstack -i").text, "DebuggeeHost.StackValuesScenario.ValuesThreadMain")
-    assert f"      + string text = \"{v['text']}\" @ 0x{addr(v['textAddress']):x}" in outer, outer
-    assert f"      + {v['itemType']} item @ 0x{addr(v['item']):x}" in outer, outer
+    outer = i_frame_block(case.out(host, "clrstack -i").text, "DebuggeeHost.StackValuesScenario.ValuesThreadMain")
+    assert f"  + string text = \"{v['text']}\"" in outer, outer
+    assert f"  + {v['itemType']} item @ 0x{addr(v['item']):x}" in outer, outer
 
 
 def test_clrstack_i_alone_lists_frames_and_p_only_parameters(case: Case, host: str) -> None:
     v = case.truth["values"]
     only = case.out(host, "clrstack -i only").lines
-    assert only[1] == "Dumping managed stack and managed variables using ICorDebug."
-    assert only[-1] == "Stack walk complete." or only[-2] == "Stack walk complete.", only[-3:]
-    assert "    PARAMETERS:" not in only and "    LOCALS:" not in only
-    assert frame_block(case.out(host, "clrstack -i only").text, v["method"]) == []
-    p = frame_block(case.out(host, "clrstack -i -p").text, v["method"])
-    a = frame_block(case.out(host, "clrstack -i").text, v["method"])
-    assert p == a[: a.index("    LOCALS:")], p
+    assert "PARAMETERS:" not in only and "LOCALS:" not in only
+    assert i_frame_block(case.out(host, "clrstack -i only").text, v["method"]) == []
+    p = i_frame_block(case.out(host, "clrstack -i -p").text, v["method"])
+    a = i_frame_block(case.out(host, "clrstack -i").text, v["method"])
+    assert p == a[: a.index("LOCALS:") - 1] + [""], p
 
 
 def test_clrstack_i_accepts_slash_d(case: Case, host: str) -> None:
     assert not case.out(host, "clrstack -i /d").errors
-    # The same stack and values; only the once-per-session note about modules without a PDB goes.
-    first = [ln for ln in case.out(host, "clrstack -i").lines if not ln.startswith("No source lines for ")]
-    assert case.out(host, "clrstack -i /d").lines == first
+    assert case.out(host, "clrstack -i /d").lines == case.out(host, "clrstack -i").lines
 
 
 # -- clrstack -a/-p/-l (SOS's untyped form) -----------------------------------------------------
@@ -284,8 +323,8 @@ def test_pstacks_merges_the_parked_threads(case: Case, host: str) -> None:
     for key in ("a", "b"):
         i, indent, count = _pstacks_node(lines, p[key]["method"])
         assert indent > outer_indent and count == len(p[key]["osTids"]), lines
-        # The branch ends with the ids of exactly its threads.
-        ids = next(ln for ln in lines[i:] if ln.strip().startswith("~~~~"))
+        # The branch's innermost frames come first, under the ids of exactly its threads.
+        ids = next(ln for ln in reversed(lines[:i]) if ln.strip().startswith("~~~~"))
         assert {int(t, 16) for t in ids.split()[1].split(",")} == set(p[key]["osTids"]), ids
     assert re.fullmatch(r"==> \d+ threads with \d+ roots", next(ln for ln in lines if ln.startswith("==>")))
 
@@ -374,17 +413,17 @@ def test_triage_dump_heap_commands_say_the_heap_is_missing(case: Case, triage_ho
 # -- a crash dump ----------------------------------------------------------------------------------
 
 
-def test_clrma_on_a_crash_dump_analyses_the_faulting_thread(request, tmp_path: Path) -> None:
-    """The runtime's own crash dump (DOTNET_DbgEnableMiniDump) of an unhandled exception: clrma
-    picks the thread that took the signal, not the other thread holding a caught exception."""
-    drivers.require_dotnet_and_lldb()
+def crash_dump(request, tmp_path: Path, scenario: str, command: str) -> tuple[dict, str, int, Path]:  # type: ignore[no-untyped-def]
+    """Run ``scenario``, send it ``command`` (a thread that throws with no handler and first
+    prints SOSEXT-CRASH <tid>), wait for it to die: (truth, executable, tid, the runtime's own
+    crash dump, written by DOTNET_DbgEnableMiniDump)."""
     tfm = request.config.getoption("--tfm")
-    core = tmp_path / "crash.core"
+    core = tmp_path / f"{scenario}-{command}.core"
     env = {"DOTNET_DbgEnableMiniDump": "1", "DOTNET_DbgMiniDumpType": "2", "DOTNET_DbgMiniDumpName": str(core)}
-    with Debuggee("stackvalues", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path, env=env) as d:
+    with Debuggee(scenario, tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path, env=env) as d:
         truth = d.truth
         exe = str(d.executable)
-        d.send("crash")
+        d.send(command)
         line = None
         for _ in range(20):
             line = d.read_line(60)
@@ -397,6 +436,14 @@ def test_clrma_on_a_crash_dump_analyses_the_faulting_thread(request, tmp_path: P
             time.sleep(0.5)
         assert not d.alive, "the debuggee did not die of its unhandled exception"
     assert core.exists(), "the runtime wrote no crash dump"
+    return truth, exe, tid, core
+
+
+def test_clrma_on_a_crash_dump_analyses_the_faulting_thread(request, tmp_path: Path) -> None:
+    """The runtime's own crash dump (DOTNET_DbgEnableMiniDump) of an unhandled exception: clrma
+    picks the thread that took the signal, not the other thread holding a caught exception."""
+    drivers.require_dotnet_and_lldb()
+    truth, exe, tid, core = crash_dump(request, tmp_path, "stackvalues", "crash")
     crash = truth["crash"]
     for host, kw in (("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})):
         out = drivers.run_in_host(host, ["clrma"], **kw)[0]

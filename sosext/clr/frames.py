@@ -227,3 +227,17 @@ def _struct_fields(runtime: "ClrRuntime", module: int, sig: SigType, raw: FrameV
             value = None
         out.append(StructField(f.name, tname, value))
     return tuple(out)
+
+
+def icordebug_method(runtime: "ClrRuntime", method_desc: int) -> tuple[str, str]:
+    """(``[DEFAULT] Void Ns.Type.Method(I4)``, the module's path): a managed frame's method as an
+    ICorDebug stack walk names it (SOS's clrstack -i); ("", "") when metadata cannot tell."""
+    from .metadata.ilasm import ilasm_method
+    from .stacks import module_path
+
+    mdd = runtime.dac.method_desc_data(method_desc) if method_desc else None
+    if mdd is None:
+        return "", ""
+    reader = runtime.catalog.metadata(mdd.module_ptr)
+    text = _safe(lambda: ilasm_method(reader, mdd.token)) if reader is not None else ""
+    return text, module_path(runtime, mdd.module_ptr)

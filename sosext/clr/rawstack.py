@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import SosError
+from ..targets.symbols import native_symbol
 
 if TYPE_CHECKING:
     from .runtime import ClrRuntime
@@ -30,10 +31,22 @@ class RawFrame:
     name: str  # managed: the method's name; native: the module's file name
     offset: int  # from the method's code start (managed) or the module's base (native)
     callee: "RawFrame | None" = None  # what a direct call (x64 call rel32) before it went to
+    symbol: str = ""  # native: the function holding the address, from the module's ELF symbols
+    symbol_offset: int = 0  # native: from that function's start
 
     @property
     def is_managed(self) -> bool:
         return bool(self.method_desc)
+
+    @property
+    def where(self) -> str:
+        """``module!symbol+0xoff`` for native code with a symbol, ``module + 0xoff`` without;
+        a managed frame's method name."""
+        if self.is_managed:
+            return self.name
+        if self.symbol:
+            return f"{self.name}!{self.symbol}+{self.symbol_offset:#x}"
+        return f"{self.name} + {self.offset:#x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +58,7 @@ class RawStack:
     top: int  # the end of the scanned range
 
 
-def _is_call_before(code: bytes, arch: str) -> bool:
+def is_call_before(code: bytes, arch: str) -> bool:
     """``code`` ends where a return address points: is the instruction just before it a call?"""
     if arch == "aarch64":
         if len(code) < 4:
@@ -57,6 +70,8 @@ def _is_call_before(code: bytes, arch: str) -> bool:
         return True
     if n >= 2 and code[-2] == 0xFF and code[-1] & 0x38 == 0x10 and code[-1] >> 6 == 3:  # call reg
         return True
+    if n >= 2 and code[-2] == 0xFF and code[-1] & 0xF8 == 0x10 and code[-1] & 7 not in (4, 5):  # call [reg]
+        return True
     # call [reg+disp8] / via SIB, call [rip+disp32] / [reg+disp32], possibly REX-prefixed
     for length in (3, 4, 6, 7):
         if n >= length and code[-length] == 0xFF and code[-length + 1] & 0x38 == 0x10:
@@ -67,7 +82,7 @@ def _is_call_before(code: bytes, arch: str) -> bool:
     return False
 
 
-def _stack_top(runtime: "ClrRuntime", os_tid: int, sp: int) -> int:
+def stack_top(runtime: "ClrRuntime", os_tid: int, sp: int) -> int:
     dac = runtime.dac
     for addr, t in dac.threads():
         if t.os_thread_id == os_tid:
@@ -77,7 +92,7 @@ def _stack_top(runtime: "ClrRuntime", os_tid: int, sp: int) -> int:
     return sp + MAX_SCAN
 
 
-def _native_module(modules: list, address: int):  # type: ignore[no-untyped-def]
+def native_module(modules: list, address: int):  # type: ignore[no-untyped-def]
     """The file mapping that holds ``address``: the smallest one, never an anonymous memfd (the
     runtime's double-mapped executable memory spans whole regions with other modules inside)."""
     best = None
@@ -98,9 +113,11 @@ def describe_address(runtime: "ClrRuntime", address: int, slot: int = 0,
         mdd = dac.method_desc_data(md)
         start = mdd.native_code_addr if mdd is not None else address
         return RawFrame(slot, address, md, name, (address - start) & 0xFFFFFFFFFFFFFFFF)
-    module = _native_module(runtime.target.modules() if modules is None else modules, address)
+    module = native_module(runtime.target.modules() if modules is None else modules, address)
     if module is not None:
-        return RawFrame(slot, address, 0, module.name, address - module.base)
+        sym = native_symbol(module, address)
+        return RawFrame(slot, address, 0, module.name, address - module.base,
+                        symbol=sym[0] if sym else "", symbol_offset=sym[1] if sym else 0)
     return None
 
 
@@ -113,7 +130,7 @@ def raw_stack(runtime: "ClrRuntime", os_tid: int, *, max_bytes: int = MAX_SCAN) 
     ip = regs.get("rip", regs.get("pc", 0))
     if not sp:
         raise SosError(f"no stack pointer for thread {os_tid:#x}")
-    top = min(_stack_top(runtime, os_tid, sp), sp + max_bytes)
+    top = min(stack_top(runtime, os_tid, sp), sp + max_bytes)
     try:
         raw = bytes(target.read_partial(sp, top - sp))
     except SosError:
@@ -134,7 +151,7 @@ def raw_stack(runtime: "ClrRuntime", os_tid: int, *, max_bytes: int = MAX_SCAN) 
                 before = bytes(target.read_partial(word - 8, 8))
             except SosError:
                 before = b""
-            seen_code[word] = before if len(before) == 8 and _is_call_before(before, arch) else None
+            seen_code[word] = before if len(before) == 8 and is_call_before(before, arch) else None
         before = seen_code[word]
         if before is None:
             continue

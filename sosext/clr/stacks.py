@@ -86,6 +86,7 @@ class ClrStack:
     frames: tuple[ClrStackFrame, ...]
     complete: bool  # False when the walk failed before the end (the frames so far are valid)
     interrupted: bool = False
+    truncated: bool = False  # stopped at max_frames before the end
 
 
 def walk_stack(runtime: "ClrRuntime", os_tid: int, *, arguments: bool = False, local_variables: bool = False,
@@ -132,7 +133,7 @@ def _walk(runtime: "ClrRuntime", os_tid: int, walk: StackWalk, arch: str, want_a
             frame = replace(frame, registers=context_registers(arch, ctx))
         frames.append(frame)
         if len(frames) >= limit:
-            break
+            return ClrStack(os_tid, tuple(frames), complete=True, truncated=True)
         hr = walk.next()
         if hr != 0:
             break
@@ -205,14 +206,19 @@ def _values(count: int | None, get: Callable[[int], tuple[Value | None, str]]
     return tuple(out), True
 
 
-def module_file_name(runtime: "ClrRuntime", module: int) -> str:
-    """File name (no directory) of a runtime Module, "" when unknown; cached per target generation."""
-    cache: dict[int, str] = runtime.cache("stacks.module_names", dict)
-    name = cache.get(module)
-    if name is None:
+def module_path(runtime: "ClrRuntime", module: int) -> str:
+    """Path of a runtime Module's file as the runtime loaded it, "" when unknown; cached per
+    target generation."""
+    cache: dict[int, str] = runtime.cache("stacks.module_paths", dict)
+    path = cache.get(module)
+    if path is None:
         dac = runtime.dac
         data = dac.module_data(module) if module else None
-        path = dac.pe_file_name(data.pe_assembly) if data is not None and data.pe_assembly else None
-        name = (path or "").replace("\\", "/").rsplit("/", 1)[-1]
-        cache[module] = name
-    return name
+        path = (dac.pe_file_name(data.pe_assembly) if data is not None and data.pe_assembly else None) or ""
+        cache[module] = path
+    return path
+
+
+def module_file_name(runtime: "ClrRuntime", module: int) -> str:
+    """File name (no directory) of a runtime Module, "" when unknown."""
+    return module_path(runtime, module).replace("\\", "/").rsplit("/", 1)[-1]

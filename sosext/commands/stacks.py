@@ -20,7 +20,7 @@ from .threads import current_thread, report_missing_pdbs, write_exception
 def _where(f: RawFrame) -> str:
     if f.is_managed:
         return f"(MethodDesc {f.method_desc:016x} +{f.offset:#x} {f.name})"
-    return f"{f.name} + {f.offset:#x}"
+    return f.where
 
 
 def _thread_index(ctx: CommandContext, tid: int) -> int:
@@ -123,50 +123,77 @@ Example:
                 out.line(f"Unable to read the stack: {e}")
 
 
+_PAD = 5  # dotnet-dump's count width and indent step
+
+
+def _render_tree(node: CallNode, depth: int, limit: int, emit) -> None:  # type: ignore[no-untyped-def]
+    """dotnet-dump's parallelstacks layout: a branch's deeper frames first (innermost at the top),
+    its thread ids on a ~~~~ line above the frame where they stop, each frame as its thread count
+    right-aligned in 5 columns; a child indents one step only when fewer threads go through it."""
+    align = " " * (_PAD * depth)
+
+    def ids(tids: list[int]) -> str:
+        shown = [f"{t:x}" for t in (tids if limit < 0 else tids[:limit])]
+        return ",".join(shown) + ("..." if 0 <= limit < len(tids) else "")
+
+    if node.stopped:
+        emit(f"{align} ~~~~ {ids(node.stopped)}", None)
+    for child in sorted(node.children, key=lambda c: len(c.threads)):
+        _render_tree(child, depth if len(child.threads) == len(node.threads) else depth + 1, limit, emit)
+    emit(f"{align}{len(node.threads):{_PAD}d} {node.method}", (depth, node))
+
+
 @register
 class ParallelStacksCommand(Command):
     names = ("parallelstacks", "pstacks")
     summary = "Merge the managed stacks of all threads into one call tree, with thread counts."
     usage = "parallelstacks [-a]"
     details = """\
-Threads that run the same chain of outermost frames share one branch of the tree; it splits
-where their frames differ. Each line is a frame with the number of threads through it,
-outermost first and indented by depth; under the frame where threads stop (their innermost
-managed frame) a ~~~~ line lists their OS thread ids (hex). With -a every thread id is listed;
-without it at most 4 per line, then "...". Threads with no managed frames are counted at the end.
+As dotnet-dump's parallelstacks: one block per outermost frame (a root), under a line of
+underscores. Within a block the innermost frames come first, as in a stack: each line is a frame
+with the number of threads through it, right-aligned in 5 columns; a ~~~~ line names, in hex, the
+OS ids of the threads whose innermost managed frame is the frame below it. Where fewer threads go
+on into a callee than came through the caller, the callee's lines indent by 5. With -a every
+thread id is listed; without it at most 4 per line, then "...". Threads with no managed frames are
+counted at the end.
 
 Example:
   pstacks
     ________________________________________________
-    5 System.Threading.Thread.StartCallback()
-      5 DebuggeeHost.Worker.Run()
-        3 DebuggeeHost.Worker.WaitA()
-          ~~~~ 666c,666d,666e
-        2 DebuggeeHost.Worker.WaitB()
-          ~~~~ 666f,6670
+               ~~~~ 666f,6670
+                  2 System.Threading.Monitor.Wait(System.Object, Int32)
+                  2 DebuggeeHost.Worker.WaitB()
+               ~~~~ 666c,666d,666e
+                  3 System.Threading.Monitor.Wait(System.Object, Int32)
+                  3 DebuggeeHost.Worker.WaitA()
+        5 DebuggeeHost.Worker.Run()
+        5 System.Threading.Thread.StartCallback()
+
     ==> 5 threads with 1 roots"""
     options = (Option("-a", "list every thread id"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         ps = parallel_stacks(ctx.runtime)
         out = ctx.out
-        out.line("________________________________________________")
         rows = out.table("nodes", Cells((), ()), ("depth", "threads", "method", "os_thread_ids", "stopped"))
-        stack: list[tuple[CallNode, int]] = [(c, 0) for c in reversed(ps.root.children)]
-        while stack:
-            node, depth = stack.pop()
-            pad = "  " * depth
-            rows.row(f"{pad}{len(node.threads)} {node.method}",
-                     data=(depth, len(node.threads), node.method, [f"{t:x}" for t in node.threads],
-                           [f"{t:x}" for t in node.stopped]))
-            if node.stopped and not out.structured:
-                ids = [f"{t:x}" for t in node.stopped]
-                if not args.a and len(ids) > 4:
-                    ids = ids[:4] + ["..."]
-                out.line(f"{pad}  ~~~~ {','.join(ids)}")
-            stack.extend((c, depth + 1) for c in reversed(node.children))
+
+        def emit(text: str, frame: "tuple[int, CallNode] | None") -> None:
+            if frame is None:
+                if not out.structured:
+                    out.line(text)
+                return
+            depth, node = frame
+            rows.row(text, data=(depth, len(node.threads), node.method, [f"{t:x}" for t in node.threads],
+                                 [f"{t:x}" for t in node.stopped]))
+
         out.line()
+        for root in ps.root.children:
+            out.line("________________________________________________")
+            _render_tree(root, 0, -1 if args.a else 4, emit)
+            out.line()
+            out.line()
         out.field("threads", ps.thread_count, f"==> {ps.thread_count} threads with {len(ps.root.children)} roots")
+        out.line()
         if ps.skipped:
             out.line(f"({len(ps.skipped)} threads without managed frames)")
 
@@ -253,7 +280,7 @@ Example:
                 [f for f in raw.frames if not f.is_managed]
             for f in native:
                 slot = f"{f.slot:016X}" if f.slot else "(current)"
-                native_rows.row(f"    {slot}", f"{f.address:016x}", f"{f.name} + {f.offset:#x}",
+                native_rows.row(f"    {slot}", f"{f.address:016x}", f.where,
                                 data=(Address(f.slot) if f.slot else None, Address(f.address), f.name, f.offset))
         except SosError as e:
             out.line(f"    <unreadable: {e}>")

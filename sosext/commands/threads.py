@@ -8,13 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..clr.addresses import classifier
-from ..clr.frames import FrameVariable, FrameVariables, frame_variables
+from ..clr.frames import frame_variables
 from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
+from ..clr.nativeframes import NativeFrame, native_frames
 from ..clr.objects import method_table_of
+from ..clr.rawstack import RawFrame
 from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
-from ..clr.stacks import ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
+from ..clr.stacks import ClrStack, ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
 from ..clr.threadpool import read_threadpool
-from ..clr.threads import ClrThread, clr_threads, thread_by_os_id, thread_store
+from ..clr.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id, thread_store
 from ..errors import SosError, UsageError
 from ..render.text import safe_line
 from ..targets.base import ThreadInfo
@@ -24,6 +26,7 @@ from ..render.output import Address
 from ..render.table import Cells
 from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
 from .context import CommandContext
+from .icordebug import write_icordebug_stack
 
 CURRENT_THREAD = "current_thread"  # Session.settings key: the CLI's selected OS thread id
 
@@ -45,12 +48,19 @@ def debugger_selected_tid(ctx: CommandContext) -> int | None:
 
 def current_thread(ctx: CommandContext) -> CurrentThread | None:
     """The thread SOS-style commands act on: the debugger's selected thread, else the thread
-    chosen with setthread, else the target's first thread."""
+    chosen with setthread, else in a crash dump the thread that took the signal (as a debugger
+    selects it), else the target's first thread."""
     target = ctx.session.target()
     threads = target.threads()
     tid = debugger_selected_tid(ctx)
     if tid is None:
         tid = ctx.session.settings.get(CURRENT_THREAD)
+    if tid is None and target.core_file() is not None:
+        try:
+            fault = faulting_thread(ctx.runtime)
+        except SosError:
+            fault = None
+        tid = fault[0] if fault is not None and any(t.tid == fault[0] for t in threads) else None
     if tid is None:
         if not threads:
             return None
@@ -344,7 +354,7 @@ Examples:
         out = ctx.out
         try:
             stack = walk_stack(ctx.runtime, tid, arguments=params, local_variables=local_vars,
-                               registers=args.r, max_frames=args.c or 0)
+                               registers=args.r or args.f, max_frames=args.c or 0)
         except NotManagedThread as e:
             if not e.is_managed:
                 out.line("Unable to walk the managed stack. The current thread is likely not a ")
@@ -352,20 +362,42 @@ Examples:
                 out.line("the process")
             out.line(f"Failed to start stack walk: {e.hr:x}")
             return
+        if args.i:
+            self._icordebug(ctx, tid, stack, params, local_vars, args.c or 0)
+            return
         if not any(f.is_managed for f in stack.frames) and (not stack.complete or not stack.frames):
             # A thread the runtime knows that has not run (or no longer runs) managed code: the
             # walk has nothing to stand on, which is no failure.
             out.line("No managed frames on this thread (it runs native code only)")
             return
         lines = None if args.n else source_lines(ctx.runtime)
-        leaf_ip = _thread_ip(ctx, tid) if lines is not None or args.i else None
+        leaf_ip = _thread_ip(ctx, tid) if lines is not None else None
         missing: list[PdbLookup] = []
         table = Cells(_STACK_WIDTHS, _STACK_RIGHT)
         rows = out.table("frames", table, ("os_thread_id", "sp", "ip", "call_site", "method_desc", "managed"))
-        if args.i:
-            out.line("Dumping managed stack and managed variables using ICorDebug.")
         out.line(table.row("Child SP", "IP", "Call Site"))
+        native = _native_rows(ctx, tid, stack) if args.f else []
+        printed = 0
+
+        def room() -> bool:
+            return not args.c or printed < args.c
+
+        def native_up_to(limit: int | None) -> None:
+            nonlocal printed
+            # SOS prints the native frames below (leafward of) each managed row first.
+            while native and room() and (limit is None or native[0].sp <= limit):
+                nf = native.pop(0)
+                if nf.sp == limit:
+                    continue
+                printed += 1
+                rows.row(_p(nf.sp), _p(nf.ip), _native_site(nf.code),
+                         data=(tid, Address(nf.sp), Address(nf.ip), _native_site(nf.code), None, False))
+
         for i, f in enumerate(stack.frames):
+            native_up_to(f.sp)
+            if not room():
+                break
+            printed += 1
             # With -f SOS leaves a runtime Frame's IP blank (it means little there).
             ip = "" if args.f and not f.is_managed else _p(f.ip)
             site = call_site(ctx, f, args.f)
@@ -377,33 +409,59 @@ Examples:
                     site += f" [{loc.path} @ {loc.line}]"
             rows.row(_p(f.sp), ip, site,
                      data=(tid, Address(f.sp), Address(f.ip), site, Address(f.method_desc), bool(f.is_managed)))
-            if f.is_managed and args.i:
-                if params or local_vars:
-                    fv = frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == leaf_ip)
-                    _typed_args_and_locals(ctx, fv, params, local_vars)
-            elif f.is_managed and (params or local_vars):
+            if f.is_managed and (params or local_vars):
                 _args_and_locals(ctx, f, params, local_vars)
-            if f.registers is not None:
+            if f.registers is not None and args.r:
                 _registers(ctx, f.registers, ctx.runtime.target.arch)
+        if stack.complete and not stack.truncated:
+            native_up_to(None)
         if stack.interrupted:
             out.line("<interrupted>")
         elif not stack.complete:
             out.line("<failed>")
             out.line("Stack Walk failed. Reported stack incomplete.")
-        elif args.i:
-            out.line("Stack walk complete.")
-        if stack.complete and not any(f.is_managed for f in stack.frames):
+        if stack.complete and not stack.truncated and not any(f.is_managed for f in stack.frames):
             out.line("No managed frames on this thread (it runs native code only)")
         if lines is not None:
             report_missing_pdbs(ctx, lines, missing)
 
 
-def _thread_ip(ctx: CommandContext, tid: int) -> int | None:
+    def _icordebug(self, ctx: CommandContext, tid: int, stack: ClrStack, params: bool, local_vars: bool,
+                   max_rows: int) -> None:
+        sp, ip = _thread_sp_ip(ctx, tid)
+        first = stack.frames[0] if stack.frames else None
+        in_managed = first is not None and first.is_managed and first.ip == ip
+        write_icordebug_stack(
+            ctx, tid, stack, sp, ip, in_managed, params, local_vars, max_rows,
+            lambda f, i: frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == ip))
+
+
+def _native_rows(ctx: CommandContext, tid: int, stack: ClrStack) -> list[NativeFrame]:
+    """clrstack -f's native frames (unwound from the thread and out of its managed frames)."""
+    contexts = [f.registers for f in stack.frames if f.is_managed and f.registers]
+    try:
+        return native_frames(ctx.runtime, tid, contexts)
+    except (SosError, OSError):
+        return []
+
+
+def _native_site(code: RawFrame) -> str:
+    """A native frame as SOS's clrstack -f names it: module!symbol + displacement (decimal)."""
+    if code.symbol:
+        return f"{code.name}!{code.symbol} + {code.symbol_offset}" if code.symbol_offset else f"{code.name}!{code.symbol}"
+    return f"{code.name} + {code.offset:#x}"
+
+
+def _thread_sp_ip(ctx: CommandContext, tid: int) -> tuple[int | None, int | None]:
     try:
         regs = ctx.runtime.target.registers(tid)
     except (SosError, OSError):
-        return None
-    return regs.get("rip", regs.get("pc"))
+        return None, None
+    return regs.get("rsp", regs.get("sp")), regs.get("rip", regs.get("pc"))
+
+
+def _thread_ip(ctx: CommandContext, tid: int) -> int | None:
+    return _thread_sp_ip(ctx, tid)[1]
 
 
 _REPORTED = "sourcelines.reported"  # Session.settings key: modules already named as lacking a PDB
@@ -484,49 +542,6 @@ def _args_and_locals(ctx: CommandContext, f: ClrStackFrame, params: bool, local_
             elif v.location is not None:
                 text += f"0x{_p(v.location)} = "
             out.line(text + _value_text(v))
-    out.line()
-
-
-def typed_value_text(v: FrameVariable) -> str:
-    """`= value` or `@ address` of a clrstack -i variable (target text escaped by the caller's out)."""
-    if not v.has_data:
-        return "= <unable to retrieve data>" if v.raw.read_failed else "= <no data>"
-    if v.kind == "primitive":
-        value = v.value
-        if isinstance(value, bool):
-            return "= " + ("true" if value else "false")
-        if isinstance(value, float):
-            return f"= {value!r}"
-        if v.type_name == "char" and isinstance(value, int):
-            return f"= '{chr(value)}' ({value})" if 0x20 <= value < 0x7F else f"= {value}"
-        return f"= {value}"
-    if v.kind == "string":
-        return f'= "{safe_line(str(v.value))}" @ 0x{v.address:x}'
-    if v.kind == "reference":
-        return "= null" if not v.address else f"@ 0x{v.address:x}"
-    if v.kind == "pointer":
-        return f"= 0x{v.address or 0:x}"
-    if v.kind == "struct":
-        return f"@ 0x{v.address:x}" if v.address is not None else "= <in registers>"
-    n = v.raw.value
-    return f"= 0x{n:016x}" if n is not None else "= <no data>"
-
-
-def _typed_args_and_locals(ctx: CommandContext, fv: FrameVariables, params: bool, local_vars: bool) -> None:
-    out = ctx.out
-    for title, values in (("PARAMETERS:", fv.arguments if params else ()),
-                          ("LOCALS:", fv.locals if local_vars else ())):
-        if not values:
-            continue
-        out.line(f"    {title}")
-        for v in values:
-            type_name = f"{v.type_name} " if v.type_name else ""
-            out.line(f"      + {type_name}{v.name} {typed_value_text(v)}")
-            for fld in v.fields:
-                ftype = f"{fld.type_name} " if fld.type_name else ""
-                value = "<struct>" if fld.value is None else ("true" if fld.value is True else "false"
-                                                             if fld.value is False else str(fld.value))
-                out.line(f"        |- {ftype}{fld.name} = {value}")
     out.line()
 
 
