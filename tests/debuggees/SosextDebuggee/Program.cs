@@ -37,6 +37,7 @@ namespace DebuggeeHost
             "parity" => new ParityScenario(),
             "retained" => new RetainedScenario(),
             "stackvalues" => new StackValuesScenario(),
+            "stresslog" => new StressLogScenario(),
             _ => null,
         };
 
