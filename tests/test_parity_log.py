@@ -12,6 +12,7 @@ import json
 import os
 import re
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def commands_for(t: dict, files: Path) -> list[str]:
         f"histobj {moved['after']}", f"histobj {moved['after']} --json",
         f"histobjfind {moved['after']}", f"histobjfind {moved['before']}", f"histroot {moved['root']}",
         f"histroot {moved['root']} --json", "histobj zz", "histroot", "histclear", f"HistRoot {moved['root']}",
+        "crashinfo",
     ]
 
 
@@ -227,3 +229,59 @@ def test_without_a_stress_log(tmp_path: Path, request) -> None:  # type: ignore[
                               "No Stress log in the image, GCHist commands unavailable"], host
         assert stats.lines == ["Run !histinit to initialize the GC history from the stress log."], host
     assert not (tmp_path / "none.txt").exists()
+
+
+# -- crashinfo ----------------------------------------------------------------------------------
+
+def test_crashinfo_without_a_crash(case: Case, host: str) -> None:
+    assert case.out(host, "crashinfo").errors == ["error: No crash info to display"]
+
+
+def _crash_dump(request, tmp_path: Path) -> tuple[dict, int, Path, str]:  # type: ignore[no-untyped-def]
+    """The runtime's own dump (DOTNET_DbgEnableMiniDump) of the `stackvalues` debuggee's
+    unhandled exception: (truth, crashing OS thread id, core, executable)."""
+    tfm = request.config.getoption("--tfm")
+    core = tmp_path / "crash.core"
+    env = {"DOTNET_DbgEnableMiniDump": "1", "DOTNET_DbgMiniDumpType": "2", "DOTNET_DbgMiniDumpName": str(core)}
+    with Debuggee("stackvalues", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path, env=env) as d:
+        exe = str(d.executable)
+        d.send("crash")
+        line = None
+        for _ in range(20):
+            line = d.read_line(60)
+            if line is None or line.startswith("SOSEXT-CRASH "):
+                break
+        assert line is not None and line.startswith("SOSEXT-CRASH "), line
+        deadline = time.monotonic() + 300
+        while d.alive and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not d.alive and core.exists(), "the runtime wrote no crash dump"
+        return d.truth, int(line.split()[1]), core, exe
+
+
+def test_crashinfo_on_the_runtimes_crash_dump(request, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    drivers.require_dotnet_and_lldb()
+    truth, tid, core, exe = _crash_dump(request, tmp_path)
+    crash = truth["crash"]
+    hosts = {"cli-core": {"core": core}, "lldb-core": {"core": core, "exe": exe}}
+    if drivers.GDB:
+        hosts["gdb-core"] = {"core": core, "exe": exe}
+    for host, kw in hosts.items():
+        text, as_json = (o.text for o in drivers.run_in_host(host, ["crashinfo", "crashinfo --json"], **kw))
+        lines = text.splitlines()
+        assert lines[:7] == [
+            "CrashReason:        UnhandledException", f"ThreadId:           {tid:04X}",
+            f"HResult:            {truth['thrower']['hresult']:08X}", "RuntimeType:        NetCore", lines[4],
+            lines[5], f"Message:            {crash['message']}"], (host, text)
+        assert lines[4].startswith("RuntimeBaseAddress: ") and lines[5].startswith("RuntimeVersion:     ")
+        for title in ("** Current Exception **", f"** Thread {tid} Exception **", "** Nested Exceptions **"):
+            assert title in lines, (host, title)
+        assert lines.count(f"Exception type:     {truth['thrower']['type']}") == 3, host
+        trace = [ln for ln in lines if re.match(r"^    [0-9A-F]{16} SosextDebuggee!", ln)]
+        for m in crash["frames"]:
+            assert sum(f"!{m}() + 0x" in ln for ln in trace) == 3, (host, m)
+        doc = json.loads(as_json)
+        assert (doc["crash_reason"], doc["thread_id"], doc["message"]) == ("UnhandledException", tid, crash["message"])
+        assert [f["method"] for f in doc["exception"]["stack"]][:len(crash["frames"])] == [
+            f"{m}()" for m in crash["frames"]]
+    core.unlink(missing_ok=True)
