@@ -40,7 +40,7 @@ def commands_for(t: dict, files: Path) -> list[str]:
         f"histobj {moved['after']}", f"histobj {moved['after']} --json",
         f"histobjfind {moved['after']}", f"histobjfind {moved['before']}", f"histroot {moved['root']}",
         f"histroot {moved['root']} --json", "histobj zz", "histroot", "histclear", f"HistRoot {moved['root']}",
-        "crashinfo",
+        "crashinfo", "bpmd -list", "stoponcatch",
     ]
 
 
@@ -229,6 +229,19 @@ def test_without_a_stress_log(tmp_path: Path, request) -> None:  # type: ignore[
                               "No Stress log in the image, GCHist commands unavailable"], host
         assert stats.lines == ["Run !histinit to initialize the GC history from the stress log."], host
     assert not (tmp_path / "none.txt").exists()
+
+
+# -- bpmd and stoponcatch where they cannot work (live bpmd: test_bpmd.py) ------------------------
+
+def test_bpmd_on_a_core_and_stoponcatch(case: Case, host: str) -> None:
+    if host.endswith("-live"):
+        assert case.out(host, "bpmd -list").lines == [
+            "!bpmd breakpoint list", " Breakpoint index - Location, MethodDesc, Method Token, Code"]
+    else:
+        assert case.out(host, "bpmd -list").errors == ["error: bpmd needs a live process in LLDB or GDB"]
+    assert case.out(host, "stoponcatch").errors == [
+        "error: stoponcatch needs the runtime's debugger notifications (exception catch events), which sosext "
+        "does not turn on (it never writes the target); use bpmd on the catching method"]
 
 
 # -- crashinfo ----------------------------------------------------------------------------------
