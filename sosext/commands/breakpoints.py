@@ -1,4 +1,4 @@
-"""bpmd (breakpoints on managed methods) and stoponcatch.
+"""bpmd: breakpoints on managed methods (stoponcatch: see sos_names.WHY_NOT).
 
 The breakpoints are the host debugger's own (LLDB's, GDB's); the model finds where a
 method's code is, or watches the JIT for it (clr/breakpoints.py).
@@ -91,15 +91,3 @@ Examples:
             where = ", ".join(f"0x{c:x}" for c in e.code) or "pending"
             out.line(escape(f"{e.number} - {e.method.module}!{e.method.name}, 0x{e.method.method_desc:x}, "
                             f"0x{e.method.token:08x}, {where}"))
-
-
-@register
-class StopOnCatch(Command):
-    names = ("stoponcatch",)
-    summary = "SOS: stop when the next managed exception is caught. Not available in sosext (one line says why)."
-    usage = "stoponcatch"
-    needs_runtime = False
-
-    def run(self, ctx: CommandContext, args: Parsed) -> None:
-        raise SosError("stoponcatch needs the runtime's debugger notifications (exception catch events), which "
-                       "sosext does not turn on (it never writes the target); use bpmd on the catching method")

@@ -17,7 +17,7 @@ from ..errors import SosError, UsageError
 from ..render.output import Address
 from ..render.table import Column, Table, Text
 from ..render.text import safe_line as escape
-from .base import Command, Option, Parsed, Positional, address_or, register
+from .base import Command, Option, Parsed, Positional, address_or, parse_address, register
 from .context import CommandContext
 
 NO_LOG = "----- No thread logs in the image: The stress log was probably not initialized correctly. -----"
@@ -25,12 +25,18 @@ HOW_TO = ("The stress log is written only by a process started with DOTNET_Stres
           "(DOTNET_LogFacility, DOTNET_LogLevel and DOTNET_StressLogSize choose what and how much).")
 
 
-def _log(ctx: CommandContext) -> StressLog | None:
+def _log(ctx: CommandContext, address: int | None = None) -> StressLog | None:
+    """The runtime's stress log, or the one at ``address`` (only memory reads: no DAC call)."""
     try:
-        log = stress_log(ctx.runtime)
+        log = stress_log(ctx.runtime) if address is None else StressLog(_reader(ctx), address)
     except ValueError as e:
         raise SosError(str(e)) from None
     return log if log is not None and log.present else None
+
+
+def _reader(ctx: CommandContext):  # type: ignore[no-untyped-def]
+    target = ctx.runtime.target
+    return lambda a, n: bytes(target.read_partial(a, n))
 
 
 def header_lines(log: StressLog, threads: int, elapsed: float) -> list[str]:
@@ -72,7 +78,7 @@ def _create_private(path: str):  # type: ignore[no-untyped-def]
 class DumpLog(Command):
     names = ("dumplog", "DumpLog")
     summary = "Write the runtime's in-memory stress log to a file, newest message first."
-    usage = "dumplog [-f <file>] [<file>]"
+    usage = "dumplog [-addr <StressLog address>] [-f <file>] [<file>]"
     details = f"""\
 The stress log is a per-thread circular log the runtime keeps in memory. dumplog merges the
 threads' messages by time (newest first, as SOS), formats each with its format string read
@@ -83,14 +89,16 @@ created 0600 and never overwritten. {HOW_TO}
 
 Example:
   dumplog -f /tmp/stress.txt"""
-    options = (Option("-f", "the file to write (default StressLog.txt)", str, "file", dest="file"),)
+    options = (Option("-f", "the file to write (default StressLog.txt)", str, "file", dest="file"),
+               Option("-addr", "a StressLog other than the runtime's own (its address)", parse_address, "address",
+                      dest="addr"))
     positionals = (Positional("filename", "the file to write (as SOS: dumplog <file>)"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.file and args.filename:
             raise UsageError("give the file once: dumplog -f <file> or dumplog <file>")
         path = args.file or args.filename or "StressLog.txt"
-        log = _log(ctx)
+        log = _log(ctx, args.addr)
         if log is None:
             ctx.out.line(NO_LOG)
             ctx.out.line("No Stress log in the image, no file written")
@@ -121,7 +129,7 @@ Example:
         for t, s, f, text in rows:
             lines.append(text if not t else f"{t:<{tw}} {s:>{sw}} {f:<{fw}} {text}")
         lines.append(f"---------------------------- {len(rows)} total entries ------------------------------------")
-        with _create_private(path) as out:
+        with _create_private(os.path.expanduser(path)) as out:
             out.write("\n".join(lines) + "\n")
         ctx.out.line("SUCCESS: Stress log dumped")
 
