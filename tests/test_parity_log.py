@@ -12,7 +12,6 @@ import json
 import os
 import re
 import stat
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 import drivers
 from harness import Debuggee, build_debuggee
 from test_parity import HOSTS, h
+from test_stack_values import runtime_crash_dump
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def commands_for(t: dict, files: Path) -> list[str]:
     s = t["stressLog"]
     moved = s["moved"]
     return [
-        f"dumplog -f {files / 'log.txt'}", f"dumplog {files / 'log.txt'}", f"dumplog -f {files / 'link.txt'}",
+        f"dumplog -f {files / 'log.txt'}", f"dumplog {files / 'log.txt'}", f"dumplog -f {files / 'link.txt'}", f"dumplog --force -f {files / 'link.txt'}",
         "histobj 1234", "histinit", "histstats", "histstats --json",
         f"histobj {moved['after']}", f"histobj {moved['after']} --json",
         f"histobjfind {moved['after']}", f"histobjfind {moved['before']}", f"histroot {moved['root']}",
@@ -110,11 +110,13 @@ def test_dumplog_writes_a_private_file(case: Case, host: str) -> None:
     path = case.files[host] / "log.txt"
     log_file(case, host)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert case.out(host, f"dumplog {path}").errors == [
-        f"error: {path} exists; give another file name (dumplog never overwrites a file)"]
+    assert case.out(host, f"dumplog {path}").errors == [f"error: {path} exists; choose another name or add --force"]
     link = case.files[host] / "link.txt"
-    assert case.out(host, f"dumplog -f {link}").errors == [
-        f"error: {link} exists; give another file name (dumplog never overwrites a file)"]
+    assert case.out(host, f"dumplog -f {link}").errors == [f"error: {link} exists; choose another name or add --force"]
+    # --force replaces the link itself, never the file it names.
+    assert case.out(host, f"dumplog --force -f {link}").lines[-1] == "SUCCESS: Stress log dumped"
+    assert not link.is_symlink() and link.read_text().startswith("STRESS LOG:")
+    assert stat.S_IMODE(link.stat().st_mode) == 0o600
     assert not (case.files[host] / "elsewhere.txt").exists()
 
 
@@ -250,31 +252,9 @@ def test_crashinfo_without_a_crash(case: Case, host: str) -> None:
     assert case.out(host, "crashinfo").errors == ["error: No crash info to display"]
 
 
-def _crash_dump(request, tmp_path: Path) -> tuple[dict, int, Path, str]:  # type: ignore[no-untyped-def]
-    """The runtime's own dump (DOTNET_DbgEnableMiniDump) of the `stackvalues` debuggee's
-    unhandled exception: (truth, crashing OS thread id, core, executable)."""
-    tfm = request.config.getoption("--tfm")
-    core = tmp_path / "crash.core"
-    env = {"DOTNET_DbgEnableMiniDump": "1", "DOTNET_DbgMiniDumpType": "2", "DOTNET_DbgMiniDumpName": str(core)}
-    with Debuggee("stackvalues", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path, env=env) as d:
-        exe = str(d.executable)
-        d.send("crash")
-        line = None
-        for _ in range(20):
-            line = d.read_line(60)
-            if line is None or line.startswith("SOSEXT-CRASH "):
-                break
-        assert line is not None and line.startswith("SOSEXT-CRASH "), line
-        deadline = time.monotonic() + 300
-        while d.alive and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not d.alive and core.exists(), "the runtime wrote no crash dump"
-        return d.truth, int(line.split()[1]), core, exe
-
-
 def test_crashinfo_on_the_runtimes_crash_dump(request, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     drivers.require_dotnet_and_lldb()
-    truth, tid, core, exe = _crash_dump(request, tmp_path)
+    truth, tid, core, exe = runtime_crash_dump(request, tmp_path)
     crash = truth["crash"]
     hosts = {"cli-core": {"core": core}, "lldb-core": {"core": core, "exe": exe}}
     if drivers.GDB:

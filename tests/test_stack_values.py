@@ -374,10 +374,9 @@ def test_triage_dump_heap_commands_say_the_heap_is_missing(case: Case, triage_ho
 # -- a crash dump ----------------------------------------------------------------------------------
 
 
-def test_clrma_on_a_crash_dump_analyses_the_faulting_thread(request, tmp_path: Path) -> None:
-    """The runtime's own crash dump (DOTNET_DbgEnableMiniDump) of an unhandled exception: clrma
-    picks the thread that took the signal, not the other thread holding a caught exception."""
-    drivers.require_dotnet_and_lldb()
+def runtime_crash_dump(request, tmp_path: Path) -> tuple[dict, int, Path, str]:  # type: ignore[no-untyped-def]
+    """The runtime's own crash dump (DOTNET_DbgEnableMiniDump) of the debuggee's unhandled
+    exception (stdin "crash"): (truth, OS thread id that threw, core, executable)."""
     tfm = request.config.getoption("--tfm")
     core = tmp_path / "crash.core"
     env = {"DOTNET_DbgEnableMiniDump": "1", "DOTNET_DbgMiniDumpType": "2", "DOTNET_DbgMiniDumpName": str(core)}
@@ -397,6 +396,14 @@ def test_clrma_on_a_crash_dump_analyses_the_faulting_thread(request, tmp_path: P
             time.sleep(0.5)
         assert not d.alive, "the debuggee did not die of its unhandled exception"
     assert core.exists(), "the runtime wrote no crash dump"
+    return truth, tid, core, exe
+
+
+def test_clrma_on_a_crash_dump_analyses_the_faulting_thread(request, tmp_path: Path) -> None:
+    """The runtime's own crash dump (DOTNET_DbgEnableMiniDump) of an unhandled exception: clrma
+    picks the thread that took the signal, not the other thread holding a caught exception."""
+    drivers.require_dotnet_and_lldb()
+    truth, tid, core, exe = runtime_crash_dump(request, tmp_path)
     crash = truth["crash"]
     for host, kw in (("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})):
         out = drivers.run_in_host(host, ["clrma"], **kw)[0]

@@ -156,7 +156,8 @@ def read_thread_logs(read: Reader, header: StressLogHeader) -> list[ThreadLog]:
     logs: list[ThreadLog] = []
     seen: set[int] = set()
     addr = header.logs
-    while addr and addr not in seen and len(seen) < MAX_THREADS:
+    budget = [MAX_CHUNKS]  # chunks left to read over all threads: a corrupt list stops here
+    while addr and addr not in seen and len(seen) < MAX_THREADS and budget[0] > 0:
         seen.add(addr)
         try:
             raw = read(addr, 80)
@@ -165,22 +166,23 @@ def read_thread_logs(read: Reader, header: StressLogHeader) -> list[ThreadLog]:
         if len(raw) < 80:
             break
         nxt = _u(raw, 0)
-        log = _read_thread(read, addr, raw)
+        log = _read_thread(read, addr, raw, budget)
         if log is not None:
             logs.append(log)
         addr = nxt
     return logs
 
 
-def _read_thread(read: Reader, addr: int, raw: bytes) -> ThreadLog | None:
+def _read_thread(read: Reader, addr: int, raw: bytes, budget: list[int]) -> ThreadLog | None:
     head, cur_write = _u(raw, 40), _u(raw, 64)
     if not head or not cur_write:
         return None
     log = ThreadLog(addr, _u(raw, 8), bool(raw[18]), _u(raw, 24), -1)
     chunk = head
     seen: set[int] = set()
-    while chunk not in seen and len(seen) < MAX_CHUNKS:
+    while chunk not in seen and budget[0] > 0:
         seen.add(chunk)
+        budget[0] -= 1
         try:
             data = read(chunk, CHUNK_BYTES)
         except Exception:  # noqa: BLE001

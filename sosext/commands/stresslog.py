@@ -19,6 +19,7 @@ from ..render.table import Column, Table, Text
 from ..render.text import safe_line as escape
 from .base import Command, Option, Parsed, Positional, address_or, parse_address, register
 from .context import CommandContext
+from .report import write_new_file
 
 NO_LOG = "----- No thread logs in the image: The stress log was probably not initialized correctly. -----"
 HOW_TO = ("The stress log is written only by a process started with DOTNET_StressLog=1 "
@@ -62,34 +63,23 @@ def header_lines(log: StressLog, threads: int, elapsed: float) -> list[str]:
     ]
 
 
-def _create_private(path: str):  # type: ignore[no-untyped-def]
-    """A new file for the log: never a symlink followed, never one overwritten, 0600."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        raise SosError(f"{path} exists; give another file name (dumplog never overwrites a file)") from None
-    except OSError as e:
-        raise SosError(f"cannot create {path}: {e.strerror or e}") from None
-    return os.fdopen(fd, "w", encoding="utf-8", errors="replace")
-
-
 @register
 class DumpLog(Command):
     names = ("dumplog", "DumpLog")
     summary = "Write the runtime's in-memory stress log to a file, newest message first."
-    usage = "dumplog [-addr <StressLog address>] [-f <file>] [<file>]"
+    usage = "dumplog [-addr <StressLog address>] [--force] [-f <file>] [<file>]"
     details = f"""\
 The stress log is a per-thread circular log the runtime keeps in memory. dumplog merges the
 threads' messages by time (newest first, as SOS), formats each with its format string read
 from the runtime's image (%pT prints the type of a MethodTable, %pM the method of a
 MethodDesc) and writes `THREAD TIMESTAMP FACILITY MESSAGE` rows after SOS's "STRESS LOG:"
-header. The file (default StressLog.txt in the current directory) must not exist yet: it is
-created 0600 and never overwritten. {HOW_TO}
+header. The file (default StressLog.txt in the current directory) is created 0600, never
+through a symlink, and an existing one is replaced only with --force. {HOW_TO}
 
 Example:
   dumplog -f /tmp/stress.txt"""
     options = (Option("-f", "the file to write (default StressLog.txt)", str, "file", dest="file"),
+               Option("--force", "replace the file if it exists (never what a symlink points to)", dest="force"),
                Option("-addr", "a StressLog other than the runtime's own (its address)", parse_address, "address",
                       dest="addr"))
     positionals = (Positional("filename", "the file to write (as SOS: dumplog <file>)"),)
@@ -129,8 +119,7 @@ Example:
         for t, s, f, text in rows:
             lines.append(text if not t else f"{t:<{tw}} {s:>{sw}} {f:<{fw}} {text}")
         lines.append(f"---------------------------- {len(rows)} total entries ------------------------------------")
-        with _create_private(os.path.expanduser(path)) as out:
-            out.write("\n".join(lines) + "\n")
+        write_new_file(os.path.expanduser(path), "\n".join(lines) + "\n", bool(args.force))
         ctx.out.line("SUCCESS: Stress log dumped")
 
 
@@ -239,8 +228,31 @@ def _dashes(ctx: CommandContext) -> None:
         ctx.out.line("---------------------------------------------------------")
 
 
+class _HistQuery(Command):
+    """A hist* command about one address: needs histinit's history, then shows it."""
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        records = _history(ctx)
+        if records is None:
+            return
+        name = self.positionals[0].name
+        self.show(ctx, records, _pointer_arg(args.values.get(name), self.usage))
+
+    def show(self, ctx: CommandContext, records: list[GcRecord], address: int) -> None:
+        raise NotImplementedError
+
+
+def _object_rows(ctx: CommandContext, key: str, last_key: str, last_title: str):  # type: ignore[no-untyped-def]
+    """SOS's `GCCount Object <last>` table of histobj and histobjfind."""
+    rows = ctx.out.table(key, Table(Column(8, True, str), Column(16, True, str), Text()),
+                         ("gc_count", "object", last_key))
+    rows.header("GCCount", "Object", last_title)
+    _dashes(ctx)
+    return rows
+
+
 @register
-class HistRoot(Command):
+class HistRoot(_HistQuery):
     names = ("histroot", "HistRoot")
     summary = "A root's relocations and promotions through the GCs in the history."
     usage = "histroot <root>"
@@ -254,11 +266,7 @@ Example:
   histroot 7ffc1234a5b8"""
     positionals = (Positional("root", "the root's address"),)
 
-    def run(self, ctx: CommandContext, args: Parsed) -> None:
-        records = _history(ctx)
-        if records is None:
-            return
-        root = _pointer_arg(args.root, self.usage)
+    def show(self, ctx: CommandContext, records: list[GcRecord], root: int) -> None:
         rows = ctx.out.table("relocations", Table(Column(8, True, str), Column(16, True, str),
                                                   Column(16, True, str), Column(9, True, str), Text()),
                              ("gc_count", "value", "method_table", "promoted", "notes"))
@@ -288,7 +296,7 @@ Example:
 
 
 @register
-class HistObjFind(Command):
+class HistObjFind(_HistQuery):
     names = ("histobjfind", "HistObjFind", "hof")
     summary = "Every promotion and relocation in the history that names an object address."
     usage = "histobjfind <object address>"
@@ -300,15 +308,8 @@ Example:
   histobjfind 7f3a14005678"""
     positionals = (Positional("object", "the object's address"),)
 
-    def run(self, ctx: CommandContext, args: Parsed) -> None:
-        records = _history(ctx)
-        if records is None:
-            return
-        obj = _pointer_arg(args.object, self.usage)
-        rows = ctx.out.table("records", Table(Column(8, True, str), Column(16, True, str), Text()),
-                             ("gc_count", "object", "message"))
-        rows.header("GCCount", "Object", "Message")
-        _dashes(ctx)
+    def show(self, ctx: CommandContext, records: list[GcRecord], obj: int) -> None:
+        rows = _object_rows(ctx, "records", "message", "Message")
         boring = False
         for r in records:
             for root, value, mt in r.promotes:
@@ -328,7 +329,7 @@ Example:
 
 
 @register
-class HistObj(Command):
+class HistObj(_HistQuery):
     names = ("histobj", "HistObj")
     summary = "Follow an object's address back through the GCs' relocations in the history."
     usage = "histobj <object address>"
@@ -341,15 +342,8 @@ Example:
   histobj 7f3a14005678"""
     positionals = (Positional("object", "the object's address"),)
 
-    def run(self, ctx: CommandContext, args: Parsed) -> None:
-        records = _history(ctx)
-        if records is None:
-            return
-        cur = _pointer_arg(args.object, self.usage)
-        rows = ctx.out.table("relocations", Table(Column(8, True, str), Column(16, True, str), Text()),
-                             ("gc_count", "object", "roots"))
-        rows.header("GCCount", "Object", "Roots")
-        _dashes(ctx)
+    def show(self, ctx: CommandContext, records: list[GcRecord], cur: int) -> None:
+        rows = _object_rows(ctx, "relocations", "roots", "Roots")
         for r in records:
             if cur == 0:
                 break
