@@ -97,12 +97,10 @@ Example:
         names = RuntimeNames(ctx.runtime)
         rows: list[tuple[str, str, str, str]] = []
         lines: list[str] = []  # None in rows' place: a TaskSwitch line
-        threads: set[int] = set()
         elapsed = 0.0
         for i, (fmt, m) in enumerate(log.messages()):
             if i % 4096 == 0:
                 check_interrupt()
-            threads.add(m.thread_id)
             seconds = log.header.seconds(m.timestamp)
             elapsed = max(elapsed, seconds)
             if fmt == TASK_SWITCH:
@@ -114,7 +112,7 @@ Example:
         tw = max([6] + [len(r[0]) for r in rows])
         sw = max([9] + [len(r[1]) for r in rows])
         fw = max([8] + [len(r[2]) for r in rows])
-        lines += header_lines(log, len(threads), elapsed)
+        lines += header_lines(log, len(log.threads), elapsed)  # SOS counts the thread logs
         lines += ["", f"{'THREAD':<{tw}} {'TIMESTAMP':>{sw}} {'FACILITY':<{fw}} MESSAGE"]
         for t, s, f, text in rows:
             lines.append(text if not t else f"{t:<{tw}} {s:>{sw}} {f:<{fw}} {text}")
@@ -161,9 +159,8 @@ Example:
             ctx.out.line("No Stress log in the image, GCHist commands unavailable")
             return
         records = log.gc_history()
-        threads = {t.thread_id for t in log.threads}
-        last = max((t for t in (_newest(log),) if t is not None), default=log.header.start_timestamp)
-        for ln in header_lines(log, len(threads), log.header.seconds(last)):
+        last = _newest(log)
+        for ln in header_lines(log, len(log.threads), log.header.seconds(last or log.header.start_timestamp)):
             ctx.out.line(ln)
         _HISTORY[ctx.runtime] = records
         ctx.out.field("gc_records", len(records), "SUCCESS: GCHist structures initialized")
