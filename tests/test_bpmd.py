@@ -88,3 +88,22 @@ def test_bpmd_says_why_it_cannot_break_in_wx_code(host: str, request, tmp_path: 
         r"error: cannot break at 0x[0-9a-f]+: the runtime maps JIT code twice \(W\^X\) and a debugger cannot plant "
         r"a breakpoint there; start the process with DOTNET_EnableWriteXorExecute=0", errs[0]), out[0].text
     assert out[1].lines == ["!bpmd breakpoint list", " Breakpoint index - Location, MethodDesc, Method Token, Code"]
+
+
+def test_a_pending_bpmd_under_wx_stops_after_the_jit_with_one_line(host: str, request, tmp_path: Path) -> None:
+    """The method's code appears in W^X pages: the watch cannot plant there, says so in one line and
+    stops where the JIT returned (the process is left as it was: after -clearall it runs on)."""
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    with Debuggee("stresslog", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d:
+        calls = d.truth["bpmd"]["calls"]
+        cmds = [_sync(host), f"bpmd SosextDebuggee {FRESH}", _feed(host, d.pid, "bpmd-fresh"), "continue",
+                "bpmd -list", "bpmd -clearall"]
+        out = drivers.run_in_host(host, cmds, pid=d.pid, timeout=300)
+        assert d.read_line(60) == f"SOSEXT-BPMD {7 * 5 + calls + 1}"
+    assert out[1].lines[-1] == "Adding pending breakpoints..."
+    errs = out[3].errors
+    assert len(errs) == 1 and re.fullmatch(r"error: sosext breakpoint \d+: TargetError: cannot break at 0x[0-9a-f]+: "
+                                           r"the runtime maps JIT code twice \(W\^X\).*", errs[0]), out[3].text
+    assert out[4].lines[-1].endswith(", pending")
+    assert out[5].lines == ["All pending breakpoints cleared."]
