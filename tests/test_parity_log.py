@@ -36,6 +36,7 @@ def commands_for(t: dict, files: Path) -> list[str]:
     moved = s["moved"]
     return [
         f"dumplog -f {files / 'log.txt'}", f"dumplog {files / 'log.txt'}", f"dumplog -f {files / 'link.txt'}", f"dumplog --force -f {files / 'link.txt'}",
+        f"dumplog -addr 10 -f {files / 'addr.txt'}", f"dumplog -f {files / 'a.txt'} {files / 'b.txt'}",
         "histobj 1234", "histinit", "histstats", "histstats --json",
         f"histobj {moved['after']}", f"histobj {moved['after']} --json",
         f"histobjfind {moved['after']}", f"histobjfind {moved['before']}", f"histroot {moved['root']}",
@@ -118,6 +119,15 @@ def test_dumplog_writes_a_private_file(case: Case, host: str) -> None:
     assert not link.is_symlink() and link.read_text().startswith("STRESS LOG:")
     assert stat.S_IMODE(link.stat().st_mode) == 0o600
     assert not (case.files[host] / "elsewhere.txt").exists()
+
+
+def test_dumplog_usage_errors(case: Case, host: str) -> None:
+    f = case.files[host]
+    assert case.out(host, f"dumplog -addr 10 -f {f / 'addr.txt'}").errors == [
+        "error: the stress log at 0x10 is not readable"]
+    assert case.out(host, f"dumplog -f {f / 'a.txt'} {f / 'b.txt'}").errors == [
+        "error: give the file once: dumplog -f <file> or dumplog <file>"]
+    assert not any((f / n).exists() for n in ("addr.txt", "a.txt", "b.txt"))
 
 
 def test_dumplog_header_and_rows(case: Case, host: str) -> None:
