@@ -502,7 +502,11 @@ class StressLog:
         return self._formats[offset]
 
     def messages(self) -> Iterator[tuple[str | None, StressMessage]]:
-        for m in merged(self.threads):
+        """(format string, message) newest first; Ctrl-C ends the walk (Interrupted)."""
+        from .progress import check_interrupt
+        for i, m in enumerate(merged(self.threads)):
+            if i & 4095 == 0:
+                check_interrupt()
             yield self.format_of(m.format_offset), m
 
     def gc_history(self) -> list[GcRecord]:

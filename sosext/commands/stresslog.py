@@ -10,7 +10,6 @@ import os
 import weakref
 from datetime import datetime
 
-from ..clr.progress import check_interrupt
 from ..clr.stresslog import (TASK_SWITCH, GcRecord, RuntimeNames, StressLog, facility_name, format_message,
                              stress_log)
 from ..errors import SosError, UsageError
@@ -98,9 +97,7 @@ Example:
         rows: list[tuple[str, str, str, str]] = []
         lines: list[str] = []  # None in rows' place: a TaskSwitch line
         elapsed = 0.0
-        for i, (fmt, m) in enumerate(log.messages()):
-            if i % 4096 == 0:
-                check_interrupt()
+        for fmt, m in log.messages():
             seconds = log.header.seconds(m.timestamp)
             elapsed = max(elapsed, seconds)
             if fmt == TASK_SWITCH:
