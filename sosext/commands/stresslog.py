@@ -94,8 +94,7 @@ Example:
             return
         ctx.out.line(f"Attempting to dump Stress log to file '{escape(path)}'")
         names = RuntimeNames(ctx.runtime)
-        rows: list[tuple[str, str, str, str]] = []
-        lines: list[str] = []  # None in rows' place: a TaskSwitch line
+        rows: list[tuple[str, str, str, str]] = []  # (thread, seconds, facility, text); a TaskSwitch: text only
         elapsed = 0.0
         for fmt, m in log.messages():
             seconds = log.header.seconds(m.timestamp)
@@ -109,7 +108,7 @@ Example:
         tw = max([6] + [len(r[0]) for r in rows])
         sw = max([9] + [len(r[1]) for r in rows])
         fw = max([8] + [len(r[2]) for r in rows])
-        lines += header_lines(log, len(log.threads), elapsed)  # SOS counts the thread logs
+        lines = header_lines(log, len(log.threads), elapsed)  # SOS counts the thread logs
         lines += ["", f"{'THREAD':<{tw}} {'TIMESTAMP':>{sw}} {'FACILITY':<{fw}} MESSAGE"]
         for t, s, f, text in rows:
             lines.append(text if not t else f"{t:<{tw}} {s:>{sw}} {f:<{fw}} {text}")
