@@ -42,17 +42,21 @@ def test_bpmd_stops_in_jitted_and_pending_methods(host: str, request, tmp_path: 
     tfm = request.config.getoption("--tfm")
     with Debuggee("stresslog", env=NO_WX, tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d:
         calls = d.truth["bpmd"]["calls"]
+        truth_md = {k: d.truth["bpmd"][k] for k in ("jittedMd", "freshMd")}
         cmds = [_sync(host), f"bpmd SosextDebuggee.dll {JITTED}", f"bpmd SosextDebuggee {FRESH}", "bpmd -list",
                 _feed(host, d.pid, "bpmd-jitted"), "continue", "clrstack",
                 _feed(host, d.pid, "bpmd-fresh"), "continue", "clrstack", "bpmd -list",
                 "bpmd -clear 1", "bpmd -clear 7", "bpmd -list", "bpmd -clearall", "bpmd -list",
-                f"bpmd SosextDebuggee {FRESH}.NoSuch", "bpmd NoSuchModule.dll A.B", "bpmd -md 1234", "bpmd"]
+                f"bpmd SosextDebuggee {FRESH}.NoSuch", "bpmd NoSuchModule.dll A.B", "bpmd -md 1234", "bpmd",
+                f"bpmd -md {d.truth['bpmd']['jittedMd']}", "bpmd -list"]
         out = [o.text for o in drivers.run_in_host(host, cmds, pid=d.pid, timeout=300)]
         # Detached, the debuggee ran both methods once each: their results come back.
         assert d.read_line(60) == f"SOSEXT-BPMD {7 * 3 + calls + 1}"
         assert d.read_line(60) == f"SOSEXT-BPMD {7 * 5 + calls + 2}"
     lines = [t.splitlines() for t in out]
     jitted, fresh = lines[1], lines[2]
+    md = {k: int(v, 16) for k, v in truth_md.items()}
+    assert jitted[-2] == f"MethodDesc = {md['jittedMd']:016x}" and fresh[-2] == f"MethodDesc = {md['freshMd']:016x}"
     assert re.fullmatch(r"Found 1 methods in module [0-9a-f]{16}\.\.\.", jitted[-3]), jitted
     assert re.fullmatch(rf"Setting breakpoint: breakpoint set --address 0x[0-9A-F]{{16}} \[{JITTED}\(Int32\)\]",
                         jitted[-1]), jitted
@@ -76,6 +80,10 @@ def test_bpmd_stops_in_jitted_and_pending_methods(host: str, request, tmp_path: 
     assert lines[17] == ["error: Failed to find module matching 'NoSuchModule.dll'."]
     assert lines[18] == ["error: 1234 is not a MethodDesc"]
     assert lines[19][0].startswith("error: usage: bpmd <module name>")
+    # -md finds the same method and breaks at the same code as the name did.
+    assert lines[20][-2:] == [f"MethodDesc = {md['jittedMd']:016x}", lines[1][-1]]
+    assert lines[21][-1].startswith(f"3 - SosextDebuggee.dll!{JITTED}(Int32), 0x{md['jittedMd']:x}, ")
+    assert lines[21][-1].rsplit(", ", 1)[1] == code["1"]
 
 
 def test_bpmd_says_why_it_cannot_break_in_wx_code(host: str, request, tmp_path: Path) -> None:

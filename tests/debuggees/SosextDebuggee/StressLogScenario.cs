@@ -119,6 +119,9 @@ namespace DebuggeeHost
             w.EndObject();
             w.Name("bpmd").BeginObject();
             w.Prop("calls", BpmdTargets.Calls);
+            // MethodHandle.Value is the method's MethodDesc (reflection does not compile it).
+            w.PropHex("jittedMd", typeof(BpmdTargets).GetMethod(nameof(BpmdTargets.Jitted)).MethodHandle.Value);
+            w.PropHex("freshMd", typeof(BpmdTargets).GetMethod(nameof(BpmdTargets.Fresh)).MethodHandle.Value);
             w.EndObject();
         }
 
