@@ -85,8 +85,10 @@ class Writer:
         for offset, ts, args in messages:
             size = sl.MSG_HEADER + 8 * len(args)
             if pos - size < 0:
+                # As AdvWritePastBoundary: zero what is left at the start of the full chunk,
+                # then write on from the end of the previous one (over its older messages).
+                bufs[cur][:pos] = bytes(pos)
                 cur = (cur - 1) % chunks
-                bufs[cur][:] = bytes(sl.CHUNK_SIZE)
                 pos = sl.CHUNK_SIZE
             pos -= size
             w0 = 0x1 | len(args) << 32 | (offset & ((1 << 26) - 1)) << 38
@@ -146,6 +148,23 @@ def test_a_wrapped_thread_reads_back_through_its_older_chunk() -> None:
     w.thread(1, msgs, chunks=2)
     got = [m.args[0] for _f, m in decoded(w.finish())]
     assert got == list(range(per_chunk + 9, -1, -1))
+
+
+def test_after_wrapping_the_oldest_survivors_are_read_up_to_a_message_short_of_the_writer() -> None:
+    w = Writer()
+    f = w.fmt("m %d %d %d\n")
+    size = sl.MSG_HEADER + 3 * 8
+    per_chunk = sl.CHUNK_SIZE // size          # 819 messages, 8 bytes left at each chunk's start
+    total = 2 * per_chunk + 100                # the tail chunk is written again: 100 overwritten
+    w.thread(1, [(f, 1_000 + i, (i, 0, 0)) for i in range(total)], chunks=2, wrapped=True)
+    got = [m.args[0] for _f, m in decoded(w.finish())]
+    # Newest first through both chunks, then the previous lap's messages in the chunk being
+    # written, stopping a whole message (StressMsg::maxMsgSize) short of where writing is.
+    slack = sl.CHUNK_SIZE - per_chunk * size
+    writer_at = slack + (per_chunk - 1 - 99) * size     # the newest message replaced message 99
+    oldest = next(j for j in range(per_chunk) if slack + (per_chunk - 1 - j) * size < writer_at - sl.MAX_MSG)
+    assert got == list(range(total - 1, oldest - 1, -1))
+    assert oldest == 113  # by hand: 8 + (818 - j) * 40 < 8 + 719 * 40 - 520 from j = 113 on
 
 
 def test_no_thread_logs_means_no_log() -> None:
