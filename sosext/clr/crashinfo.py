@@ -11,7 +11,8 @@ Two sources, tried in SOS's order:
   "sp", "module", "offset", "name"}], "inner": [...]}}`` with numbers as "0x…" strings.
 * CoreCLR writes no such buffer: its crash dump (DOTNET_DbgEnableMiniDump) records the
   signal in the faulting thread's NT_PRSTATUS note, and the unhandled exception stays the
-  thread's last thrown object. From those two we build the same record.
+  thread's last thrown object. From those two we build the same record (UnhandledException
+  when the signal is the runtime's SIGABRT and the thread holds an exception).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ FAST_FAIL_EXCEPTION_DOTNET_AOT = 0x48
 MAX_TRIAGE_BUFFER = 8192
 EXCEPTION_RECORD_SIZE = 32 + 15 * 8
 MAX_DEPTH = 16  # nested inner exceptions kept from a triage buffer
+SIGABRT = 6
 
 # SOS's enums, printed by name.
 CRASH_REASONS = {0: "Unknown", 1: "UnhandledException", 2: "EnvironmentFailFast", 3: "InternalFailFast"}
@@ -162,7 +164,10 @@ def _from_crashed_thread(runtime: "ClrRuntime") -> CrashInfo | None:
         exc = _clr_exception(runtime, thread.last_exception, read_exception)
     info = runtime.info
     diag = _diag_info(runtime)
-    return CrashInfo(1 if exc is not None else 0, tid, exc.hresult if exc else 0, 2,
+    # The runtime aborts (SIGABRT) on an unhandled exception; another signal with a last
+    # thrown exception on the thread (caught earlier) is not that.
+    unhandled = exc is not None and fault[1] == SIGABRT
+    return CrashInfo(1 if unhandled else 0, tid, exc.hresult if exc else 0, 2,
                      diag.runtime_base if diag is not None and diag.runtime_base else info.runtime_base,
                      info.version, exc.message if exc else "", exc, "core")
 
