@@ -20,7 +20,7 @@ import pytest
 import drivers
 from harness import Debuggee, build_debuggee
 from test_parity import HOSTS, h
-from test_stack_values import runtime_crash_dump
+from test_stack_values import crash_dump
 
 pytestmark = pytest.mark.slow
 
@@ -264,7 +264,7 @@ def test_crashinfo_without_a_crash(case: Case, host: str) -> None:
 
 def test_crashinfo_on_the_runtimes_crash_dump(request, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     drivers.require_dotnet_and_lldb()
-    truth, tid, core, exe = runtime_crash_dump(request, tmp_path)
+    truth, exe, tid, core = crash_dump(request, tmp_path, "stackvalues", "crash")
     crash = truth["crash"]
     hosts = {"cli-core": {"core": core}, "lldb-core": {"core": core, "exe": exe}}
     if drivers.GDB:

@@ -374,16 +374,17 @@ def test_triage_dump_heap_commands_say_the_heap_is_missing(case: Case, triage_ho
 # -- a crash dump ----------------------------------------------------------------------------------
 
 
-def runtime_crash_dump(request, tmp_path: Path) -> tuple[dict, int, Path, str]:  # type: ignore[no-untyped-def]
-    """The runtime's own crash dump (DOTNET_DbgEnableMiniDump) of the debuggee's unhandled
-    exception (stdin "crash"): (truth, OS thread id that threw, core, executable)."""
+def crash_dump(request, tmp_path: Path, scenario: str, command: str) -> tuple[dict, str, int, Path]:  # type: ignore[no-untyped-def]
+    """Run ``scenario``, send it ``command`` (a thread that throws with no handler and first
+    prints SOSEXT-CRASH <tid>), wait for it to die: (truth, executable, tid, the runtime's own
+    crash dump, written by DOTNET_DbgEnableMiniDump)."""
     tfm = request.config.getoption("--tfm")
-    core = tmp_path / "crash.core"
+    core = tmp_path / f"{scenario}-{command}.core"
     env = {"DOTNET_DbgEnableMiniDump": "1", "DOTNET_DbgMiniDumpType": "2", "DOTNET_DbgMiniDumpName": str(core)}
-    with Debuggee("stackvalues", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path, env=env) as d:
+    with Debuggee(scenario, tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path, env=env) as d:
         truth = d.truth
         exe = str(d.executable)
-        d.send("crash")
+        d.send(command)
         line = None
         for _ in range(20):
             line = d.read_line(60)
@@ -396,14 +397,14 @@ def runtime_crash_dump(request, tmp_path: Path) -> tuple[dict, int, Path, str]: 
             time.sleep(0.5)
         assert not d.alive, "the debuggee did not die of its unhandled exception"
     assert core.exists(), "the runtime wrote no crash dump"
-    return truth, tid, core, exe
+    return truth, exe, tid, core
 
 
 def test_clrma_on_a_crash_dump_analyses_the_faulting_thread(request, tmp_path: Path) -> None:
     """The runtime's own crash dump (DOTNET_DbgEnableMiniDump) of an unhandled exception: clrma
     picks the thread that took the signal, not the other thread holding a caught exception."""
     drivers.require_dotnet_and_lldb()
-    truth, tid, core, exe = runtime_crash_dump(request, tmp_path)
+    truth, exe, tid, core = crash_dump(request, tmp_path, "stackvalues", "crash")
     crash = truth["crash"]
     for host, kw in (("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})):
         out = drivers.run_in_host(host, ["clrma"], **kw)[0]

@@ -26,6 +26,7 @@ namespace DebuggeeHost
         private static IScenario Create(string name) => name switch
         {
             "heap" => new HeapScenario(),
+            "stresslog" => new StressLogScenario(),
             "bigheap" => new BigHeapScenario(),
             "fields" => new FieldsScenario(),
             "roots" => new RootsScenario(),
@@ -37,7 +38,6 @@ namespace DebuggeeHost
             "parity" => new ParityScenario(),
             "retained" => new RetainedScenario(),
             "stackvalues" => new StackValuesScenario(),
-            "stresslog" => new StressLogScenario(),
             _ => null,
         };
 
