@@ -17,6 +17,8 @@ there instead; it runs on a heap core of that scenario. An address its first com
 bound to this run's by a command run first (unseen): the first hex number it prints.
   <!-- run: debuggee heap -->
   <!-- run: debuggee fields | 7f06d5810830 = dumpheap -type SosextDebuggee.FieldsHolder -short -->
+Words NAME=VALUE after the scenario set the debuggee's environment:
+  <!-- run: debuggee stresslog DOTNET_StressLog=1 DOTNET_LogLevel=6 -->
 `@ TEXT` after the command takes the first hex number of the first line holding TEXT instead,
 `@last TEXT` the last one on that line (a field's value in dumpobj); a final ` +N` adds N to
 the address found (an interior pointer).

@@ -95,7 +95,10 @@ class Session:
         key = tuple(scenario)
         if key not in self.cores:
             from harness import DEFAULT_TFM, Debuggee, build_debuggee
-            d = Debuggee(scenario[0], *scenario[1:], dll=build_debuggee(DEFAULT_TFM), core_dir=self.tmp / "debuggee")
+            # NAME=VALUE words are the debuggee's environment (DOTNET_StressLog=1 ...).
+            env = dict(w.split("=", 1) for w in scenario if "=" in w)
+            words = [w for w in scenario if "=" not in w]
+            d = Debuggee(words[0], *words[1:], env=env, dll=build_debuggee(DEFAULT_TFM), core_dir=self.tmp / "debuggee")
             try:
                 d.start()
                 exe = str(d.executable)

@@ -296,8 +296,9 @@ def every_command(debuggee: Debuggee, obj: int) -> list[str]:
                    "gcwhere": [f"gcwhere {obj:x}"], "gcroot": [f"gcroot {obj:x}"],
                    "objsize": [f"objsize {obj:x}"], "dumpobj": [f"dumpobj {obj:x}"],
                    "dumpmt": [f"dumpmt {debuggee.mt:x}"]}
-    # `report` writes a file (report.html by default): test_report runs it in each host.
-    writes_files = {"sosext", "report"}
+    # `report` and `dumplog` write files (report.html, StressLog.txt): test_report and test_parity_log
+    # run them in each host.
+    writes_files = {"sosext", "report", "dumplog"}
     return [n for n in names if n not in writes_files] + [c for n in names for c in with_object.get(n, [])]
 
 

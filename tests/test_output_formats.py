@@ -40,6 +40,15 @@ NO_TABLE = {
     "listnearobj": "prints SOS's before/current/after lines about one address; exact in test_parity.py",
     "sosstatus": "labelled lines about sosext itself (target, DAC, caches, kernels); tested in test_parity.py",
     "sosflush": "prints one line",
+    "dumplog": "writes the stress log to a file and prints two lines; tested in test_parity_log.py",
+    "histinit": "prints SOS's STRESS LOG header; needs a stress log; tested in test_parity_log.py",
+    "histclear": "prints one line",
+    "histstats": "needs a stress log (the debuggee run with DOTNET_StressLog=1): --json tested in test_parity_log.py",
+    "histroot": "needs a stress log and a root: --json tested in test_parity_log.py",
+    "histobj": "needs a stress log and an object: --json tested in test_parity_log.py",
+    "histobjfind": "needs a stress log and an object: its rows are tested in test_parity_log.py",
+    "crashinfo": "needs a dump written at a crash: --json tested in test_parity_log.py",
+    "bpmd": "needs a live process; prints SOS's lines; tested in test_bpmd.py",
 }
 
 

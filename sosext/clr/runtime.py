@@ -258,6 +258,10 @@ class ClrRuntime:
                         return low, high
         return None
 
+    def stress_log_address(self) -> int | None:
+        """Where ``StressLog::theLog`` is (None: the runtime does not say)."""
+        return self.dac.stress_log_address()
+
     def is_method_table(self, mt: int) -> bool:
         """Whether ``mt`` is a MethodTable, checked before the DAC is asked anything about it."""
         from .addresses import classifier

@@ -122,6 +122,13 @@ NEAREST: dict[str, str] = {
 }
 
 
+WHY_NOT: dict[str, str] = {
+    # an SOS command sosext will not have: the one line that says why, instead of "not yet"
+    "stoponcatch": ("stoponcatch needs the runtime's debugger notifications (exception catch events), which "
+                    "sosext does not turn on (it never writes the target); use bpmd on the catching method"),
+}
+
+
 def all_names() -> list[str]:
     """Every SOS main name and alias, sorted."""
     return sorted({n for main, aliases in SOS_NAMES.items() for n in (main, *aliases)})
@@ -150,6 +157,8 @@ class _Placeholder(Command):
         return parsed
 
     def run(self, ctx, args: Parsed) -> None:  # type: ignore[no-untyped-def]
+        if self.names[0] in WHY_NOT:
+            raise UsageError(WHY_NOT[self.names[0]])
         hint = f"; try: {self.instead}" if self.instead else ""
         raise UsageError(f"{self.names[0]} is an SOS command sosext does not have yet{hint} "
                          "(soshelp lists sosext's commands)")

@@ -430,6 +430,12 @@ class SosDac:
     def method_desc_name(self, md: int) -> str | None:
         return self._text(self.sos, "GetMethodDescName", SOS["GetMethodDescName"], ((_A, md),))
 
+    def stress_log_address(self) -> int | None:
+        out = _A(0)
+        if self._try(self.sos, SOS["GetStressLogAddress"], (_PA,), ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value or None
+
     def method_desc_from_ip(self, ip: int) -> int | None:
         out = _A(0)
         if self._try(self.sos, SOS["GetMethodDescPtrFromIP"], (_A, _PA), ip, ctypes.byref(out)) & 0x80000000:

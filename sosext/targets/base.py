@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Protocol, runtime_checkable
+from typing import Callable, Iterable, Protocol, runtime_checkable
 
 from ..errors import MemoryReadError
 
@@ -112,6 +112,37 @@ class Target(Protocol):
         ...
 
 
+class BreakpointHit(Protocol):
+    """A thread stopped at a host breakpoint, as a breakpoint's callback sees it."""
+
+    tid: int  # OS thread id
+
+    def register(self, name: str) -> int:
+        """A general-purpose register of the stopped thread's frame 0 ("rsp", "rdx" ...)."""
+        ...
+
+
+# A breakpoint callback: True stops the process there, False lets it run on. It may read
+# memory and registers and set breakpoints; it must not resume or step.
+OnHit = Callable[[BreakpointHit], bool]
+
+
+@runtime_checkable
+class Breakpoints(Protocol):
+    """An optional host capability (LLDB, GDB on a live process): the debugger's own
+    breakpoints. The debugger plants its trap; nothing else in the target changes."""
+
+    def set_breakpoint(self, address: int, on_hit: OnHit | None = None) -> int:
+        """A breakpoint at ``address``; the host's breakpoint number. Without ``on_hit`` the
+        process stops there; with it, ``on_hit`` decides. Raises TargetError (one line) where
+        the debugger cannot plant one."""
+        ...
+
+    def delete_breakpoint(self, number: int) -> None:
+        """Remove a breakpoint this target set (a number it no longer has is ignored)."""
+        ...
+
+
 class TargetBase:
     """Shared conveniences for Target implementations (read helpers, module lookup)."""
 
@@ -210,5 +241,5 @@ def modules_from_mappings(mappings: Iterable[tuple]) -> list[Module]:
     return mods
 
 
-__all__ = ["Module", "ThreadInfo", "MemoryRange", "Registers", "Target", "TargetBase",
+__all__ = ["Module", "ThreadInfo", "BreakpointHit", "Breakpoints", "OnHit", "MemoryRange", "Registers", "Target", "TargetBase",
            "ProcessState", "STATE_ERRORS", "CHANGED_ERRORS", "modules_from_mappings"]

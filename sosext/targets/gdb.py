@@ -27,9 +27,9 @@ import gdb  # type: ignore[import-not-found]
 
 from .. import interrupts
 from ..errors import Interrupted, TargetError
-from .base import STATE_ERRORS, Module, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
+from .base import STATE_ERRORS, Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
 from .corefind import find_open_core
-from .procfs import ProcMemory, process_gone, read_maps
+from .procfs import W_X_HINT, ProcMemory, process_gone, read_maps, shared_mapping_at
 
 NO_PROCESS = "no process: attach to a process (attach PID) or load a core (gdb EXE CORE)"
 # The same words as in LLDB; in GDB that is Ctrl-C, or `interrupt -a` after `continue &`.
@@ -427,6 +427,26 @@ class GdbTarget(TargetBase):
                 return True
         return False
 
+    # -- breakpoints (the Breakpoints capability) ----------------------------------------------
+
+    def set_breakpoint(self, address: int, on_hit: OnHit | None = None) -> int:
+        if not self.is_live:
+            raise TargetError("breakpoints need a live process")
+        # GDB plants its traps only when the process resumes, and then fails on a page it
+        # cannot patch: say so now.
+        if self.proc_mem is not None and shared_mapping_at(self.pid, address):
+            raise TargetError(f"cannot break at {address:#x}: {W_X_HINT}")
+        try:
+            bp = _SosextBreakpoint(address, on_hit)
+        except gdb.error as e:
+            raise TargetError(f"GDB could not set a breakpoint at {address:#x}: {e}") from None
+        return bp.number
+
+    def delete_breakpoint(self, number: int) -> None:
+        for bp in gdb.breakpoints() or ():
+            if bp.number == number and isinstance(bp, _SosextBreakpoint):
+                bp.delete()
+
 
 def _core_pid(core) -> int | None:  # type: ignore[no-untyped-def]
     """The process a core is of, as GDB numbers a core's inferior (NT_PRPSINFO's pid)."""
@@ -488,3 +508,30 @@ def _reselect(thread: "gdb.InferiorThread | None", level: int) -> None:
 
 __all__ = ["GdbTarget", "NO_PROCESS", "RUNNING", "connect_events", "core_file_of_gdb",
            "parse_proc_mappings", "parse_sharedlibrary", "generation", "interrupt_state"]
+
+
+class _GdbHit:
+    def __init__(self, thread: "gdb.InferiorThread") -> None:
+        self.tid = _lwp(thread)
+        self.frame = gdb.newest_frame()
+
+    def register(self, name: str) -> int:
+        return int(self.frame.read_register(name)) & 0xFFFFFFFFFFFFFFFF
+
+
+class _SosextBreakpoint(gdb.Breakpoint):
+    """A breakpoint at an address whose stop() asks the sosext callback, if it has one."""
+
+    def __init__(self, address: int, on_hit: OnHit | None) -> None:
+        super().__init__(f"*{address:#x}", type=gdb.BP_BREAKPOINT)
+        self.on_hit = on_hit
+
+    def stop(self) -> bool:
+        if self.on_hit is None:
+            return True
+        _bump()  # the process has run: what a callback reads must not come from a cache
+        try:
+            return bool(self.on_hit(_GdbHit(gdb.selected_thread())))
+        except Exception as e:  # noqa: BLE001 - a callback error stops there, with one line
+            print(f"error: sosext breakpoint {self.number}: {type(e).__name__}: {e}")
+            return True

@@ -13,9 +13,9 @@ import os
 import lldb  # type: ignore[import-not-found]
 
 from ..errors import TargetError
-from .base import Module, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
+from .base import Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
 from .corefind import find_open_core
-from .procfs import ProcMemory, process_gone, read_maps
+from .procfs import W_X_HINT, ProcMemory, process_gone, read_maps, shared_mapping_at
 
 _RUNNING = (lldb.eStateRunning, lldb.eStateStepping, lldb.eStateLaunching, lldb.eStateAttaching)
 _GONE = (lldb.eStateInvalid, lldb.eStateExited, lldb.eStateUnloaded, lldb.eStateConnected)
@@ -174,3 +174,53 @@ class LldbTarget(TargetBase):
         """Make OS thread ``tid`` LLDB's selected thread (clrthreads -managedexception); a debugger
         selection, nothing changes in the target."""
         return bool(self.process.SetSelectedThreadByID(tid))
+
+    # -- breakpoints (the Breakpoints capability) ----------------------------------------------
+
+    def set_breakpoint(self, address: int, on_hit: OnHit | None = None) -> int:
+        if not self.is_live:
+            raise TargetError("breakpoints need a live process")
+        if self.proc_mem is not None and shared_mapping_at(self.pid, address):
+            raise TargetError(f"cannot break at {address:#x}: {W_X_HINT}")
+        bp = self.sbtarget.BreakpointCreateByAddress(address)
+        if not bp or not bp.IsValid() or bp.GetNumResolvedLocations() == 0:
+            if bp and bp.IsValid():
+                self.sbtarget.BreakpointDelete(bp.GetID())
+            raise TargetError(f"LLDB could not set a breakpoint at {address:#x}")
+        if on_hit is not None:
+            _CALLBACKS[(self.process.GetUniqueID(), bp.GetID())] = on_hit
+            bp.SetScriptCallbackFunction(f"{__name__}._breakpoint_hit")
+        return bp.GetID()
+
+    def delete_breakpoint(self, number: int) -> None:
+        _CALLBACKS.pop((self.process.GetUniqueID(), number), None)
+        self.sbtarget.BreakpointDelete(number)
+
+
+# Callbacks by (process unique id, breakpoint id): LLDB calls one module-level function by name.
+_CALLBACKS: dict[tuple[int, int], OnHit] = {}
+
+
+class _LldbHit:
+    def __init__(self, frame: "lldb.SBFrame") -> None:
+        self.frame = frame
+        self.tid = frame.GetThread().GetThreadID()
+
+    def register(self, name: str) -> int:
+        reg = self.frame.FindRegister(name)
+        if not reg or not reg.IsValid():
+            raise TargetError(f"no register {name}")
+        return reg.GetValueAsUnsigned(0)
+
+
+def _breakpoint_hit(frame, bp_loc, extra_args, internal_dict):  # type: ignore[no-untyped-def]
+    """LLDB's breakpoint callback: the sosext callback decides whether to stop (it never raises)."""
+    bp = bp_loc.GetBreakpoint()
+    on_hit = _CALLBACKS.get((frame.GetThread().GetProcess().GetUniqueID(), bp.GetID()))
+    if on_hit is None:
+        return True
+    try:
+        return bool(on_hit(_LldbHit(frame)))
+    except Exception as e:  # noqa: BLE001 - a callback error stops there, with one line
+        print(f"error: sosext breakpoint {bp.GetID()}: {type(e).__name__}: {e}")
+        return True

@@ -73,6 +73,23 @@ def read_maps(pid: int) -> list[tuple[int, int, str, str, int]]:
     return out
 
 
+W_X_HINT = ("the runtime maps JIT code twice (W^X) and a debugger cannot plant a breakpoint there; "
+             "start the process with DOTNET_EnableWriteXorExecute=0")
+
+
+def shared_mapping_at(pid: int, address: int) -> str | None:
+    """The path of the shared (``s``) mapping holding ``address``, if it is one: a debugger's
+    trap cannot be written there (the runtime's W^X double mapping of JIT code)."""
+    try:
+        maps = read_maps(pid)
+    except OSError:
+        return None
+    for start, end, perms, path, _off in maps:
+        if start <= address < end:
+            return path or "[anonymous]" if perms[3:4] == "s" else None
+    return None
+
+
 def process_gone(pid: int) -> bool:
     """Whether the kernel says ``pid`` has exited: no /proc entry, or a zombie not yet reaped.
 

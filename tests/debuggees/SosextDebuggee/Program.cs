@@ -26,6 +26,7 @@ namespace DebuggeeHost
         private static IScenario Create(string name) => name switch
         {
             "heap" => new HeapScenario(),
+            "stresslog" => new StressLogScenario(),
             "bigheap" => new BigHeapScenario(),
             "fields" => new FieldsScenario(),
             "roots" => new RootsScenario(),
