@@ -47,20 +47,24 @@ def debugger_selected_tid(ctx: CommandContext) -> int | None:
 
 
 def current_thread(ctx: CommandContext) -> CurrentThread | None:
-    """The thread SOS-style commands act on: the debugger's selected thread, else the thread
-    chosen with setthread, else in a crash dump the thread that took the signal (as a debugger
-    selects it), else the target's first thread."""
+    """The thread SOS-style commands act on: the one the user chose (the debugger's selected
+    thread, or setthread's in the CLI); until the user chooses, in a crash dump the thread that
+    took the signal, in every host (LLDB selects it on opening the core, GDB selects the core's
+    first thread); else the debugger's selection, else the target's first thread."""
     target = ctx.session.target()
     threads = target.threads()
     tid = debugger_selected_tid(ctx)
+    chosen = tid is not None and getattr(target, "selection_chosen", lambda: True)()
     if tid is None:
         tid = ctx.session.settings.get(CURRENT_THREAD)
-    if tid is None and target.core_file() is not None:
+        chosen = tid is not None
+    if not chosen and target.core_file() is not None:
         try:
             fault = faulting_thread(ctx.runtime)
         except SosError:
             fault = None
-        tid = fault[0] if fault is not None and any(t.tid == fault[0] for t in threads) else None
+        if fault is not None and any(t.tid == fault[0] for t in threads):
+            tid = fault[0]
     if tid is None:
         if not threads:
             return None
