@@ -18,6 +18,7 @@ from .metadata.errors import MetadataError
 from .metadata.signatures import ElementType as ET
 from .metadata.signatures import SigType
 from .addresses import classifier
+from .fields import OBJECT_HEADER
 from .objects import method_table_of
 from .sourcelines import source_lines
 from .stacks import ClrStackFrame, FrameValue
@@ -290,14 +291,36 @@ def expand_fields(runtime: "ClrRuntime", mt: int, address: int, value_class: boo
     own = runtime.fields.own_fields(mt)
     if own is None:
         return None
-    values = tuple(_field_value(runtime, f, address, value_class) for f in own if f.is_instance)[:_MAX_FIELDS]
+    # Declaration (FieldDef) order, statics among them, as SOS enumerates the metadata; a
+    # thread's own statics (thread-static, context-static) are left out.
+    shown = sorted((f for f in own if not (f.is_thread_static or f.is_context_static)), key=lambda f: f.token)
+    values = tuple(_field_value(runtime, f, _field_location(runtime, f, address, value_class))
+                   for f in shown[:_MAX_FIELDS])
     shown_base = "" if base_name in _PLAIN_BASES else base_name
     return FieldExpansion(shown_base, base if shown_base else 0, values, address, value_class)
 
 
-def _field_value(runtime: "ClrRuntime", f: "ClrField", address: int, value_class: bool) -> FieldValue:
-    at = f.address_in(address, value_class)
+def _field_location(runtime: "ClrRuntime", f: "ClrField", address: int, value_class: bool) -> int | None:
+    """Where a field's value is: in the value at ``address`` for an instance field, in its
+    class's statics for a static one (a struct static's storage holds its box); None: unknown."""
+    if f.is_instance:
+        return f.address_in(address, value_class)
+    at = runtime.fields.static_address(f.owner_mt, f)
+    if not at:
+        return None  # the runtime does not say, or the statics are not allocated yet
+    if not f.is_struct:
+        return at
+    try:
+        box = runtime.target.read_pointer(at)
+    except SosError:
+        return None
+    return box + OBJECT_HEADER if box else None
+
+
+def _field_value(runtime: "ClrRuntime", f: "ClrField", at: int | None) -> FieldValue:
     type_name = _field_type_name(runtime, f)
+    if at is None:
+        return FieldValue(f.name, type_name, "unknown")
     if f.is_struct:
         mt = f.type_mt if runtime.method_table_data(f.type_mt) is not None else 0
         return FieldValue(f.name, type_name, "struct", address=at, mt=mt)
@@ -314,20 +337,17 @@ def _field_value(runtime: "ClrRuntime", f: "ClrField", address: int, value_class
 
 
 def _field_type_name(runtime: "ClrRuntime", f: "ClrField") -> str:
-    """A field's declared type as SOS names it: a keyword for primitives, else the type's name
-    ("class"/"struct" when it cannot be told, as SOS falls back)."""
+    """A field's type as SOS names it: a keyword for primitives, else the loaded type's name,
+    else its signature's (metadata), else "class"/"struct" (SOS's fallbacks)."""
     keyword = KEYWORDS.get(f.sig_type) or KEYWORDS.get(f.element_type)
     if keyword is not None:
         return keyword
     if f.type_mt and f.element_type in (ET.CLASS, ET.VALUETYPE):
         return runtime.types.name_of(f.type_mt)
-    if f.type_token & 0xFFFFFF:
-        md = runtime.catalog.metadata(f.module)
-        if md is not None:
-            name = _safe(lambda: md.type_name(0x02000000 | (f.type_token & 0xFFFFFF)))
-            if name:
-                return name
-    return "struct" if f.element_type == ET.VALUETYPE else "class"
+    reader = runtime.catalog.metadata(f.module)
+    sig = _safe(lambda: reader.field(f.token).signature, None) if reader is not None else None
+    name = _type_name(reader, sig) if isinstance(sig, SigType) else ""
+    return name or ("struct" if f.element_type == ET.VALUETYPE else "class")
 
 
 def icordebug_method(runtime: "ClrRuntime", method_desc: int) -> tuple[str, str]:
