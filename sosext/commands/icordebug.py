@@ -46,7 +46,7 @@ def retrieval_error(v: FrameVariable, what: str) -> str:
     """SOS's line for an argument or local ICorDebug could not retrieve (``what``: "parameter"
     or "local variable"): it stands instead of the "  + <type> <name>" line."""
     hr = CORDBG_E_READVIRTUAL_FAILURE if v.raw.read_failed else CORDBG_E_IL_VAR_NOT_AVAILABLE
-    return f"  + (Error 0x{hr:x} retrieving {what} '{v.name}')"
+    return f"  + (Error 0x{hr:x} retrieving {what} '{safe_line(v.name)}')"
 
 
 def value_text(v: "FrameVariable | FieldValue") -> str:
