@@ -412,6 +412,16 @@ class GdbTarget(TargetBase):
             return None
         return _lwp(t) if t is not None and t.is_valid() else None
 
+    def selection_chosen(self) -> bool:
+        """Whether GDB's selected thread is the user's choice: always for a live process; on a
+        core, from the first time sosext sees the selection away from the thread GDB selected
+        when it opened the core (the host looks at every command). A ``thread N`` naming that
+        first thread before any other selection cannot be told from GDB's own choice."""
+        if not self._chosen:
+            tid = self.selected_thread_tid()
+            self._chosen = tid is not None and tid != self._opening_tid
+        return self._chosen
+
     # -- lifetime ---------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -434,16 +444,6 @@ class GdbTarget(TargetBase):
                 self._chosen = True
                 return True
         return False
-
-    def selection_chosen(self) -> bool:
-        """Whether GDB's selected thread is the user's choice: always for a live process; on a
-        core, from the first time sosext sees the selection away from the thread GDB selected
-        when it opened the core (the host looks at every command). A ``thread N`` naming that
-        first thread before any other selection cannot be told from GDB's own choice."""
-        if not self._chosen:
-            tid = self.selected_thread_tid()
-            self._chosen = tid is not None and tid != self._opening_tid
-        return self._chosen
 
 
 def _core_pid(core) -> int | None:  # type: ignore[no-untyped-def]
