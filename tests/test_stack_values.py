@@ -8,6 +8,7 @@ truth prints every value, the objects' addresses and the threads' OS ids.
 """
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,11 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("clrstack -i /d", "clrstack -i -a /d"),
         ("clrstack -i only", "clrstack -i"),
         ("clrstack -i -p", "clrstack -i -p"),
+        ("clrstack -i point", "clrstack -i point"),
+        ("clrstack -i localItem", "clrstack -i localItem"),
+        ("clrstack -i item.Tag", "clrstack -i item.Tag"),
+        ("clrstack -i nosuch", "clrstack -i nosuch"),
+        ("clrstack -a nosuch", "clrstack -a nosuch"),
         ("clrstack -a", "clrstack -a"),
         ("clrstack -p", "clrstack -p"),
         ("clrstack -l", "clrstack -l"),
@@ -199,9 +205,8 @@ def test_clrstack_i_names_types_and_values_of_the_arguments(case: Case, host: st
         f"  + string text = \"{v['text']}\"",
         f"  + {v['itemType']} item @ 0x{addr(v['item']):x}",
         params[8],
-        f"     |- int X  = {v['pointX']}",
-        f"     |- long Y  = {v['pointY']}",
     ], params
+    # No variable named on the command line: as SOS, no fields under any of them.
     assert re.fullmatch(rf"  \+ {re.escape(v['pointType'])} point @ 0x[0-9a-f]+", params[8]), params
 
 
@@ -212,9 +217,8 @@ def test_clrstack_i_names_locals_from_the_pdb(case: Case, host: str) -> None:
     assert f"  + int localCount  = {v['localCount']}" in local_lines, local_lines
     assert f"  + long localBig  = {v['localBig']}" in local_lines, local_lines
     assert f"  + {v['itemType']} localItem @ 0x{addr(v['localItem']):x}" in local_lines, local_lines
-    i = next(i for i, ln in enumerate(local_lines) if ln.startswith(f"  + {v['pointType']} localPoint @ 0x"))
-    assert local_lines[i + 1:i + 3] == [f"     |- int X  = {v['localPointX']}",
-                                        f"     |- long Y  = {v['localPointY']}"], local_lines
+    assert any(ln.startswith(f"  + {v['pointType']} localPoint @ 0x") for ln in local_lines), local_lines
+    assert not any(" |- " in ln for ln in case.out(host, "clrstack -i").lines)
     # The caller's locals, string included, are read from its own frame.
     outer = i_frame_block(case.out(host, "clrstack -i").text, "DebuggeeHost.StackValuesScenario.ValuesThreadMain")
     assert f"  + string text = \"{v['text']}\"" in outer, outer
@@ -229,6 +233,67 @@ def test_clrstack_i_alone_lists_frames_and_p_only_parameters(case: Case, host: s
     p = i_frame_block(case.out(host, "clrstack -i -p").text, v["method"])
     a = i_frame_block(case.out(host, "clrstack -i").text, v["method"])
     assert p == a[: a.index("LOCALS:") - 1] + [""], p
+
+
+def expanded(text: str, var: str) -> dict[str, list[str]]:
+    """clrstack -i <name>: per frame (its method, as named on its row), the lines of each
+    variable called ``var``: its "  + <type> var" line and the field lines under it."""
+    out: dict[str, list[str]] = {}
+    method = ""
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        if I_ROW.match(ln):
+            method = ln.split(") ", 1)[0]
+        elif re.match(rf"  \+ \S+ {re.escape(var)}( |$)", ln):
+            block = [ln]
+            block += [f for f in itertools.takewhile(lambda f: f.startswith("     |- ") or f.startswith("         |- "),
+                                                      lines[i + 1:])]
+            out.setdefault(method, []).extend(block)
+    return out
+
+
+def test_clrstack_i_variable_lists_only_its_fields(case: Case, host: str) -> None:
+    """SOS's clrstack -i <variable>: the variables of every frame (as -a), and the fields of the
+    variable so named only: a struct's at its location, an object's at its address."""
+    v = case.truth["values"]
+    point = case.out(host, "clrstack -i point")
+    assert not point.errors, point.text
+    blocks = expanded(point.text, "point")
+    frame = next(b for m, b in blocks.items() if f" {v['method']}(" in m)
+    assert re.fullmatch(rf"  \+ {re.escape(v['pointType'])} point @ 0x[0-9a-f]+", frame[0]), frame
+    assert frame[1:] == [f"     |- int X  = {v['pointX']}", f"     |- long Y  = {v['pointY']}"], frame
+    # The caller's own local called point holds the same value; localPoint is not expanded.
+    outer = next(b for m, b in blocks.items() if " DebuggeeHost.StackValuesScenario.ValuesThreadMain(" in m)
+    assert outer[1:] == frame[1:], outer
+    assert all(len(b) == 1 for b in expanded(point.text, "localPoint").values()), point.text
+    assert sum(" |- " in ln for ln in point.lines) == 4, point.text
+    item = case.out(host, "clrstack -i localItem").text
+    block = next(b for m, b in expanded(item, "localItem").items() if f" {v['method']}(" in m)
+    assert block == [f"  + {v['itemType']} localItem @ 0x{addr(v['localItem']):x}",
+                     f"     |- int Tag  = {v['localItemTag']}"], block
+    assert sum(" |- " in ln for ln in item.splitlines()) == 1, item
+    # name.field: the path down to the field expands every step (here the object, whose field is a primitive).
+    tag = case.out(host, "clrstack -i item.Tag").text
+    blocks = expanded(tag, "item")
+    assert set(map(tuple, blocks.values())) == {(f"  + {v['itemType']} item @ 0x{addr(v['item']):x}",
+                                                 f"     |- int Tag  = {v['itemTag']}")}, blocks
+    assert len(blocks) == 2, blocks  # ValuesFrame's argument and its caller's local
+    # A name no frame has: the variables, no fields; SOS's positional arguments belong to -i.
+    nosuch = case.out(host, "clrstack -i nosuch")
+    assert nosuch.lines == [ln for ln in case.out(host, "clrstack -i").lines], nosuch.text
+    assert case.out(host, "clrstack -a nosuch").errors == [
+        "error: a variable name or frame number goes with -i: clrstack -i [<variable>] [<frame>]"]
+
+
+def test_clrstack_i_unreadable_variables_say_so_as_sos_does(case: Case, host: str) -> None:
+    """A variable the runtime cannot give (a framework frame's register-held argument, once its
+    frame is not the leaf) is SOS's "(Error 0x… retrieving parameter '<name>')" line."""
+    lines = case.out(host, "clrstack -i").lines
+    assert not any("<unable to retrieve data>" in ln for ln in lines)
+    errors = [ln for ln in lines if ln.startswith("  + (Error ")]
+    assert errors, lines
+    for ln in errors:
+        assert re.fullmatch(r"  \+ \(Error 0x80131(304|c49) retrieving (parameter|local variable) '[^']+'\)", ln), ln
 
 
 def test_clrstack_i_accepts_slash_d(case: Case, host: str) -> None:

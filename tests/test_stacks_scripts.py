@@ -20,7 +20,7 @@ import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
-from test_stack_values import STACK_ROW, Case, addr, collect, crash_dump
+from test_stack_values import I_ROW, STACK_ROW, Case, addr, collect, crash_dump
 from test_stack_values import host, triage_host  # noqa: F401 - the same host fixtures
 
 pytestmark = pytest.mark.slow
@@ -56,6 +56,8 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
               ("deep select again", drivers.select_thread(host, c["deep"]["osTid"]))]
     pairs += [(f"deep -c {n}", f"clrstack -c {n}") for n in (1, 2, 3, 4)]
     pairs += [(f"deep -i -c {n}", f"clrstack -i -c {n}") for n in (1, 3)]
+    pairs += [("deep -i", "clrstack -i"), ("deep -i -p 10", "clrstack -i -p 10"),
+              ("deep -i depth 12", "clrstack -i depth 12")]
     pairs += [("clrstack -all", "clrstack -all"), ("clrthreads", "clrthreads"), ("pstacks", "pstacks -a")]
     return pairs
 
@@ -230,6 +232,42 @@ def test_clrstack_c_prints_that_many_frames(case: Case, host: str) -> None:
         assert "Stack walk complete." not in text and "No managed frames" not in text, text
 
 
+def numbered_blocks(text: str) -> dict[int, list[str]]:
+    """clrstack -i: the lines under each row, by SOS's frame number (the rows of the debugger
+    API's walk from 0, its internal "(null)" frames not counted); rows with nothing under them left out."""
+    blocks: dict[int, list[str]] = {}
+    n = -1
+    current: list[str] | None = None
+    for ln in text.splitlines():
+        if I_ROW.match(ln):
+            current = None
+            if " (null) " not in ln:
+                n += 1
+                current = blocks.setdefault(n, [])
+        elif ln.startswith("====") or ln == "Stack walk complete.":
+            current = None
+        elif current is not None:
+            current.append(ln)
+    return {k: v for k, v in blocks.items() if v}
+
+
+def test_clrstack_i_frame_number_shows_that_frames_variables(case: Case, host: str) -> None:
+    """SOS's clrstack -i [<variable>] <frame>: the variables of that frame only. A number alone is
+    read in hex (SOS's expression evaluator), after a variable name in decimal; naming a variable
+    implies -a. Recurse(depth) frames, innermost first, hold depth 0, 1, 2 …"""
+    c = case.truth["crash"]
+    rows = [ln for ln in case.out(host, "deep -i").lines if I_ROW.match(ln) and " (null) " not in ln]
+    recurse = [i for i, ln in enumerate(rows) if " DebuggeeHost.CrashScenario.Recurse(" in ln]
+    assert len(recurse) == c["recursionDepth"] + 1, rows
+    assert 0x10 in recurse and 12 in recurse, recurse
+    hex_frame = numbered_blocks(case.out(host, "deep -i -p 10").text)
+    assert hex_frame == {0x10: ["", "PARAMETERS:", f"  + int depth  = {recurse.index(0x10)}", ""]}, hex_frame
+    named = numbered_blocks(case.out(host, "deep -i depth 12").text)
+    assert list(named) == [12], named
+    assert named[12][:4] == ["", "PARAMETERS:", f"  + int depth  = {recurse.index(12)}", ""], named
+    assert "LOCALS:" in named[12][4] and named[12][-1] == "", named
+
+
 # -- pe: exceptions, inner and nested ------------------------------------------------------------
 
 
@@ -384,12 +422,13 @@ def test_crash_dump_of_an_unhandled_divide_by_zero(request, tmp_path: Path) -> N
     hosts = [("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})]
     if drivers.GDB:
         hosts.append(("gdb-core", {"core": core, "exe": exe}))
+    stacks = {}
     for host, kw in hosts:
-        # No thread chosen: the current one is the thread that took the signal, as in SOS's scripts
-        # (LLDB selects it; the CLI takes it from the core's notes). GDB selects its thread 1.
-        select = [drivers.select_thread(host, tid)] if host.startswith("gdb") else []
-        outs = drivers.run_in_host(host, select + ["pe -lines", "clrstack", "clrma"], **kw)
-        pe, clrstack, clrma = outs[len(select):]
+        # No thread chosen: the current one is the thread that took the signal, as in SOS's scripts,
+        # in every host (LLDB selects it; the CLI takes it from the core's notes; GDB selects the
+        # core's first thread, which sosext does not count as a choice).
+        pe, clrstack, clrma = drivers.run_in_host(host, ["pe -lines", "clrstack", "clrma"], **kw)
+        stacks[host] = clrstack.lines
         assert not pe.errors, (host, pe.text)
         lines = pe.lines
         assert "Exception type:   System.DivideByZeroException" in lines, (host, lines)
@@ -405,6 +444,9 @@ def test_crash_dump_of_an_unhandled_divide_by_zero(request, tmp_path: Path) -> N
         i = sites.index(want[0])
         assert sites[i:i + 3] == want, (host, sites)
         assert clrma.lines[0] == f"Signal:       6 on OS thread id 0x{tid:x}", (host, clrma.lines[:3])
+    # Every host shows the same thread (numbered alike) and the same frames.
+    first = next(iter(stacks.values()))
+    assert all(lines == first for lines in stacks.values()), stacks
     core.unlink(missing_ok=True)
 
 

@@ -17,28 +17,56 @@ from ..errors import SosError
 from .metadata.errors import MetadataError
 from .metadata.signatures import ElementType as ET
 from .metadata.signatures import SigType
+from .addresses import classifier
+from .fields import OBJECT_HEADER
+from .objects import method_table_of
 from .sourcelines import source_lines
 from .stacks import ClrStackFrame, FrameValue
 from .values import ELEMENT_SIZES, decode_primitive
 
 if TYPE_CHECKING:
+    from .fields import ClrField
     from .metadata.reader import MetadataReader
     from .runtime import ClrRuntime
 
-# C# keywords for the primitive element types (as a debugger's locals window names them).
-KEYWORDS = {ET.BOOLEAN: "bool", ET.CHAR: "char", ET.I1: "sbyte", ET.U1: "byte", ET.I2: "short",
-            ET.U2: "ushort", ET.I4: "int", ET.U4: "uint", ET.I8: "long", ET.U8: "ulong", ET.R4: "float",
-            ET.R8: "double", ET.I: "nint", ET.U: "nuint", ET.STRING: "string", ET.OBJECT: "object"}
+# The names SOS's clrstack -i gives the primitive element types (its GetTypeOfValue).
+KEYWORDS = {ET.BOOLEAN: "bool", ET.CHAR: "char", ET.I1: "signed byte", ET.U1: "byte", ET.I2: "short",
+            ET.U2: "unsigned short", ET.I4: "int", ET.U4: "unsigned int", ET.I8: "long", ET.U8: "unsigned long",
+            ET.R4: "float", ET.R8: "double", ET.I: "IntPtr", ET.U: "UIntPtr", ET.STRING: "string",
+            ET.OBJECT: "object"}
 _REFERENCES = frozenset({ET.STRING, ET.CLASS, ET.OBJECT, ET.SZARRAY, ET.ARRAY})
 _MAX_STRING = 1024  # characters of a string value shown
 _MAX_FIELDS = 64
 
 
 @dataclass(frozen=True, slots=True)
-class StructField:
+class FieldValue:
+    """A field of an expanded value. ``kind``: primitive, string, reference, struct, pointer or
+    unknown (the field could not be read)."""
+
     name: str
     type_name: str
-    value: "int | float | bool | None"  # primitives; references: the address; None: unreadable/nested
+    kind: str
+    value: "int | float | bool | str | None" = None  # a primitive's value, a string's text
+    address: int | None = None  # a reference's target (0: null); an embedded struct's location
+    mt: int = 0  # a struct's MethodTable (0: not loaded); an object's is read when it is expanded
+
+    @property
+    def has_data(self) -> bool:
+        return self.kind != "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldExpansion:
+    """What SOS lists under an expanded value: the fields its class declares (not inherited
+    ones) and, unless it derives straight from System.Object or System.ValueType, its base
+    class, whose own fields expand in turn as ``<name>.[basetype]``."""
+
+    base_type: str  # "" when SOS shows no [basetype] line
+    base_mt: int
+    fields: tuple[FieldValue, ...]
+    address: int  # where the value is (its base class's fields are read there too)
+    value_class: bool  # a struct's data, not an object
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +80,7 @@ class FrameVariable:
     raw: FrameValue
     value: "int | float | bool | str | None" = None  # primitive value, or a string's text
     address: int | None = None  # an object reference's target (0 = null); a struct's location
-    fields: tuple[StructField, ...] = ()
+    mt: int = 0  # a struct's MethodTable (0: not loaded); an object's is read when it is expanded
 
     @property
     def has_data(self) -> bool:
@@ -181,7 +209,7 @@ def _variable(runtime: "ClrRuntime", reader: "MetadataReader | None", module: in
         return FrameVariable(index, name, type_name, "primitive", raw, value=decode_primitive(et, data[:size]))
     if et == ET.VALUETYPE or (et == ET.GENERICINST and sig.value_type):
         return FrameVariable(index, name, type_name, "struct", raw, address=raw.location,
-                             fields=_struct_fields(runtime, module, sig, raw))
+                             mt=_struct_method_table(runtime, module, sig) if raw.location is not None else 0)
     return FrameVariable(index, name, type_name, "unknown", raw)
 
 
@@ -194,39 +222,132 @@ def _reference(runtime: "ClrRuntime", index: int, name: str, type_name: str, raw
     data = raw.data if not raw.read_failed else None
     if data is None:
         return FrameVariable(index, name, type_name, "unknown", raw)
-    address = _pointer(data)
+    kind, value = _object(runtime, _pointer(data), string)
+    return FrameVariable(index, name, type_name, kind, raw, value=value, address=_pointer(data))
+
+
+def _object(runtime: "ClrRuntime", address: int, string: bool) -> tuple[str, "str | None"]:
+    """(kind, a string's text) of a reference to ``address``."""
     if string and address:
         text = runtime.dac.object_string(address)
         if text is not None:
-            return FrameVariable(index, name, type_name, "string", raw, value=text[:_MAX_STRING], address=address)
-    return FrameVariable(index, name, type_name, "reference", raw, address=address)
+            return "string", text[:_MAX_STRING]
+    return "reference", None
 
 
-def _struct_fields(runtime: "ClrRuntime", module: int, sig: SigType, raw: FrameValue) -> tuple[StructField, ...]:
-    """The instance fields of a struct living at the value's stack location."""
-    if raw.location is None or sig.token is None:
-        return ()
+def _expandable_method_table(runtime: "ClrRuntime", address: int) -> int:
+    """The MethodTable of the object at ``address`` when SOS would list its fields: a valid heap
+    object that is neither a string nor an array (0 otherwise)."""
+    try:
+        checker = classifier(runtime)
+        if not address or checker.object_or_none(address) is None:
+            return 0
+        mt = checker.method_table_or_none(method_table_of(runtime.target, address) or 0)
+    except SosError:
+        return 0  # no heap to check it against (a triage dump)
+    data = runtime.method_table_data(mt) if mt else None
+    return mt if data is not None and not data.component_size else 0
+
+
+def _struct_method_table(runtime: "ClrRuntime", module: int, sig: SigType) -> int:
+    """The loaded MethodTable of a struct type named by a signature (0: not loaded, or the
+    module's maps are not in the dump, as in a triage dump)."""
+    if sig.token is None:
+        return 0
     catalog = runtime.catalog
     try:
         table = catalog.type_def_map(module) if sig.token >> 24 == 0x02 else catalog.type_ref_map(module)
     except SosError:
-        return ()  # the module's maps are not in the dump (a triage dump)
-    mt = table.get(sig.token)
-    if not mt:
-        return ()
-    out = []
-    for f in runtime.fields.instance_fields(mt)[:_MAX_FIELDS]:
-        at = f.address_in(raw.location, value_class=True)
-        tname = KEYWORDS.get(f.element_type) or ""
-        if f.is_struct:
-            out.append(StructField(f.name, tname, None))
-            continue
-        try:
-            value = runtime.fields.read(f, at)
-        except SosError:
-            value = None
-        out.append(StructField(f.name, tname, value))
-    return tuple(out)
+        return 0
+    return table.get(sig.token) or 0
+
+
+_PLAIN_BASES = ("System.Object", "System.ValueType")
+
+
+def expand(runtime: "ClrRuntime", value: "FrameVariable | FieldValue") -> FieldExpansion | None:
+    """The fields under a variable or field SOS's clrstack -i expands: a struct's, or those of
+    the object a reference points to; None for anything else (strings, arrays, null, primitives)."""
+    if value.kind == "struct" and value.mt and value.address is not None:
+        return expand_fields(runtime, value.mt, value.address, True)
+    if value.kind == "reference" and value.address:
+        mt = _expandable_method_table(runtime, value.address)
+        return expand_fields(runtime, mt, value.address, False) if mt else None
+    return None
+
+
+def expand_fields(runtime: "ClrRuntime", mt: int, address: int, value_class: bool) -> FieldExpansion | None:
+    """The fields of the value at ``address`` (an object, or with ``value_class`` a struct's first
+    byte) that type ``mt`` declares, as SOS's clrstack -i lists them for a variable it expands;
+    None for an enum (SOS lists nothing) or a type the runtime cannot describe."""
+    data = runtime.method_table_data(mt) if mt else None
+    if data is None:
+        return None
+    types = runtime.types
+    base = data.parent_method_table
+    base_name = types.name_of(base) if base else ""
+    if base_name == "System.Enum":
+        return None
+    own = runtime.fields.own_fields(mt)
+    if own is None:
+        return None
+    # Declaration (FieldDef) order, statics among them, as SOS enumerates the metadata; a
+    # thread's own statics (thread-static, context-static) are left out.
+    shown = sorted((f for f in own if not (f.is_thread_static or f.is_context_static)), key=lambda f: f.token)
+    values = tuple(_field_value(runtime, f, _field_location(runtime, f, address, value_class))
+                   for f in shown[:_MAX_FIELDS])
+    shown_base = "" if base_name in _PLAIN_BASES else base_name
+    return FieldExpansion(shown_base, base if shown_base else 0, values, address, value_class)
+
+
+def _field_location(runtime: "ClrRuntime", f: "ClrField", address: int, value_class: bool) -> int | None:
+    """Where a field's value is: in the value at ``address`` for an instance field, in its
+    class's statics for a static one (a struct static's storage holds its box); None: unknown."""
+    if f.is_instance:
+        return f.address_in(address, value_class)
+    at = runtime.fields.static_address(f.owner_mt, f)
+    if not at:
+        return None  # the runtime does not say, or the statics are not allocated yet
+    if not f.is_struct:
+        return at
+    try:
+        box = runtime.target.read_pointer(at)
+    except SosError:
+        return None
+    return box + OBJECT_HEADER if box else None
+
+
+def _field_value(runtime: "ClrRuntime", f: "ClrField", at: int | None) -> FieldValue:
+    type_name = _field_type_name(runtime, f)
+    if at is None:
+        return FieldValue(f.name, type_name, "unknown")
+    if f.is_struct:
+        mt = f.type_mt if runtime.method_table_data(f.type_mt) is not None else 0
+        return FieldValue(f.name, type_name, "struct", address=at, mt=mt)
+    try:
+        value = runtime.fields.read(f, at)
+    except (SosError, ValueError):
+        return FieldValue(f.name, type_name, "unknown")
+    if f.is_reference:
+        kind, text = _object(runtime, int(value), f.sig_type == ET.STRING)
+        return FieldValue(f.name, type_name, kind, value=text, address=int(value))
+    if f.element_type in (ET.PTR, ET.FNPTR):
+        return FieldValue(f.name, type_name, "pointer", address=int(value))
+    return FieldValue(f.name, type_name, "primitive", value=value)
+
+
+def _field_type_name(runtime: "ClrRuntime", f: "ClrField") -> str:
+    """A field's type as SOS names it: a keyword for primitives, else the loaded type's name,
+    else its signature's (metadata), else "class"/"struct" (SOS's fallbacks)."""
+    keyword = KEYWORDS.get(f.sig_type) or KEYWORDS.get(f.element_type)
+    if keyword is not None:
+        return keyword
+    if f.type_mt and f.element_type in (ET.CLASS, ET.VALUETYPE):
+        return runtime.types.name_of(f.type_mt)
+    reader = runtime.catalog.metadata(f.module)
+    sig = _safe(lambda: reader.field(f.token).signature, None) if reader is not None else None
+    name = _type_name(reader, sig) if isinstance(sig, SigType) else ""
+    return name or ("struct" if f.element_type == ET.VALUETYPE else "class")
 
 
 def icordebug_method(runtime: "ClrRuntime", method_desc: int) -> tuple[str, str]:

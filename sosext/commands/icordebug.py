@@ -9,7 +9,8 @@ is the DAC's; the rows are built from its frames in that layout.
 """
 from __future__ import annotations
 
-from ..clr.frames import FrameVariable, FrameVariables, icordebug_method
+from ..clr.frames import (FieldExpansion, FieldValue, FrameVariable, FrameVariables, expand, expand_fields,
+                          icordebug_method)
 from ..clr.stacks import ClrStack
 from ..render.output import Address
 from ..render.table import Cells
@@ -35,10 +36,21 @@ def internal_kind(frame_name: str) -> str:
     return next((kind for part, kind in _INTERNAL_KINDS if part in frame_name), "Unknown internal frame.")
 
 
-def value_text(v: FrameVariable) -> str:
-    """What follows "  + <type> <name>" in SOS's PrintValue."""
-    if not v.has_data:
-        return "  <unable to retrieve data>"
+# The HRESULTs the debugger API gives for a variable it cannot produce: one whose home the
+# runtime does not describe at this instruction, and one whose memory cannot be read.
+CORDBG_E_IL_VAR_NOT_AVAILABLE = 0x80131304
+CORDBG_E_READVIRTUAL_FAILURE = 0x80131C49
+
+
+def retrieval_error(v: FrameVariable, what: str) -> str:
+    """SOS's line for an argument or local ICorDebug could not retrieve (``what``: "parameter"
+    or "local variable"): it stands instead of the "  + <type> <name>" line."""
+    hr = CORDBG_E_READVIRTUAL_FAILURE if v.raw.read_failed else CORDBG_E_IL_VAR_NOT_AVAILABLE
+    return f"  + (Error 0x{hr:x} retrieving {what} '{safe_line(v.name)}')"
+
+
+def value_text(v: "FrameVariable | FieldValue") -> str:
+    """What follows "<type> <name>" in SOS's PrintValue."""
     if v.kind == "primitive":
         value = v.value
         if isinstance(value, bool):
@@ -56,24 +68,54 @@ def value_text(v: FrameVariable) -> str:
         return "  = <pointer>"
     if v.kind == "struct":
         return f" @ 0x{v.address:x}" if v.address is not None else ""
-    n = v.raw.value
+    n = v.raw.value if isinstance(v, FrameVariable) else None
     return f"  = 0x{n:016x}" if n is not None else "  <no data>"
 
 
-def _field_value(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "  = " + ("true" if value else "false")
-    if isinstance(value, float):
-        return f"  = {value:f}"
-    return f"  = {value}"
+def should_expand(wanted: str | None, path: str) -> bool:
+    """SOS's ShouldExpandVariable: ``path`` (name.field.field) is the variable named on the
+    command line or one on the way to it."""
+    return wanted is not None and (wanted == path or wanted.startswith(path + "."))
 
 
-def write_variables(ctx: CommandContext, fv: FrameVariables, params: bool, local_vars: bool) -> None:
+def write_expansion(ctx: CommandContext, value: "FrameVariable | FieldValue", path: str, wanted: str | None,
+                    indent: int) -> None:
+    """The fields under ``value`` when the variable named on the command line is ``path`` or
+    lies below it, as SOS's ProcessFields prints them (four spaces per level, then " |- ")."""
+    if not should_expand(wanted, path):
+        return
+    exp = expand(ctx.runtime, value)
+    if exp is not None:
+        _write_fields(ctx, exp, path, wanted, indent)
+
+
+def _write_fields(ctx: CommandContext, exp: FieldExpansion, path: str, wanted: str | None, indent: int) -> None:
     out = ctx.out
-    for title, wanted, values in (("PARAMETERS:", params, fv.arguments), ("LOCALS:", local_vars, fv.locals)):
-        if not wanted:
+    pad = "    " * indent
+    if exp.base_type:
+        base_path = f"{path}.[basetype]"
+        out.line(f"{pad} |- {safe_line(exp.base_type)} [basetype]")
+        if should_expand(wanted, base_path):
+            base = expand_fields(ctx.runtime, exp.base_mt, exp.address, exp.value_class)
+            if base is not None:
+                _write_fields(ctx, base, base_path, wanted, indent + 1)
+    for f in exp.fields:
+        if not f.has_data:
+            out.line(f"{pad} |- < unknown type > {safe_line(f.name)}")
+            continue
+        out.line(f"{pad} |- {safe_line(f.type_name)} {safe_line(f.name)}{value_text(f)}")
+        write_expansion(ctx, f, f"{path}.{f.name}", wanted, indent + 1)
+
+
+def write_variables(ctx: CommandContext, fv: FrameVariables, params: bool, local_vars: bool,
+                    wanted: str | None = None) -> None:
+    """PARAMETERS: and LOCALS: of one frame; the fields of the variable named ``wanted``
+    (name or name.field...) are listed under it, as SOS expands a variable named on its
+    command line."""
+    out = ctx.out
+    for title, what, show, values in (("PARAMETERS:", "parameter", params, fv.arguments),
+                                      ("LOCALS:", "local variable", local_vars, fv.locals)):
+        if not show:
             continue
         if not values:
             out.line()
@@ -82,21 +124,25 @@ def write_variables(ctx: CommandContext, fv: FrameVariables, params: bool, local
         out.line()
         out.line(title)
         for v in values:
+            if not v.has_data:
+                out.line(retrieval_error(v, what))
+                continue
             type_name = f"{v.type_name} " if v.type_name else ""
             out.line(f"  + {type_name}{v.name}{value_text(v)}")
-            # A struct's fields, as SOS expands a variable named on its command line.
-            for fld in v.fields:
-                ftype = f"{fld.type_name} " if fld.type_name else ""
-                out.line(f"     |- {ftype}{fld.name}{_field_value(fld.value)}")
+            write_expansion(ctx, v, v.name, wanted, 1)
     if params or local_vars:
         out.line()
 
 
 def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread_sp: int | None,
                           thread_ip: int | None, in_managed_code: bool, params: bool, local_vars: bool,
-                          max_rows: int, variables) -> None:  # type: ignore[no-untyped-def]
+                          max_rows: int, variables, wanted: str | None = None,
+                          only_frame: int | None = None) -> None:  # type: ignore[no-untyped-def]
     """The rows of ``stack`` in SOS's -i layout; ``variables(frame, index)`` gives a managed
-    frame's FrameVariables; at most ``max_rows`` rows (0: all)."""
+    frame's FrameVariables; at most ``max_rows`` rows (0: all). ``wanted`` names the variable
+    whose fields are listed; ``only_frame`` the one frame whose variables are shown, numbered
+    as SOS numbers the debugger API's frames: every native and managed row from 0, the
+    internal (runtime transition) frames not counted."""
     out = ctx.out
     runtime = ctx.runtime
     out.line("Dumping managed stack and managed variables using ICorDebug.")
@@ -106,6 +152,7 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
     if not out.structured:
         out.line(f"{'Child SP':<16} {'IP':<16} Call Site")
     printed = 0
+    number = 0  # SOS's frame number: the rows of the debugger API's walk (not its internal frames)
 
     def full() -> bool:
         return bool(max_rows) and printed >= max_rows
@@ -114,6 +161,7 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
         rows.row(f"{thread_sp or 0:016X}", f"{thread_ip:016x}", "[NativeStackFrame]",
                  data=(tid, Address(thread_sp or 0), Address(thread_ip), "[NativeStackFrame]", None, "native"))
         printed += 1
+        number += 1
     shown: set[int] = set()
     for i, f in enumerate(stack.frames):
         if full():
@@ -131,8 +179,9 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
         site = (text or f.method_name or "<unknown>") + f" ({module})"
         rows.row(f"{f.sp:016X}", f"{f.ip:016x}", site,
                  data=(tid, Address(f.sp), Address(f.ip), text or f.method_name, module, "managed"))
-        if (params or local_vars) and not out.structured:
-            write_variables(ctx, variables(f, i), params, local_vars)
+        if (params or local_vars) and not out.structured and only_frame in (None, number):
+            write_variables(ctx, variables(f, i), params, local_vars, wanted)
+        number += 1
     if stack.interrupted:
         out.line("<interrupted>")
     elif not stack.complete:

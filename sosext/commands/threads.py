@@ -47,20 +47,24 @@ def debugger_selected_tid(ctx: CommandContext) -> int | None:
 
 
 def current_thread(ctx: CommandContext) -> CurrentThread | None:
-    """The thread SOS-style commands act on: the debugger's selected thread, else the thread
-    chosen with setthread, else in a crash dump the thread that took the signal (as a debugger
-    selects it), else the target's first thread."""
+    """The thread SOS-style commands act on: the one the user chose (the debugger's selected
+    thread, or setthread's in the CLI); until the user chooses, in a crash dump the thread that
+    took the signal, in every host (LLDB selects it on opening the core, GDB selects the core's
+    first thread); else the debugger's selection, else the target's first thread."""
     target = ctx.session.target()
     threads = target.threads()
     tid = debugger_selected_tid(ctx)
+    chosen = tid is not None and getattr(target, "selection_chosen", lambda: True)()
     if tid is None:
         tid = ctx.session.settings.get(CURRENT_THREAD)
-    if tid is None and target.core_file() is not None:
+        chosen = tid is not None
+    if not chosen and target.core_file() is not None:
         try:
             fault = faulting_thread(ctx.runtime)
         except SosError:
             fault = None
-        tid = fault[0] if fault is not None and any(t.tid == fault[0] for t in threads) else None
+        if fault is not None and any(t.tid == fault[0] for t in threads):
+            tid = fault[0]
     if tid is None:
         if not threads:
             return None
@@ -294,7 +298,7 @@ _STACK_RIGHT = (True, True)
 class ClrStackCommand(Command):
     names = ("clrstack", "ClrStack")
     summary = "Show the managed call stack of the current thread (or of every thread with -all)."
-    usage = "clrstack [-a] [-p] [-l] [-i] [-n] [-f] [-r] [-all] [-c <count>]"
+    usage = "clrstack [-a] [-p] [-l] [-i [<variable>] [<frame>]] [-n] [-f] [-r] [-all] [-c <count>]"
     details = """\
 One row per frame, innermost first: the frame's stack pointer, instruction pointer and
 method (Namespace.Type.Method(ArgTypes)). Runtime transition frames appear as
@@ -302,7 +306,15 @@ method (Namespace.Type.Method(ArgTypes)). Runtime transition frames appear as
 [/src/app/Program.cs @ 42], when the module's portable PDB is found (embedded in the
 assembly, beside it, or in a directory named with setsymbolserver -directory); modules without
 one are named once per session. The current thread is the debugger's selected thread (in the
-CLI the one chosen with setthread, else the first).
+CLI the one chosen with setthread, else the first); on a crash dump, until a thread is chosen,
+the thread that took the signal, in every host.
+
+-i lists the stack as SOS's ICorDebug walk does, with -a/-p/-l the arguments and locals named
+and typed. `clrstack -i <variable> [<frame>]` also lists the fields of that variable (a struct,
+or the object a reference points to; name.field goes deeper, name.[basetype] into the base
+class) and implies -a; <frame> (decimal) limits the variables to that frame. A number alone,
+`clrstack -i -a <frame>`, is read as SOS reads it, in hex. Frames are numbered as SOS numbers
+them: each row of the -i listing from 0, the runtime's transition frames not counted.
 
 Examples:
   clrstack
@@ -311,6 +323,7 @@ Examples:
     ...
     00007FA9B25FDBD0 00007FB5ACC94ECE DebuggeeHost.SourceScenario.SourceInner(Int32) [/src/SourceScenario.cs @ 74]
   clrstack -a
+  clrstack -i point 2
   clrstack -all
   clrstack -f -c 5"""
     options = (
@@ -325,6 +338,8 @@ Examples:
         Option("-i", "arguments and locals with their names, types and values (names of locals from the PDB)"),
         Option("-gc", "show GC references per frame (not supported)"),
     )
+    positionals = (Positional("variable", "with -i: the variable whose fields to list (name.field… goes deeper)"),
+                   Positional("frame", "with -i: the frame whose variables to show (decimal)"))
 
     @classmethod
     def parse(cls, words: list[str]) -> Parsed:
@@ -336,6 +351,8 @@ Examples:
             raise SosError("clrstack -gc is not supported by sosext")
         params = args.a or args.p
         local_vars = args.a or args.l
+        if icordebug_arguments(args)[0]:
+            params = local_vars = True  # as SOS: naming a variable shows the variables
         runtime = ctx.runtime
         if args.all:
             for t in clr_threads(runtime):
@@ -363,7 +380,7 @@ Examples:
             out.line(f"Failed to start stack walk: {e.hr:x}")
             return
         if args.i:
-            self._icordebug(ctx, tid, stack, params, local_vars, args.c or 0)
+            self._icordebug(ctx, tid, stack, params, local_vars, args.c or 0, *icordebug_arguments(args))
             return
         if not any(f.is_managed for f in stack.frames) and (not stack.complete or not stack.frames):
             # A thread the runtime knows that has not run (or no longer runs) managed code: the
@@ -427,13 +444,30 @@ Examples:
 
 
     def _icordebug(self, ctx: CommandContext, tid: int, stack: ClrStack, params: bool, local_vars: bool,
-                   max_rows: int) -> None:
+                   max_rows: int, wanted: str | None, only_frame: int | None) -> None:
         sp, ip = _thread_sp_ip(ctx, tid)
         first = stack.frames[0] if stack.frames else None
         in_managed = first is not None and first.is_managed and first.ip == ip
         write_icordebug_stack(
             ctx, tid, stack, sp, ip, in_managed, params, local_vars, max_rows,
-            lambda f, i: frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == ip))
+            lambda f, i: frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == ip),
+            wanted, only_frame)
+
+
+def icordebug_arguments(args: Parsed) -> tuple[str | None, int | None]:
+    """(variable to expand, frame number) from clrstack -i's arguments, read as SOS reads them:
+    a lone all-digit argument is a frame number, in hex as SOS's expression evaluator takes it;
+    otherwise the first names the variable and the second is a decimal frame number."""
+    first, second = args.variable, args.frame
+    if first is None:
+        return None, None
+    if not args.i:
+        raise UsageError("a variable name or frame number goes with -i: clrstack -i [<variable>] [<frame>]")
+    if second is None and first and all(c in "0123456789" for c in first):
+        return None, parse_count("0x" + first)
+    if second is None:
+        return first, None
+    return first, parse_count(second)
 
 
 def _native_rows(ctx: CommandContext, tid: int, stack: ClrStack) -> list[NativeFrame]:

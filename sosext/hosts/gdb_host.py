@@ -65,6 +65,7 @@ def current_target() -> GdbTarget:
         target = GdbTarget(inferior, core_path=override)
         _targets[ident] = target
     target.check_usable()
+    target.selection_chosen()  # notice a `thread N` typed since the last command
     return target
 
 

@@ -211,6 +211,12 @@ class TargetBase:
     def selected_tid(self) -> int | None:
         return None
 
+    def selection_chosen(self) -> bool:
+        """Whether the debugger's selected thread is the user's choice rather than one the
+        debugger made by itself on opening a core (GDB's first thread of the core); commands
+        act on a crash dump's signalled thread until the user chooses."""
+        return True
+
     def describe(self) -> str:
         return type(self).__name__
 

@@ -194,6 +194,13 @@ class GdbTarget(TargetBase):
         self._modules_generation = -1
         self._registers: dict[int, Registers] = {}
         self._registers_generation = -1
+        # On opening a core GDB selects the thread of its first NT_PRSTATUS note, not the one
+        # that took the signal (LLDB selects that one): a selection counts as the user's once
+        # it has been seen on another thread (selection_chosen).
+        threads = self.core.threads() if self.core is not None else []
+        self._opening_tid: int | None = threads[0].tid if threads else None
+        self._chosen = self._opening_tid is None
+        self.selection_chosen()
 
     def _open_core(self, override: str | None):  # type: ignore[no-untyped-def]
         from .elfcore import CoreTarget
@@ -405,6 +412,16 @@ class GdbTarget(TargetBase):
             return None
         return _lwp(t) if t is not None and t.is_valid() else None
 
+    def selection_chosen(self) -> bool:
+        """Whether GDB's selected thread is the user's choice: always for a live process; on a
+        core, from the first time sosext sees the selection away from the thread GDB selected
+        when it opened the core (the host looks at every command). A ``thread N`` naming that
+        first thread before any other selection cannot be told from GDB's own choice."""
+        if not self._chosen:
+            tid = self.selected_thread_tid()
+            self._chosen = tid is not None and tid != self._opening_tid
+        return self._chosen
+
     # -- lifetime ---------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -424,6 +441,7 @@ class GdbTarget(TargetBase):
         for t in self._gdb_threads():
             if _lwp(t) == tid:
                 t.switch()
+                self._chosen = True
                 return True
         return False
 

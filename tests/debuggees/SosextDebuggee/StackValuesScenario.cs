@@ -200,6 +200,7 @@ namespace DebuggeeHost
             w.Prop("text", s_text);
             w.PropHex("textAddress", Mem.Addr(s_text));
             w.PropHex("item", Mem.Addr(s_item));
+            w.Prop("itemTag", s_item.Tag);
             w.Prop("itemType", typeof(StackValuesItem).FullName);
             w.Prop("pointType", typeof(StackValuesPoint).FullName);
             w.Prop("pointX", s_point.X);
@@ -209,6 +210,7 @@ namespace DebuggeeHost
             w.Prop("localText", s_localText);
             w.PropHex("localTextAddress", Mem.Addr(s_localText));
             w.PropHex("localItem", Mem.Addr(s_localItem));
+            w.Prop("localItemTag", s_localItem.Tag);
             w.Prop("localPointX", s_localPoint.X);
             w.Prop("localPointY", s_localPoint.Y);
             w.EndObject();
