@@ -47,7 +47,7 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("select-named", drivers.select_thread(host, named)),
         ("clrstack", "clrstack"),
         ("clrstack -a", "clrstack -a"),
-        ("clrstack -f", "clrstack -f -c 7"),
+        ("clrstack -f", "clrstack -f -c 60"),
         ("select-thrower", drivers.select_thread(host, thrower)),
         ("pe", "pe"),
         ("pe exc", f"pe {exc['address']}"),
@@ -254,7 +254,13 @@ def test_clrstack_a_shows_arguments_and_locals(case: Case, host: str) -> None:
 
 def test_clrstack_f_adds_modules_and_offsets(case: Case, host: str) -> None:
     sites = call_sites(case.out(host, "clrstack -f").text)
-    assert len(sites) == 7
+    # -f interleaves native frames (module!symbol + off, or module + 0xoff) with the managed ones
+    # (module.dll!Method + IL offset); -c counts both, as SOS's does. The thread waits in native code.
+    first_managed = next(i for i, s in enumerate(sites) if ".dll!" in s)
+    assert first_managed > 0, sites
+    native = [s for s in sites[:first_managed] if not s.startswith("[")]  # "[…Frame: …]" rows are the runtime's
+    assert native and all(re.fullmatch(r"\S+\.so[.\d]*(!\S+ \+ \d+| \+ 0x[0-9a-f]+)", s) for s in native), sites
+    assert len(sites) <= 60
     assert any(re.fullmatch(r"SosextDebuggee\.dll!DebuggeeHost\.ThreadsScenario\.Level3\(\) \+ \d+", s)
                for s in sites), sites
     assert any(s.startswith("System.Private.CoreLib.dll!System.Threading.") for s in sites), sites
