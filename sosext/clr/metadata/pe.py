@@ -100,3 +100,18 @@ def metadata_from_pe(image: bytes | bytearray | memoryview, mapped: bool) -> mem
     if signature != METADATA_SIGNATURE:
         raise MetadataError(f"bad metadata signature {signature:#010x} in PE image")
     return img.view[md : md + md_size]
+
+
+def image_size(read_partial, base: int) -> int | None:  # type: ignore[no-untyped-def]
+    """SizeOfImage of the PE image loaded at ``base`` (the optional header's field, the same
+    offset in PE32 and PE32+), read through ``read_partial(address, size)``; None when the
+    headers are not there or make no sense."""
+    head = bytes(read_partial(base, 0x400))
+    if len(head) < 0x40 or head[:2] != b"MZ":
+        return None
+    pe_offset = int.from_bytes(head[0x3C:0x40], "little")
+    at = pe_offset + 24 + 56
+    if pe_offset > 0x400 - 4 or head[pe_offset:pe_offset + 4] != b"PE\0\0" or at + 4 > len(head):
+        return None
+    size = int.from_bytes(head[at:at + 4], "little")
+    return size or None
