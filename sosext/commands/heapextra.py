@@ -271,19 +271,21 @@ Example:
 
 
 def _parse_named(text: str | None, name: str) -> int:
+    if not text:
+        raise UsageError(f"Missing {name} address (usage: pathto <source> <target>)")
     try:
-        return parse_address(text or "")
+        return parse_address(text)
     except UsageError:
-        raise UsageError(f"Could not parse argument '{name}': {text or ''}") from None
+        raise UsageError(f"Could not parse argument '{name}': {text}") from None
 
 
 # -- notreachableinrange -----------------------------------------------------------------------
 
 
 def _range_end(start: int, text: str) -> int:
-    if text.lower().startswith("l"):
-        from .base import parse_count
-        return add_length(start, parse_count(text[1:]), text[1:])
+    """``end`` or ``L<length>`` (hex, as dumpheap's range takes it)."""
+    if text[:1] in ("L", "l"):
+        return add_length(start, parse_address(text[1:]), text[1:])
     return parse_address(text)
 
 

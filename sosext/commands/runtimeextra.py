@@ -310,6 +310,7 @@ can be known (whether the object outlives a collection of generation n, and its 
 
 Example:
   gcroot -gcgen 0 7f3a14005678"""
+    options = (Option("-gen", "SOS: stop at the next GC of this generation (any, 0, 1, 2)", str, "generation"),)
     positionals = (Positional("arguments", "ignored", rest=True),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:

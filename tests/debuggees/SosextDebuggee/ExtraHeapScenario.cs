@@ -313,6 +313,20 @@ namespace DebuggeeHost
             w.Prop("defaultType", AssemblyLoadContext.Default.GetType().FullName);
             w.EndObject();
 
+            w.Name("module").BeginObject();
+            w.Prop("path", typeof(ExtraHeapScenario).Assembly.Location);
+            // Where the file is mapped from its start (the loader maps an assembly flat and as an image).
+            w.Name("mappedAt").BeginArray();
+            foreach (string line in System.IO.File.ReadAllLines("/proc/self/maps"))
+            {
+                string[] f = line.Split(' ', 6, StringSplitOptions.RemoveEmptyEntries);
+                if (f.Length == 6 && f[5] == typeof(ExtraHeapScenario).Assembly.Location && Convert.ToInt64(f[2], 16) == 0)
+                    w.Hex((nint)Convert.ToInt64(f[0].Split('-')[0], 16));
+            }
+            w.EndArray();
+            w.Prop("assemblyName", typeof(ExtraHeapScenario).Assembly.GetName().Name);
+            w.EndObject();
+
             w.Name("appDomain").BeginObject();
             w.Prop("name", AppDomain.CurrentDomain.FriendlyName);
             w.Prop("id", AppDomain.CurrentDomain.Id);
