@@ -444,6 +444,8 @@ Example:
 
     @staticmethod
     def _section(ctx: CommandContext, key: str, pairs: list[tuple[int, int]], none: str, title: str) -> None:
+        rows = ctx.out.table(key, Table(Pointer(), TypeName(64), Pointer(), TypeName()),
+                             ("from", "from_type", "to", "to_type"))
         if not pairs:
             ctx.out.line(none)
             return
@@ -451,8 +453,6 @@ Example:
         ix = heap.index()
         ctx.out.line(title)
         ctx.out.line()
-        rows = ctx.out.table(key, Table(Pointer(), TypeName(64), Pointer(), TypeName()),
-                             ("from", "from_type", "to", "to_type"))
         rows.header("Ephemeral", "Ephemeral Type", "Large Object", "Large Object Type")
         for a, b in pairs:
             fa, fb = int(ix.addresses[a]), int(ix.addresses[b])
