@@ -154,8 +154,17 @@ def live_without_finalizer_queue(heap: "ClrHeap") -> np.ndarray:
     return live_mask(heap.index(), heap.graph(), kept)
 
 
-def pointers_in(heap: "ClrHeap", start: int, end: int) -> list[int]:
-    """The pointer-aligned values stored in [start, end) of target memory."""
+def pointers_in(heap: "ClrHeap", start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pointer-aligned values stored in [start, end) of target memory, and for each the
+    index position of the object starting there (-1: not an object start)."""
     start &= ~7
     raw = bytes(heap.runtime.target.read_partial(start, max(end - start, 0)))
-    return [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw) - 7, 8)]
+    values = np.frombuffer(raw[:len(raw) & ~7], dtype=np.uint64)
+    ix = heap.index()
+    pos = np.searchsorted(ix.addresses, values)
+    inside = pos < len(ix.addresses)
+    found = np.full(len(values), -1, dtype=np.int64)
+    hit = inside.copy()
+    hit[inside] = ix.addresses[pos[inside]] == values[inside]
+    found[hit] = pos[hit]
+    return values, found

@@ -282,6 +282,9 @@ def _parse_named(text: str | None, name: str) -> int:
 # -- notreachableinrange -----------------------------------------------------------------------
 
 
+RANGE_MAX = 256 << 20  # 32M pointers: a finalization queue or buffer, not the address space
+
+
 def _range_end(start: int, text: str) -> int:
     """``end`` or ``L<length>`` (hex, as dumpheap's range takes it)."""
     if text[:1] in ("L", "l"):
@@ -317,20 +320,19 @@ Example:
             end = _range_end(start, args.end or "")
         except UsageError:
             raise UsageError(f"Could not parse end address: {args.end or ''}") from None
-        if end - start > 1 << 30:
-            raise UsageError(f"range {start:x}-{end:x} is larger than 1 GiB")
+        if end - start > RANGE_MAX:
+            raise UsageError(f"range {start:x}-{end:x} is larger than {RANGE_MAX >> 20} MiB")
         heap = ctx.heap
         ix = heap.index(ctx.progress)
         live = live_without_finalizer_queue(heap) if args.nofinalizer else heap.live(ctx.progress)
-        dead: list[int] = []
-        for value in pointers_in(heap, start, end):
-            i = _object_position(ctx, value, "") if value else None
-            if i is None:
-                ctx.out.line(f"Warning: {value:x} is not a valid object")
-                continue
-            if not live[i]:
-                dead.append(i)
-        sel = np.array(dead, dtype=np.int64)
+        values, found = pointers_in(heap, start, end)
+        if end > start and not len(values):
+            raise SosError(f"Could not read pointer {start & ~7:x}")
+        if (start & ~7) + 8 * len(values) < end - 7:
+            ctx.out.line(f"Warning: could not read pointer {(start & ~7) + 8 * len(values):x}: the range stops there")
+        ctx.out.lines(f"Warning: {v:x} is not a valid object" for v in values[found < 0].tolist())
+        sel = found[found >= 0]
+        sel = sel[~live[sel]]
         if args.short:
             write_addresses(ctx, ix, [sel])
             return
