@@ -117,6 +117,8 @@ def json_commands(truth: dict) -> dict[str, str]:
         "clrmodules": "clrmodules",
         "dumpalc": f"dumpalc {a['addresses'][0]}",
         "findappdomain": f"findappdomain {a['addresses'][0]}",
+        "gctonative": "gctonative PAGE_READWRITE",
+        "findpointersin": "findpointersin HandleTable",
     }
 
 

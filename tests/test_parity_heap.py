@@ -21,7 +21,7 @@ import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
-from test_parity import HOSTS, Case, h, host  # noqa: F401 - host is a fixture
+from test_parity import HOSTS, Case, h, host, kind_at, map_rows  # noqa: F401 - host is a fixture
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +50,9 @@ def commands_for(t: dict, files: Path) -> list[str]:
         "clrmodules", "clrmodules -v -n ^sosextdebuggee", "clrmodules --json",
         f"traverseheap {files}/heap.log", f"traverseheap -xml {files}/heap.xml", f"TraverseHeap {files}/heap.log",
         f"traverseheap {files}/link.log",
+        "maddress", "gctonative -a PAGE_READWRITE", "gctonative PAGE_READWRITE --json", "gctonative",
+        "gctonative NoSuchKind", "findpointersin -a PAGE_READWRITE", "findpointersin PAGE_READWRITE",
+        "findpointersin NoSuchKind",
     ]
 
 
@@ -419,3 +422,54 @@ def test_traverseheap_writes_the_graph(case: HeapCase, host: str) -> None:
     link = files / "link.log"
     assert case.out(host, f"traverseheap {link}").errors == [f"error: {link} exists; choose another name or add --force"]
     assert not (files / "not-there").exists()
+
+
+# -- gctonative, findpointersin ---------------------------------------------------------------
+
+
+def bordered_rows(lines: list[str]) -> list[list[str]]:
+    return [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines if ln.startswith(" | ")]
+
+
+def test_gctonative_finds_the_object_holding_native_memory(case: HeapCase, host: str) -> None:
+    r = x(case)["range"]
+    block = h(r["start"])
+    assert kind_at(map_rows(case.out(host, "maddress").text), block) == ["PAGE_READWRITE"]
+    lines = case.out(host, "gctonative -a PAGE_READWRITE").text.splitlines()
+    assert lines[:2] == ["Walking GC heap to find pointers...", "Resolving object names..."]
+    assert lines[2].strip("=") == " PAGE_READWRITE Regions "
+    rows = bordered_rows(lines)
+    assert [f"{block:x}", f"{h(r['holder']):x}", r["holderType"]] in rows
+    summary = lines[lines.index("Other memory pointer summary:"):]
+    assert [r["holderType"], "1", f"{block:x}"] in bordered_rows(summary)
+    doc = json.loads(case.out(host, "gctonative PAGE_READWRITE --json").text)
+    assert {"kind": "PAGE_READWRITE", "pointer": f"0x{block:x}", "object": f"0x{h(r['holder']):x}",
+            "type": r["holderType"]} in [{k: p[k] for k in ("kind", "pointer", "object", "type")} for p in doc["pointers"]]
+    assert case.out(host, "gctonative").errors == ["error: Must specify at least one memory region type to search for."]
+    assert case.out(host, "gctonative NoSuchKind").text.splitlines()[0] == "No matching memory ranges."
+
+
+def test_findpointersin_finds_the_native_block_pointers(case: HeapCase, host: str) -> None:
+    r = x(case)["range"]
+    block = h(r["start"])
+    regions = [(k, s, e) for k, s, e, _t, _i in map_rows(case.out(host, "maddress").text) if s <= block < e]
+    (_kind, start, end), = regions
+    for cmd, all_objects in (("findpointersin -a PAGE_READWRITE", True), ("findpointersin PAGE_READWRITE", False)):
+        lines = case.out(host, cmd).text.splitlines()
+        assert lines[0] == "Scanning for pinned objects..."
+        i = next(k for k, ln in enumerate(lines) if f"REGION [{start:x}-{end:x}] " in ln)
+        stop = next(k for k in range(i, len(lines)) if re.fullmatch(r"=+END REGION=+", lines[k]))
+        section = lines[i:stop]
+        assert section[1] == "Type:  PAGE_READWRITE"
+        gc = bordered_rows(section[section.index("Pointers to GC heap:"):])
+        named = {row[0]: row for row in gc}
+        if all_objects:
+            # Three dead items, and the live node and array the block points to.
+            assert named[r["deadType"]][1:3] == ["3", "3"]
+            assert named[x(case)["nodes"]["type"]][1:3] == ["1", "1"]
+        else:
+            assert r["deadType"] not in named  # not pinned: counted, not named
+            assert "[Pointers to non-pinned objects]" in named or any(
+                "pointers to the GC heap, but none pointed to a pinned object." in ln for ln in section)
+    assert case.out(host, "findpointersin NoSuchKind").text.splitlines()[1] == \
+        "Found not memory regions matching 'NoSuchKind'."

@@ -17,6 +17,7 @@ from ..clr.heapqueries import (cross_generation_references, exception_positions,
                                pointers_in, references_to_ephemeral, runtime_type_objects)
 from ..clr.segments import GENERATION_NAMES, Generation
 from ..errors import SosError, UsageError
+from ..render.bordered import BorderedTable
 from ..render.numbers import p16
 from ..render.output import Address
 from ..render.table import Column, Integer, Pointer, Table, TypeName
@@ -462,3 +463,175 @@ Example:
             rows.row(fa, ta, fb, tb, data=(Address(fa), ta, Address(fb), tb))
         ctx.out.line()
 
+
+
+# -- gctonative, findpointersin ----------------------------------------------------------------
+
+WIDTH = 120  # SOS's banner width when the console has none
+
+
+def _banner(text: str, fill: str = "=") -> str:
+    """``text`` centred in a WIDTH-wide rule of ``fill``."""
+    left = (WIDTH - len(text)) // 2
+    return (fill * max(left, 0) + text).ljust(WIDTH, fill)
+
+
+def _collapse_generics(name: str) -> str:
+    """``List<Foo<Bar>>`` → ``List<>``: SOS groups generic instantiations together."""
+    i = name.find("<")
+    return name if i < 0 else name[:i] + "<>"
+
+
+@register
+class GCToNative(Command):
+    names = ("gctonative", "GCToNative")
+    summary = "Find GC heap objects that hold pointers into native memory of the given kinds."
+    usage = "gctonative [-a] <memory kind> [<memory kind> ...]"
+    details = """\
+As SOS: reads every word of the GC heap's objects and keeps those that point into memory of
+the kinds named (maddress's names: PAGE_READWRITE, Stack, Image, HandleTable …), then per
+kind a summary by the holding object's type (generic instantiations together) with the most
+common pointer; `-a` lists every pointer with its object first. A word that only looks like an
+address counts too (a heuristic, as SOS's); SOS's sizes of well-known native buffers
+(SafeHandle and friends) are not computed.
+
+Example:
+  gctonative PAGE_READWRITE"""
+    options = (Option("-a", "list every pointer, not only the summary", aliases=("--all",)),)
+    positionals = (Positional("kinds", "memory kinds, as maddress names them", rest=True),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from ..clr.nativepointers import heap_pointers_into, most_common, regions_named
+        if not args.kinds:
+            raise UsageError("Must specify at least one memory region type to search for.")
+        heap = ctx.heap
+        ix = heap.index(ctx.progress)
+        targets = regions_named(heap, args.kinds)
+        if not targets:
+            ctx.out.line("No matching memory ranges.")
+            ctx.out.line()
+            return
+        ctx.out.line("Walking GC heap to find pointers...")
+        found = heap_pointers_into(heap, targets)
+        ctx.out.line("Resolving object names...")
+        rows = ctx.out.table("pointers", None, ("kind", "pointer", "object", "type", "slot"))
+        for kind in args.kinds:
+            mine = [p for p in found if p.region.name.lower() == kind.lower()]
+            ctx.out.line(_banner(f" {kind} Regions "))
+            ctx.out.line()
+            for p in mine:
+                rows.row(data=(p.region.name, Address(p.pointer), Address(int(ix.addresses[p.position])),
+                               heap.type_name_at(p.position), Address(p.slot)))
+            if not mine:
+                ctx.out.line(f"No GC heap pointers to '{kind}' regions.")
+                continue
+            if ctx.out.structured:
+                continue
+            if args.a:
+                ctx.out.line("All memory pointers:")
+                t = BorderedTable(Pointer(), Pointer(), TypeName(max(len(heap.type_name_at(p.position)) for p in mine)))
+                ctx.out.lines(t.header("Pointer", "Object", "Type"))
+                ctx.out.lines(t.row(p.pointer, int(ix.addresses[p.position]), heap.type_name_at(p.position))
+                              for p in mine)
+                ctx.out.line(t.rule())
+                ctx.out.line()
+            groups: dict[str, list[int]] = {}
+            for p in mine:
+                groups.setdefault(_collapse_generics(heap.type_name_at(p.position)), []).append(p.pointer)
+            ctx.out.line("Other memory pointer summary:")
+            order = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+            t = BorderedTable(TypeName(max(len(n) for n in groups)), Integer(), Pointer())
+            ctx.out.lines(t.header("Type", "Count", "RndPointer"))
+            ctx.out.lines(t.row(name, len(ptrs), most_common(ptrs)) for name, ptrs in order)
+            ctx.out.line(t.rule())
+
+
+@register
+class FindPointersIn(Command):
+    names = ("findpointersin", "FindPointersIn")
+    summary = "Find pointers to the GC heap (pinned objects) and to other memory inside memory of the given kinds."
+    usage = "findpointersin [-a] <memory kind> [<memory kind> ...]"
+    details = """\
+As SOS: for each region of the kinds named (maddress's names), the pointers its words hold:
+to objects of the GC heap (pinned ones by type, the rest counted together; `-a` names every
+object's type) and to other memory (by image file or kind), with a count, the number of
+distinct pointers and the most common one; then totals per kind. Native code that keeps an
+object's address must pin it: a pointer to a non-pinned object from native memory is a bug
+or a stale value. Pointers into images are not resolved to symbols (SOS does with symbols).
+
+Example:
+  findpointersin PAGE_READWRITE"""
+    options = (Option("-a", "name every object pointed to, pinned or not", aliases=("--all", "--showAllObjects")),)
+    positionals = (Positional("kinds", "memory kinds, as maddress names them", rest=True),)
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        from ..clr.addressmap import address_map
+        from ..clr.nativepointers import RegionIndex, RegionPointers, pinned_positions, region_pointers
+        if not args.kinds:
+            raise UsageError("Must specify at least one memory region type to search for.")
+        heap = ctx.heap
+        heap.index(ctx.progress)
+        regions = address_map(ctx.runtime)
+        everything = RegionIndex(regions)
+        ctx.out.line("Scanning for pinned objects...")
+        pinned = None if args.a else pinned_positions(heap)
+        rows = ctx.out.table("pointers", None, ("kind", "region", "to", "name", "unique", "count", "rnd_ptr"))
+        for kind in args.kinds:
+            mine = sorted((r for r in regions if r.name.lower() == kind.lower()), key=lambda r: r.start)
+            if not mine:
+                ctx.out.line(f"Found not memory regions matching '{kind}'.")
+                continue
+            totals = RegionPointers()
+            for r in mine:
+                found = region_pointers(heap, r, everything, pinned)
+                ctx.out.line(_banner(f"REGION [{r.start:x}-{r.end:x}] {r.type} {r.state} {r.protection}"))
+                ctx.out.line(f"Type:  {r.name}")
+                if r.image:
+                    ctx.out.line(f"Image: {r.image}")
+                self._tables(ctx, rows, kind, f"{r.start:x}-{r.end:x}", found, pinned is not None)
+                ctx.out.line()
+                ctx.out.line(_banner("END REGION"))
+                ctx.out.line()
+                totals.add(found)
+            if len(mine) > 1:
+                ctx.out.line(" TOTALS ".rjust(WIDTH // 2).ljust(WIDTH))
+                self._tables(ctx, rows, kind, "total", totals, pinned is not None)
+                ctx.out.line("=" * WIDTH)
+
+    @staticmethod
+    def _tables(ctx: CommandContext, rows, kind: str, where: str, found, pinned_only: bool) -> None:  # type: ignore[no-untyped-def]
+        from ..clr.nativepointers import most_common
+        heap = ctx.heap
+        ix = heap.index()
+        if found.gc_pointers:
+            ctx.out.line()
+            ctx.out.line("Pointers to GC heap:")
+            if not found.gc_objects:
+                ctx.out.line(f"{found.gc_pointers:,} pointers to the GC heap, but none pointed to a pinned object.")
+            else:
+                groups: dict[str, list[int]] = {}
+                for pos in found.gc_objects:
+                    groups.setdefault(heap.type_name_at(pos), []).append(int(ix.addresses[pos]))
+                items = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+                if found.gc_other and pinned_only:
+                    items.insert(0, ("[Pointers to non-pinned objects]", found.gc_other))
+                _pointer_table(ctx, rows, kind, where, "gc", "Type", items, most_common)
+        if found.other:
+            ctx.out.line()
+            ctx.out.line("Other pointers:")
+            items = sorted(found.other.items(), key=lambda kv: -len(kv[1]))
+            _pointer_table(ctx, rows, kind, where, "other", "Region", items, most_common)
+
+
+def _pointer_table(ctx: CommandContext, rows, kind: str, where: str, to: str, title: str,  # type: ignore[no-untyped-def]
+                   items: list[tuple[str, list[int]]], most_common) -> None:
+    t = BorderedTable(TypeName(min(80, max(len(n) for n, _p in items))), Integer(), Integer(), Pointer())
+    if not ctx.out.structured:
+        ctx.out.lines(t.header(title, "Unique", "Count", "RndPtr"))
+    for name, ptrs in items:
+        unique, rnd = len(set(ptrs)), most_common(ptrs)
+        rows.row(data=(kind, where, to, name, unique, len(ptrs), Address(rnd)))
+        if not ctx.out.structured:
+            ctx.out.line(t.row(name, unique, len(ptrs), rnd))
+    if not ctx.out.structured:
+        ctx.out.lines(t.footer("TOTALS", sum(len(set(p)) for _n, p in items), sum(len(p) for _n, p in items), None))

@@ -36,6 +36,7 @@ namespace SosextDebuggee
     }
 
     internal sealed class ExtraDeadItem { public int Id; }
+    internal sealed class ExtraNativeHolder { public nint Block; }
     internal sealed class ExtraOldHolder { public object Young; }
     internal sealed class ExtraYoung { public object Large; }
 
@@ -103,6 +104,7 @@ namespace DebuggeeHost
         private static ExtraOldHolder s_old;
         private static object[] s_loh;
         private static ExtraYoung s_young;
+        private static ExtraNativeHolder s_nativeHolder;
 
         public void Build(string[] args)
         {
@@ -133,6 +135,7 @@ namespace DebuggeeHost
             s_old = new ExtraOldHolder();
             s_loh = new object[20_000];
             s_block = Marshal.AllocHGlobal(8 * (DeadCount + 2));
+            s_nativeHolder = new ExtraNativeHolder { Block = s_block };
 
             s_work = new ExtraWorkTarget();
             BlockThePool();
@@ -339,6 +342,8 @@ namespace DebuggeeHost
             foreach (nint d in s_deadItems) w.Hex(d);
             w.EndArray();
             w.Prop("deadType", typeof(ExtraDeadItem).FullName);
+            w.PropHex("holder", Mem.Addr(s_nativeHolder));
+            w.Prop("holderType", typeof(ExtraNativeHolder).FullName);
             w.EndObject();
 
             w.Name("generations").BeginObject();
