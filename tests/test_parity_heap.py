@@ -473,3 +473,31 @@ def test_findpointersin_finds_the_native_block_pointers(case: HeapCase, host: st
                 "pointers to the GC heap, but none pointed to a pinned object." in ln for ln in section)
     assert case.out(host, "findpointersin NoSuchKind").text.splitlines()[1] == \
         "Found not memory regions matching 'NoSuchKind'."
+
+
+# -- analyzeoom after a real out-of-memory ----------------------------------------------------
+
+OOM_HOSTS = ["lldb-live", "cli-heap"]
+HARD_LIMIT = {"DOTNET_GCHeapHardLimit": "0x4000000"}  # 64 MiB: 1 MiB arrays run out soon
+
+
+@pytest.fixture(scope="module")
+def oom(tmp_path_factory) -> tuple[dict, dict[str, list[drivers.Output]]]:
+    drivers.require_dotnet_and_lldb()
+    where = tmp_path_factory.mktemp("extraheap-oom")
+    with Debuggee("extraheap", "oom", dll=build_debuggee(), core_dir=where, env=HARD_LIMIT) as d:
+        return d.truth, drivers.run_in_hosts(d, ["analyzeoom", "analyzeoom --json"], OOM_HOSTS, where)
+
+
+@pytest.mark.parametrize("where", OOM_HOSTS)
+def test_analyzeoom_reports_the_failed_allocation(oom, where: str) -> None:
+    truth, outs = oom
+    o = truth["extraheap"]["oom"]
+    assert o["arraysBeforeFailure"] > 0  # the debuggee did run out
+    # A GC heap hard limit makes the GC fail to commit: oom_cant_commit, in SOS's words.
+    assert outs[where][0].text.strip() == "Didn't have enough memory to commit"
+    (rec,) = json.loads(outs[where][1].text)["oom"]
+    assert (rec["heap"], rec["reason"], rec["failure"]) == (0, "Didn't have enough memory to commit", None)
+    assert rec["gc_index"] == o["gcsAtFailure"]
+    # The request is the array and, on the large object heap, the GC's padding object before it.
+    assert 0 <= rec["allocation_size"] - o["arraySize"] <= 32, (rec, o)

@@ -106,8 +106,12 @@ namespace DebuggeeHost
         private static ExtraYoung s_young;
         private static ExtraNativeHolder s_nativeHolder;
 
+        public const int OomChunk = 1 << 20;
+        private static long s_oomAllocated = -1, s_gcsAtOom = -1;
+
         public void Build(string[] args)
         {
+            if (Array.IndexOf(args, "oom") >= 0) RunOutOfMemory();
             try { Throw("thrown once"); }
             catch (ExtraAppException e) { s_thrown = e; }
             s_plain = new ArgumentException("never thrown");
@@ -139,6 +143,24 @@ namespace DebuggeeHost
 
             s_work = new ExtraWorkTarget();
             BlockThePool();
+        }
+
+        /// <summary>`extraheap oom` (run with a GC heap hard limit): allocate 1 MiB arrays until the
+        /// GC refuses one, then let them all go. The GC keeps a record of that failure.</summary>
+        private static void RunOutOfMemory()
+        {
+            var keep = new List<byte[]>();
+            try
+            {
+                while (keep.Count < 1 << 16) keep.Add(new byte[OomChunk]);
+            }
+            catch (OutOfMemoryException)
+            {
+                s_oomAllocated = keep.Count;
+                s_gcsAtOom = GC.CollectionCount(0);
+            }
+            keep = null;
+            GC.KeepAlive(keep);
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -314,6 +336,12 @@ namespace DebuggeeHost
             w.Prop("pluginType", typeof(ExtraPluginContext).FullName);
             w.PropHex("default", Mem.Addr(AssemblyLoadContext.Default));
             w.Prop("defaultType", AssemblyLoadContext.Default.GetType().FullName);
+            w.EndObject();
+
+            w.Name("oom").BeginObject();
+            w.Prop("arraysBeforeFailure", s_oomAllocated);
+            w.Prop("gcsAtFailure", s_gcsAtOom);
+            w.Prop("arraySize", Mem.UnalignedSizeOf(new byte[0]) + OomChunk);
             w.EndObject();
 
             w.Name("module").BeginObject();
