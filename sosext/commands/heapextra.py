@@ -313,12 +313,15 @@ Example:
                    Positional("end", "end of the range (exclusive), or L<length in bytes>"))
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
+        for name in ("start", "end"):
+            if not args.values.get(name):
+                raise UsageError(f"Missing {name} address (usage: {self.usage})")
         try:
-            start = parse_address(args.start or "")
+            start = parse_address(args.start)
         except UsageError:
             raise UsageError(f"Could not parse start address: {args.start or ''}") from None
         try:
-            end = _range_end(start, args.end or "")
+            end = _range_end(start, args.end)
         except UsageError:
             raise UsageError(f"Could not parse end address: {args.end or ''}") from None
         if end - start > RANGE_MAX:
