@@ -84,12 +84,16 @@ def heap_pointers_into(heap: "ClrHeap", targets: list[DescribedRegion]) -> list[
         seg = sl.segment
         for base, words in _words(heap, seg.start, seg.end):
             where = index.lookup(words)
-            for k in np.flatnonzero(where >= 0).tolist():
-                slot = base + 8 * k
-                pos = ix.containing(slot)
-                if pos is None or int(ix.type_ids[pos]) == free_id or slot == int(ix.addresses[pos]):
-                    continue  # between objects, in free space (a stale copy), or a MethodTable
-                out.append(HeapPointer(slot, int(words[k]), index.regions[int(where[k])], pos))
+            hits = np.flatnonzero(where >= 0)
+            slots = np.uint64(base) + np.uint64(8) * hits.astype(np.uint64)
+            pos = np.searchsorted(ix.addresses, slots, side="right").astype(np.int64) - 1
+            # Keep words inside a live object, past its MethodTable: not between objects, not
+            # in free space (a stale copy), and not the MethodTable every object starts with.
+            keep = pos >= 0
+            keep[keep] = (slots[keep] > ix.addresses[pos[keep]]) & (ix.type_ids[pos[keep]] != free_id)
+            for k, slot, p in zip(hits[keep].tolist(), slots[keep].tolist(), pos[keep].tolist()):
+                if slot < int(ix.addresses[p]) + ix.size_of(p):
+                    out.append(HeapPointer(slot, int(words[k]), index.regions[int(where[k])], p))
     return out
 
 
