@@ -464,9 +464,12 @@ def test_findpointersin_finds_the_native_block_pointers(case: HeapCase, host: st
         gc = bordered_rows(section[section.index("Pointers to GC heap:"):])
         named = {row[0]: row for row in gc}
         if all_objects:
-            # Three dead items, and the live node and array the block points to.
-            assert named[r["deadType"]][1:3] == ["3", "3"]
-            assert named[x(case)["nodes"]["type"]][1:3] == ["1", "1"]
+            # The block points to the three dead items (exactly three exist, so three distinct
+            # pointers) and to a node. The region is the C heap's: the runtime's own native data
+            # there (the GC's mark list …) may hold stale copies of addresses, counted as well.
+            unique, count = (int(v) for v in named[r["deadType"]][1:3])
+            assert unique == 3 and count >= 3
+            assert int(named[x(case)["nodes"]["type"]][2]) >= 1
         else:
             assert r["deadType"] not in named  # not pinned: counted, not named
             assert "[Pointers to non-pinned objects]" in named or any(
