@@ -179,7 +179,7 @@ class ClrModules(Command):
 As SOS (its `assemblies`, alias `clrmodules`): one line per loaded managed module, its
 image base, image size and path (dynamic ones marked `(Dynamic)`). `-n` keeps modules whose
 file name matches the regular expression (any case); `-v` adds the assembly name, module
-and assembly addresses, layout, metadata and version.
+and assembly addresses and the metadata's place (not SOS's Layout, PdbInfo, Version).
 
 Examples:
   clrmodules
