@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import SosError
-from .instances import ObjectReader
+from .instances import ObjectReader, reference_elements
 from .timers import method_desc_of_code, method_of_code
 
 if TYPE_CHECKING:
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 DELEGATE = "System.Delegate"
 _MAX_INVOCATIONS = 1 << 20
-OBJECT_TYPE_ARRAY = 3  # DacpObjectData.ObjectType
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,19 +73,9 @@ def invocation_list(reader: ObjectReader, delegate: int) -> list[int] | None:
     inv = reader.read(delegate, "_invocationList")
     if not inv:
         return None
-    runtime = reader.runtime
-    data = runtime.object_data(inv) if reader.is_object(inv) else None
     count = reader.read(delegate, "_invocationCount") if reader.has_field(delegate, "_invocationCount") else 0
-    if data is None or data.object_type != OBJECT_TYPE_ARRAY or not 0 <= count <= data.num_components:
-        return []  # not an array of delegates (the runtime keeps other things here for wrappers)
-    count = min(count, _MAX_INVOCATIONS)
-    raw = bytes(runtime.target.read_partial(data.array_data_ptr, count * 8))
-    out = []
-    for i in range(len(raw) // 8):
-        element = int.from_bytes(raw[8 * i:8 * i + 8], "little")
-        if element and reader.is_object(element):
-            out.append(element)
-    return out
+    # Anything but an array of delegates here is the runtime's own (wrapper delegates): no list.
+    return reference_elements(reader, inv, min(count, _MAX_INVOCATIONS)) or []
 
 
 def delegate_calls(runtime: "ClrRuntime", address: int) -> list[DelegateCall]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from .concurrent import read_concurrent_queue
 from .delegates import callback_name, derives_from
-from .instances import ObjectReader, objects_of_type
+from .instances import ObjectReader, objects_of_type, reference_elements
 
 if TYPE_CHECKING:
     from .runtime import ClrRuntime
@@ -28,8 +28,6 @@ TASK = "System.Threading.Tasks.Task"
 QUEUE_USER_WORK_ITEM = "System.Threading.QueueUserWorkItemCallback"
 DEFAULT_SCHEDULER = "System.Threading.Tasks.ThreadPoolTaskScheduler"
 _GLOBAL_QUEUES = ("highPriorityWorkItems", "workItems")  # in the order workers take from them
-_MAX_ITEMS = 1 << 24
-OBJECT_TYPE_ARRAY = 3
 
 
 class WorkItemKind(enum.Enum):
@@ -64,7 +62,7 @@ def queued_work_items(runtime: "ClrRuntime") -> list[QueuedWorkItem]:
 def _global_items(reader: ObjectReader, queue: int) -> Iterator[int]:
     queues = [reader.read(queue, name) for name in _GLOBAL_QUEUES if reader.has_field(queue, name)]
     if reader.has_field(queue, "_assignableWorkItemQueues"):
-        queues += _array_elements(reader, reader.read(queue, "_assignableWorkItemQueues"))
+        queues += reference_elements(reader, reader.read(queue, "_assignableWorkItemQueues")) or []
     for q in queues:
         if not q or not reader.is_object(q):
             continue
@@ -76,20 +74,7 @@ def _global_items(reader: ObjectReader, queue: int) -> Iterator[int]:
 def _local_items(reader: ObjectReader, local: int) -> Iterator[int]:
     if not reader.has_field(local, "m_array"):
         return
-    yield from _array_elements(reader, reader.read(local, "m_array"))
-
-
-def _array_elements(reader: ObjectReader, array: int) -> list[int]:
-    """The non-null object elements of an object[] (empty when it is not one)."""
-    if not array or not reader.is_object(array):
-        return []
-    data = reader.runtime.object_data(array)
-    if data is None or data.object_type != OBJECT_TYPE_ARRAY or data.component_size != 8:
-        return []
-    n = min(data.num_components, _MAX_ITEMS)
-    raw = bytes(reader.runtime.target.read_partial(data.array_data_ptr, 8 * n))
-    values = (int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw) - 7, 8))
-    return [v for v in values if v and reader.is_object(v)]
+    yield from reference_elements(reader, reader.read(local, "m_array")) or []
 
 
 def _item(reader: ObjectReader, address: int, is_local: bool) -> QueuedWorkItem:
