@@ -276,7 +276,10 @@ def test_dumpgcdata_counts_the_gcs(case: HeapCase, host: str) -> None:
     for other in HOSTS:
         assert case.out(other, "dumpgcdata").text == text
     doc = json.loads(case.out(host, "dumpgcdata --json").text)
-    assert len(doc["heaps"]) == rt["gcConfig"]["HeapCount"]
+    assert sorted({c["heap"] for c in doc["counters"] if c["heap"] is not None}) == \
+        list(range(rt["gcConfig"]["HeapCount"]))
+    pins = [c["value"] for c in doc["counters"] if c["name"] == "pre and post pin"]
+    assert pins == [int(ln.rsplit(":", 1)[1]) for ln in lines if ln.strip().startswith("pre and post pin:")]
 
 
 def test_analyzeoom_without_an_oom(case: HeapCase, host: str) -> None:

@@ -88,11 +88,12 @@ def _counter_lines(c: GCCounters) -> list[str]:
     return out
 
 
-def _counter_json(c: GCCounters) -> dict:
-    return {"heap": c.heap, "data_points": dict(zip(DATA_POINTS, c.data_points)),
-            "compact_reasons": dict(zip(COMPACT_REASONS, c.compact_reasons)),
-            "expand_mechanisms": dict(zip(EXPAND_MECHANISMS, c.expand_mechanisms)),
-            "mechanisms": dict(zip(BIT_MECHANISMS, c.bit_mechanisms))}
+def _counter_rows(c: GCCounters) -> list[tuple[str, str, int]]:
+    """(group, name, value) of every counter of one GC heap."""
+    groups = (("data_points", DATA_POINTS, c.data_points), ("compact_reasons", COMPACT_REASONS, c.compact_reasons),
+              ("expand_mechanisms", EXPAND_MECHANISMS, c.expand_mechanisms),
+              ("mechanisms", BIT_MECHANISMS, c.bit_mechanisms))
+    return [(g, n, v) for g, names, values in groups for n, v in zip(names, values)]
 
 
 @register
@@ -116,13 +117,16 @@ Example:
         if counters is None:
             raise SosError("the runtime's DAC gives no GC counters (ISOSDacInterface3): its GC keeps none")
         glob = gc_global_mechanisms(heap)
-        if glob is not None:
-            ctx.out.field("global_mechanisms", dict(zip(GLOBAL_MECHANISMS, glob)))
-            if not ctx.out.structured:
-                ctx.out.lines(f"{name:<30}: {v}" for name, v in zip(GLOBAL_MECHANISMS, glob))
-        ctx.out.field("heaps", [_counter_json(c) for c in counters])
         if ctx.out.structured:
+            rows = ctx.out.table("counters", None, ("heap", "group", "name", "value"))
+            for name, v in zip(GLOBAL_MECHANISMS, glob or ()):
+                rows.row(data=(None, "global_mechanisms", name, v))
+            for c in counters:
+                for group, name, v in _counter_rows(c):
+                    rows.row(data=(c.heap, group, name, v))
             return
+        if glob is not None:
+            ctx.out.lines(f"{name:<30}: {v}" for name, v in zip(GLOBAL_MECHANISMS, glob))
         ctx.out.line()
         ctx.out.line("[info per heap]")
         if not heap.is_server:
