@@ -395,6 +395,7 @@ def test_clrmodules_lists_the_modules(case: HeapCase, host: str) -> None:
     assert verbose.count(m["path"]) == 2
     assert f"    AssemblyName:    {m['assemblyName']}" in verbose
     assert f"    ImageBase:       {mine[0][0]}" in verbose
+    assert f"    Version:         {m['fileVersion']}" in verbose
     doc = json.loads(case.out(host, "clrmodules --json").text)
     assert len(doc["modules"]) == len(lines)
 

@@ -12,7 +12,7 @@ import numpy as np
 from ..clr.addresses import classifier
 from ..clr.gcdata import (BIT_MECHANISMS, COMPACT_MANDATORY, COMPACT_REASONS, DATA_POINTS, EXPAND_MECHANISMS,
                           GLOBAL_MECHANISMS, GCCounters, gc_counters, gc_global_mechanisms, out_of_memory)
-from ..clr.metadata.pe import image_size
+from ..clr.metadata.pe import file_version_of, image_size
 from ..clr.roots import RootKind
 from ..clr.workitems import WorkItemKind, queued_work_items
 from ..errors import SosError, UsageError
@@ -183,7 +183,7 @@ class ClrModules(Command):
 As SOS (its `assemblies`, alias `clrmodules`): one line per loaded managed module, its
 image base, image size and path (dynamic ones marked `(Dynamic)`). `-n` keeps modules whose
 file name matches the regular expression (any case); `-v` adds the assembly name, module
-and assembly addresses and the metadata's place (not SOS's Layout, PdbInfo, Version).
+and assembly addresses, the metadata's place and the file version (not SOS's Layout, PdbInfo).
 
 Examples:
   clrmodules
@@ -223,6 +223,7 @@ Examples:
                 f"    IsDynamic:       {m.is_dynamic}",
                 f"    MetadataAddress: {md.metadata_start:016X}",
                 f"    MetadataSize:    {md.metadata_size:016X}",
+                f"    Version:         {(file_version_of(m.path) if m.path else None) or '<none>'}",
             ])
 
 

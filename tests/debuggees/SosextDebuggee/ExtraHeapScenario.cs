@@ -356,6 +356,7 @@ namespace DebuggeeHost
             }
             w.EndArray();
             w.Prop("assemblyName", typeof(ExtraHeapScenario).Assembly.GetName().Name);
+            w.Prop("fileVersion", System.Diagnostics.FileVersionInfo.GetVersionInfo(typeof(ExtraHeapScenario).Assembly.Location).FileVersion);
             w.EndObject();
 
             w.Name("appDomain").BeginObject();
