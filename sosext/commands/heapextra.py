@@ -90,12 +90,16 @@ Examples:
             ctx.out.line(t.header("Address", "MethodTable", "Message", "Name"))
         for p in positions.tolist():
             address = int(ix.addresses[p])
-            info = read_exception(ctx.runtime, address)
-            frame = info.frames[0].method_name if info.frames else None
-            rows.row(data=(Address(address), Address(info.method_table), info.type_name, info.message, frame))
+            try:
+                info = read_exception(ctx.runtime, address)
+                mt, name, message = info.method_table, info.type_name, info.message
+                frame = info.frames[0].method_name if info.frames else None
+            except SosError as e:  # a damaged exception object: its row says so, the list goes on
+                mt, name, message, frame = ix.method_table_at(p), heap.type_name_at(p), f"<{e}>", None
+            rows.row(data=(Address(address), Address(mt), name, message, frame))
             if not ctx.out.structured:
-                ctx.out.line(t.row(address, info.method_table, info.type_name))
-                ctx.out.line(f"        Message: {info.message if info.message is not None else '<null>'}")
+                ctx.out.line(t.row(address, mt, name))
+                ctx.out.line(f"        Message: {message if message is not None else '<null>'}")
                 if frame is not None:
                     ctx.out.line(f"        StackFrame: {frame}")
         ctx.out.line()
