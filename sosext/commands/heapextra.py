@@ -24,7 +24,7 @@ from ..render.table import Column, Integer, Pointer, Table, TypeName
 from .base import Command, Option, Parsed, Positional, add_length, parse_address, register
 from .context import CommandContext
 from .heap import type_stats, write_addresses, write_listing, write_stats
-from .objects import OBJ_FREE, gc_ref_lines, gc_ref_rows
+from .objects import OBJ_FREE, gc_ref_lines, gc_ref_rows, referenced_type
 from .roots import object_chain_lines
 
 GENERATION_ERROR = ("Unknown generation: {}. Only gen0, gen1, gen2, loh (large), poh (pinned) and foh (frozen) "
@@ -180,8 +180,7 @@ Example:
         if ctx.out.structured:
             rows = ctx.out.table("refs", None, ("field", "offset", "object", "type"))
             for name, off, ref in gc_ref_rows(ctx, address, data):
-                mt = ctx.heap.types.name_of(ctx.runtime.target.read_pointer(ref) & ~7)
-                rows.row(data=(name, off, Address(ref), mt))
+                rows.row(data=(name, off, Address(ref), referenced_type(ctx, ref)))
             return
         ctx.out.lines(gc_ref_lines(ctx, address, data))
 
