@@ -38,12 +38,13 @@ def _generation(text: str) -> Generation:
     return gen
 
 
-def _object_position(ctx: CommandContext, address: int, invalid: str) -> int | None:
-    """The heap index position of the object at ``address``; None when it is not one (the
-    address is classified first, so nothing else is asked about a wild pointer)."""
-    if classifier(ctx.runtime).object_or_none(address) is None:
-        return None
-    i = ctx.heap.index(ctx.progress).find(address)
+def _object_position(ctx: CommandContext, address: int, invalid: str = "") -> int | None:
+    """The heap index position of the object at ``address``; when it is not one, None, or
+    the error ``invalid`` if given. The address is classified first, so nothing else is
+    asked about a wild pointer."""
+    i = None
+    if classifier(ctx.runtime).object_or_none(address) is not None:
+        i = ctx.heap.index(ctx.progress).find(address)
     if i is None and invalid:
         raise SosError(invalid)
     return i
@@ -128,8 +129,7 @@ Example:
         if args.address is None:
             raise UsageError("Usage: dumpdelegate <delegate object address>")
         address = parse_address(args.address)
-        if _object_position(ctx, address, "") is None:
-            raise SosError("Invalid object.")
+        _object_position(ctx, address, "Invalid object.")
         rt = ctx.runtime
         data = rt.object_data(address)
         if data is None or data.object_type == OBJ_FREE or not is_delegate(rt, data.method_table):
@@ -172,8 +172,7 @@ Example:
             address = parse_address(text)
         except UsageError:
             raise UsageError(f"Invalid object address: '{text}'") from None
-        if _object_position(ctx, address, "") is None:
-            raise SosError("Unable to walk object references, invalid object.")
+        _object_position(ctx, address, "Unable to walk object references, invalid object.")
         data = ctx.runtime.object_data(address)
         if data is None or data.object_type == OBJ_FREE:
             raise SosError("Unable to walk object references, invalid object.")
@@ -257,11 +256,8 @@ Example:
         source = _parse_named(args.source, "source")
         target = _parse_named(args.target, "target")
         s = _object_position(ctx, source, f"Source address {source:x} is not a valid object.")
-        if s is None:
-            raise SosError(f"Source address {source:x} is not a valid object.")
         t = _object_position(ctx, target, f"Target address {target:x} is not a valid object.")
-        if t is None:
-            raise SosError(f"Target address {target:x} is not a valid object.")
+        assert s is not None and t is not None
         heap = ctx.heap
         found = PathFinder(heap, t).chain_from(s)
         if found is None:
