@@ -47,6 +47,8 @@ COMMANDS = [
     "name2ee {a} System.String", "token2ee {a} 02000002", "setthread -t {a}", "dumpheap -stat {a}",
     "dcd {a}", "dcq {a}", "dumpasync --address {a} --stats",
     "retained {a}", "retained --json {a}",
+    "dumpdelegate {a}", "dumpobjgcrefs {a}", "dumpalc {a}", "findappdomain {a}", "pathto {a} {a}",
+    "notreachableinrange {a} L40",
 ]
 
 

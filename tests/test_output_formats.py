@@ -49,6 +49,8 @@ NO_TABLE = {
     "histobjfind": "needs a stress log and an object: its rows are tested in test_parity_log.py",
     "crashinfo": "needs a dump written at a crash: --json tested in test_parity_log.py",
     "bpmd": "needs a live process; prints SOS's lines; tested in test_bpmd.py",
+    "findroots": "one line: SOS's findroots needs a stop inside a GC (gcroot -gcgen answers on a stop)",
+    "traverseheap": "writes a file (CLR Profiler's text or XML) and one line; read back in test_parity_heap.py",
 }
 
 
@@ -110,6 +112,22 @@ def json_commands(truth: dict) -> dict[str, str]:
         "clrma": "clrma",
         "eeversion": "eeversion",
         "runtimes": "runtimes",
+        "dumpexceptions": "dumpexceptions",
+        "dumpdelegate": None,  # needs a delegate: covered by test_parity_heap
+        "dumpobjgcrefs": f"dumpobjgcrefs {a['addresses'][0]}",
+        "dumpruntimetypes": "dumpruntimetypes",
+        "pathto": None,  # needs two related objects: covered by test_parity_heap
+        "notreachableinrange": None,  # needs a block of object pointers: covered by test_parity_heap
+        "findreferencestoephemeral": "findreferencestoephemeral",
+        "findephemeralreferencestoloh": "findephemeralreferencestoloh",
+        "threadpoolqueue": "threadpoolqueue",
+        "dumpgcdata": "dumpgcdata",
+        "analyzeoom": "analyzeoom",
+        "clrmodules": "clrmodules",
+        "dumpalc": f"dumpalc {a['addresses'][0]}",
+        "findappdomain": f"findappdomain {a['addresses'][0]}",
+        "gctonative": "gctonative PAGE_READWRITE",
+        "findpointersin": "findpointersin HandleTable",
     }
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import SosError
 from .addresses import classifier
+from .objects import string_text
 from .stacks import module_file_name
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ EXCEPTION_COMPLUS = 0xE0434352  # the SEH code of a managed throw; anything else
 # HResults of exceptions the runtime makes from hardware faults (SOS's "async" exceptions).
 ASYNC_HRESULTS = {0x80070216, 0x80131516, 0x80020012, 0x80131537, 0x80004003, 0x80131541}
 OBJECT_TYPE_ARRAY = 3  # DacpObjectData.ObjectType
+MAX_STRING_CHARS = 0x100000  # a message longer than this is shown cut
 
 
 class StackTraceState(enum.Enum):
@@ -120,7 +122,7 @@ def read_exception(runtime: "ClrRuntime", address: int) -> ClrExceptionInfo:
     data = dac.exception_object_data(address)
     if data is None:
         raise SosError(f"the runtime gives no exception data for {address:x}")
-    message = dac.object_string(data.message) if data.message else None
+    message = _string(runtime, data.message)
     inner_type = None
     if data.inner_exception:
         inner_mt = _method_table_of(runtime, data.inner_exception)
@@ -130,9 +132,20 @@ def read_exception(runtime: "ClrRuntime", address: int) -> ClrExceptionInfo:
     xcode = data.xcode & 0xFFFFFFFF
     is_async = xcode != EXCEPTION_COMPLUS or hresult in ASYNC_HRESULTS
     state, frames = _stack_trace(runtime, data.stack_trace, is_async)
-    trace_text = dac.object_string(data.stack_trace_string) if data.stack_trace_string else None
+    trace_text = _string(runtime, data.stack_trace_string)
     return ClrExceptionInfo(address, mt, types.name_of(mt), message, data.inner_exception, inner_type,
                             data.stack_trace, state, frames, trace_text, hresult, xcode)
+
+
+def _string(runtime: "ClrRuntime", address: int) -> str | None:
+    """The text of a System.String field's value. The .NET 8 DAC does not answer for strings on
+    the frozen (NonGC) heap, where string literals live: those are read from memory."""
+    if not address:
+        return None
+    text = runtime.dac.object_string(address)
+    if text is None and _method_table_of(runtime, address) == runtime.globals.string_method_table:
+        text = string_text(runtime.target, address, max_chars=MAX_STRING_CHARS)
+    return text
 
 
 def _method_table_of(runtime: "ClrRuntime", obj: int) -> int:

@@ -122,7 +122,13 @@ class PathFinder:
         start = self.index.find(root.object)
         if start is None and root.kind is RootKind.STACK:
             start = self.index.containing(root.object)
-        if start is None or not self.reaches(start):
+        found = self.chain_from(start) if start is not None else None
+        return RootPath(root, *found) if found is not None else None
+
+    def chain_from(self, start: int) -> tuple[tuple[int, ...], tuple[bool, ...]] | None:
+        """A shortest chain of index positions from object ``start`` to the target, with
+        whether each step after the first is a dependent handle's (None: no path)."""
+        if not self.reaches(start):
             return None
         chain = [start]
         via: list[bool] = []
@@ -131,7 +137,7 @@ class PathFinder:
             node, dep = self._step(node)
             via.append(dep)
             chain.append(node)
-        return RootPath(root, tuple(chain), tuple(via))
+        return tuple(chain), tuple(via)
 
     @property
     def ancestor_count(self) -> int:

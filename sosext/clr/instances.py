@@ -73,3 +73,24 @@ def objects_of_type(heap: "ClrHeap", name: str) -> list[int]:
     if not ids:
         return []
     return ix.addresses[ix.mask_type_ids(ids)].tolist()
+
+
+OBJECT_TYPE_ARRAY = 3  # DacpObjectData.ObjectType
+_MAX_ELEMENTS = 1 << 24
+
+
+def reference_elements(reader: ObjectReader, array: int, limit: int | None = None) -> list[int] | None:
+    """The non-null elements of the reference array at ``array`` (its first ``limit``) that
+    are objects on the heap; None when ``array`` is not an array of references (or ``limit``
+    is more than it holds)."""
+    if not array or not reader.is_object(array):
+        return None
+    data = reader.runtime.object_data(array)
+    if data is None or data.object_type != OBJECT_TYPE_ARRAY or data.component_size != 8:
+        return None
+    n = data.num_components if limit is None else limit
+    if not 0 <= n <= data.num_components:
+        return None
+    raw = bytes(reader.runtime.target.read_partial(data.array_data_ptr, 8 * min(n, _MAX_ELEMENTS)))
+    values = (int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw) - 7, 8))
+    return [v for v in values if v and reader.is_object(v)]

@@ -4,7 +4,8 @@ from __future__ import annotations
 import importlib
 
 FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads", "diff", "objects", "types", "modules", "retained",
-            "report", "leakhunt", "stacks", "runtimeinfo", "objectcheck", "stresslog", "crash", "breakpoints")
+            "report", "leakhunt", "stacks", "runtimeinfo", "objectcheck", "stresslog", "crash", "breakpoints",
+            "heapextra", "runtimeextra")
 
 
 def load_all() -> None:

@@ -387,11 +387,12 @@ def gc_ref_lines(ctx: CommandContext, address: int, data: ObjectData) -> list[st
     t.fit(0, names).fit(1, (r[1] for r in rows))
     out = ["GC Refs:", t.header("Field", "Offset", "Object", "Type")]
     for name, off, ref in rows:
-        out.append(t.row(name, off, ref, _type_of(ctx, ref)))
+        out.append(t.row(name, off, ref, referenced_type(ctx, ref)))
     return out
 
 
-def _type_of(ctx: CommandContext, ref: int) -> str:
+def referenced_type(ctx: CommandContext, ref: int) -> str:
+    """The type name of the object a reference points to ("Unknown" for a wild one)."""
     mt = method_table_of(ctx.runtime.target, ref)
     if mt is None:
         return "Unknown"

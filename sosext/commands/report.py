@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TextIO
 
 from ..errors import SosError, UsageError
 from ..report.data import folded_lines, heap_report
@@ -14,6 +15,13 @@ FORMATS = ("html", "folded", "json")
 
 def write_new_file(path: str, text: str, force: bool) -> None:
     """A new private file; never through a symlink; an existing one only replaced with force."""
+    with open_new_file(path, force) as f:
+        f.write(text)
+
+
+def open_new_file(path: str, force: bool) -> TextIO:
+    """A new private file (0600) open for writing; never through a symlink; an existing one
+    only replaced with ``force``."""
     if os.path.lexists(path):
         if not force:
             raise SosError(f"{path} exists; choose another name or add --force")
@@ -25,8 +33,7 @@ def write_new_file(path: str, text: str, force: bool) -> None:
         fd = os.open(path, flags, 0o600)
     except OSError as e:
         raise SosError(f"cannot create {path}: {e.strerror}")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 @register

@@ -91,14 +91,19 @@ def static_of(heap: ClrHeap, path: RootPath) -> str | None:
 
 
 def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
+    return object_chain_lines(heap, path.chain, path.via_dependent)
+
+
+def object_chain_lines(heap: ClrHeap, chain: tuple[int, ...], via_dependent: tuple[bool, ...]) -> list[str]:
+    """SOS's ``->  address type`` lines of a chain of index positions (gcroot, pathto)."""
     ix = heap.index()
     t = Table(Text(2), Column(16, False, fmt_pointer), TypeName(), Text(), indent=" " * 10)
-    static = static_of(heap, path)
+    static = chain_static(heap, chain)
     out = []
-    for k, i in enumerate(path.chain):
+    for k, i in enumerate(chain):
         addr = int(ix.addresses[i])
         name = heap.type_name_at(i)
-        extra = "(dependent handle)" if k > 0 and path.via_dependent[k - 1] else ""
+        extra = "(dependent handle)" if k > 0 and via_dependent[k - 1] else ""
         if k == 1 and static:
             extra = f"(static variable: {static})"
         out.append(t.row("->", addr, name, extra))

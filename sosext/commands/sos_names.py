@@ -114,9 +114,6 @@ NEAREST: dict[str, str] = {
     "dumpgen": "dumpheap -gen <n>",
     "verifyobj": "verifyheap",
     "gchandleleaks": "gchandles",
-    "dumpruntimetypes": "dumpheap -type System.RuntimeType",
-    "findroots": "gcroot",
-    "pathto": "gcroot",
     "sizestats": "dumpheap -stat",
     "listnearobj": "gcwhere",
 }

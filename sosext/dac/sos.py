@@ -20,6 +20,7 @@ from .loader import DacLocation, load_dac
 IID_IXCLRDataProcess = GUID.parse("5c552ab6-fc09-4cb3-8e36-22fa03c798b7")
 IID_ISOSDacInterface = GUID.parse("436f00f2-b42a-4b9f-870c-e73db66ae930")
 IID_ISOSDacInterface2 = GUID.parse("A16026EC-96F4-40BA-87FB-5575986FB7AF")
+IID_ISOSDacInterface3 = GUID.parse("B08C5CDC-FD8A-49C5-AB38-5FEEF35235B4")
 IID_ISOSDacInterface5 = GUID.parse("127d6abe-6c86-4e48-8e7b-220781c58101")
 IID_ISOSDacInterface6 = GUID.parse("11206399-4B66-4EDB-98EA-85654E59AD45")
 IID_ISOSDacInterface7 = GUID.parse("c1020dde-fe98-4536-a53b-f35a74c327eb")
@@ -58,6 +59,7 @@ SOS = slot_table(
     "GetFailedAssemblyLocation", "GetFailedAssemblyDisplayName",
 )
 SOS2 = slot_table("GetObjectExceptionData", "IsRCWDCOMProxy")
+SOS3 = slot_table("GetGCInterestingInfoData", "GetGCInterestingInfoStaticData", "GetGCGlobalMechanisms")
 SOS8 = slot_table("GetNumberGenerations", "GetGenerationTable", "GetFinalizationFillPointers",
                   "GetGenerationTableSvr", "GetFinalizationFillPointersSvr", "GetAssemblyLoadContext")
 SOS12 = slot_table("GetGlobalAllocationContext")
@@ -99,6 +101,7 @@ class SosDac:
             raise DacError("the DAC does not offer ISOSDacInterface")
         self.sos = sos
         self.sos2 = process.query(IID_ISOSDacInterface2, "ISOSDacInterface2")
+        self.sos3 = process.query(IID_ISOSDacInterface3, "ISOSDacInterface3")
         self.sos8 = process.query(IID_ISOSDacInterface8, "ISOSDacInterface8")
         self.sos12 = process.query(IID_ISOSDacInterface12, "ISOSDacInterface12")
         self.sos16 = process.query(IID_ISOSDacInterface16, "ISOSDacInterface16")
@@ -573,6 +576,34 @@ class SosDac:
                      ctypes.byref(obj), ctypes.byref(nxt)) & 0x80000000:
             return None
         return obj.value, nxt.value
+
+    # -- the GC's own bookkeeping: out-of-memory record, GC_CONFIG_DRIVEN counters ----------
+
+    def oom_data(self, heap: int | None = None) -> st.OomData | None:
+        """The last OOM the GC recorded (workstation: ``heap`` None; server: the heap's address)."""
+        if heap is None:
+            return self._record_or_none("GetOOMStaticData", st.OomData)
+        return self._record_or_none("GetOOMData", st.OomData, (_A, heap))
+
+    def gc_interesting_info(self, heap: int | None = None) -> st.GCInterestingInfoData | None:
+        """Per-heap GC_CONFIG_DRIVEN counters (None: no ISOSDacInterface3, or the GC keeps none)."""
+        if self.sos3 is None:
+            return None
+        c = st.GCInterestingInfoData.C()
+        if heap is None:
+            hr = self._try(self.sos3, SOS3["GetGCInterestingInfoStaticData"], (_P,), ctypes.byref(c))
+        else:
+            hr = self._try(self.sos3, SOS3["GetGCInterestingInfoData"], (_A, _P), heap, ctypes.byref(c))
+        return None if hr & 0x80000000 else st.GCInterestingInfoData.from_c(c)
+
+    def gc_global_mechanisms(self) -> tuple[int, ...] | None:
+        """The GC's global mechanism counters (six size_t), None when not offered."""
+        if self.sos3 is None:
+            return None
+        arr = (ctypes.c_size_t * 6)()
+        if self._try(self.sos3, SOS3["GetGCGlobalMechanisms"], (_P,), arr) & 0x80000000:
+            return None
+        return tuple(arr)
 
 
 def open_dac(target: Any, location: DacLocation) -> SosDac:

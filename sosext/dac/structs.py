@@ -419,3 +419,27 @@ class ReJitData2:
 class MethodTableCollectibleData:
     loader_allocator_object_handle: ADDR
     is_collectible: BOOL
+
+
+@dac_struct(0x38)
+class OomData:
+    """DacpOomData: the GC's record of its last out-of-memory failure (reason 0: none)."""
+
+    reason: I32  # oom_reason: 1 budget, 2 can't commit, 3 can't reserve, 4 LOH, 5 low memory, 6 unproductive full GC
+    alloc_size: U64
+    available_pagefile_mb: U64
+    gc_index: U64
+    fgm: I32  # failure_get_memory: 1 reserve segment, 2 commit segment begin, 3 commit ephemeral segment, 4 grow table, 5 commit table
+    size: U64
+    loh_p: BOOL
+
+
+@dac_struct(0x110)
+class GCInterestingInfoData:
+    """DacpGCInterestingInfoData: counters the GC keeps when built GC_CONFIG_DRIVEN."""
+
+    interesting_data_points: ctypes.c_size_t * 9  # type: ignore[valid-type]
+    compact_reasons: ctypes.c_size_t * 11  # type: ignore[valid-type]
+    expand_mechanisms: ctypes.c_size_t * 6  # type: ignore[valid-type]
+    bit_mechanisms: ctypes.c_size_t * 2  # type: ignore[valid-type]
+    global_mechanisms: ctypes.c_size_t * 6  # type: ignore[valid-type]

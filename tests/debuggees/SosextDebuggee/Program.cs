@@ -39,6 +39,7 @@ namespace DebuggeeHost
             "retained" => new RetainedScenario(),
             "stackvalues" => new StackValuesScenario(),
             "crash" => new CrashScenario(),
+            "extraheap" => new ExtraHeapScenario(),
             _ => null,
         };
 
