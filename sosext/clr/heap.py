@@ -71,6 +71,7 @@ class ClrHeap:
         self._scratch_buf = memoryview(bytearray())
         self._graph: "ReferenceGraph | None" = None
         self._lookup = None
+        self.root_searches = 0  # gcroots answered without the graph (gcroot.root_chains)
         self.store = None  # indexcache.IndexStore of a core whose index is cached on disk
         self._roots: dict[bool, RootSet] = {}
         self._live: np.ndarray | None = None
@@ -226,6 +227,10 @@ class ClrHeap:
             p = progress or Progress.silent()
             self._graph = build_graph(self, self.index(p), p)
         return self._graph
+
+    @property
+    def has_graph(self) -> bool:
+        return self._graph is not None
 
     def roots(self, include_stacks: bool = True) -> RootSet:
         """Handles, stack roots (optional: they need thread contexts) and the f-reachable queue."""

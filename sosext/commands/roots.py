@@ -6,7 +6,7 @@ from typing import Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.gcroot import PathFinder, RootPath, chain_static, retained_set, root_method_name
+from ..clr.gcroot import RootChain, chain_static_of, retained_set, root_chains, root_method_name
 from ..clr.heap import ClrHeap
 from ..clr.progress import Progress, polled
 from ..clr.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
@@ -85,23 +85,15 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
     return lines
 
 
-def static_of(heap: ClrHeap, path: RootPath) -> str | None:
-    """The static field a chain starts from, when its first object is a statics array."""
-    return chain_static(heap, path.chain)
-
-
-def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
-    ix = heap.index()
+def chain_lines(heap: ClrHeap, path: RootChain) -> list[str]:
     t = Table(Text(2), Column(16, False, fmt_pointer), TypeName(), Text(), indent=" " * 10)
-    static = static_of(heap, path)
+    static = chain_static_of(heap, path)
     out = []
-    for k, i in enumerate(path.chain):
-        addr = int(ix.addresses[i])
-        name = heap.type_name_at(i)
+    for k, (addr, mt) in enumerate(zip(path.addresses, path.method_tables)):
         extra = "(dependent handle)" if k > 0 and path.via_dependent[k - 1] else ""
         if k == 1 and static:
             extra = f"(static variable: {static})"
-        out.append(t.row("->", addr, name, extra))
+        out.append(t.row("->", addr, heap.types.name_of(mt), extra))
     return out
 
 
@@ -157,21 +149,14 @@ says so in one line."""
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         address = parse_object_address(args.address)
         heap = ctx.heap
-        target = require_object(heap, address)
+        classifier(heap.runtime).require_object(address)
         if args.gcgen is not None and self._survives(ctx, heap, address, args.gcgen):
             return
-        finder = PathFinder(heap, target)
         roots = heap.roots(include_stacks=not args.nostacks).roots
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
                   ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
-        paths = []
-        for r in polled(ordered):
-            p = finder.path_from(r)
-            if p is not None:
-                paths.append(p)
-                if args.limit is not None and len(paths) >= args.limit:
-                    break
+        paths = root_chains(heap, address, ordered, args.limit)
         if args.json:
             emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}",
                                 "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})
@@ -208,8 +193,7 @@ says so in one line."""
         return False
 
     @staticmethod
-    def _json_path(heap: ClrHeap, p: RootPath) -> dict:
-        ix = heap.index()
+    def _json_path(heap: ClrHeap, p: RootChain) -> dict:
         r = p.root
         root = {"kind": r.kind.value, "address": f"0x{r.address:x}"}
         if r.handle is not None:
@@ -217,9 +201,9 @@ says so in one line."""
         if r.kind is RootKind.STACK:
             root.update(thread=os_thread_id(r.thread_os_id), register=r.register or None,
                         method=None if r.source_is_frame else method_name_at(heap, r.source))
-        chain = [{"address": f"0x{int(ix.addresses[i]):x}",
-                  "type": heap.type_name_at(i)} for i in p.chain]
-        static = static_of(heap, p)
+        chain = [{"address": f"0x{a:x}", "type": heap.types.name_of(mt)}
+                 for a, mt in zip(p.addresses, p.method_tables)]
+        static = chain_static_of(heap, p)
         if static:
             root["static"] = static
         return {"root": root, "chain": chain}
