@@ -31,6 +31,11 @@ class RootPath:
     via_dependent: tuple[bool, ...]  # per chain element after the first: reached by a dependent handle
 
 
+# A search from the roots costs about a quarter of building the graph (walk, scan, reverse),
+# after which every gcroot of the stop takes milliseconds: search for the first few, then build.
+SEARCHES_BEFORE_GRAPH = 3
+
+
 @dataclass(frozen=True, slots=True)
 class RootChain:
     """A root's chain by address, whichever search found it (what gcroot prints)."""
@@ -45,16 +50,18 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
     """The chain of each root in ``roots`` (in that order) that reaches the object at
     ``address``, at most ``limit`` of them.
 
-    The first gcroot on a core whose graph is not built yet searches from the roots over
-    the core's memory (``rootsearch.RootSearch``: no heap walk, no graph); later ones, and
+    On a core whose graph is not built, the first gcroots search from the roots over the
+    core's memory (``rootsearch.RootSearch``: no heap walk, no graph); later ones, and
     live processes, build the reverse graph once and answer from it in milliseconds.
     ``SOSEXT_GCROOT=graph`` or ``=search`` forces one way (tests compare them)."""
     way = os.environ.get("SOSEXT_GCROOT", "")
-    if way != "graph" and (way == "search" or (not heap.has_graph and heap.root_searches == 0)):
+    if way != "graph" and (way == "search" or (not heap.has_graph and heap.root_searches < SEARCHES_BEFORE_GRAPH)):
         found = _search_chains(heap, address, roots, limit)
         if found is not None:
             heap.root_searches += 1
             return found
+        if way == "search" and not heap.runtime.target.is_live:
+            raise SosError("the search from the roots cannot read this core's heap in place")
     ix = heap.index()
     target = ix.find(address)
     if target is None:

@@ -139,8 +139,8 @@ def object_refs(mem: np.ndarray, at: int, limit: int, size: int, t: int,
     return n
 
 
-@kernel("i8", "u8", "u8[]", "i8[]", "i8")
-def open_find(v: np.uint64, hkeys: np.ndarray, hvals: np.ndarray, dummy: int) -> int:
+@kernel("i8", "u8", "u8[]r", "i8[]r")
+def open_find(v: np.uint64, hkeys: np.ndarray, hvals: np.ndarray) -> int:
     """Tarjan stack position of open object ``v``, or -1 (linear probing, 0 = empty)."""
     mask = hkeys.size - 1
     i = np.int64((v * _GOLDEN) >> np.uint64(32)) & mask
@@ -261,7 +261,7 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
                 rc += 1
                 continue
             f_cur[f] += 1
-            pos = open_find(v, hkeys, hvals, 0)
+            pos = open_find(v, hkeys, hvals)
             if pos >= 0:
                 if pos < f_low[f]:
                     f_low[f] = pos
@@ -357,7 +357,7 @@ def bitmap_addresses(bitmap: np.ndarray, seg_lo: np.ndarray, seg_block: np.ndarr
     return out
 
 
-@kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r",
+@kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r",
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
         "u8[]r", "u8[]", "i8[]", "u4[]")
 def member_rows(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
@@ -402,7 +402,7 @@ def member_rows(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_wor
     return e
 
 
-@kernel("i8[]", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "u8[]r", "i4[]r")
+@kernel("i8[]", "u8[]r", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i4[]r")
 def member_types(members: np.ndarray, mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray,
                  seg_word: np.ndarray, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Type id of each member (objects the search met, so their headers are in the table)."""
