@@ -177,6 +177,11 @@ class ClrHeap:
     def get_type(self, mt: int) -> ClrType | None:
         return self.types.get(mt)
 
+    def method_table_sizes(self, mt: int) -> tuple[int, int] | None:
+        """(base size, component size) of a header word that is a MethodTable, else None
+        (a corrupt header: the DAC is never asked about it). What the walks learn types by."""
+        return self._sizes_of(mt)
+
     def _sizes_of(self, mt: int) -> tuple[int, int] | None:
         if not self.runtime.is_method_table(mt):
             return None  # a corrupt header word: the DAC is never asked about it

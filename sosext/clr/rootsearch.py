@@ -85,7 +85,7 @@ class RootSearch:
         self.heap = heap
         self.mem = mem
         self.target = target
-        self.table = MethodTableTable(heap._sizes_of)
+        self.table = MethodTableTable(heap.method_table_sizes)
         self.layouts = TypeLayouts(heap, [])
         self.starts = {r: self.start_of(r) for r in roots}
         self.members = np.empty(0, dtype=np.uint64)

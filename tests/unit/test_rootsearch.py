@@ -81,7 +81,7 @@ class FakeCoreHeap:
         return DESCS[mt].offsets(base + comp * count) if mt in DESCS else []
 
     # -- the heap's side, as RootSearch uses it --
-    def _sizes_of(self, mt: int):
+    def method_table_sizes(self, mt: int):
         return TYPES.get(mt)
 
     def gcdesc(self, mt: int):
