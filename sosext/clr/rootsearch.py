@@ -40,7 +40,9 @@ class CoreHeapMemory:
                  gap_lo: np.ndarray, gap_hi: np.ndarray) -> None:
         self.words = words
         self.seg_lo, self.seg_hi, self.seg_word = seg_lo, seg_hi, seg_word
-        self.gap_lo, self.gap_hi = gap_lo, gap_hi
+        self.gap_lo, self.gap_hi = gap_lo, gap_hi  # sorted
+        self.seg_gap = np.searchsorted(gap_lo, seg_lo).astype(np.int64)  # each segment's first gap
+        self.seg_gap = np.append(self.seg_gap, len(gap_lo)).astype(np.int64)
         blocks = ((seg_hi - seg_lo) // np.uint64(8) + np.uint64(63)) // np.uint64(64)
         self.seg_block = np.zeros(len(seg_lo) + 1, dtype=np.int64)
         np.cumsum(blocks.astype(np.int64), out=self.seg_block[1:])
@@ -108,8 +110,9 @@ class RootSearch:
         if s < 0:
             return -1
         while True:
-            t = int(reach.object_type(v, s, m.words, m.seg_hi, m.seg_word, m.gap_lo, m.gap_hi, self.table.keys,
-                                      self.table.values, self.layouts.base_sizes, self.layouts.component_sizes))
+            t = int(reach.object_type(v, s, m.words, m.seg_hi, m.seg_word, m.seg_gap, m.gap_lo, m.gap_hi,
+                                      self.table.keys, self.table.values, self.layouts.base_sizes,
+                                      self.layouts.component_sizes))
             if t != reach.UNKNOWN_TYPE:
                 return t
             self._learn(int(m.words[int(reach.word_at(v, s, m.seg_hi, m.seg_word))]))
@@ -180,7 +183,7 @@ class RootSearch:
         hkeys, hvals = np.zeros(_FIRST_HASH, np.uint64), np.zeros(_FIRST_HASH, np.int64)
         st = np.zeros(8, dtype=np.int64)
         while True:
-            status = reach.search(m.words, m.seg_lo, m.seg_hi, m.seg_word, m.seg_block, m.gap_lo, m.gap_hi,
+            status = reach.search(m.words, m.seg_lo, m.seg_hi, m.seg_word, m.seg_block, m.seg_gap, m.gap_lo, m.gap_hi,
                                   self.table.keys, self.table.values, *self.layouts.arrays,
                                   starts, dep_pri, dep_sec, np.uint64(self.target), visited, reached,
                                   *frames, edges, tstack, hkeys, hvals, st)

@@ -127,8 +127,10 @@ class GCRoot(Command):
     details = """\
 Roots are strong GC handles, the finalizer queue's ready-for-finalization part and the
 references on managed threads' stacks and registers. For each root that reaches the
-object, the chain of objects from the root to it is printed; the last line counts the
-roots. The reverse reference graph is built once per stop, so later gcroots are fast.
+object, its shortest chain of objects from the root to it is printed; the last line counts
+the roots. On a core the first gcroots search from the roots over the core's memory (no
+heap walk); later ones, and a live process, use the reverse reference graph built once per
+stop, so they take milliseconds.
 
 Examples:
   gcroot 7f3a14005678

@@ -4,8 +4,9 @@ the roots directly over the target's memory (a core's mapping).
 **Memory.** ``mem`` is the core file as 64-bit words; heap segment ``s`` covers addresses
 [seg_lo[s], seg_hi[s]) and its address ``a`` is word ``seg_word[s] + (a - seg_lo[s]) / 8``.
 An address is an object when it lies in a segment outside the allocation contexts
-(``gap_lo/gap_hi``), its header word is a MethodTable of the open-addressing table the
-heap walk uses (``heapwalk.walk``), and the object ends inside its segment. A header the
+(``gap_lo/gap_hi``; segment ``s`` has those from ``seg_gap[s]`` to ``seg_gap[s + 1]``), its
+header word is a MethodTable of the open-addressing table the heap walk uses
+(``heapwalk.walk``), and the object ends inside its segment. A header the
 table does not know stops the search (``UNKNOWN``) so that Python can ask the DAC once.
 
 **The search** is Tarjan's strongly connected components, iterative: a frame per object on
@@ -54,14 +55,14 @@ def segment_of(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray) -> int:
     return s
 
 
-@kernel("i8", "u8", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r", "i8[]r", "i8[]r")
+@kernel("i8", "u8", "i8", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r", "i8[]r", "i8[]r")
 def object_type(v: np.uint64, s: int, mem: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
-                gap_lo: np.ndarray, gap_hi: np.ndarray, keys: np.ndarray, values: np.ndarray,
+                seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray, keys: np.ndarray, values: np.ndarray,
                 base_sizes: np.ndarray, component_sizes: np.ndarray) -> int:
     """Type id of the object at ``v`` in segment ``s``; NOT_OBJECT or UNKNOWN_TYPE."""
     if v & np.uint64(7):
         return NOT_OBJECT
-    for g in range(gap_lo.size):  # a handful: one allocation context per thread and heap
+    for g in range(seg_gap[s], seg_gap[s + 1]):  # the segment's allocation contexts: few or none
         if gap_lo[g] <= v < gap_hi[g]:
             return NOT_OBJECT
     at = word_at(v, s, seg_hi, seg_word)
@@ -194,12 +195,13 @@ def rehash(tstack: np.ndarray, top: int, hkeys: np.ndarray, hvals: np.ndarray) -
         open_insert(tstack[p], p, hkeys, hvals)
 
 
-@kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
+@kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
         "u8[]r", "u8[]r", "u8[]r", "u8",
         "u8[]", "u8[]", "u8[]", "i8[]", "i8[]", "i8[]", "i8[]", "i8[]", "u8[]", "u8[]", "u8[]", "i8[]", "i8[]")
 def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
-           seg_block: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray, keys: np.ndarray, values: np.ndarray,
+           seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
+           keys: np.ndarray, values: np.ndarray,
            base_sizes: np.ndarray, component_sizes: np.ndarray, gc_kind: np.ndarray,
            series_first: np.ndarray, series_count: np.ndarray, series_offset: np.ndarray,
            series_size: np.ndarray, repeat_start: np.ndarray, repeat_first: np.ndarray,
@@ -220,6 +222,9 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
     ttop = st[3]
     nvisited = st[4]
     ndep = dep_primary.size
+    last = 0
+    if seg_lo.size == 0:
+        return DONE
     while True:
         f = depth - 1
         if depth == 0:
@@ -246,7 +251,14 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
             if depth > 0 and r:
                 f_reach[depth - 1] = 1
             continue
-        s = segment_of(v, seg_lo, seg_hi) if not v & np.uint64(7) else -1
+        if v & np.uint64(7):
+            s = -1
+        elif seg_lo[last] <= v < seg_hi[last]:  # depth-first order stays in a segment for long
+            s = last
+        else:
+            s = segment_of(v, seg_lo, seg_hi)
+            if s >= 0:
+                last = s
         if s < 0:
             if depth == 0:
                 rc += 1
@@ -268,7 +280,8 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
             elif reach[blk] & bit:
                 f_reach[f] = 1
             continue
-        t = object_type(v, s, mem, seg_hi, seg_word, gap_lo, gap_hi, keys, values, base_sizes, component_sizes)
+        t = object_type(v, s, mem, seg_hi, seg_word, seg_gap, gap_lo, gap_hi, keys, values, base_sizes,
+                        component_sizes)
         if t == UNKNOWN_TYPE:
             st[5] = np.int64(mem[word_at(v, s, seg_hi, seg_word)] & _LOW3)
             st[0], st[1], st[2], st[3], st[4] = rc, depth, etop, ttop, nvisited
