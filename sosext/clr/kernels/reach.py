@@ -198,7 +198,8 @@ def rehash(tstack: np.ndarray, top: int, hkeys: np.ndarray, hvals: np.ndarray) -
 @kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
         "u8[]r", "u8[]r", "u8[]r", "u8",
-        "u8[]", "u8[]", "u8[]", "i8[]", "i8[]", "i8[]", "i8[]", "i8[]", "u8[]", "u8[]", "u8[]", "i8[]", "i8[]")
+        "u8[]", "u8[]", "u8[]", "u8[]", "i8[]", "i8[]", "i8[]", "i8[]", "i8[]", "u8[]", "u8[]", "u8[]", "i8[]",
+        "i8[]")
 def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
            seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
            keys: np.ndarray, values: np.ndarray,
@@ -207,20 +208,26 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
            series_size: np.ndarray, repeat_start: np.ndarray, repeat_first: np.ndarray,
            repeat_items: np.ndarray, repeat_count: np.ndarray, repeat_skip: np.ndarray,
            roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray, target: np.uint64,
-           visited: np.ndarray, reach: np.ndarray, f_node: np.ndarray, f_index: np.ndarray, f_low: np.ndarray,
+           visited: np.ndarray, reach: np.ndarray, opened: np.ndarray, f_node: np.ndarray, f_index: np.ndarray, f_low: np.ndarray,
            f_reach: np.ndarray, f_base: np.ndarray, f_cur: np.ndarray, edges: np.ndarray, tstack: np.ndarray,
            hkeys: np.ndarray, hvals: np.ndarray, st: np.ndarray) -> int:
     """Depth-first from each of ``roots`` (object addresses); sets ``visited`` for every
-    object met and ``reach`` for those that reach ``target``. Dependent handles are edges
-    (``dep_primary`` sorted, ``dep_secondary`` beside it). All state lives in the arrays
-    and ``st`` (root cursor, depth, edge top, Tarjan top, objects visited, unknown header),
-    so a call that returns UNKNOWN or GROW resumes where it stopped. ``edges`` holds every
+    object met and ``reach`` for those that reach ``target``; ``opened`` marks the objects
+    whose component is open. Dependent handles are edges (``dep_primary`` sorted,
+    ``dep_secondary`` beside it). All state lives in the arrays and ``st`` (root cursor,
+    depth, edge top, Tarjan top, objects visited, unknown header, -, hashed frames), so a
+    call that returns UNKNOWN or GROW resumes where it stopped.
+
+    The hash learns an open object's Tarjan position only when needed: when its frame closes
+    with its component still open, or when an edge meets an object on the depth-first path
+    (then every frame above ``hashed`` is entered at once). An acyclic heap never needs it. ``edges`` holds every
     frame's pending successors: it needs a word per heap word plus the dependent handles."""
     rc = st[0]
     depth = st[1]
     etop = st[2]
     ttop = st[3]
     nvisited = st[4]
+    hashed = st[7]  # frames [0, hashed) are in the hash
     ndep = dep_primary.size
     last = 0
     if seg_lo.size == 0:
@@ -238,14 +245,21 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
             if f_low[f] == f_index[f]:  # a component's root: the component closes
                 for p in range(f_index[f], ttop):
                     w = tstack[p]
-                    open_delete(w, hkeys, hvals)
+                    if p > f_index[f] or f < hashed:  # the others' frames closed into the hash
+                        open_delete(w, hkeys, hvals)
+                    s = last if seg_lo[last] <= w < seg_hi[last] else segment_of(w, seg_lo, seg_hi)
+                    b = np.int64((w - seg_lo[s]) >> np.uint64(3))
+                    opened[seg_block[s] + (b >> 6)] &= ~(_ONE << np.uint64(b & 63))
                     if r:
-                        s = segment_of(w, seg_lo, seg_hi)
-                        b = np.int64((w - seg_lo[s]) >> np.uint64(3))
                         reach[seg_block[s] + (b >> 6)] |= _ONE << np.uint64(b & 63)
                 ttop = f_index[f]
-            elif f > 0 and f_low[f] < f_low[f - 1]:
-                f_low[f - 1] = f_low[f]
+            else:  # stays open: its position goes to the hash
+                if f >= hashed:
+                    open_insert(f_node[f], f_index[f], hkeys, hvals)
+                if f_low[f] < f_low[f - 1]:
+                    f_low[f - 1] = f_low[f]
+            if hashed > f:
+                hashed = f
             etop = f_base[f]
             depth -= 1
             if depth > 0 and r:
@@ -273,8 +287,13 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
                 rc += 1
                 continue
             f_cur[f] += 1
-            pos = open_find(v, hkeys, hvals)
-            if pos >= 0:
+            if opened[blk] & bit:
+                pos = open_find(v, hkeys, hvals)
+                if pos < 0:  # on the depth-first path: enter the frames not hashed yet
+                    for k in range(hashed, depth):
+                        open_insert(f_node[k], f_index[k], hkeys, hvals)
+                    hashed = depth
+                    pos = open_find(v, hkeys, hvals)
                 if pos < f_low[f]:
                     f_low[f] = pos
             elif reach[blk] & bit:
@@ -284,7 +303,7 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
                         component_sizes)
         if t == UNKNOWN_TYPE:
             st[5] = np.int64(mem[word_at(v, s, seg_hi, seg_word)] & _LOW3)
-            st[0], st[1], st[2], st[3], st[4] = rc, depth, etop, ttop, nvisited
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, etop, ttop, nvisited, hashed
             return UNKNOWN
         if t == NOT_OBJECT:
             if depth == 0:
@@ -310,7 +329,7 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
                 d1 += 1
         leaf = v == target or (gc_kind[t] == 0 and d1 == d0)
         if not leaf and 2 * (ttop + 1) > hkeys.size:
-            st[0], st[1], st[2], st[3], st[4] = rc, depth, etop, ttop, nvisited
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, etop, ttop, nvisited, hashed
             return GROW
         if depth == 0:
             rc += 1
@@ -335,7 +354,7 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
         f_base[depth] = etop
         f_cur[depth] = etop
         tstack[ttop] = v
-        open_insert(v, ttop, hkeys, hvals)
+        opened[blk] |= bit
         ttop += 1
         limit = seg_word[s]
         etop = object_refs(mem, at, limit, size, t, gc_kind, series_first, series_count, series_offset,
@@ -345,7 +364,7 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
             edges[etop] = dep_secondary[d]
             etop += 1
         depth += 1
-    st[0], st[1], st[2], st[3], st[4] = rc, depth, etop, ttop, nvisited
+    st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, etop, ttop, nvisited, hashed
     return DONE
 
 
