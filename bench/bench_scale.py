@@ -171,8 +171,8 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
             rows["c_limit1"].append(clrmd(core, "gcroot1", deep))
             rows["gcroot"].append(sosext_cli(core, [f"gcroot {deep}"], False, index_dir))
             rows["c_gcroot"].append(clrmd(core, "gcroot", deep))
-            # Later gcroots in one session: the second and third search from the roots again,
-            # the fourth builds the graph (gcroot.SEARCHES_BEFORE_GRAPH), the fifth reuses it.
+            # Later gcroots in one session: the second searches from the roots again, the third
+            # builds the graph (gcroot.SEARCHES_BEFORE_GRAPH), the later ones reuse it.
             rows["later"].append(sosext_cli(core, [f"gcroot {deep}"] + [f"gcroot {other}"] * 4, False, index_dir))
             if everything:
                 sosext_cli(core, [f"gcroot {deep}"], True, index_dir)  # caches the graph and its reverse

@@ -128,7 +128,7 @@ class GCRoot(Command):
 Roots are strong GC handles, the finalizer queue's ready-for-finalization part and the
 references on managed threads' stacks and registers. For each root that reaches the
 object, its shortest chain of objects from the root to it is printed; the last line counts
-the roots. On a core the first gcroots search from the roots over the core's memory (no
+the roots. On a core the first two gcroots search from the roots over the core's memory (no
 heap walk); later ones, and a live process, use the reverse reference graph built once per
 stop, so they take milliseconds.
 
