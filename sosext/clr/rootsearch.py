@@ -175,7 +175,7 @@ class RootSearch:
         pri, sec = self._dependent()
         dep_pri, dep_sec = np.array(pri, dtype=np.uint64), np.array(sec, dtype=np.uint64)
         blocks = int(m.seg_block[-1])
-        visited, reached, opened = (memory.zeros(blocks, np.uint64) for _ in range(3))
+        visited, reached = memory.zeros(blocks, np.uint64), memory.zeros(blocks, np.uint64)
         most = m.heap_bytes // MIN_OBJECT_SIZE + 1  # objects the heap can hold: frames, Tarjan stack
         frames = [memory.reserve(most, dt) for dt in (np.uint64, np.int64, np.int64, np.int64, np.int64, np.int64)]
         edges = memory.reserve(m.heap_bytes // 8 + len(dep_sec) + 16, np.uint64)
@@ -185,7 +185,7 @@ class RootSearch:
         while True:
             status = reach.search(m.words, m.seg_lo, m.seg_hi, m.seg_word, m.seg_block, m.seg_gap, m.gap_lo, m.gap_hi,
                                   self.table.keys, self.table.values, *self.layouts.arrays,
-                                  starts, dep_pri, dep_sec, np.uint64(self.target), visited, reached, opened,
+                                  starts, dep_pri, dep_sec, np.uint64(self.target), visited, reached,
                                   *frames, edges, tstack, hkeys, hvals, st)
             if status == reach.UNKNOWN:
                 self._learn(int(st[5]))

@@ -11,8 +11,9 @@ table does not know stops the search (``UNKNOWN``) so that Python can ask the DA
 
 **The search** is Tarjan's strongly connected components, iterative: a frame per object on
 the depth-first path, the Tarjan stack of objects whose component is still open, and a
-small hash (address → Tarjan stack position) for exactly those objects; everything else
-needs two bits per 8 heap bytes (``visited``, ``reach``). An object reaches the target when
+small hash (address → Tarjan stack position) for those of them whose position was needed;
+everything else needs two bits per 8 heap bytes: ``visited``, and ``reach``, set while an
+object's component is open and kept once it closes if it reaches the target. An object reaches the target when
 one of its successors does; a whole component reaches it when one member does, which is
 known when the component closes. Objects without references close at once and never
 enter a frame. The target's own references are not followed: what the target reaches does
@@ -198,8 +199,7 @@ def rehash(tstack: np.ndarray, top: int, hkeys: np.ndarray, hvals: np.ndarray) -
 @kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
         "u8[]r", "u8[]r", "u8[]r", "u8",
-        "u8[]", "u8[]", "u8[]", "u8[]", "i8[]", "i8[]", "i8[]", "i8[]", "i8[]", "u8[]", "u8[]", "u8[]", "i8[]",
-        "i8[]")
+        "u8[]", "u8[]", "u8[]", "i8[]", "i8[]", "i8[]", "i8[]", "i8[]", "u8[]", "u8[]", "u8[]", "i8[]", "i8[]")
 def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
            seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
            keys: np.ndarray, values: np.ndarray,
@@ -208,12 +208,12 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
            series_size: np.ndarray, repeat_start: np.ndarray, repeat_first: np.ndarray,
            repeat_items: np.ndarray, repeat_count: np.ndarray, repeat_skip: np.ndarray,
            roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray, target: np.uint64,
-           visited: np.ndarray, reach: np.ndarray, opened: np.ndarray, f_node: np.ndarray, f_index: np.ndarray, f_low: np.ndarray,
+           visited: np.ndarray, reach: np.ndarray, f_node: np.ndarray, f_index: np.ndarray, f_low: np.ndarray,
            f_reach: np.ndarray, f_base: np.ndarray, f_cur: np.ndarray, edges: np.ndarray, tstack: np.ndarray,
            hkeys: np.ndarray, hvals: np.ndarray, st: np.ndarray) -> int:
     """Depth-first from each of ``roots`` (object addresses); sets ``visited`` for every
-    object met and ``reach`` for those that reach ``target``; ``opened`` marks the objects
-    whose component is open. Dependent handles are edges (``dep_primary`` sorted,
+    object met; ``reach`` is set for those whose component is open and, once it closes,
+    stays set for those that reach ``target``. Dependent handles are edges (``dep_primary`` sorted,
     ``dep_secondary`` beside it). All state lives in the arrays and ``st`` (root cursor,
     depth, edge top, Tarjan top, objects visited, unknown header, -, hashed frames), so a
     call that returns UNKNOWN or GROW resumes where it stopped.
@@ -249,9 +249,8 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
                         open_delete(w, hkeys, hvals)
                     s = last if seg_lo[last] <= w < seg_hi[last] else segment_of(w, seg_lo, seg_hi)
                     b = np.int64((w - seg_lo[s]) >> np.uint64(3))
-                    opened[seg_block[s] + (b >> 6)] &= ~(_ONE << np.uint64(b & 63))
-                    if r:
-                        reach[seg_block[s] + (b >> 6)] |= _ONE << np.uint64(b & 63)
+                    if not r:  # open until now, and it does not reach the target
+                        reach[seg_block[s] + (b >> 6)] &= ~(_ONE << np.uint64(b & 63))
                 ttop = f_index[f]
             else:  # stays open: its position goes to the hash
                 if f >= hashed:
@@ -287,17 +286,17 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
                 rc += 1
                 continue
             f_cur[f] += 1
-            if opened[blk] & bit:
+            if reach[blk] & bit:  # open, or closed and reaching the target
                 pos = open_find(v, hkeys, hvals)
-                if pos < 0:  # on the depth-first path: enter the frames not hashed yet
+                if pos < 0 and hashed < depth:  # perhaps on the depth-first path: hash those frames
                     for k in range(hashed, depth):
                         open_insert(f_node[k], f_index[k], hkeys, hvals)
                     hashed = depth
                     pos = open_find(v, hkeys, hvals)
-                if pos < f_low[f]:
+                if pos < 0:
+                    f_reach[f] = 1
+                elif pos < f_low[f]:
                     f_low[f] = pos
-            elif reach[blk] & bit:
-                f_reach[f] = 1
             continue
         t = object_type(v, s, mem, seg_hi, seg_word, seg_gap, gap_lo, gap_hi, keys, values, base_sizes,
                         component_sizes)
@@ -354,7 +353,7 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
         f_base[depth] = etop
         f_cur[depth] = etop
         tstack[ttop] = v
-        opened[blk] |= bit
+        reach[blk] |= bit  # open
         ttop += 1
         limit = seg_word[s]
         etop = object_refs(mem, at, limit, size, t, gc_kind, series_first, series_count, series_offset,
