@@ -193,6 +193,10 @@ class RootSearch:
                 hkeys, hvals = np.zeros(2 * len(hkeys), np.uint64), np.zeros(2 * len(hkeys), np.int64)
                 reach.rehash(tstack, int(st[3]), hkeys, hvals)
                 st[7] = st[1]  # every open object is in the hash now, those of the frames too
+            elif status == reach.EDGES:
+                grown = memory.reserve(2 * int(st[6]), np.uint64)
+                grown[:int(st[2])] = edges[:int(st[2])]
+                edges = grown
             else:
                 break
         self.visited = int(st[4])
@@ -204,8 +208,9 @@ class RootSearch:
         """The backward search over the members: ``refs.ancestors`` as the graph path runs it."""
         m, members = self.mem, self.members
         n = len(members)
-        type_of = reach.member_types(members, m.words, m.seg_lo, m.seg_hi, m.seg_word,
-                                     self.table.keys, self.table.values)
+        type_of = reach.member_types(members, m.words, m.seg_lo, m.seg_hi, m.seg_word, m.seg_gap, m.gap_lo,
+                                     m.gap_hi, self.table.keys, self.table.values, self.layouts.base_sizes,
+                                     self.layouts.component_sizes)
         lay = self.layouts.arrays
         offsets = np.zeros(n + 1, dtype=np.int64)
         count = reach.member_rows(m.words, m.seg_lo, m.seg_hi, m.seg_word, type_of, *lay, members, scratch,

@@ -30,6 +30,7 @@ from .registry import kernel
 DONE = 0
 UNKNOWN = 1  # a header word not in the MethodTable table: st[5] holds it
 GROW = 2  # the hash of open objects is half full: rehash into one twice as large
+EDGES = 3  # ``edges`` needs st[6] entries: only a GCDesc claiming slots past objects does that
 
 NOT_OBJECT = -1
 UNKNOWN_TYPE = -2
@@ -39,18 +40,24 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _ONE = np.uint64(1)
 
 
-@kernel("i8", "u8", "u8[]r", "u8[]r")
-def segment_of(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray) -> int:
-    """The segment holding address ``v``, or -1."""
+@kernel("i8", "u8[]r", "u8")
+def lower_bound(items: np.ndarray, v: np.uint64) -> int:
+    """The first position of sorted ``items`` whose item is not below ``v``."""
     lo = 0
-    hi = seg_lo.size
+    hi = items.size
     while lo < hi:
         mid = (lo + hi) >> 1
-        if seg_lo[mid] <= v:
+        if items[mid] < v:
             lo = mid + 1
         else:
             hi = mid
-    s = lo - 1
+    return lo
+
+
+@kernel("i8", "u8", "u8[]r", "u8[]r")
+def segment_of(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray) -> int:
+    """The segment holding address ``v``, or -1."""
+    s = lower_bound(seg_lo, v + np.uint64(1)) - 1  # the last segment starting at or below v
     if s < 0 or v >= seg_hi[s]:
         return -1
     return s
@@ -98,47 +105,6 @@ def word_at(v: np.uint64, s: int, seg_hi: np.ndarray, seg_word: np.ndarray) -> i
     """Word index in ``mem`` of address ``v`` of segment ``s`` (seg_word is per segment the
     word of its end, so that no segment start is needed here)."""
     return seg_word[s] - np.int64((seg_hi[s] - v) >> np.uint64(3))
-
-
-@kernel("i8", "u8[]r", "i8", "i8", "i8", "i8", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
-        "i8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]", "i8")
-def object_refs(mem: np.ndarray, at: int, limit: int, size: int, t: int,
-                gc_kind: np.ndarray, series_first: np.ndarray, series_count: np.ndarray,
-                series_offset: np.ndarray, series_size: np.ndarray,
-                repeat_start: np.ndarray, repeat_first: np.ndarray, repeat_items: np.ndarray,
-                repeat_count: np.ndarray, repeat_skip: np.ndarray, out: np.ndarray, n: int) -> int:
-    """The non-null reference slot values of the object at word ``at`` (type ``t``, ``size``
-    bytes; words from ``limit`` on are not its segment's) into ``out`` from ``n`` on, in
-    ``refs.scan``'s order. Returns the new count."""
-    k = gc_kind[t]
-    if k == 1:
-        for j in range(series_first[t], series_first[t] + series_count[t]):
-            off = series_offset[j]
-            end = off + series_size[j] + size
-            for o in range(off, end, 8):
-                q = at + (o >> 3)
-                if q >= limit:
-                    break
-                if mem[q] != 0:
-                    out[n] = mem[q]
-                    n += 1
-    elif k == 2:
-        pos = repeat_start[t]
-        last = size - 8
-        nitems = repeat_items[t]
-        j0 = repeat_first[t]
-        while pos < last:
-            for j in range(j0, j0 + nitems):
-                end = pos + 8 * repeat_count[j]
-                o = pos
-                while o < end and o < last:
-                    q = at + (o >> 3)
-                    if q < limit and mem[q] != 0:
-                        out[n] = mem[q]
-                        n += 1
-                    o += 8
-                pos = end + repeat_skip[j]
-    return n
 
 
 @kernel("i8", "u8", "u8[]r", "i8[]r")
@@ -314,22 +280,25 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
         d0 = 0
         d1 = 0
         if ndep:
-            lo = 0
-            hi = ndep
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if dep_primary[mid] < v:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            d0 = lo
-            d1 = lo
+            d0 = lower_bound(dep_primary, v)
+            d1 = d0
             while d1 < ndep and dep_primary[d1] == v:
                 d1 += 1
         leaf = v == target or (gc_kind[t] == 0 and d1 == d0)
-        if not leaf and 2 * (ttop + 1) > hkeys.size:
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, etop, ttop, nvisited, hashed
-            return GROW
+        if not leaf:
+            if 2 * (ttop + 1) > hkeys.size:
+                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, etop, ttop, nvisited, hashed
+                return GROW
+            at = word_at(v, s, seg_hi, seg_word)
+            size = np.int64(base_sizes[t])
+            if component_sizes[t] != 0:
+                size += component_sizes[t] * np.int64(mem[at + 1] & np.uint64(0xFFFFFFFF))
+            need = etop + (d1 - d0) + refs.slot_bound(at, seg_word[s], size, t, gc_kind, series_first,
+                                                      series_count, series_offset, series_size)
+            if need > edges.size:
+                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, etop, ttop, nvisited, hashed
+                st[6] = need
+                return EDGES
         if depth == 0:
             rc += 1
         else:
@@ -342,10 +311,6 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
                 if depth > 0:
                     f_reach[f] = 1
             continue
-        at = word_at(v, s, seg_hi, seg_word)
-        size = np.int64(base_sizes[t])
-        if component_sizes[t] != 0:
-            size += component_sizes[t] * np.int64(mem[at + 1] & np.uint64(0xFFFFFFFF))
         f_node[depth] = v
         f_index[depth] = ttop
         f_low[depth] = ttop
@@ -356,7 +321,7 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
         reach[blk] |= bit  # open
         ttop += 1
         limit = seg_word[s]
-        etop = object_refs(mem, at, limit, size, t, gc_kind, series_first, series_count, series_offset,
+        etop = refs.object_refs(mem, at, limit, size, t, gc_kind, series_first, series_count, series_offset,
                            series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
                            edges, etop)
         for d in range(d0, d1):
@@ -411,19 +376,12 @@ def member_rows(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_wor
             size = np.int64(base_sizes[t])
             if component_sizes[t] != 0:
                 size += component_sizes[t] * np.int64(mem[at + 1] & np.uint64(0xFFFFFFFF))
-            n = object_refs(mem, at, seg_word[s], size, t, gc_kind, series_first, series_count, series_offset,
+            n = refs.object_refs(mem, at, seg_word[s], size, t, gc_kind, series_first, series_count, series_offset,
                             series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
                             scratch, 0)
             for j in range(n):
                 x = scratch[j]
-                lo = 0
-                hi = members.size
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if members[mid] < x:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                lo = lower_bound(members, x)
                 if lo < members.size and members[lo] == x:
                     if fill:
                         targets[e] = lo
@@ -433,18 +391,16 @@ def member_rows(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_wor
     return e
 
 
-@kernel("i8[]", "u8[]r", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i4[]r")
+@kernel("i8[]", "u8[]r", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
+        "i8[]r", "i8[]r")
 def member_types(members: np.ndarray, mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray,
-                 seg_word: np.ndarray, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+                 seg_word: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
+                 keys: np.ndarray, values: np.ndarray, base_sizes: np.ndarray,
+                 component_sizes: np.ndarray) -> np.ndarray:
     """Type id of each member (objects the search met, so their headers are in the table)."""
     out = np.empty(members.size, dtype=np.int64)
-    mask = keys.size - 1
     for i in range(members.size):
         v = members[i]
-        s = segment_of(v, seg_lo, seg_hi)
-        w = mem[word_at(v, s, seg_hi, seg_word)] & _LOW3
-        slot = np.int64((w * _GOLDEN) >> np.uint64(40)) & mask
-        while keys[slot] != w and keys[slot] != 0:
-            slot = (slot + 1) & mask
-        out[i] = values[slot]
+        out[i] = object_type(v, segment_of(v, seg_lo, seg_hi), mem, seg_hi, seg_word, seg_gap, gap_lo, gap_hi,
+                             keys, values, base_sizes, component_sizes)
     return out

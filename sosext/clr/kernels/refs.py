@@ -109,46 +109,82 @@ def scan(words: np.ndarray, lo: np.uint64, first: int, stop: int,
     ``offsets[p + 1]`` (CSR). Returns (next position, edges, DONE or FULL); on FULL the
     caller grows ``targets`` and calls again from the position returned."""
     nwords = words.size
+    slots = np.empty(64, dtype=np.uint64)
     for p in range(first, stop):
         start_e = e
         t = type_ids[p]
-        k = gc_kind[t]
-        if k != 0:
+        if gc_kind[t] != 0:
             at = np.int64((addresses[p] - lo) >> np.uint64(3))
             size = np.int64(base_sizes[t])
             comp = np.int64(component_sizes[t])
             if comp != 0 and at + 1 < nwords:
                 size += comp * np.int64(words[at + 1] & np.uint64(0xFFFFFFFF))
-            if k == 1:
-                for j in range(series_first[t], series_first[t] + series_count[t]):
-                    off = series_offset[j]
-                    end = off + series_size[j] + size
-                    for o in range(off, end, 8):
-                        q = at + (o >> 3)
-                        if q >= nwords:
-                            break
-                        e = follow(words[q], seg_lo, seg_hi, seg_block, bitmap, rank, targets, e)
-                        if e < 0:
-                            return p, start_e, FULL
-            else:
-                pos = repeat_start[t]
-                limit = size - 8
-                nitems = repeat_items[t]
-                j0 = repeat_first[t]
-                while pos < limit:
-                    for j in range(j0, j0 + nitems):
-                        end = pos + 8 * repeat_count[j]
-                        o = pos
-                        while o < end and o < limit:
-                            q = at + (o >> 3)
-                            if q < nwords:
-                                e = follow(words[q], seg_lo, seg_hi, seg_block, bitmap, rank, targets, e)
-                                if e < 0:
-                                    return p, start_e, FULL
-                            o += 8
-                        pos = end + repeat_skip[j]
+            most = slot_bound(at, nwords, size, t, gc_kind, series_first, series_count, series_offset,
+                              series_size)
+            if most > slots.size:
+                slots = np.empty(most, dtype=np.uint64)
+            n = object_refs(words, at, nwords, size, t, gc_kind, series_first, series_count, series_offset,
+                            series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
+                            slots, 0)
+            for j in range(n):
+                e = follow(slots[j], seg_lo, seg_hi, seg_block, bitmap, rank, targets, e)
+                if e < 0:
+                    return p, start_e, FULL
         offsets[p + 1] = e
     return stop, e, DONE
+
+
+@kernel("i8", "i8", "i8", "i8", "i8", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r")
+def slot_bound(at: int, limit: int, size: int, t: int, gc_kind: np.ndarray, series_first: np.ndarray,
+               series_count: np.ndarray, series_offset: np.ndarray, series_size: np.ndarray) -> int:
+    """The most values ``object_refs`` can write for this object (a GCDesc read from the
+    target may claim series past the object's end; never past ``limit``)."""
+    most = size >> 3
+    if gc_kind[t] == 1:
+        for j in range(series_first[t], series_first[t] + series_count[t]):
+            most = max(most, (series_offset[j] + series_size[j] + size) >> 3)
+    return max(min(most, limit - at), 0) + 1
+
+
+@kernel("i8", "u8[]r", "i8", "i8", "i8", "i8", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
+        "i8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]", "i8")
+def object_refs(mem: np.ndarray, at: int, limit: int, size: int, t: int,
+                gc_kind: np.ndarray, series_first: np.ndarray, series_count: np.ndarray,
+                series_offset: np.ndarray, series_size: np.ndarray,
+                repeat_start: np.ndarray, repeat_first: np.ndarray, repeat_items: np.ndarray,
+                repeat_count: np.ndarray, repeat_skip: np.ndarray, out: np.ndarray, n: int) -> int:
+    """The non-null reference slot values of the object at word ``at`` (type ``t``, ``size``
+    bytes; words from ``limit`` on are not its segment's) into ``out`` from ``n`` on, in
+    slot order. Returns the new count."""
+    k = gc_kind[t]
+    if k == 1:
+        for j in range(series_first[t], series_first[t] + series_count[t]):
+            off = series_offset[j]
+            end = off + series_size[j] + size
+            for o in range(off, end, 8):
+                q = at + (o >> 3)
+                if q >= limit:
+                    break
+                if mem[q] != 0:
+                    out[n] = mem[q]
+                    n += 1
+    elif k == 2:
+        pos = repeat_start[t]
+        last = size - 8
+        nitems = repeat_items[t]
+        j0 = repeat_first[t]
+        while pos < last:
+            for j in range(j0, j0 + nitems):
+                end = pos + 8 * repeat_count[j]
+                o = pos
+                while o < end and o < last:
+                    q = at + (o >> 3)
+                    if q < limit and mem[q] != 0:
+                        out[n] = mem[q]
+                        n += 1
+                    o += 8
+                pos = end + repeat_skip[j]
+    return n
 
 
 @kernel("void", "i8[]r", "u4[]r", "i8[]", "u4[]")
