@@ -109,27 +109,44 @@ def scan(words: np.ndarray, lo: np.uint64, first: int, stop: int,
     ``offsets[p + 1]`` (CSR). Returns (next position, edges, DONE or FULL); on FULL the
     caller grows ``targets`` and calls again from the position returned."""
     nwords = words.size
-    slots = np.empty(64, dtype=np.uint64)
     for p in range(first, stop):
         start_e = e
         t = type_ids[p]
-        if gc_kind[t] != 0:
+        k = gc_kind[t]
+        if k != 0:
             at = np.int64((addresses[p] - lo) >> np.uint64(3))
             size = np.int64(base_sizes[t])
             comp = np.int64(component_sizes[t])
             if comp != 0 and at + 1 < nwords:
                 size += comp * np.int64(words[at + 1] & np.uint64(0xFFFFFFFF))
-            most = slot_bound(at, nwords, size, t, gc_kind, series_first, series_count, series_offset,
-                              series_size)
-            if most > slots.size:
-                slots = np.empty(most, dtype=np.uint64)
-            n = object_refs(words, at, nwords, size, t, gc_kind, series_first, series_count, series_offset,
-                            series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
-                            slots, 0)
-            for j in range(n):
-                e = follow(slots[j], seg_lo, seg_hi, seg_block, bitmap, rank, targets, e)
-                if e < 0:
-                    return p, start_e, FULL
+            if k == 1:
+                for j in range(series_first[t], series_first[t] + series_count[t]):
+                    off = series_offset[j]
+                    end = off + series_size[j] + size
+                    for o in range(off, end, 8):
+                        q = at + (o >> 3)
+                        if q >= nwords:
+                            break
+                        e = follow(words[q], seg_lo, seg_hi, seg_block, bitmap, rank, targets, e)
+                        if e < 0:
+                            return p, start_e, FULL
+            else:
+                pos = repeat_start[t]
+                limit = size - 8
+                nitems = repeat_items[t]
+                j0 = repeat_first[t]
+                while pos < limit:
+                    for j in range(j0, j0 + nitems):
+                        end = pos + 8 * repeat_count[j]
+                        o = pos
+                        while o < end and o < limit:
+                            q = at + (o >> 3)
+                            if q < nwords:
+                                e = follow(words[q], seg_lo, seg_hi, seg_block, bitmap, rank, targets, e)
+                                if e < 0:
+                                    return p, start_e, FULL
+                            o += 8
+                        pos = end + repeat_skip[j]
         offsets[p + 1] = e
     return stop, e, DONE
 
@@ -155,7 +172,9 @@ def object_refs(mem: np.ndarray, at: int, limit: int, size: int, t: int,
                 repeat_count: np.ndarray, repeat_skip: np.ndarray, out: np.ndarray, n: int) -> int:
     """The non-null reference slot values of the object at word ``at`` (type ``t``, ``size``
     bytes; words from ``limit`` on are not its segment's) into ``out`` from ``n`` on, in
-    slot order. Returns the new count."""
+    slot order: the slots ``scan`` follows. (``scan`` keeps its own loops: going through
+    this buffer made the graph build take 0.45 s more CPU at 20M objects.) Returns the new
+    count."""
     k = gc_kind[t]
     if k == 1:
         for j in range(series_first[t], series_first[t] + series_count[t]):
