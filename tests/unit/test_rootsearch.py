@@ -246,3 +246,21 @@ def test_random_heaps_give_the_graph_paths_chains(case) -> None:
     roots = [handle(heap.addr[k]) for k in root_ids]
     roots.append(ClrRoot(RootKind.STACK, 0x7ff0, heap.addr[root_ids[0]] + 8))
     assert search_chains(heap, heap.addr[target], roots) == heap.graph_chains(heap.addr[target], roots)
+
+
+def test_a_gcdesc_claiming_slots_past_its_objects_grows_the_edge_stack_safely() -> None:
+    bad = 0x7600
+    TYPES[bad], DESCS[bad] = (32, 0), GCDesc(series=((8, 4000 - 32),))  # 4000 bytes of "slots" per object
+    try:
+        n = 200
+        objs = [(0, bad, 0, [k + 1] if k + 1 < n else []) for k in range(n)]
+        heap = FakeCoreHeap(objs)
+        roots = [handle(heap.addr[0])]
+        chain, via = search_chains(heap, heap.addr[n - 1], roots)[0]
+        assert chain[0] == heap.addr[0] and chain[-1] == heap.addr[n - 1] and not any(via)
+        words = heap.segment_words[SEG_BASES[0]]
+        for a, b in zip(chain, chain[1:]):  # each step is a word the claimed slots cover
+            first = (a - SEG_BASES[0]) // 8 + 1
+            assert b in words[first:first + 4000 // 8].tolist()
+    finally:
+        del TYPES[bad], DESCS[bad]
