@@ -21,6 +21,7 @@ from .statics import static_name_between
 
 if TYPE_CHECKING:
     from .heap import ClrHeap
+    from .progress import Progress
     from .runtime import ClrRuntime
 
 
@@ -47,7 +48,8 @@ class RootChain:
     via_dependent: tuple[bool, ...]  # per element after the first: reached by a dependent handle
 
 
-def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None = None) -> list[RootChain]:
+def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None = None,
+                progress: "Progress | None" = None) -> list[RootChain]:
     """The chain of each root in ``roots`` (in that order) that reaches the object at
     ``address``, at most ``limit`` of them.
 
@@ -57,7 +59,7 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
     ``SOSEXT_GCROOT=graph`` or ``=search`` forces one way (tests compare them)."""
     way = os.environ.get("SOSEXT_GCROOT", "")
     if way != "graph" and (way == "search" or (not heap.has_graph and heap.root_searches < SEARCHES_BEFORE_GRAPH)):
-        found = _search_chains(heap, address, roots, limit)
+        found = _search_chains(heap, address, roots, limit, progress)
         if found is not None:
             heap.root_searches += 1
             return found
@@ -80,8 +82,8 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
     return out
 
 
-def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot],
-                   limit: int | None) -> list[RootChain] | None:
+def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None,
+                   progress: "Progress | None") -> list[RootChain] | None:
     from . import kernels
     if not kernels.compiled() or heap.runtime.target.is_live:
         return None
@@ -89,7 +91,7 @@ def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot],
     mem = CoreHeapMemory.of(heap)
     if mem is None:
         return None
-    search = RootSearch(heap, mem, address, roots)
+    search = RootSearch(heap, mem, address, roots, progress)
     if not search.is_object(address):
         return None
     read = heap.runtime.target.read_pointer

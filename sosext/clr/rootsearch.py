@@ -23,6 +23,7 @@ from . import memory
 from .fastwalk import MethodTableTable
 from .kernels import heapwalk as hw
 from .kernels import reach, refs
+from .progress import Progress
 from .refscan import TypeLayouts
 from .roots import ClrRoot, RootKind
 from .types import MIN_OBJECT_SIZE
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .heap import ClrHeap
 
 _FIRST_HASH = 1 << 12
+_PAUSE_EVERY = 1 << 20  # objects between progress reports (~20 ms)
 
 
 class CoreHeapMemory:
@@ -83,8 +85,10 @@ class CoreHeapMemory:
 class RootSearch:
     """Which objects reach ``target`` from the roots, and the next step of each towards it."""
 
-    def __init__(self, heap: "ClrHeap", mem: CoreHeapMemory, target: int, roots: Iterable[ClrRoot]) -> None:
+    def __init__(self, heap: "ClrHeap", mem: CoreHeapMemory, target: int, roots: Iterable[ClrRoot],
+                 progress: Progress | None = None) -> None:
         self.heap = heap
+        self.progress = progress or Progress.silent()
         self.mem = mem
         self.target = target
         self.table = MethodTableTable(heap.method_table_sizes)
@@ -181,7 +185,9 @@ class RootSearch:
         edges = memory.reserve(m.heap_bytes // 8 + len(dep_sec) + 16, np.uint64)
         tstack = memory.reserve(most, np.uint64)
         hkeys, hvals = np.zeros(_FIRST_HASH, np.uint64), np.zeros(_FIRST_HASH, np.int64)
-        st = np.zeros(8, dtype=np.int64)
+        st = np.zeros(9, dtype=np.int64)
+        st[8] = _PAUSE_EVERY
+        self.progress.start("Objects reached from the roots", 0)
         while True:
             status = reach.search(m.words, m.seg_lo, m.seg_hi, m.seg_word, m.seg_block, m.seg_gap, m.gap_lo, m.gap_hi,
                                   self.table.keys, self.table.values, *self.layouts.arrays,
@@ -193,12 +199,15 @@ class RootSearch:
                 hkeys, hvals = np.zeros(2 * len(hkeys), np.uint64), np.zeros(2 * len(hkeys), np.int64)
                 reach.rehash(tstack, int(st[3]), hkeys, hvals)
                 st[7] = st[1]  # every open object is in the hash now, those of the frames too
+            elif status == reach.PAUSE:
+                self.progress.update(int(st[4]))
             elif status == reach.EDGES:
                 grown = memory.reserve(2 * int(st[6]), np.uint64)
                 grown[:int(st[2])] = edges[:int(st[2])]
                 edges = grown
             else:
                 break
+        self.progress.finish()
         self.visited = int(st[4])
         self.members = reach.bitmap_addresses(reached, m.seg_lo, m.seg_block)
         if len(self.members):

@@ -158,7 +158,7 @@ says so in one line."""
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
                   ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
-        paths = root_chains(heap, address, ordered, args.limit)
+        paths = root_chains(heap, address, ordered, args.limit, ctx.progress)
         if args.json:
             emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}",
                                 "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})

@@ -31,6 +31,7 @@ DONE = 0
 UNKNOWN = 1  # a header word not in the MethodTable table: st[5] holds it
 GROW = 2  # the hash of open objects is half full: rehash into one twice as large
 EDGES = 3  # ``edges`` needs st[6] entries: only a GCDesc claiming slots past objects does that
+PAUSE = 4  # st[8] more objects were visited: Python reports progress (and Ctrl-C), then resumes
 
 NOT_OBJECT = -1
 UNKNOWN_TYPE = -2
@@ -181,8 +182,8 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
     object met; ``reach`` is set for those whose component is open and, once it closes,
     stays set for those that reach ``target``. Dependent handles are edges (``dep_primary`` sorted,
     ``dep_secondary`` beside it). All state lives in the arrays and ``st`` (root cursor,
-    depth, edge top, Tarjan top, objects visited, unknown header, -, hashed frames), so a
-    call that returns UNKNOWN or GROW resumes where it stopped.
+    depth, edge top, Tarjan top, objects visited, unknown header, edges needed, hashed
+    frames, objects per call), so a call that returns early resumes where it stopped.
 
     The hash learns an open object's Tarjan position only when needed: when its frame closes
     with its component still open, or when an edge meets an object on the depth-first path
@@ -196,9 +197,13 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
     hashed = st[7]  # frames [0, hashed) are in the hash
     ndep = dep_primary.size
     last = 0
+    pause_at = nvisited + st[8]
     if seg_lo.size == 0:
         return DONE
     while True:
+        if nvisited >= pause_at:
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, etop, ttop, nvisited, hashed
+            return PAUSE
         f = depth - 1
         if depth == 0:
             if rc >= roots.size:
