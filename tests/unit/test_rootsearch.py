@@ -264,3 +264,24 @@ def test_a_gcdesc_claiming_slots_past_its_objects_grows_the_edge_stack_safely() 
             assert b in words[first:first + 4000 // 8].tolist()
     finally:
         del TYPES[bad], DESCS[bad]
+
+
+def test_the_search_pauses_for_progress_and_resumes_exactly(monkeypatch) -> None:
+    from sosext.clr import rootsearch
+    from sosext.clr.progress import Progress
+    n = 300
+    objs = [(k % 2, NODE_MT if k % 3 else ARRAY_MT, 2, [(k * 7 + 1) % n, (k * 13 + 5) % n]) for k in range(n)]
+    heap = FakeCoreHeap(objs, dependent=[(3, 4)])
+    roots = [handle(heap.addr[0]), handle(heap.addr[17])]
+    want = [search_chains(heap, heap.addr[t], roots) for t in (5, 99, 298)]
+    seen: list[int] = []
+
+    class Counting(Progress):
+        def update(self, done: int) -> None:
+            seen.append(done)
+
+    monkeypatch.setattr(rootsearch, "_PAUSE_EVERY", 7)
+    got = [[s.chain(r) for r in roots]
+           for s in (RootSearch(heap, heap.memory(), heap.addr[t], roots, Counting(stream=None)) for t in (5, 99, 298))]
+    assert got == want == [heap.graph_chains(heap.addr[t], roots) for t in (5, 99, 298)]
+    assert len(seen) >= 3 and max(seen) <= n  # it did pause, and counted objects it met
