@@ -58,6 +58,11 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
     live processes, build the reverse graph once and answer from it in milliseconds.
     ``SOSEXT_GCROOT=graph`` or ``=search`` forces one way (tests compare them)."""
     way = os.environ.get("SOSEXT_GCROOT", "")
+    if way != "graph" and (way == "search" or not heap.has_graph):
+        last = heap.last_root_search  # it met every object its roots reach
+        if last is not None and last.is_object(address) and not last.reached(address) \
+                and last.root_objects(roots) == last.root_set:
+            return []
     if way != "graph" and (way == "search" or (not heap.has_graph and heap.root_searches < SEARCHES_BEFORE_GRAPH)):
         found = _search_chains(heap, address, roots, limit, progress)
         if found is not None:
@@ -94,6 +99,7 @@ def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: i
     search = RootSearch(heap, mem, address, roots, progress)
     if not search.is_object(address):
         return None
+    heap.last_root_search = search
     read = heap.runtime.target.read_pointer
     out: list[RootChain] = []
     for r in roots:

@@ -72,6 +72,7 @@ class ClrHeap:
         self._graph: "ReferenceGraph | None" = None
         self._lookup = None
         self.root_searches = 0  # gcroots answered without the graph (gcroot.root_chains)
+        self.last_root_search = None  # rootsearch.RootSearch: what it met answers "no roots" at once
         self.store = None  # indexcache.IndexStore of a core whose index is cached on disk
         self._roots: dict[bool, RootSet] = {}
         self._live: np.ndarray | None = None

@@ -94,8 +94,10 @@ class RootSearch:
         self.table = MethodTableTable(heap.method_table_sizes)
         self.layouts = TypeLayouts(heap, [])
         self.starts = {r: self.start_of(r) for r in roots}
+        self.root_set = frozenset(a for a in self.starts.values() if a is not None)
         self.members = np.empty(0, dtype=np.uint64)
         self.visited = 0
+        self.met: np.ndarray | None = None  # the visited bitmap: every object the roots reach
         self._search()
 
     # -- objects -----------------------------------------------------------------------
@@ -123,6 +125,19 @@ class RootSearch:
 
     def is_object(self, address: int) -> bool:
         return self.type_of(address) >= 0
+
+    def root_objects(self, roots: Iterable[ClrRoot]) -> frozenset[int]:
+        return frozenset(a for a in (self.start_of(r) for r in roots) if a is not None)
+
+    def reached(self, address: int) -> bool:
+        """Whether the search met the object at ``address`` (it reached every object its
+        roots reach), so that another target needs no search when it was not met."""
+        m = self.mem
+        s = int(reach.segment_of(np.uint64(address), m.seg_lo, m.seg_hi)) if 0 < address < 1 << 64 else -1
+        if s < 0 or self.met is None:
+            return False
+        b = (address - int(m.seg_lo[s])) >> 3
+        return bool((int(self.met[int(m.seg_block[s]) + (b >> 6)]) >> (b & 63)) & 1)
 
     def start_of(self, root: ClrRoot) -> int | None:
         """The object a root holds (as gcroot.PathFinder.path_from: a stack root may point
@@ -209,6 +224,7 @@ class RootSearch:
                 break
         self.progress.finish()
         self.visited = int(st[4])
+        self.met = visited
         self.members = reach.bitmap_addresses(reached, m.seg_lo, m.seg_block)
         if len(self.members):
             self._rows(dep_pri, dep_sec, edges)

@@ -146,6 +146,24 @@ class FakeCoreHeap:
             out.append((tuple(self.addr[j] for j in chain), tuple(via)))
         return out
 
+    def reachable(self, roots: list[ClrRoot]) -> set[int]:
+        """Addresses of every object the roots reach (edges as in graph_chains, and dependent handles)."""
+        start = {a: k for k, a in enumerate(self.addr)}
+        todo = [start[r.object] for r in roots if r.object in start]
+        todo += [k for r in roots if r.kind is RootKind.STACK and r.object not in start
+                 for k in range(len(self.addr)) if self.addr[k] <= r.object < self.addr[k] + self.size(k)]
+        seen = set(todo)
+        while todo:
+            k = todo.pop()
+            nxt = [start[v] for _s, r in zip(self.slots(k), self.objects[k][3])
+                   for v in [r[1] if isinstance(r, tuple) else self.addr[r]] if v in start]
+            nxt += [start[s] for p, s in self.dependent if p == self.addr[k]]
+            for j in nxt:
+                if j not in seen:
+                    seen.add(j)
+                    todo.append(j)
+        return {self.addr[k] for k in seen}
+
     def size(self, k: int) -> int:
         base, comp = TYPES[self.objects[k][1]]
         return max(base + comp * self.objects[k][2], 24)
@@ -245,7 +263,11 @@ def test_random_heaps_give_the_graph_paths_chains(case) -> None:
     heap = FakeCoreHeap(objs, dependent=dep)
     roots = [handle(heap.addr[k]) for k in root_ids]
     roots.append(ClrRoot(RootKind.STACK, 0x7ff0, heap.addr[root_ids[0]] + 8))
-    assert search_chains(heap, heap.addr[target], roots) == heap.graph_chains(heap.addr[target], roots)
+    s = RootSearch(heap, heap.memory(), heap.addr[target], roots)
+    assert [s.chain(r) for r in roots] == heap.graph_chains(heap.addr[target], roots)
+    # What it met is every object the roots reach, the target's own references included
+    # (gcroot answers a later target it did not meet with "no roots" at once).
+    assert {a for a in heap.addr if s.reached(a)} == heap.reachable(roots)
 
 
 def test_a_gcdesc_claiming_slots_past_its_objects_grows_the_edge_stack_safely() -> None:

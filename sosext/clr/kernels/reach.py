@@ -16,8 +16,9 @@ everything else needs two bits per 8 heap bytes: ``visited``, and ``reach``, set
 object's component is open and kept once it closes if it reaches the target. An object reaches the target when
 one of its successors does; a whole component reaches it when one member does, which is
 known when the component closes. Objects without references close at once and never
-enter a frame. The target's own references are not followed: what the target reaches does
-not matter, and a cycle through the target is found from its other members' edge to it.
+enter a frame. The target's own references are followed too, so that ``visited`` ends up
+holding every object the roots reach (a later gcroot of any other object can be answered
+"none" from it at once).
 GCDesc arrays are those of ``refs.scan`` (``refscan.TypeLayouts``).
 """
 from __future__ import annotations
@@ -289,7 +290,7 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
             d1 = d0
             while d1 < ndep and dep_primary[d1] == v:
                 d1 += 1
-        leaf = v == target or (gc_kind[t] == 0 and d1 == d0)
+        leaf = gc_kind[t] == 0 and d1 == d0
         if not leaf:
             if 2 * (ttop + 1) > hkeys.size:
                 st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, etop, ttop, nvisited, hashed
@@ -319,7 +320,7 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
         f_node[depth] = v
         f_index[depth] = ttop
         f_low[depth] = ttop
-        f_reach[depth] = 0
+        f_reach[depth] = 1 if v == target else 0
         f_base[depth] = etop
         f_cur[depth] = etop
         tstack[ttop] = v
