@@ -53,10 +53,11 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
     """The chain of each root in ``roots`` (in that order) that reaches the object at
     ``address``, at most ``limit`` of them.
 
-    On a core whose graph is not built, the first gcroots search from the roots over the
-    core's memory (``rootsearch.RootSearch``: no heap walk, no graph); later ones, and
-    live processes, build the reverse graph once and answer from it in milliseconds.
-    ``SOSEXT_GCROOT=graph`` or ``=search`` forces one way (tests compare them)."""
+    On a core whose graph is not built, the first two gcroots search from the roots over
+    the core's memory (``rootsearch.RootSearch``: no heap walk, no graph), and an object
+    the last search did not meet has no roots; later ones, and live processes, build the
+    reverse graph once and answer from it in milliseconds. ``SOSEXT_GCROOT=graph`` or
+    ``=search`` forces one way (tests compare them)."""
     way = os.environ.get("SOSEXT_GCROOT", "")
     if way != "graph" and (way == "search" or not heap.has_graph):
         last = heap.last_root_search  # it met every object its roots reach
