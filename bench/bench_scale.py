@@ -1,6 +1,7 @@
 """Scale benchmark: sosext against ClrMD 4.2 on the same big cores, in one run.
 
     /usr/bin/python3 bench/bench_scale.py [--objects 5000000,20000000,50000000] [--repeat 3] [--no-lldb]
+                                          [--only gcroot] [--keep-cores DIR | --core DIR/bigN.core]
 
 For each size N the test debuggee's `bigheap N mixed` scenario is dumped with createdump
 (the debuggee then exits, so it does not compete for memory). On that core, whole processes
@@ -11,11 +12,15 @@ are timed, alternating sosext and ClrMD within each round, best of ``--repeat`` 
 * `dumpheap -stat` in a second process, with the index the first one cached on disk;
 * cold `gcroot -limit 1` of a deep node (the last node of a 1,000-long chain, named by the
   debuggee) against ClrMD's first root path; cold full `gcroot` of it against ClrMD
-  enumerating every root path; a later `gcroot` of another object in the same session; and
+  enumerating every root path; later `gcroot`s of another object in the same session; and
   `gcroot` in a second process once the index, the graph and its reverse are cached.
 * "cold" runs use --no-index-cache; "first" is a user's first run, which writes the index.
 
-Each process's peak RSS comes from wait4; its peak *anonymous* memory (RssAnon: without the
+``--only gcroot`` runs the gcroot rows alone; ``--keep-cores DIR`` keeps each core (and the
+debuggee's truth beside it, ``bigN.json``) so that ``--core`` can measure it again later.
+
+Each process's peak RSS and CPU time (user + sys, as /usr/bin/time reports them) come from
+wait4, which a loaded machine distorts less than wall time; its peak *anonymous* memory (RssAnon: without the
 core's and the index file's pages, which are mapped files) is sampled every 5 ms from
 /proc/PID/status. Printed: seconds, objects/s, MiB and bytes/object, and ClrMD/sosext time
 ratios (above 1: sosext is faster). Nothing is asserted.
@@ -60,6 +65,7 @@ class Run:
             done.set()
             sampler.join()
             self.rss = usage.ru_maxrss * 1024
+            self.cpu = usage.ru_utime + usage.ru_stime
             out.seek(0)
             self.text = out.read()
         if status != 0:
@@ -122,58 +128,73 @@ def best(runs: list[Run]) -> Run:
     return min(runs, key=lambda r: r.wall)
 
 
-def make_core(n: int, tmp: Path) -> tuple[Path, dict, str]:
-    with Debuggee("bigheap", str(n), "mixed", dll=build_debuggee(), core_dir=tmp) as d:
-        core = d.write_core("heap", tmp / f"big{n}.core", timeout=1800)
+def make_core(n: int, tmp: Path, keep: Path | None) -> tuple[Path, dict, str]:
+    where = keep or tmp
+    with Debuggee("bigheap", str(n), "mixed", dll=build_debuggee(), core_dir=where) as d:
+        core = d.write_core("heap", where / f"big{n}.core", timeout=1800)
+        core.with_suffix(".json").write_text(json.dumps({"truth": d.truth, "exe": str(d.executable)}))
         return core, d.truth, str(d.executable)
 
 
-def measure(n: int, repeat: int, lldb: bool) -> None:
+def kept_core(core: Path) -> tuple[Path, dict, str]:
+    kept = json.loads(core.with_suffix(".json").read_text())
+    return core, kept["truth"], kept["exe"]
+
+
+def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given: Path | None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sosext-bench-scale-"))
+    everything = only == "all"
     try:
         t0 = time.perf_counter()
-        core, truth, exe = make_core(n, tmp)
+        core, truth, exe = kept_core(given) if given else make_core(n, tmp, keep)
+        n = n or int(truth["requested"])
         deep = truth["objects"]["deepNode"]["address"]
         other = truth["objects"]["firstLeaf"]["address"]
         print(f"\n## bigheap {n:,} objects (mixed); core {core.stat().st_size / 2**20:,.0f} MiB, "
               f"made in {time.perf_counter() - t0:.0f} s")
         index_dir = tmp / "index"
         rows: dict[str, list] = {k: [] for k in ("stat", "stat_first", "stat_cached", "lldb", "limit1", "gcroot",
-                                                  "gcroot_cached", "c_stat", "c_limit1", "c_gcroot",
+                                                  "later", "gcroot_cached", "c_stat", "c_limit1", "c_gcroot",
                                                   "retained")}
         for _ in range(repeat):
             # Alternating: each round runs every sosext measure next to its ClrMD counterpart.
             rows["stat"].append(sosext_cli(core, ["dumpheap -stat"], False, index_dir))
-            rows["c_stat"].append(clrmd(core, "stat"))
+            if everything or not rows["c_stat"]:
+                rows["c_stat"].append(clrmd(core, "stat"))
             shutil.rmtree(index_dir, ignore_errors=True)
-            rows["stat_first"].append(sosext_cli(core, ["dumpheap -stat"], True, index_dir))  # writes the index
-            rows["stat_cached"].append(sosext_cli(core, ["dumpheap -stat"], True, index_dir))
-            if lldb and LLDB:
+            if everything:
+                rows["stat_first"].append(sosext_cli(core, ["dumpheap -stat"], True, index_dir))  # writes the index
+                rows["stat_cached"].append(sosext_cli(core, ["dumpheap -stat"], True, index_dir))
+            if everything and lldb and LLDB:
                 rows["lldb"].append(sosext_lldb(core, exe, ["dumpheap -stat"]))
             rows["limit1"].append(sosext_cli(core, [f"gcroot -limit 1 {deep}"], False, index_dir))
             rows["c_limit1"].append(clrmd(core, "gcroot1", deep))
-            rows["gcroot"].append(sosext_cli(core, [f"gcroot {deep}", f"gcroot {other}"], False, index_dir))
+            rows["gcroot"].append(sosext_cli(core, [f"gcroot {deep}"], False, index_dir))
             rows["c_gcroot"].append(clrmd(core, "gcroot", deep))
-            sosext_cli(core, [f"gcroot {deep}"], True, index_dir)  # caches the graph and its reverse
-            rows["gcroot_cached"].append(sosext_cli(core, [f"gcroot {deep}"], True, index_dir))
-            # Dominators (issue 16): ClrMD has none to compare with; the walk and graph included.
-            rows["retained"].append(sosext_cli(core, ["dumpheap -stat -retained"], False, index_dir))
+            # Later gcroots in one session: the second searches from the roots again, the third
+            # builds the graph (gcroot.SEARCHES_BEFORE_GRAPH), the later ones reuse it.
+            rows["later"].append(sosext_cli(core, [f"gcroot {deep}"] + [f"gcroot {other}"] * 4, False, index_dir))
+            if everything:
+                sosext_cli(core, [f"gcroot {deep}"], True, index_dir)  # caches the graph and its reverse
+                rows["gcroot_cached"].append(sosext_cli(core, [f"gcroot {deep}"], True, index_dir))
+                # Dominators (issue 16): ClrMD has none to compare with; the walk and graph included.
+                rows["retained"].append(sosext_cli(core, ["dumpheap -stat -retained"], False, index_dir))
         objects = objects_in(rows["stat"][0])
         c_objects = rows["c_stat"][0][1]["stat"]["objects"]
 
         def line(name: str, r: Run, extra: str = "") -> None:
             print(f"  {name:<34} {r.wall:8.3f} s {objects / r.wall / 1e6:7.2f}M obj/s "
                   f"anon {r.peak_anon / 2**20:7.0f} MiB {r.peak_anon / objects:6.1f} B/obj  "
-                  f"RSS {r.rss / 2**20:7.0f} MiB {r.rss / objects:6.1f} B/obj {extra}")
+                  f"RSS {r.rss / 2**20:7.0f} MiB {r.rss / objects:6.1f} B/obj  CPU {r.cpu:7.3f} s {extra}")
 
         print(f"  objects: sosext {objects:,}, ClrMD {c_objects:,}; best of {repeat}, whole processes")
         s, c = best(rows["stat"]), best([r for r, _ in rows["c_stat"]])
         line("sosext cli dumpheap -stat (cold)", s)
         line("ClrMD enumerate + group", c)
         print(f"  ratio cold -stat cli: {c.wall / s.wall:.2f}")
-        line("sosext cli -stat, first (writes index)", best(rows["stat_first"]))
-        cached = best(rows["stat_cached"])
-        line("sosext cli dumpheap -stat (cached)", cached)
+        if everything:
+            line("sosext cli -stat, first (writes index)", best(rows["stat_first"]))
+            line("sosext cli dumpheap -stat (cached)", best(rows["stat_cached"]))
         if rows["lldb"]:
             lw = best(rows["lldb"])
             line("sosext lldb whole run -stat (cold)", lw)
@@ -181,15 +202,18 @@ def measure(n: int, repeat: int, lldb: bool) -> None:
         s1, c1 = best(rows["limit1"]), best([r for r, _ in rows["c_limit1"]])
         line("sosext gcroot -limit 1 (cold)", s1)
         line("ClrMD first root path", c1)
-        print(f"  ratio gcroot -limit 1: {c1.wall / s1.wall:.2f}")
+        print(f"  ratio gcroot -limit 1: {c1.wall / s1.wall:.2f} (CPU time: {c1.cpu / s1.cpu:.2f})")
         g, cg = best(rows["gcroot"]), best([r for r, _ in rows["c_gcroot"]])
-        later = timings(g)[1] if len(timings(g)) > 1 else float("nan")
-        line("sosext gcroot, all roots (cold)", g, f"(a later gcroot in the session: {later * 1000:.0f} ms)")
+        later = min(rows["later"], key=lambda r: sum(timings(r)[1:]))
+        line("sosext gcroot, all roots (cold)", g)
+        print("  later gcroots in the session (2nd..5th): "
+              + ", ".join(f"{t * 1000:.0f} ms" for t in timings(later)[1:]))
         line("ClrMD every root path", cg)
-        print(f"  ratio full gcroot: {cg.wall / g.wall:.2f}")
-        line("sosext gcroot, second process (cached)", best(rows["gcroot_cached"]))
-        r = best(rows["retained"])
-        line("sosext dumpheap -stat -retained (cold)", r, "(walk, graph and dominators)")
+        print(f"  ratio full gcroot: {cg.wall / g.wall:.2f} (CPU time: {cg.cpu / g.cpu:.2f})")
+        if everything:
+            line("sosext gcroot, second process (cached)", best(rows["gcroot_cached"]))
+            r = best(rows["retained"])
+            line("sosext dumpheap -stat -retained (cold)", r, "(walk, graph and dominators)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -199,13 +223,20 @@ def main() -> int:
     ap.add_argument("--objects", default="5000000,20000000,50000000")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-lldb", action="store_true")
+    ap.add_argument("--only", choices=("all", "gcroot"), default="all",
+                    help="gcroot: the gcroot rows only (and one cold -stat to count the objects)")
+    ap.add_argument("--keep-cores", type=Path, help="write the cores (and truths) here, and keep them")
+    ap.add_argument("--core", type=Path, help="measure this kept core instead of making one")
     a = ap.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached
     from sosext.clr import kernels
     print(f"sosext scale benchmark: {os.cpu_count()} cores, kernels {kernels.mode()}, "
           f"Python {sys.version.split()[0]}")
+    if a.core:
+        measure(0, a.repeat, not a.no_lldb, a.only, None, a.core)
+        return 0
     for n in (int(x) for x in a.objects.split(",")):
-        measure(n, a.repeat, not a.no_lldb)
+        measure(n, a.repeat, not a.no_lldb, a.only, a.keep_cores, None)
     return 0
 
 

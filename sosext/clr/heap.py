@@ -71,6 +71,8 @@ class ClrHeap:
         self._scratch_buf = memoryview(bytearray())
         self._graph: "ReferenceGraph | None" = None
         self._lookup = None
+        self.root_searches = 0  # gcroots answered without the graph (gcroot.root_chains)
+        self.last_root_search = None  # rootsearch.RootSearch: what it met answers "no roots" at once
         self.store = None  # indexcache.IndexStore of a core whose index is cached on disk
         self._roots: dict[bool, RootSet] = {}
         self._live: np.ndarray | None = None
@@ -176,6 +178,11 @@ class ClrHeap:
     def get_type(self, mt: int) -> ClrType | None:
         return self.types.get(mt)
 
+    def method_table_sizes(self, mt: int) -> tuple[int, int] | None:
+        """(base size, component size) of a header word that is a MethodTable, else None
+        (a corrupt header: the DAC is never asked about it). What the walks learn types by."""
+        return self._sizes_of(mt)
+
     def _sizes_of(self, mt: int) -> tuple[int, int] | None:
         if not self.runtime.is_method_table(mt):
             return None  # a corrupt header word: the DAC is never asked about it
@@ -226,6 +233,10 @@ class ClrHeap:
             p = progress or Progress.silent()
             self._graph = build_graph(self, self.index(p), p)
         return self._graph
+
+    @property
+    def has_graph(self) -> bool:
+        return self._graph is not None
 
     def roots(self, include_stacks: bool = True) -> RootSet:
         """Handles, stack roots (optional: they need thread contexts) and the f-reachable queue."""

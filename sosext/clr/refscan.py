@@ -48,59 +48,81 @@ class ObjectLookup:
 
 
 class TypeLayouts:
-    """Every type id's reference slots (GCDesc) and size facts as flat arrays."""
+    """Every type id's reference slots (GCDesc) and size facts as flat arrays; ``extend``
+    adds the types a search learns as it meets them."""
 
-    def __init__(self, heap: "HeapParts", method_tables: np.ndarray) -> None:
+    _COLUMNS = ("base_sizes", "component_sizes", "gc_kind", "series_first", "series_count",
+                "repeat_start", "repeat_first", "repeat_items")
+
+    def __init__(self, heap: "HeapParts", method_tables: np.ndarray | list[int]) -> None:
+        self._heap = heap
+        self.count = 0
+        for name in self._COLUMNS:
+            setattr(self, name, np.zeros(0, dtype=np.int8 if name == "gc_kind" else np.int64))
+        self._s_off: list[int] = []
+        self._s_size: list[int] = []
+        self._r_count: list[int] = []
+        self._r_skip: list[int] = []
+        self._flat: tuple | None = None
+        self.extend(method_tables)
+
+    def extend(self, method_tables: np.ndarray | list[int]) -> None:
+        """Lay out type ids ``count`` .. len(method_tables) - 1."""
         n = len(method_tables)
-        self.base_sizes = np.zeros(n, dtype=np.int64)
-        self.component_sizes = np.zeros(n, dtype=np.int64)
-        self.gc_kind = np.zeros(n, dtype=np.int8)
-        self.series_first = np.zeros(n, dtype=np.int64)
-        self.series_count = np.zeros(n, dtype=np.int64)
-        self.repeat_start = np.zeros(n, dtype=np.int64)
-        self.repeat_first = np.zeros(n, dtype=np.int64)
-        self.repeat_items = np.zeros(n, dtype=np.int64)
-        s_off: list[int] = []
-        s_size: list[int] = []
-        r_count: list[int] = []
-        r_skip: list[int] = []
-        for tid, mt in enumerate(method_tables.tolist()):
-            t = heap.types.get(mt)
-            if t is None:
-                continue
-            self.base_sizes[tid], self.component_sizes[tid] = t.base_size, t.component_size
-            if not t.contains_pointers:
-                continue
-            desc = heap.gcdesc(mt)
-            if desc is None:
-                continue
-            if desc.is_repeating:
-                if t.component_size == 0 or sum(8 * c + s for c, s in desc.repeat) <= 0:
-                    continue
-                self.gc_kind[tid] = 2
-                self.repeat_start[tid] = desc.repeat_start
-                self.repeat_first[tid] = len(r_count)
-                self.repeat_items[tid] = len(desc.repeat)
-                for c, s in desc.repeat:
-                    r_count.append(c)
-                    r_skip.append(s)
-            elif desc.series:
-                self.gc_kind[tid] = 1
-                self.series_first[tid] = len(s_off)
-                self.series_count[tid] = len(desc.series)
-                for off, size in desc.series:
-                    s_off.append(off)
-                    s_size.append(size)
-        self.series_offset = np.array(s_off, dtype=np.int64)
-        self.series_size = np.array(s_size, dtype=np.int64)
-        self.repeat_count = np.array(r_count, dtype=np.int64)
-        self.repeat_skip = np.array(r_skip, dtype=np.int64)
+        if n <= self.count:
+            return
+        if n > len(self.base_sizes):
+            room = max(n, 2 * len(self.base_sizes))
+            for name in self._COLUMNS:
+                old = getattr(self, name)
+                grown = np.zeros(room, dtype=old.dtype)
+                grown[:len(old)] = old
+                setattr(self, name, grown)
+        for tid in range(self.count, n):
+            self._lay_out(tid, int(method_tables[tid]))
+        self.count = n
+        self._flat = None
+
+    def _lay_out(self, tid: int, mt: int) -> None:
+        heap = self._heap
+        t = heap.types.get(mt)
+        if t is None:
+            return
+        self.base_sizes[tid], self.component_sizes[tid] = t.base_size, t.component_size
+        if not t.contains_pointers:
+            return
+        desc = heap.gcdesc(mt)
+        if desc is None:
+            return
+        if desc.is_repeating:
+            if t.component_size == 0 or sum(8 * c + s for c, s in desc.repeat) <= 0:
+                return
+            self.gc_kind[tid] = 2
+            self.repeat_start[tid] = desc.repeat_start
+            self.repeat_first[tid] = len(self._r_count)
+            self.repeat_items[tid] = len(desc.repeat)
+            for c, s in desc.repeat:
+                self._r_count.append(c)
+                self._r_skip.append(s)
+        elif desc.series:
+            self.gc_kind[tid] = 1
+            self.series_first[tid] = len(self._s_off)
+            self.series_count[tid] = len(desc.series)
+            for off, size in desc.series:
+                self._s_off.append(off)
+                self._s_size.append(size)
 
     @property
     def arrays(self) -> tuple:
-        return (self.base_sizes, self.component_sizes, self.gc_kind, self.series_first, self.series_count,
-                self.series_offset, self.series_size, self.repeat_start, self.repeat_first,
-                self.repeat_items, self.repeat_count, self.repeat_skip)
+        if self._flat is None:
+            self.series_offset = np.array(self._s_off, dtype=np.int64)
+            self.series_size = np.array(self._s_size, dtype=np.int64)
+            self.repeat_count = np.array(self._r_count, dtype=np.int64)
+            self.repeat_skip = np.array(self._r_skip, dtype=np.int64)
+            self._flat = (self.base_sizes, self.component_sizes, self.gc_kind, self.series_first,
+                          self.series_count, self.series_offset, self.series_size, self.repeat_start,
+                          self.repeat_first, self.repeat_items, self.repeat_count, self.repeat_skip)
+        return self._flat
 
 
 def build_graph(heap: "HeapParts", index: "HeapIndex", lookup: ObjectLookup,

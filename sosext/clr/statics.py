@@ -29,7 +29,10 @@ class ClrRuntime(Protocol):
 
 
 class StaticSlots:
-    def __init__(self, runtime: "ClrRuntime") -> None:
+    """Static field names by the address of their storage; with ``window`` (lo, hi) only
+    the statics that may be stored in [lo, hi), which spares reading every type's fields."""
+
+    def __init__(self, runtime: "ClrRuntime", window: tuple[int, int] | None = None) -> None:
         self.by_address: dict[int, str] = {}
         heap = runtime.heap
         fields = runtime.fields
@@ -39,6 +42,8 @@ class StaticSlots:
             except SosError:
                 continue
             for _token, mt in types:
+                if window is not None and not _may_store_in(fields, mt, *window):
+                    continue
                 try:
                     own = fields.own_fields(mt) or []
                 except SosError:
@@ -60,6 +65,20 @@ class StaticSlots:
         return self.by_address.get(slot)
 
 
+def _may_store_in(fields: Any, mt: int, lo: int, hi: int) -> bool:
+    """Whether a GC static of ``mt`` can live in [lo, hi): its storage is the statics base
+    plus the field's offset. Since .NET 9 (ISOSDacInterface14) a type's GC statics are the
+    elements of its own array, so its base lies in the window; before, the base is the
+    module's and only a base above the window rules the type out."""
+    try:
+        bases = fields.static_bases(mt)
+    except SosError:
+        return True  # let the full path decide, as the whole map would
+    if bases is None or not bases.gc or bases.gc >= hi:
+        return False
+    return bases.gc >= lo or fields.dac.sos14 is None
+
+
 def static_slots(runtime: "ClrRuntime") -> StaticSlots:
     """The map for this target generation (built on first use: it reads every type's fields)."""
     return runtime.cache("static-slots", lambda: StaticSlots(runtime))
@@ -75,7 +94,10 @@ def static_name_between(runtime: "ClrRuntime", holder: int, target: int) -> str 
         slots = [off for off, value in obj.reference_slots() if value == target]
     except SosError:
         return None
-    names = static_slots(runtime)
+    if not slots:
+        return None
+    end = holder + max(slots) + 8  # one type's statics array: read only the types that may own it
+    names = runtime.cache(f"static-slots {holder:x}-{end:x}", lambda: StaticSlots(runtime, (holder, end)))
     for off in slots:
         name = names.name_at(holder + off)
         if name:

@@ -6,7 +6,7 @@ from typing import Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.gcroot import PathFinder, RootPath, chain_static, retained_set, root_method_name
+from ..clr.gcroot import RootChain, chain_static, chain_static_of, retained_set, root_chains, root_method_name
 from ..clr.heap import ClrHeap
 from ..clr.progress import Progress, polled
 from ..clr.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
@@ -85,28 +85,26 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
     return lines
 
 
-def static_of(heap: ClrHeap, path: RootPath) -> str | None:
-    """The static field a chain starts from, when its first object is a statics array."""
-    return chain_static(heap, path.chain)
-
-
-def chain_lines(heap: ClrHeap, path: RootPath) -> list[str]:
-    return object_chain_lines(heap, path.chain, path.via_dependent)
+def chain_lines(heap: ClrHeap, path: RootChain) -> list[str]:
+    return _chain_rows(heap, path.addresses, path.method_tables, path.via_dependent, chain_static_of(heap, path))
 
 
 def object_chain_lines(heap: ClrHeap, chain: tuple[int, ...], via_dependent: tuple[bool, ...]) -> list[str]:
-    """SOS's ``->  address type`` lines of a chain of index positions (gcroot, pathto)."""
+    """SOS's ``->  address type`` lines of a chain of heap index positions (pathto)."""
     ix = heap.index()
+    return _chain_rows(heap, tuple(int(ix.addresses[i]) for i in chain), tuple(ix.method_table_at(i) for i in chain),
+                       via_dependent, chain_static(heap, chain))
+
+
+def _chain_rows(heap: ClrHeap, addresses: tuple[int, ...], method_tables: tuple[int, ...],
+                via_dependent: tuple[bool, ...], static: str | None) -> list[str]:
     t = Table(Text(2), Column(16, False, fmt_pointer), TypeName(), Text(), indent=" " * 10)
-    static = chain_static(heap, chain)
     out = []
-    for k, i in enumerate(chain):
-        addr = int(ix.addresses[i])
-        name = heap.type_name_at(i)
+    for k, (addr, mt) in enumerate(zip(addresses, method_tables)):
         extra = "(dependent handle)" if k > 0 and via_dependent[k - 1] else ""
         if k == 1 and static:
             extra = f"(static variable: {static})"
-        out.append(t.row("->", addr, name, extra))
+        out.append(t.row("->", addr, heap.types.name_of(mt), extra))
     return out
 
 
@@ -140,8 +138,10 @@ class GCRoot(Command):
     details = """\
 Roots are strong GC handles, the finalizer queue's ready-for-finalization part and the
 references on managed threads' stacks and registers. For each root that reaches the
-object, the chain of objects from the root to it is printed; the last line counts the
-roots. The reverse reference graph is built once per stop, so later gcroots are fast.
+object, its shortest chain of objects from the root to it is printed; the last line counts
+the roots. On a core the first two gcroots search from the roots over the core's memory (no
+heap walk); later ones, and a live process, use the reverse reference graph built once per
+stop, so they take milliseconds.
 
 Examples:
   gcroot 7f3a14005678
@@ -162,21 +162,14 @@ says so in one line."""
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         address = parse_object_address(args.address)
         heap = ctx.heap
-        target = require_object(heap, address)
+        classifier(heap.runtime).require_object(address)
         if args.gcgen is not None and self._survives(ctx, heap, address, args.gcgen):
             return
-        finder = PathFinder(heap, target)
         roots = heap.roots(include_stacks=not args.nostacks).roots
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
                   ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
-        paths = []
-        for r in polled(ordered):
-            p = finder.path_from(r)
-            if p is not None:
-                paths.append(p)
-                if args.limit is not None and len(paths) >= args.limit:
-                    break
+        paths = root_chains(heap, address, ordered, args.limit, ctx.progress)
         if args.json:
             emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}",
                                 "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})
@@ -213,8 +206,7 @@ says so in one line."""
         return False
 
     @staticmethod
-    def _json_path(heap: ClrHeap, p: RootPath) -> dict:
-        ix = heap.index()
+    def _json_path(heap: ClrHeap, p: RootChain) -> dict:
         r = p.root
         root = {"kind": r.kind.value, "address": f"0x{r.address:x}"}
         if r.handle is not None:
@@ -222,9 +214,9 @@ says so in one line."""
         if r.kind is RootKind.STACK:
             root.update(thread=os_thread_id(r.thread_os_id), register=r.register or None,
                         method=None if r.source_is_frame else method_name_at(heap, r.source))
-        chain = [{"address": f"0x{int(ix.addresses[i]):x}",
-                  "type": heap.type_name_at(i)} for i in p.chain]
-        static = static_of(heap, p)
+        chain = [{"address": f"0x{a:x}", "type": heap.types.name_of(mt)}
+                 for a, mt in zip(p.addresses, p.method_tables)]
+        static = chain_static_of(heap, p)
         if static:
             root["static"] = static
         return {"root": root, "chain": chain}

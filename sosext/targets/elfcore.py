@@ -599,6 +599,15 @@ class ElfCore:
             return chunks[0]
         return b"".join(chunks)
 
+    def mapped_range(self, address: int, size: int) -> tuple[mmap.mmap, int] | None:
+        """(the core's mapping, file offset of ``address``) when [address, address + size)
+        lies wholly in bytes the core file holds, else None: for kernels that read a range
+        in place (gcroot's search from the roots) rather than through read calls."""
+        i = bisect_right(self._starts, address) - 1
+        if i < 0 or address + size > self._ends[i] or self._piece_files[i] is not None:
+            return None
+        return self._mm, address + self._deltas[i]
+
     def read_into(self, address: int, buf: memoryview) -> int:
         """Fill ``buf`` from ``address`` on as far as memory is readable; the count filled.
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from .registry import DTYPES, KERNELS, KernelSpec
 
-SOURCES = ("heapwalk", "refs", "dominators")
+SOURCES = ("heapwalk", "refs", "dominators", "reach")
 AOT_NAME = "_sosext_kernels"
 _mode: str | None = None
 _why_slow = ""

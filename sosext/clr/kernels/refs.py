@@ -151,6 +151,61 @@ def scan(words: np.ndarray, lo: np.uint64, first: int, stop: int,
     return stop, e, DONE
 
 
+@kernel("i8", "i8", "i8", "i8", "i8", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r")
+def slot_bound(at: int, limit: int, size: int, t: int, gc_kind: np.ndarray, series_first: np.ndarray,
+               series_count: np.ndarray, series_offset: np.ndarray, series_size: np.ndarray) -> int:
+    """The most values ``object_refs`` can write for this object (a GCDesc read from the
+    target may claim series past the object's end; never past ``limit``)."""
+    most = size >> 3
+    if gc_kind[t] == 1:
+        for j in range(series_first[t], series_first[t] + series_count[t]):
+            most = max(most, (series_offset[j] + series_size[j] + size) >> 3)
+    return max(min(most, limit - at), 0) + 1
+
+
+@kernel("i8", "u8[]r", "i8", "i8", "i8", "i8", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
+        "i8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]", "i8")
+def object_refs(mem: np.ndarray, at: int, limit: int, size: int, t: int,
+                gc_kind: np.ndarray, series_first: np.ndarray, series_count: np.ndarray,
+                series_offset: np.ndarray, series_size: np.ndarray,
+                repeat_start: np.ndarray, repeat_first: np.ndarray, repeat_items: np.ndarray,
+                repeat_count: np.ndarray, repeat_skip: np.ndarray, out: np.ndarray, n: int) -> int:
+    """The non-null reference slot values of the object at word ``at`` (type ``t``, ``size``
+    bytes; words from ``limit`` on are not its segment's) into ``out`` from ``n`` on, in
+    slot order: the slots ``scan`` follows. (``scan`` keeps its own loops: going through
+    this buffer made the graph build take 0.45 s more CPU at 20M objects.) Returns the new
+    count."""
+    k = gc_kind[t]
+    if k == 1:
+        for j in range(series_first[t], series_first[t] + series_count[t]):
+            off = series_offset[j]
+            end = off + series_size[j] + size
+            for o in range(off, end, 8):
+                q = at + (o >> 3)
+                if q >= limit:
+                    break
+                if mem[q] != 0:
+                    out[n] = mem[q]
+                    n += 1
+    elif k == 2:
+        pos = repeat_start[t]
+        last = size - 8
+        nitems = repeat_items[t]
+        j0 = repeat_first[t]
+        while pos < last:
+            for j in range(j0, j0 + nitems):
+                end = pos + 8 * repeat_count[j]
+                o = pos
+                while o < end and o < last:
+                    q = at + (o >> 3)
+                    if q < limit and mem[q] != 0:
+                        out[n] = mem[q]
+                        n += 1
+                    o += 8
+                pos = end + repeat_skip[j]
+    return n
+
+
 @kernel("void", "i8[]r", "u4[]r", "i8[]", "u4[]")
 def reverse(offsets: np.ndarray, targets: np.ndarray, roff: np.ndarray, sources: np.ndarray) -> None:
     """The transposed graph into ``roff`` (zeroed, n + 1) and ``sources`` (one per edge):
