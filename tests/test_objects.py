@@ -465,8 +465,8 @@ def test_name2ee_methods_and_jit_state(case: Case, host: str) -> None:
     assert h(ran[0]["JITTED Code Address"]) != 0 and "NotJitted" not in ran[0]
     never = blocks(case.out(host, "name2ee * SosextDebuggee.FieldsHolder.NeverRanMethod").text)
     assert len(never) == 1 and h(never[0]["MethodDesc"]) == h(m["never"]["methodDesc"])
-    # SOS's hint names !bpmd, which sosext does not have: the line stops after the fact.
-    assert never[0]["NotJitted"] == "Not JITTED yet."
+    # SOS's hint, naming the MethodDesc bpmd -md takes.
+    assert never[0]["NotJitted"] == f"Not JITTED yet. Use bpmd -md {h(m['never']['methodDesc']):016x} to break on run."
     fld = case.out(host, f"name2ee {MODULE_FILE}!SosextDebuggee.FieldsHolder.s_counter").lines
     assert any(ln.startswith("Field s_counter (mdToken 04") for ln in fld)
 

@@ -299,8 +299,8 @@ def _method_lines(rt: ClrRuntime, module: int, token: int, method_table: int, fa
     if code:
         out.append(f"JITTED Code Address: {p16(code)}")
     else:
-        # SOS adds "Use !bpmd -md <MD> to break on run."; sosext sets no breakpoints (yet).
-        out.append("Not JITTED yet.")
+        # As SOS's hint, without WinDbg's "!" (bpmd works on a live process in LLDB and GDB).
+        out.append(f"Not JITTED yet. Use bpmd -md {p16(m.method_desc)} to break on run.")
     return out
 
 

@@ -320,6 +320,27 @@ class Debuggee:
             self.truth = json.loads(self.truth_line)
         except json.JSONDecodeError as e:
             raise DebuggeeError(self._failure(f"printed malformed truth JSON: {e}")) from None
+        self._wait_reading_stdin()
+
+    def _wait_reading_stdin(self, timeout: float = 5.0) -> None:
+        """Waits (best effort) until the main thread blocks in read(0, …) after the ready line.
+
+        Until then it may still be inside the console write of that line, and a live stack
+        (pstacks, clrstack of the main thread) taken in that moment shows Write instead of
+        ReadLine: the truth and the docs describe the process waiting for a command."""
+        read_nr = {"x86_64": 0, "aarch64": 63}.get(os.uname().machine)
+        if read_nr is None or self.proc is None:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{self.proc.pid}/syscall") as f:
+                    words = f.read().split()
+            except OSError:
+                return
+            if len(words) > 1 and words[0] == str(read_nr) and _same_file(self.proc.pid, int(words[1], 16), 0):
+                return
+            time.sleep(0.01)
 
     def _next_line(self, deadline: float) -> str | None:
         """The next stdout line (also recorded in .lines); None at EOF; raises at the deadline."""
@@ -453,6 +474,14 @@ class Debuggee:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def _same_file(pid: int, fd: int, other: int) -> bool:
+    """Whether two descriptors of a process name the same file (the runtime reads stdin through a dup)."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}") == os.readlink(f"/proc/{pid}/fd/{other}")
+    except OSError:
+        return False
 
 
 DebuggeeFactory = Callable[..., Debuggee]
