@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 
 FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads", "diff", "objects", "types", "modules", "retained",
-            "report", "leakhunt", "stacks", "runtimeinfo", "objectcheck")
+            "report", "leakhunt", "stacks", "runtimeinfo", "objectcheck", "code", "sessionlog")
 
 
 def load_all() -> None:
