@@ -200,25 +200,27 @@ def operand_text(ins: Instruction, token_text: Callable[[int], str]) -> str:
 def il_lines(instructions: list[Instruction], clauses: tuple[ILClause, ...],
              token_text: Callable[[int], str]) -> Iterator[str]:
     """SOS's listing: each instruction as ``IL_xxxx: name operand``, indented two spaces per
-    open ``.try``/handler, with the block lines before the instruction that opens or closes one."""
+    open ``.try``/handler, with the block lines before the instruction that opens or closes one.
+
+    Clauses that protect the same range (a try with two catches) open and close one
+    ``.try`` block, where SOS would print one per clause."""
     indent = 0
+    # (start, end, word): each distinct protected range once, and each handler
+    blocks = {(c.try_offset, c.try_offset + c.try_length, ".try") for c in clauses}
+    blocks |= {(c.handler_offset, c.handler_offset + c.handler_length, _handler_word(c)) for c in clauses}
     for ins in instructions:
         pos = ins.offset
-        for c in clauses:
-            handler = ".finally" if c.flags == CLAUSE_FINALLY else ".catch"
-            if c.try_offset == pos:
-                yield f"{'':{indent}}.try"
-                yield f"{'':{indent}}{{"
-                indent += 2
-            elif c.try_offset + c.try_length == pos:
-                indent = max(indent - 2, 0)
-                yield f"{'':{indent}}}} // end .try"
-            if c.handler_offset == pos:
-                yield f"{'':{indent}}{handler}"
-                yield f"{'':{indent}}{{"
-                indent += 2
-            elif c.handler_offset + c.handler_length == pos:
-                indent = max(indent - 2, 0)
-                yield f"{'':{indent}}}} // end {handler}"
+        # innermost (latest started) closes first; outermost (latest ending) opens first
+        for _start, _end, word in sorted((b for b in blocks if b[1] == pos), key=lambda b: -b[0]):
+            indent = max(indent - 2, 0)
+            yield f"{'':{indent}}}} // end {word}"
+        for _start, _end, word in sorted((b for b in blocks if b[0] == pos), key=lambda b: -b[1]):
+            yield f"{'':{indent}}{word}"
+            yield f"{'':{indent}}{{"
+            indent += 2
         text = operand_text(ins, token_text)
         yield f"{'':{indent}}IL_{pos:04x}: {ins.name}" + (f" {text}" if text else "")
+
+
+def _handler_word(c: ILClause) -> str:
+    return ".finally" if c.flags == CLAUSE_FINALLY else ".catch"

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.il import ILError, decode, parse_body
+from ..clr.il import decode, parse_body
 from ..clr.iltext import ILDasmNames, il_lines
 from ..clr.jitcode import EHClause, MethodCode, callee_name, code_of, eh_clauses, il_body_address, method_of
 from ..clr.metadata import MetadataError, MetadataReader, decode_member_sig, decode_type_sig
 from ..clr.metadata.signatures import MethodSig
+from ..clr.sigtext import element_text, field_sig_text, method_sig_text, sos_type_namer
 from ..clr.sourcelines import source_lines
 from ..errors import SosError, UsageError
 from ..render.numbers import p16
@@ -50,7 +51,7 @@ def _operand_target(ins: Instruction) -> str:
 def call_target(ctx: CommandContext, ins: Instruction) -> int | None:
     """Where a call instruction goes: its immediate target, or the pointer in the cell a
     ``call [rip+disp]`` reads (how jitted code calls other methods and helpers)."""
-    if ins.mnemonic.lower() not in ("call", "bl", "jmp", "b"):
+    if ins.mnemonic.lower() not in ("call", "bl"):  # SOS names call targets only
         return None
     operand = _operand_target(ins)
     m = _IMMEDIATE.match(operand)
@@ -215,8 +216,13 @@ Methods of a DynamicMethod keep their IL in managed objects: sosext does not dec
 Examples:
   dumpil 00007f3a1c2d6c78
   dumpil /i 00007f3a1b0a2250"""
-    options = (Option("/i", "the address is an IL body, not a MethodDesc", aliases=("-i",), dest="i"),)
+    options = (Option("-i", "the address is an IL body, not a MethodDesc (SOS also spells it /i)"),)
     positionals = (Positional("address", "a MethodDesc (or an IL address with /i)"),)
+
+    @classmethod
+    def parse(cls, words: list[str]) -> Parsed:
+        # SOS's WinDbg spelling /i; its /d (DML links) means nothing outside WinDbg
+        return super().parse(["-i" if w.lower() == "/i" else w for w in words if w.lower() != "/d"])
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         addr = address_or(args.address, f"Invalid address: {args.address}", "Must pass a valid expression")
@@ -249,6 +255,12 @@ Examples:
             out.line(text)
         for ins in instructions:
             rows.row(data=(ins.offset, ins.name, ins.value if ins.operand != 10 else token_text(int(ins.value or 0))))
+        clause_rows = out.table("clauses", None, ("kind", "try_offset", "try_length", "handler_offset",
+                                                  "handler_length", "class_token", "filter_offset"))
+        for c in body.clauses:
+            clause_rows.row(data=(c.kind, c.try_offset, c.try_length, c.handler_offset, c.handler_length,
+                                  c.class_token if c.kind == "TYPED" else None,
+                                  c.filter_offset if c.kind == "FILTER" else None))
 
 
 # -- ehinfo -----------------------------------------------------------------------------------
@@ -294,8 +306,7 @@ Example:
         for c in clauses:
             tail = "(cloned finally)" if c.cloned_finally else "(duplicate)" if c.duplicate else ""
             catch = f"catch({c.catch_type}) " if c.catch_type is not None else ""
-            out.line(f"EHHandler {c.index}: {c.kind} {catch}{tail}".rstrip() if not tail else
-                     f"EHHandler {c.index}: {c.kind} {catch}{tail}")
+            out.line(f"EHHandler {c.index}: {c.kind} {catch}{tail}".rstrip())
             out.line(f"Clause:  {_range(code, c.try_start, c.try_end)}")
             out.line(f"Handler: {_range(code, c.handler_start, c.handler_end)}")
             if c.filter_offset is not None:
@@ -349,37 +360,19 @@ def _sig_module(ctx: CommandContext, text: str | None) -> MetadataReader | None:
     return rt.catalog.require_metadata(module)
 
 
-def _sig_namer(md: MetadataReader | None):  # type: ignore[no-untyped-def]
-    def name(token: int) -> str:
-        if md is None:
-            return f"token_0x{token:08x}"
-        try:
-            return md.type_name(token)
-        except MetadataError:
-            return f"token_0x{token:08x}"
-    return name
+def _sig_blob(ctx: CommandContext, args: Parsed, name: str) -> bytes:
+    if args.sig is None:
+        raise UsageError(f"{name} <sigaddr> [<moduleaddr>]?")
+    addr = address_or(args.sig, f"Invalid parameter {args.sig}")
+    if addr == 0:
+        raise UsageError(f"Invalid parameter {args.sig}")
+    c = classifier(ctx.runtime).classify(addr)
+    if c.kind in (AddressKind.NULL, AddressKind.LOW, AddressKind.NOT_USER, AddressKind.UNMAPPED):
+        raise c.error("a signature")
+    return bytes(ctx.runtime.target.read_partial(addr, SIG_READ))
 
 
-class _SigCommand(Command):
-    positionals = (Positional("sig", "the signature's address"), Positional("module", "the Module that owns it"))
-
-    def blob(self, ctx: CommandContext, args: Parsed, name: str) -> bytes:
-        if args.sig is None:
-            raise UsageError(f"{name} <sigaddr> [<moduleaddr>]?")
-        addr = address_or(args.sig, f"Invalid parameter {args.sig}")
-        if addr == 0:
-            raise UsageError(f"Invalid parameter {args.sig}")
-        c = classifier(ctx.runtime).classify(addr)
-        if c.kind in (AddressKind.NULL, AddressKind.LOW, AddressKind.NOT_USER, AddressKind.UNMAPPED):
-            raise c.error("a signature")
-        return bytes(ctx.runtime.target.read_partial(addr, SIG_READ))
-
-
-def _format_method_sig(sig: MethodSig, fmt) -> str:  # type: ignore[no-untyped-def]
-    conv = {0x0: "", 0x5: "vararg "}.get(sig.kind, "")
-    this = "[hasThis] " if sig.has_this else ""
-    params = ", ".join(fmt(p) for p in sig.params)
-    return f"{this}{conv}{fmt(sig.return_type)} ({params})"
+_SIG_POSITIONALS = (Positional("sig", "the signature's address"), Positional("module", "the Module that owns it"))
 
 
 @register
@@ -388,27 +381,24 @@ class DumpSig(Command):
     summary = "Decode a method or field signature blob at an address (types named by its module)."
     usage = "dumpsig <sigaddr> [<moduleaddr>]"
     details = """\
-The signature is read from the target and decoded (ECMA-335 II.23.2); with the Module
-that owns it, type tokens are named from its metadata, else shown as token_0x….
-A method signature prints as "[hasThis] <return> (<parameters>)", a field's as its type.
+The signature is read from the target and decoded (ECMA-335 II.23.2) in SOS's words:
+"[DEFAULT] [hasThis] <return> (<parameters>)" with element types as I4, String, Object,
+SZArray <type>, ByRef <type>, Class <name>, ValueType <name>; a field's as "[FIELD] <type>".
+With the Module that owns it (dumpmd's Module:), type tokens are named from its metadata.
 
 Example:
-  dumpsig 00007f3a1b0a2250 00007f3a1c2d0000"""
-    positionals = _SigCommand.positionals
+  dumpsig 00007f3a1b0a2250 00007f3a1c2d0000
+    [DEFAULT] I4 (String,I4,Class System.Collections.Generic.List`1<I4>,ByRef I8)"""
+    positionals = _SIG_POSITIONALS
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        blob = _SigCommand.blob(self, ctx, args, "dumpsig")  # type: ignore[arg-type]
-        md = _sig_module(ctx, args.module)
+        blob = _sig_blob(ctx, args, "dumpsig")
+        name = sos_type_namer(_sig_module(ctx, args.module))
         try:
             sig = decode_member_sig(blob)
+            text = method_sig_text(sig, name) if isinstance(sig, MethodSig) else field_sig_text(sig, name)
         except MetadataError:
             raise SosError("Invalid signature") from None
-        name = _sig_namer(md)
-
-        def fmt(t):  # type: ignore[no-untyped-def]
-            return md.format_sig(t) if md is not None else _fallback(t, name)
-
-        text = _format_method_sig(sig, fmt) if isinstance(sig, MethodSig) else fmt(sig)
         ctx.out.field("signature", text, text)
 
 
@@ -422,20 +412,15 @@ Like dumpsig, for a single type of a signature (a parameter, a field's type, an 
 element) rather than a whole method signature.
 
 Example:
-  dumpsigelem 00007f3a1b0a2253 00007f3a1c2d0000"""
-    positionals = _SigCommand.positionals
+  dumpsigelem 00007f3a1b0a2253 00007f3a1c2d0000
+    String"""
+    positionals = _SIG_POSITIONALS
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        blob = _SigCommand.blob(self, ctx, args, "dumpsigelem")  # type: ignore[arg-type]
-        md = _sig_module(ctx, args.module)
+        blob = _sig_blob(ctx, args, "dumpsigelem")
+        name = sos_type_namer(_sig_module(ctx, args.module))
         try:
-            t = decode_type_sig(blob)
+            text = element_text(decode_type_sig(blob), name)
         except MetadataError:
             raise SosError("Invalid signature") from None
-        text = md.format_sig(t) if md is not None else _fallback(t, _sig_namer(None))
         ctx.out.field("signature", text, text)
-
-
-def _fallback(t, name) -> str:  # type: ignore[no-untyped-def]
-    from ..clr.metadata import format_type_sig
-    return format_type_sig(t, name)

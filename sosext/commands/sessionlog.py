@@ -15,12 +15,14 @@ from .base import Command, Option, Parsed, Positional, register
 from .context import CommandContext
 
 CONSOLE_LOG = "console_log"  # session.settings: the open file the console is copied to
+CONSOLE_LOG_PATH = "console_log_path"
 DIAG_LOG = "diagnostic_log"  # session.settings: the logging handler of `logging <path>`
 _LOGGER = "sosext"
 
 
-def create_private(path: str) -> TextIO:
-    """A new file at ``path``, 0600, for writing; an existing name (or a symlink) is an error."""
+def create_private(path: str) -> tuple[TextIO, str]:
+    """A new file at ``path``, 0600, for writing, and its absolute path; an existing name (or
+    a symlink) is an error."""
     path = os.path.abspath(os.path.expanduser(path))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
@@ -29,7 +31,7 @@ def create_private(path: str) -> TextIO:
         raise SosError(f"{path} exists: sosext does not overwrite a file (remove it or choose another name)") from None
     except OSError as e:
         raise SosError(f"cannot create {path}: {e.strerror}") from None
-    return os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+    return os.fdopen(fd, "w", encoding="utf-8", errors="replace"), path
 
 
 def console_tee(settings: dict, write):  # type: ignore[no-untyped-def]
@@ -73,11 +75,11 @@ Example:
         if args.disable:
             _close(settings, CONSOLE_LOG)
         elif args.path:
-            f = create_private(args.path)
+            f, path = create_private(args.path)
             _close(settings, CONSOLE_LOG)
-            settings[CONSOLE_LOG] = f
-        log = settings.get(CONSOLE_LOG)
-        ctx.out.line(f"Console is logging to {log.name}" if log is not None else "Console logging is disabled")
+            settings[CONSOLE_LOG], settings[CONSOLE_LOG_PATH] = f, path
+        path = settings.get(CONSOLE_LOG_PATH) if settings.get(CONSOLE_LOG) is not None else None
+        ctx.out.line(f"Console is logging to {path}" if path else "Console logging is disabled")
 
 
 @register
@@ -120,7 +122,9 @@ Example:
         elif args.enable or args.path:
             handler: logging.Handler
             if args.path:
-                handler = logging.StreamHandler(create_private(args.path))
+                stream, path = create_private(args.path)
+                handler = logging.StreamHandler(stream)
+                handler.set_name(path)
             else:
                 handler = logging.StreamHandler()  # stderr
             handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
@@ -130,18 +134,17 @@ Example:
             settings[DIAG_LOG] = handler
         handler = settings.get(DIAG_LOG)
         ctx.out.line(f"Logging is {'enabled' if handler is not None else 'disabled'}")
-        stream = getattr(handler, "stream", None)
-        name = getattr(stream, "name", "")
-        if isinstance(name, str) and name.startswith("/"):
-            ctx.out.line(name)
+        if handler is not None and handler.get_name():
+            ctx.out.line(handler.get_name())
 
     @staticmethod
     def _drop(settings: dict, logger: logging.Logger) -> None:
         handler = settings.pop(DIAG_LOG, None)
         if handler is not None:
             logger.removeHandler(handler)
-            if getattr(handler, "stream", None) is not None and handler.stream.name != "<stderr>":
-                handler.close()
+            if handler.get_name():  # our file, not stderr
+                handler.stream.close()
+            handler.close()
             logger.setLevel(logging.WARNING)
 
 

@@ -37,6 +37,7 @@ namespace DebuggeeHost
             "parity" => new ParityScenario(),
             "retained" => new RetainedScenario(),
             "stackvalues" => new StackValuesScenario(),
+            "code" => new CodeScenario(),
             _ => null,
         };
 
