@@ -159,3 +159,4 @@ def callee_name(rt: "ClrRuntime", target: int) -> str | None:
     if helper:
         return f"JitHelp: {helper}"
     return None
+

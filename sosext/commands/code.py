@@ -60,7 +60,10 @@ def call_target(ctx: CommandContext, ins: Instruction) -> int | None:
     cell = _RIP_CELL.search(operand)
     if cell is None or not operand.lower().startswith("qword"):
         return None
-    disp = int(cell.group(2), 0) * (1 if cell.group(1) == "+" else -1)
+    disp = int(cell.group(2), 0)
+    if disp >= 1 << 63:  # objdump and GDB write a negative displacement as its 64-bit two's complement
+        disp -= 1 << 64
+    disp *= 1 if cell.group(1) == "+" else -1
     raw = ctx.runtime.target.read_partial(ins.address + len(ins.raw) + disp, 8)
     return int.from_bytes(raw, "little") if len(raw) == 8 else None
 
