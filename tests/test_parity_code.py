@@ -48,7 +48,8 @@ def commands_for(t: dict, host: str, first: dict) -> list[str]:
         f"dumpil {md}", f"dumpil {md} --json", f"dumpil /i {first['il']}",
         f"ehinfo {md}", f"ehinfo {md} --json",
         f"clru {md}", f"clru -n -o -ehinfo {md}", f"clru {entry}", _sos(host, f"u -n {start:x}"), f"clru {md} --json",
-        f"gcinfo {md}", f"gcinfo {start:x}",
+        f"gcinfo {md}", f"gcinfo {start:x}", f"gcinfo {md} --json",
+        f"gcinfo {c['caller']['methodDesc']} --json", f"clru -n {c['caller']['methodDesc']}",
         f"dumpsig {sig} {module}", f"dumpsigelem {h(sig) + 3:x} {module}", f"dumpsig {sig}",
         # bad input: one line each, the debugger still answers
         "clru 0", "clru", "dumpil 10", f"dumpil {module}", f"ehinfo {module}", "gcinfo zz",
@@ -280,7 +281,41 @@ def test_gcinfo_header_lines(case: Case, host: str) -> None:
         lines = by_command(case, host, command).splitlines()
         assert lines[0] == f"entry point {begin:016x}"
         assert lines[1] == "Normal JIT generated code"
-        assert re.fullmatch(r"GC info [0-9a-f]{16}", lines[2]) and lines[3] == f"Code size: {size:x}", lines
+        assert re.fullmatch(r"GC info [0-9a-f]{16}", lines[2]), lines
+        assert f"Code size: {size:x}" in lines  # the GC info's own code length: the header decoded right
+        assert "Frame pointer: rbp" in lines  # the code sets up rbp (lea rbp, [rsp+...])
+        assert lines[-1].startswith("Not decoded:")
+
+
+def test_gcinfo_slots_and_ranges_match_the_code(case: Case, host: str) -> None:
+    c = case.truth["code"]
+    doc = json_of(by_command(case, host, f"gcinfo {c['methodDesc']} --json"))
+    clru = by_command(case, host, f"clru {c['methodDesc']}")
+    size = int(BEGIN.search(clru).group(2), 16)
+    assert doc["code_size"] == size and doc["frame_register"] == "rbp"
+    # EH makes the method fully interruptible: ranges inside the code, in order, apart
+    ranges = doc["interruptible_ranges"]
+    assert ranges and all(0 <= a < b <= size for a, b in ranges)
+    assert all(b1 <= a2 for (_a1, b1), (a2, _b2) in zip(ranges, ranges[1:]))
+    regs = [s["slot"] for s in doc["slots"] if s["register"]]
+    assert set(regs) <= {"rax", "rcx", "rdx", "rbx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13",
+                         "r14", "r15"}
+    # the `ref long` argument (an interior pointer) is spilled to the frame: that stack slot is
+    # reported as interior, at the offset the code stores it to
+    spilled = [s for s in doc["slots"] if not s["register"] and s["interior"]]
+    assert spilled, doc["slots"]
+    stores = {int(m, 16) for m in re.findall(r"(?i)\[rbp ?- ?0x([0-9a-f]+)\], ?rcx", clru)}
+    assert {int(s["slot"].split("-")[1], 16) for s in spilled} & stores, (spilled, stores)
+
+
+def test_gcinfo_safe_points_are_the_calls_return_addresses(case: Case, host: str) -> None:
+    caller = case.truth["code"]["caller"]["methodDesc"]
+    doc = json_of(by_command(case, host, f"gcinfo {caller} --json"))
+    text = by_command(case, host, f"clru -n {caller}")
+    begin = int(BEGIN.search(text).group(1), 16)
+    returns = {a + n - begin for a, n, t in instructions(text) if t.split()[0] == "call"}
+    assert doc["interruptible_ranges"] == []  # no loop, no EH: only its calls are safe points
+    assert len(returns) == 3 and set(doc["safe_points"]) == returns, (doc["safe_points"], sorted(returns))
 
 
 # -- dumpsig / dumpsigelem ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import SosError
 from .addresses import AddressKind, classifier
+from .gcinfo import GcInfo, GcInfoError, decode_gcinfo, gc_info_version
 from .methods import ClrMethod, code_address
 
 if TYPE_CHECKING:
@@ -160,3 +161,24 @@ def callee_name(rt: "ClrRuntime", target: int) -> str | None:
         return f"JitHelp: {helper}"
     return None
 
+
+
+GC_INFO_READ = 1 << 16  # more than the header and slot table of any method take
+
+
+def gc_info_of(rt: "ClrRuntime", code: MethodCode) -> GcInfo:
+    """The decoded GC info of ``code``. The format follows the runtime's version; the code
+    length it holds must equal the code header's, which tells a misread at once."""
+    if not code.gc_info:
+        raise GcInfoError("the code header names no GC info")
+    raw = bytes(rt.target.read_partial(code.gc_info, GC_INFO_READ))
+    try:
+        major = int(rt.info.version.split(".")[0])
+    except ValueError:
+        major = 10
+    first = gc_info_version(major)
+    info = decode_gcinfo(raw, rt.target.arch, first)
+    if info.code_length != code.size:
+        raise GcInfoError(f"it says the code is {info.code_length:#x} bytes, the code header {code.size:#x} "
+                          f"(format {first})")
+    return info

@@ -13,7 +13,9 @@ import re
 from ..clr.addresses import AddressKind, classifier
 from ..clr.il import decode, parse_body
 from ..clr.iltext import ILDasmNames, il_lines
-from ..clr.jitcode import EHClause, MethodCode, callee_name, code_of, eh_clauses, il_body_address, method_of
+from ..clr.gcinfo import GcInfoError
+from ..clr.jitcode import (EHClause, MethodCode, callee_name, code_of, eh_clauses, gc_info_of, il_body_address,
+                           method_of)
 from ..clr.metadata import MetadataError, MetadataReader, decode_member_sig, decode_type_sig
 from ..clr.metadata.signatures import MethodSig
 from ..clr.sigtext import element_text, field_sig_text, method_sig_text, sos_type_namer
@@ -325,12 +327,15 @@ Example:
 @register
 class GCInfo(Command):
     names = ("gcinfo", "GCInfo")
-    summary = "Display where a method's GC info is (its decoding is not done yet)."
+    summary = "Display the GC info of a method's jitted code: frame, safe points, interruptible ranges, slots."
     usage = "gcinfo <MethodDesc | code address>"
     details = """\
-Prints SOS's first lines for the code: its entry point, the JIT kind, the address of the
-GC info the JIT wrote and the code size. The GC info itself (safe points, interruptible
-ranges, slot lifetimes: the runtime's GcInfoEncoder bit stream) is not decoded by sosext yet.
+Decodes the GC info the JIT wrote for the code (the runtime's GcInfoEncoder format, x64 and
+arm64): SOS's header lines (prolog size, GS cookie, generics context, varargs, frame
+pointer, parameter area, code size), the untracked stack slots, the safe points (the return
+addresses of the calls where a GC can happen in partially interruptible code), the fully
+interruptible ranges, and the tracked registers and stack slots. Not decoded: which tracked
+slots are live where (SOS prints those transitions line by line).
 
 Example:
   gcinfo 00007f3a1c2d6c78"""
@@ -345,8 +350,20 @@ Example:
         out.field("entry_point", Address(code.start), f"entry point {p16(code.start)}")
         out.field("jit", code.kind_text, code.kind_text)
         out.field("gc_info", Address(code.gc_info), f"GC info {p16(code.gc_info)}")
-        out.field("code_size", code.size, f"Code size: {code.size:x}")
-        out.line("sosext does not decode the GC info encoding (safe points, slots, lifetimes) yet")
+        try:
+            info = gc_info_of(ctx.runtime, code)
+        except GcInfoError as e:
+            raise SosError(f"the GC info at {p16(code.gc_info)} cannot be decoded: {e}") from None
+        out.lines(info.lines())
+        enc = info.encoding
+        out.field("code_size", info.code_length)
+        out.field("frame_register", None if info.frame_register is None else enc.registers[info.frame_register])
+        out.field("safe_points", info.safe_points)
+        out.field("interruptible_ranges", [list(r) for r in info.interruptible_ranges])
+        rows = out.table("slots", None, ("slot", "register", "untracked", "interior", "pinned"))
+        for s in info.slots:
+            rows.row(data=(s.text(enc, info.frame_register).split("(")[0], s.register is not None, s.untracked,
+                           bool(s.flags & 1), bool(s.flags & 2)))
 
 
 # -- dumpsig / dumpsigelem -----------------------------------------------------------------------

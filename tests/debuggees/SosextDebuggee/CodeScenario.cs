@@ -66,14 +66,27 @@ namespace DebuggeeHost
             return result;
         }
 
+        // Optimized, no loop and no EH: partially interruptible, its GC info lists a safe point
+        // per call (gcinfo's safe points are the return addresses of the calls clru shows).
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.AggressiveOptimization)]
+        public static string CodeCaller(string text, object keep)
+        {
+            int n = CodeCallee(text.Length);
+            string s = string.Concat(text, n.ToString());
+            GC.KeepAlive(keep);
+            return s;
+        }
+
         private static MethodInfo Subject => typeof(CodeScenario).GetMethod(nameof(CodeSubject));
         private static MethodInfo Callee => typeof(CodeScenario).GetMethod(nameof(CodeCallee));
+        private static MethodInfo Caller => typeof(CodeScenario).GetMethod(nameof(CodeCaller));
 
         public void Build(string[] args)
         {
-            foreach (MethodInfo m in new[] { Callee, Subject })
+            foreach (MethodInfo m in new[] { Callee, Subject, Caller })
                 RuntimeHelpers.PrepareMethod(m.MethodHandle);
             CodeSubject("sosext", 2, new List<int>(), ref s_total);
+            GC.KeepAlive(CodeCaller("sosext", s_total));
         }
 
         public void Settle(int attempt)
@@ -165,6 +178,10 @@ namespace DebuggeeHost
             w.PropHex("methodDesc", callee.MethodHandle.Value);
             w.Prop("token", callee.MetadataToken);
             w.Prop("method", typeof(CodeScenario).FullName + "." + nameof(CodeCallee));
+            w.EndObject();
+            w.Name("caller").BeginObject();
+            w.PropHex("methodDesc", Caller.MethodHandle.Value);
+            w.Prop("method", typeof(CodeScenario).FullName + "." + nameof(CodeCaller));
             w.EndObject();
             (nint sig, int sigLength) = SignatureBlob(subject);
             w.Name("signature").BeginObject();

@@ -1,0 +1,343 @@
+"""The GC info the JIT writes for each method on x64 and arm64 (the runtime's GcInfoEncoder
+format): which registers and stack slots can hold references, where the code can be
+stopped for a GC, and how the frame is laid out.
+
+The blob is a bit stream read least significant bit first, byte after byte. Most numbers
+are variable-length: chunks of ``base`` bits, each followed by a bit saying whether another
+chunk follows; signed ones are sign-extended from the last chunk. In order:
+
+* header: one bit "fat"; a slim header then has one bit "frame pointer is rbp/fp" and the
+  code length; a fat one has ten flag bits, the code length, then only what the flags say
+  exist (prolog/epilog sizes for a GS cookie or a generics context, the GS cookie slot, the
+  PSPSym slot (format 3), the generics context slot, the frame register, the
+  edit-and-continue area, the reverse P/Invoke frame slot), then the outgoing argument
+  area. Format 3 (.NET 9 and older) also has the return kind after the flags.
+* the number of safe points and (fat) of interruptible ranges; each safe point as a code
+  offset in ceil(log2(code length)) bits (the return address of a call); each
+  range as a start delta and a length (in code offsets, divided by the instruction size on arm64).
+* the slot table: registers, tracked stack slots, untracked stack slots, each kind's count
+  behind a presence bit; a slot after one without flags is a delta from it (a register
+  number grows by delta + 1, a stack offset by delta), after one with flags it is whole.
+
+What follows (which slots are live at each safe point, and where in the interruptible
+ranges each slot becomes live or dead) is not decoded here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import SosError
+
+
+class GcInfoError(SosError):
+    """GC info that cannot be decoded (truncated, or not GC info)."""
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """An architecture's encoding bases and scalings (gcinfotypes.h)."""
+
+    code_length_base: int
+    stack_base_register_base: int
+    size_of_stack_area_base: int
+    enc_preserved_area_base: int
+    reverse_pinvoke_base: int
+    num_registers_base: int
+    num_stack_slots_base: int
+    num_untracked_base: int
+    prolog_base: int
+    epilog_base: int
+    range_delta1_base: int
+    range_delta2_base: int
+    register_base: int
+    register_delta_base: int
+    stack_slot_base: int
+    stack_slot_delta_base: int
+    num_safe_points_base: int
+    num_ranges_base: int
+    stack_slot_shift: int  # stack offsets are stored divided by the pointer size
+    code_shift: int  # code offsets and length are stored divided by the instruction size
+    frame_register_xor: int  # the frame register is stored xor-ed with this (rbp/fp is 0)
+    return_kind_bits_slim: int
+    return_kind_bits_fat: int
+    registers: tuple[str, ...]
+    enc_fixed_frame_base: int = 0  # arm64 only
+
+
+AMD64 = Encoding(8, 3, 3, 4, 6, 2, 2, 1, 5, 3, 6, 6, 3, 2, 6, 4, 2, 1, 3, 0, 5, 2, 4,
+                 ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12",
+                  "r13", "r14", "r15"))
+ARM64 = Encoding(8, 2, 3, 4, 6, 3, 2, 1, 5, 3, 6, 6, 3, 2, 6, 4, 3, 1, 3, 2, 29, 2, 4,
+                 tuple(f"X{i}" for i in range(29)) + ("Fp", "Lr", "Sp"), enc_fixed_frame_base=4)
+ENCODINGS = {"x86_64": AMD64, "aarch64": ARM64}
+
+# header flags (GcInfoHeaderFlags)
+IS_VARARG, HAS_GS_COOKIE, HAS_PSP_SYM = 0x1, 0x4, 0x8
+GENERICS_MASK, GENERICS_MT, GENERICS_MD = 0x30, 0x10, 0x20
+HAS_STACK_BASE_REGISTER, WANTS_REPORT_ONLY_LEAF, HAS_ENC_INFO, REVERSE_PINVOKE = 0x40, 0x80, 0x100, 0x200
+FLAG_BITS = 10
+# slot flags and stack slot bases (GcSlotFlags, GcStackSlotBase)
+SLOT_INTERIOR, SLOT_PINNED, SLOT_UNTRACKED = 0x1, 0x2, 0x4
+STACK_BASES = ("caller.sp", "sp", "frame")
+RETURN_KINDS = {0: "Scalar", 1: "Object", 2: "ByRef", 3: "UNSET", 4: "{Scalar, Object}", 5: "{Object, Object}",
+                6: "{ByRef, Object}", 8: "{Scalar, ByRef}", 9: "{Object, ByRef}", 10: "{ByRef, ByRef}"}
+MAX_COUNT = 1 << 20  # more safe points, ranges or slots than this is not GC info
+VARLEN_MAX_BITS = 64
+
+
+class BitReader:
+    """Bits of ``data``, least significant first; reading past the end raises GcInfoError."""
+
+    def __init__(self, data: bytes) -> None:
+        self.value = int.from_bytes(data, "little")
+        self.size = len(data) * 8
+        self.pos = 0
+
+    def read(self, n: int) -> int:
+        if self.pos + n > self.size:
+            raise GcInfoError("the GC info ends early")
+        v = (self.value >> self.pos) & ((1 << n) - 1)
+        self.pos += n
+        return v
+
+    def unsigned(self, base: int) -> int:
+        result, shift = 0, 0
+        while True:
+            chunk = self.read(base + 1)
+            result |= (chunk & ((1 << base) - 1)) << shift
+            shift += base
+            if not chunk >> base:
+                return result
+            if shift > VARLEN_MAX_BITS:
+                raise GcInfoError("a number in the GC info does not end")
+
+    def signed(self, base: int) -> int:
+        result, shift = 0, 0
+        while True:
+            chunk = self.read(base + 1)
+            result |= (chunk & ((1 << base) - 1)) << shift
+            shift += base
+            if not chunk >> base:
+                return result - (1 << shift) if result >> (shift - 1) & 1 else result
+            if shift > VARLEN_MAX_BITS:
+                raise GcInfoError("a number in the GC info does not end")
+
+
+@dataclass(frozen=True, slots=True)
+class GcSlot:
+    register: int | None  # a register number, or None for a stack slot
+    stack_base: int  # 0 caller.sp, 1 sp, 2 the frame register
+    offset: int  # stack slots: bytes from the base
+    flags: int
+    untracked: bool
+
+    def text(self, enc: Encoding, frame_register: int | None) -> str:
+        """The slot as SOS's GC dump names it: ``rax``, ``rbp-10``, ``sp+20``, ``caller.sp-8``."""
+        if self.register is not None:
+            name = enc.registers[self.register] if self.register < len(enc.registers) else "???"
+        else:
+            base = STACK_BASES[self.stack_base] if self.stack_base < 3 else "???"
+            if self.stack_base == 2:
+                base = enc.registers[frame_register] if frame_register is not None and \
+                    frame_register < len(enc.registers) else "???"
+            sign = "-" if self.offset < 0 else "+"
+            name = f"{base}{sign}{abs(self.offset):x}"
+        return name + "".join(w for bit, w in ((SLOT_PINNED, "(pinned)"), (SLOT_INTERIOR, "(interior)"))
+                              if self.flags & bit)
+
+
+@dataclass
+class GcInfo:
+    arch: str
+    version: int
+    fat: bool
+    flags: int
+    code_length: int
+    return_kind: int | None = None
+    prolog_size: int = 0
+    valid_range_end: int = 0
+    gs_cookie: int | None = None
+    psp_sym: int | None = None
+    generics_context: int | None = None
+    frame_register: int | None = None
+    enc_preserved_area: int | None = None
+    reverse_pinvoke_frame: int | None = None
+    stack_parameter_area: int = 0
+    safe_points: list[int] = field(default_factory=list)  # code offsets (calls' return addresses)
+    interruptible_ranges: list[tuple[int, int]] = field(default_factory=list)  # [start, end)
+    slots: list[GcSlot] = field(default_factory=list)
+    size_bits: int = 0  # how far into the blob the decoded part reaches
+
+    @property
+    def encoding(self) -> Encoding:
+        return ENCODINGS[self.arch]
+
+    def lines(self) -> list[str]:
+        """The header as SOS's GC dump prints it, then the safe points, the interruptible
+        ranges and the slot table."""
+        enc = self.encoding
+        out = []
+        if self.generics_context is not None or self.gs_cookie is None:
+            out.append(f"Prolog size: {self.prolog_size}")
+        if self.gs_cookie is None:
+            out.append("GS cookie: <none>")
+        else:
+            out.append(f"GS cookie: caller.sp{_signed_hex(self.gs_cookie)}")
+            out.append(f"GS cookie valid range: [{self.prolog_size:x};{self.valid_range_end:x})")
+        psp = "<none>" if self.psp_sym is None else f"initial.sp{_signed_hex(self.psp_sym)}"
+        out.append(f"PSPSym: {psp}")
+        ctx = "<none>" if self.generics_context is None else f"caller.sp{_signed_hex(self.generics_context)}"
+        out.append(f"Generics inst context: {ctx}")
+        out.append(f"PSP slot: {'<none>' if self.psp_sym is None else f'caller.sp{_signed_hex(self.psp_sym)}'}")
+        if self.generics_context is None:
+            out.append("GenericInst slot: <none>")
+        else:
+            kind = {GENERICS_MD: "GENERIC_PARAM_CONTEXT_METHODDESC", GENERICS_MT: "GENERIC_PARAM_CONTEXT_METHODHANDLE"}
+            out.append(f"GenericInst slot: caller.sp{_signed_hex(self.generics_context)} "
+                       f"({kind.get(self.flags & GENERICS_MASK, 'GENERIC_PARAM_CONTEXT_THIS')})")
+        out.append(f"Varargs: {1 if self.flags & IS_VARARG else 0}")
+        frame = "<none>" if self.frame_register is None else (
+            enc.registers[self.frame_register] if self.frame_register < len(enc.registers) else "???")
+        out.append(f"Frame pointer: {frame}")
+        if self.arch == "x86_64":
+            out.append(f"Wants Report Only Leaf: {1 if self.flags & WANTS_REPORT_ONLY_LEAF else 0}")
+        else:
+            out.append(f"Has tailcalls: {1 if self.flags & WANTS_REPORT_ONLY_LEAF else 0}")
+        out.append(f"Size of parameter area: {self.stack_parameter_area:x}")
+        if self.return_kind is not None:
+            out.append(f"Return Kind: {RETURN_KINDS.get(self.return_kind, '!Impossible!')}")
+        out.append(f"Code size: {self.code_length:x}")
+        untracked = [s.text(enc, self.frame_register) for s in self.slots if s.untracked]
+        if untracked:
+            out.append("Untracked: " + " ".join(f"+{t}" for t in untracked))
+        out.append(f"Safe points ({len(self.safe_points)}): " + " ".join(f"{o:08x}" for o in self.safe_points))
+        out.append(f"Interruptible ranges ({len(self.interruptible_ranges)}): "
+                   + " ".join(f"[{a:08x}, {b:08x})" for a, b in self.interruptible_ranges))
+        tracked = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
+        out.append(f"Tracked slots ({len(tracked)}): " + " ".join(tracked))
+        out.append("Not decoded: which tracked slots are live at each safe point and within the interruptible ranges")
+        return [ln.rstrip() for ln in out]
+
+
+def _signed_hex(v: int) -> str:
+    return f"-{-v:x}" if v < 0 else f"+{v:x}"
+
+
+def gc_info_version(runtime_major: int) -> int:
+    """The GC info format a runtime writes: 4 from .NET 10 (no return kind, no PSPSym), 3 before."""
+    return 4 if runtime_major >= 10 else 3
+
+
+def decode_gcinfo(data: bytes, arch: str, version: int = 4) -> GcInfo:
+    """Decode the header, safe points, interruptible ranges and slot table of a GC info blob."""
+    enc = ENCODINGS.get(arch)
+    if enc is None:
+        raise GcInfoError(f"no GC info decoder for {arch}")
+    r = BitReader(data)
+    fat = bool(r.read(1))
+    info = GcInfo(arch, version, fat, 0, 0)
+    if not fat:
+        if r.read(1):
+            info.flags = HAS_STACK_BASE_REGISTER
+            info.frame_register = 0 ^ enc.frame_register_xor
+        if version < 4:
+            info.return_kind = r.read(enc.return_kind_bits_slim)
+        info.code_length = r.unsigned(enc.code_length_base) << enc.code_shift
+    else:
+        _fat_header(r, enc, info)
+    info.safe_points, info.interruptible_ranges = _safe_points_and_ranges(r, enc, info)
+    info.slots = _slot_table(r, enc)
+    info.size_bits = r.pos
+    return info
+
+
+def _fat_header(r: BitReader, enc: Encoding, info: GcInfo) -> None:
+    flags = info.flags = r.read(FLAG_BITS)
+    if info.version < 4:
+        info.return_kind = r.read(enc.return_kind_bits_fat)
+    info.code_length = r.unsigned(enc.code_length_base) << enc.code_shift
+    if flags & HAS_GS_COOKIE:
+        info.prolog_size = (r.unsigned(enc.prolog_base) + 1) << enc.code_shift
+        epilog = r.unsigned(enc.epilog_base)
+        info.valid_range_end = ((info.code_length >> enc.code_shift) - epilog) << enc.code_shift
+    elif flags & GENERICS_MASK:
+        info.prolog_size = (r.unsigned(enc.prolog_base) + 1) << enc.code_shift
+        info.valid_range_end = info.prolog_size + 1
+    if flags & HAS_GS_COOKIE:
+        info.gs_cookie = r.signed(6) << enc.stack_slot_shift
+    if info.version < 4 and flags & HAS_PSP_SYM:
+        info.psp_sym = r.signed(6) << enc.stack_slot_shift
+    if flags & GENERICS_MASK:
+        info.generics_context = r.signed(6) << enc.stack_slot_shift
+    if flags & HAS_STACK_BASE_REGISTER:
+        info.frame_register = r.unsigned(enc.stack_base_register_base) ^ enc.frame_register_xor
+    if flags & HAS_ENC_INFO:
+        info.enc_preserved_area = r.unsigned(enc.enc_preserved_area_base)
+        if enc.enc_fixed_frame_base:
+            r.unsigned(enc.enc_fixed_frame_base)
+    if flags & REVERSE_PINVOKE:
+        info.reverse_pinvoke_frame = r.signed(enc.reverse_pinvoke_base) << enc.stack_slot_shift
+    info.stack_parameter_area = r.unsigned(enc.size_of_stack_area_base) << enc.stack_slot_shift
+
+
+def _count(n: int, what: str) -> int:
+    if n > MAX_COUNT:
+        raise GcInfoError(f"{n} {what}: not GC info")
+    return n
+
+
+def ceil_log2(x: int) -> int:
+    return (x - 1).bit_length() if x > 1 else 0
+
+
+def _safe_points_and_ranges(r: BitReader, enc: Encoding, info: GcInfo) -> tuple[list[int], list[tuple[int, int]]]:
+    num_safe_points = _count(r.unsigned(enc.num_safe_points_base), "safe points")
+    num_ranges = _count(r.unsigned(enc.num_ranges_base), "interruptible ranges") if info.fat else 0
+    bits = ceil_log2(info.code_length >> enc.code_shift)
+    # each the offset of a call's return address (what the x64 JIT of .NET 10 records: checked
+    # against the disassembly by tests/test_parity_code.py)
+    safe_points = [(r.read(bits) if bits else 0) << enc.code_shift for _ in range(num_safe_points)]
+    ranges = []
+    last_stop = 0
+    for _ in range(num_ranges):
+        start = last_stop + r.unsigned(enc.range_delta1_base)
+        stop = start + r.unsigned(enc.range_delta2_base) + 1
+        ranges.append((start << enc.code_shift, stop << enc.code_shift))
+        last_stop = stop
+    return safe_points, ranges
+
+
+def _slot_table(r: BitReader, enc: Encoding) -> list[GcSlot]:
+    num_registers = _count(r.unsigned(enc.num_registers_base), "registers") if r.read(1) else 0
+    num_stack = num_untracked = 0
+    if r.read(1):
+        num_stack = _count(r.unsigned(enc.num_stack_slots_base), "stack slots")
+        num_untracked = _count(r.unsigned(enc.num_untracked_base), "untracked slots")
+    slots: list[GcSlot] = []
+    if num_registers:
+        reg = r.unsigned(enc.register_base)
+        flags = r.read(2)
+        slots.append(GcSlot(reg, 0, 0, flags, False))
+        for _ in range(1, num_registers):
+            if flags:
+                reg = r.unsigned(enc.register_base)
+                flags = r.read(2)
+            else:
+                reg += r.unsigned(enc.register_delta_base) + 1
+            slots.append(GcSlot(reg, 0, 0, flags, False))
+    for count, untracked in ((num_stack, False), (num_untracked, True)):
+        if not count:
+            continue
+        base = r.read(2)
+        norm = r.signed(enc.stack_slot_base)
+        flags = r.read(2)
+        slots.append(GcSlot(None, base, norm << enc.stack_slot_shift, flags, untracked))
+        for _ in range(1, count):
+            base = r.read(2)
+            if flags:  # after a slot with flags: a whole offset and flags of its own
+                norm = r.signed(enc.stack_slot_base)
+                flags = r.read(2)
+            else:  # after one without: an increase of the offset, the same (no) flags
+                norm += r.unsigned(enc.stack_slot_delta_base)
+            slots.append(GcSlot(None, base, norm << enc.stack_slot_shift, flags, untracked))
+    return slots
