@@ -100,27 +100,25 @@ class BitReader:
         self.pos += n
         return v
 
-    def unsigned(self, base: int) -> int:
+    def _chunks(self, base: int) -> tuple[int, int]:
+        """A variable-length number's bits and how many there are."""
         result, shift = 0, 0
         while True:
             chunk = self.read(base + 1)
             result |= (chunk & ((1 << base) - 1)) << shift
             shift += base
             if not chunk >> base:
-                return result
+                return result, shift
             if shift > VARLEN_MAX_BITS:
                 raise GcInfoError("a number in the GC info does not end")
 
+    def unsigned(self, base: int) -> int:
+        return self._chunks(base)[0]
+
     def signed(self, base: int) -> int:
-        result, shift = 0, 0
-        while True:
-            chunk = self.read(base + 1)
-            result |= (chunk & ((1 << base) - 1)) << shift
-            shift += base
-            if not chunk >> base:
-                return result - (1 << shift) if result >> (shift - 1) & 1 else result
-            if shift > VARLEN_MAX_BITS:
-                raise GcInfoError("a number in the GC info does not end")
+        """Sign-extended from the top bit of the last chunk."""
+        result, bits = self._chunks(base)
+        return result - (1 << bits) if result >> (bits - 1) & 1 else result
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,16 @@ MAX_CODE = 1 << 20  # a method's code is far smaller; a larger size in a header 
 IL_READ = 1 << 16  # bytes read for an IL body before its header says how long it is
 
 
+def _code_or_say(ctx: CommandContext, text: str | None, usage: str, none: str) -> tuple[MethodCode, int] | None:
+    """(code, MethodDesc) of a MethodDesc-or-IP argument; None, after SOS's line ``none``,
+    when the method has no code."""
+    code, _ip, md = _method_and_code(ctx, text, usage)
+    if code is None:
+        ctx.out.line(none)
+        return None
+    return code, md
+
+
 def _method_and_code(ctx: CommandContext, text: str | None, usage: str) -> tuple[MethodCode | None, int, int]:
     """(code, the address asked for, the MethodDesc) for a MethodDesc-or-IP argument."""
     addr = address_or(text, f"Invalid address: {text}", f"Missing MethodDesc or code address (usage: {usage})")
@@ -294,12 +304,12 @@ Example:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         from .types import DumpMD
 
-        code, _ip, md = _method_and_code(ctx, args.address, self.usage)
+        found = _code_or_say(ctx, args.address, self.usage, "No EH info available")
+        if found is None:
+            return
+        code, md = found
         rt = ctx.runtime
         out = ctx.out
-        if code is None:
-            out.line("No EH info available")
-            return
         out.record_line(f"MethodDesc:   {p16(md)}")
         DumpMD().run(ctx, Parsed({"md": f"{md:x}"}))
         out.line()
@@ -342,11 +352,11 @@ Example:
     positionals = (Positional("address", "a MethodDesc or an address in jitted code"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        code, _ip, _md = _method_and_code(ctx, args.address, self.usage)
-        out = ctx.out
-        if code is None:
-            out.line("No GC info available")
+        found = _code_or_say(ctx, args.address, self.usage, "No GC info available")
+        if found is None:
             return
+        code, _md = found
+        out = ctx.out
         out.field("entry_point", Address(code.start), f"entry point {p16(code.start)}")
         out.field("jit", code.kind_text, code.kind_text)
         out.field("gc_info", Address(code.gc_info), f"GC info {p16(code.gc_info)}")
