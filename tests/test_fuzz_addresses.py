@@ -47,6 +47,8 @@ COMMANDS = [
     "name2ee {a} System.String", "token2ee {a} 02000002", "setthread -t {a}", "dumpheap -stat {a}",
     "dcd {a}", "dcq {a}", "dumpasync --address {a} --stats",
     "retained {a}", "retained --json {a}",
+    "clru {a}", "clru -ehinfo {a}", "dumpil {a}", "dumpil /i {a}", "ehinfo {a}", "gcinfo {a}", "dumpsig {a}",
+    "dumpsig {a} {a}", "dumpsigelem {a}",
 ]
 
 
