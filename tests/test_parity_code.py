@@ -284,7 +284,7 @@ def test_gcinfo_header_lines(case: Case, host: str) -> None:
         assert re.fullmatch(r"GC info [0-9a-f]{16}", lines[2]), lines
         assert f"Code size: {size:x}" in lines  # the GC info's own code length: the header decoded right
         assert "Frame pointer: rbp" in lines  # the code sets up rbp (lea rbp, [rsp+...])
-        assert lines[-1].startswith("Not decoded:")
+        assert lines[-1].startswith("Not decoded: where in the interruptible ranges")
 
 
 def test_gcinfo_slots_and_ranges_match_the_code(case: Case, host: str) -> None:
@@ -313,9 +313,29 @@ def test_gcinfo_safe_points_are_the_calls_return_addresses(case: Case, host: str
     doc = json_of(by_command(case, host, f"gcinfo {caller} --json"))
     text = by_command(case, host, f"clru -n {caller}")
     begin = int(BEGIN.search(text).group(1), 16)
-    returns = {a + n - begin for a, n, t in instructions(text) if t.split()[0] == "call"}
+    ins = instructions(text)
+    returns = {a + n - begin for a, n, t in ins if t.split()[0] == "call"}
     assert doc["interruptible_ranges"] == []  # no loop, no EH: only its calls are safe points
     assert len(returns) == 3 and set(doc["safe_points"]) == returns, (doc["safe_points"], sorted(returns))
+
+
+def test_gcinfo_live_slots_at_the_calls_follow_the_source(case: Case, host: str) -> None:
+    """CodeCaller(text, keep): CodeCallee(text.Length) returns an int, n.ToString() a string,
+    Concat(text, ...) the result; `text` is used up to Concat, `keep` up to GC.KeepAlive after it."""
+    caller = case.truth["code"]["caller"]["methodDesc"]
+    doc = json_of(by_command(case, host, f"gcinfo {caller} --json"))
+    ins = instructions(by_command(case, host, f"clru -n {caller}"))
+    homes = {}
+    for _a, _n, t in ins:  # the prolog copies the arguments (rdi, rsi) to callee-saved registers
+        m = re.fullmatch(r"mov\s+(\w+), ?(rdi|rsi)", t.lower())
+        if m and m.group(2) not in homes:
+            homes[m.group(2)] = m.group(1)
+    text_reg, keep_reg = homes["rdi"], homes["rsi"]
+    live = [set(s) for s in doc["live_at_safe_points"]]
+    assert len(live) == 3, doc
+    assert all(keep_reg in s for s in live), live
+    assert text_reg in live[0] and text_reg in live[1] and text_reg not in live[2], live
+    assert "rax" not in live[0] and "rax" in live[1] and "rax" in live[2], live  # int, then strings
 
 
 # -- dumpsig / dumpsigelem ----------------------------------------------------------------------

@@ -19,8 +19,11 @@ chunk follows; signed ones are sign-extended from the last chunk. In order:
   behind a presence bit; a slot after one without flags is a delta from it (a register
   number grows by delta + 1, a stack offset by delta), after one with flags it is whole.
 
-What follows (which slots are live at each safe point, and where in the interruptible
-ranges each slot becomes live or dead) is not decoded here.
+* which tracked slots are live at each safe point: a bit per slot per safe point, or an
+  offset table into run-length coded live states.
+
+What follows (where in the interruptible ranges each slot becomes live or dead: chunks of
+64 code offsets with transition lists) is not decoded here.
 """
 from __future__ import annotations
 
@@ -163,7 +166,8 @@ class GcInfo:
     stack_parameter_area: int = 0
     safe_points: list[int] = field(default_factory=list)  # code offsets (calls' return addresses)
     interruptible_ranges: list[tuple[int, int]] = field(default_factory=list)  # [start, end)
-    slots: list[GcSlot] = field(default_factory=list)
+    slots: list[GcSlot] = field(default_factory=list)  # registers, tracked stack slots, untracked ones
+    live_at_safe_points: list[list[int]] = field(default_factory=list)  # per safe point: tracked slot indexes
     size_bits: int = 0  # how far into the blob the decoded part reaches
 
     @property
@@ -208,12 +212,14 @@ class GcInfo:
         untracked = [s.text(enc, self.frame_register) for s in self.slots if s.untracked]
         if untracked:
             out.append("Untracked: " + " ".join(f"+{t}" for t in untracked))
-        out.append(f"Safe points ({len(self.safe_points)}): " + " ".join(f"{o:08x}" for o in self.safe_points))
+        tracked_text = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
+        for offset, live in zip(self.safe_points, self.live_at_safe_points):
+            out.append(f"{offset:08x} is a safepoint: " + " ".join(f"+{tracked_text[i]}" for i in live))
         out.append(f"Interruptible ranges ({len(self.interruptible_ranges)}): "
                    + " ".join(f"[{a:08x}, {b:08x})" for a, b in self.interruptible_ranges))
-        tracked = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
-        out.append(f"Tracked slots ({len(tracked)}): " + " ".join(tracked))
-        out.append("Not decoded: which tracked slots are live at each safe point and within the interruptible ranges")
+        out.append(f"Tracked slots ({len(tracked_text)}): " + " ".join(tracked_text))
+        if self.interruptible_ranges:
+            out.append("Not decoded: where in the interruptible ranges each tracked slot becomes live or dead")
         return [ln.rstrip() for ln in out]
 
 
@@ -245,8 +251,58 @@ def decode_gcinfo(data: bytes, arch: str, version: int = 4) -> GcInfo:
         _fat_header(r, enc, info)
     info.safe_points, info.interruptible_ranges = _safe_points_and_ranges(r, enc, info)
     info.slots = _slot_table(r, enc)
+    info.live_at_safe_points = _live_at_safe_points(r, len(info.safe_points),
+                                                    sum(1 for sl in info.slots if not sl.untracked))
     info.size_bits = r.pos
     return info
+
+
+POINTER_SIZE_BASE, RLE_SKIP_BASE, RLE_RUN_BASE = 3, 4, 2
+
+
+def _live_at_safe_points(r: BitReader, num_safe_points: int, num_tracked: int) -> list[list[int]]:
+    """For each safe point, the indexes of the tracked slots live there.
+
+    Either one bit per tracked slot per safe point, in a row; or (a leading 1 bit) a table of
+    bit offsets, one per safe point, into byte-aligned live states that are each plain bits or
+    run-length coded: a run of dead slots, then alternately live and dead runs."""
+    if not num_tracked or not num_safe_points:
+        return [[] for _ in range(num_safe_points)]
+    if not r.read(1):
+        out = []
+        for _ in range(num_safe_points):
+            bits = r.read(num_tracked)
+            out.append([i for i in range(num_tracked) if bits >> i & 1])
+        return out
+    width = r.unsigned(POINTER_SIZE_BASE) + 1
+    if width > 32:
+        raise GcInfoError(f"live-state offsets of {width} bits: not GC info")
+    table = r.pos
+    offsets = [r.read(width) for _ in range(num_safe_points)]
+    start = (table + num_safe_points * width + 7) & ~7
+    out = []
+    end = start
+    for off in offsets:
+        r.pos = start + off
+        if r.read(1):
+            live: list[int] = []
+            skip = not r.read(1)
+            done = r.unsigned(RLE_SKIP_BASE if skip else RLE_RUN_BASE)  # the first run: dead slots
+            report = True
+            skip = not skip
+            while done < num_tracked:
+                count = r.unsigned(RLE_SKIP_BASE if skip else RLE_RUN_BASE) + 1
+                if report:
+                    live.extend(range(done, min(done + count, num_tracked)))
+                done += count
+                skip, report = not skip, not report
+            out.append(live)
+        else:
+            bits = r.read(num_tracked)
+            out.append([i for i in range(num_tracked) if bits >> i & 1])
+        end = max(end, r.pos)
+    r.pos = end
+    return out
 
 
 def _fat_header(r: BitReader, enc: Encoding, info: GcInfo) -> None:

@@ -342,10 +342,10 @@ class GCInfo(Command):
     details = """\
 Decodes the GC info the JIT wrote for the code (the runtime's GcInfoEncoder format, x64 and
 arm64): SOS's header lines (prolog size, GS cookie, generics context, varargs, frame
-pointer, parameter area, code size), the untracked stack slots, the safe points (the return
-addresses of the calls where a GC can happen in partially interruptible code), the fully
-interruptible ranges, and the tracked registers and stack slots. Not decoded: which tracked
-slots are live where (SOS prints those transitions line by line).
+pointer, parameter area, code size), the untracked stack slots, each safe point (the return
+address of a call where a GC can happen in partially interruptible code) with the slots
+live there, the fully interruptible ranges, and the tracked registers and stack slots. Not
+decoded: where inside the interruptible ranges each slot becomes live or dead.
 
 Example:
   gcinfo 00007f3a1c2d6c78"""
@@ -369,6 +369,8 @@ Example:
         out.field("code_size", info.code_length)
         out.field("frame_register", None if info.frame_register is None else enc.registers[info.frame_register])
         out.field("safe_points", info.safe_points)
+        tracked = [sl.text(enc, info.frame_register) for sl in info.slots if not sl.untracked]
+        out.field("live_at_safe_points", [[tracked[i] for i in live] for live in info.live_at_safe_points])
         out.field("interruptible_ranges", [list(r) for r in info.interruptible_ranges])
         rows = out.table("slots", None, ("slot", "register", "untracked", "interior", "pinned"))
         for s in info.slots:

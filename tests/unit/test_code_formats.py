@@ -186,7 +186,11 @@ def gc_infos(draw):  # type: ignore[no-untyped-def]
     if fat:
         cuts = sorted(draw(st.lists(st.integers(0, code_units), unique=True, max_size=6)))
         ranges = [(a, b) for a, b in zip(cuts[::2], cuts[1::2]) if a < b]
-    return dict(arch=arch, enc=enc, unit=unit, code_units=code_units, fat=fat, frame=frame, regs=regs,
+    n_tracked = len(regs) + len(stack)
+    live = [sorted(draw(st.sets(st.integers(0, n_tracked - 1)))) if n_tracked else [] for _ in safe]
+    return dict(live=live, indirect=draw(st.booleans()), rle=[draw(st.booleans()) for _ in safe],
+                rle_first=[draw(st.integers(0, 1)) for _ in safe],
+                arch=arch, enc=enc, unit=unit, code_units=code_units, fat=fat, frame=frame, regs=regs,
                 reg_flags=reg_flags, stack=stack, stack_flags=stack_flags, untracked=untracked, safe=safe,
                 ranges=ranges, area=draw(st.integers(0, 40)), ctx=draw(st.one_of(st.none(), st.integers(-30, 30))))
 
@@ -247,7 +251,53 @@ def write_gcinfo(g: dict) -> bytes:
             else:
                 w.unsigned(o - prev, enc.stack_slot_delta_base)
             prev = o
+    write_live_states(w, g)
     return w.bytes()
+
+
+def write_live_states(w: BitWriter, g: dict) -> None:
+    """The live slots at each safe point: plain bit rows, or an offset table into
+    byte-aligned states, each plain or run-length coded."""
+    n = len(g["regs"]) + len(g["stack"])
+    if not n or not g["safe"]:
+        return
+    w.write(1 if g["indirect"] else 0, 1)
+    if not g["indirect"]:
+        for live in g["live"]:
+            w.write(sum(1 << i for i in live), n)
+        return
+    states = []
+    for live, rle, first in zip(g["live"], g["rle"], g["rle_first"]):
+        sw = BitWriter()
+        if not rle:
+            sw.write(0, 1)
+            sw.write(sum(1 << i for i in live), n)
+        else:
+            sw.write(1, 1)
+            sw.write(first, 1)
+            dead_base, live_base = (4, 2) if first == 0 else (2, 4)
+            flags = [i in live for i in range(n)]
+            lead = next((i for i, f in enumerate(flags) if f), n)
+            sw.unsigned(lead, dead_base)
+            i, want_live = lead, True
+            while i < n:
+                j = i
+                while j < n and flags[j] == want_live:
+                    j += 1
+                sw.unsigned(j - i - 1, live_base if want_live else dead_base)
+                i, want_live = j, not want_live
+        states.append(sw)
+    offsets, at = [], 0
+    for sw in states:
+        offsets.append(at)
+        at += sw.pos
+    width = max(at.bit_length(), 1)
+    w.unsigned(width - 1, 3)
+    for o in offsets:
+        w.write(o, width)
+    w.write(0, -w.pos % 8)  # the states start at a byte boundary
+    for sw in states:
+        w.write(sw.value, sw.pos)
 
 
 def expected_flags(flags: list[int]) -> list[int]:
@@ -275,7 +325,8 @@ def test_gcinfo_decodes_what_was_encoded(g: dict) -> None:
     assert info.slots == [GcSlot(r, 0, 0, f, False) for r, f in zip(g["regs"], reg_flags)] + \
         [GcSlot(None, 2, o << enc.stack_slot_shift, f, False) for o, f in zip(g["stack"], stack_flags)] + \
         [GcSlot(None, 2, o << enc.stack_slot_shift, 0, True) for o in g["untracked"]]
-    assert info.lines()[-1].startswith("Not decoded:")
+    assert info.live_at_safe_points == (g["live"] if g["regs"] or g["stack"] else [[] for _ in g["safe"]])
+    assert info.lines()[-1].startswith("Not decoded:") == bool(g["ranges"])
 
 
 @given(st.binary(max_size=64), st.sampled_from(["x86_64", "aarch64"]), st.sampled_from([3, 4]))
