@@ -284,7 +284,7 @@ def test_gcinfo_header_lines(case: Case, host: str) -> None:
         assert re.fullmatch(r"GC info [0-9a-f]{16}", lines[2]), lines
         assert f"Code size: {size:x}" in lines  # the GC info's own code length: the header decoded right
         assert "Frame pointer: rbp" in lines  # the code sets up rbp (lea rbp, [rsp+...])
-        assert lines[-1].startswith("Not decoded: where in the interruptible ranges")
+        assert lines[-1].startswith("Tracked slots (")
 
 
 def test_gcinfo_slots_and_ranges_match_the_code(case: Case, host: str) -> None:
@@ -306,6 +306,30 @@ def test_gcinfo_slots_and_ranges_match_the_code(case: Case, host: str) -> None:
     assert spilled, doc["slots"]
     stores = {int(m, 16) for m in re.findall(r"(?i)\[rbp ?- ?0x([0-9a-f]+)\], ?rcx", clru)}
     assert {int(s["slot"].split("-")[1], 16) for s in spilled} & stores, (spilled, stores)
+
+
+def test_gcinfo_lifetimes_follow_the_code(case: Case, host: str) -> None:
+    """In the fully interruptible CodeSubject: a register loaded from the `ref long` spill
+    slot becomes live (interior) right after the load; the exception object (rdi) is live
+    where the typed handler and the filter start; changes lie inside the ranges."""
+    c = case.truth["code"]
+    doc = json_of(by_command(case, host, f"gcinfo {c['methodDesc']} --json"))
+    text = by_command(case, host, f"clru {c['methodDesc']}")
+    begin = int(BEGIN.search(text).group(1), 16)
+    changes = {(o, slot, live) for o, slot, live in doc["lifetimes"]}
+    ranges = doc["interruptible_ranges"]
+    assert all(any(a <= o < b for a, b in ranges) for o, _s, _l in changes)
+    reloads = [(a - begin + n, m.group(1)) for a, n, t in instructions(text)
+               if (m := re.fullmatch(r"(?i)mov\s+(\w+), ?qword ptr \[rbp ?- ?0x20\]", t))]
+    assert reloads, text
+    for after, reg in reloads:
+        assert (after, f"{reg.lower()}(interior)", True) in changes, (after, reg, sorted(changes))
+    eh = json_of(by_command(case, host, f"ehinfo {c['methodDesc']} --json"))["clauses"]
+    starts = [k["handler_start"] for k in eh if k["kind"] == "TYPED"] + [k["filter"] for k in eh if k["kind"] == "FILTER"]
+    assert len(starts) == 2
+    for start in starts:
+        first = min(a for a, _b in ranges if a >= start)
+        assert (first, "rdi", True) in changes, (start, first, sorted(changes))
 
 
 def test_gcinfo_safe_points_are_the_calls_return_addresses(case: Case, host: str) -> None:

@@ -22,8 +22,9 @@ chunk follows; signed ones are sign-extended from the last chunk. In order:
 * which tracked slots are live at each safe point: a bit per slot per safe point, or an
   offset table into run-length coded live states.
 
-What follows (where in the interruptible ranges each slot becomes live or dead: chunks of
-64 code offsets with transition lists) is not decoded here.
+* where in the fully interruptible ranges each tracked slot becomes live or dead: the
+  ranges end to end cut into chunks of 64 code offsets, each with its possibly-live slots,
+  their state at its end and the offsets where they flip.
 """
 from __future__ import annotations
 
@@ -168,6 +169,8 @@ class GcInfo:
     interruptible_ranges: list[tuple[int, int]] = field(default_factory=list)  # [start, end)
     slots: list[GcSlot] = field(default_factory=list)  # registers, tracked stack slots, untracked ones
     live_at_safe_points: list[list[int]] = field(default_factory=list)  # per safe point: tracked slot indexes
+    # in the fully interruptible ranges: (code offset, tracked slot index, becomes live)
+    lifetimes: list[tuple[int, int, bool]] = field(default_factory=list)
     size_bits: int = 0  # how far into the blob the decoded part reaches
 
     @property
@@ -215,11 +218,14 @@ class GcInfo:
         tracked_text = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
         for offset, live in zip(self.safe_points, self.live_at_safe_points):
             out.append(f"{offset:08x} is a safepoint: " + " ".join(f"+{tracked_text[i]}" for i in live))
-        out.append(f"Interruptible ranges ({len(self.interruptible_ranges)}): "
-                   + " ".join(f"[{a:08x}, {b:08x})" for a, b in self.interruptible_ranges))
+        changes: dict[int, list[str]] = {}
+        for offset, slot, live in self.lifetimes:
+            changes.setdefault(offset, []).append(("+" if live else "-") + tracked_text[slot])
+        for a, b in self.interruptible_ranges:
+            out.append(f"{a:08x} interruptible")
+            out.extend(f"{o:08x} " + " ".join(changes[o]) for o in sorted(changes) if a <= o < b)
+            out.append(f"{b:08x} not interruptible")
         out.append(f"Tracked slots ({len(tracked_text)}): " + " ".join(tracked_text))
-        if self.interruptible_ranges:
-            out.append("Not decoded: where in the interruptible ranges each tracked slot becomes live or dead")
         return [ln.rstrip() for ln in out]
 
 
@@ -251,8 +257,9 @@ def decode_gcinfo(data: bytes, arch: str, version: int = 4) -> GcInfo:
         _fat_header(r, enc, info)
     info.safe_points, info.interruptible_ranges = _safe_points_and_ranges(r, enc, info)
     info.slots = _slot_table(r, enc)
-    info.live_at_safe_points = _live_at_safe_points(r, len(info.safe_points),
-                                                    sum(1 for sl in info.slots if not sl.untracked))
+    tracked = sum(1 for sl in info.slots if not sl.untracked)
+    info.live_at_safe_points = _live_at_safe_points(r, len(info.safe_points), tracked)
+    info.lifetimes = _lifetimes(r, info, tracked)
     info.size_bits = r.pos
     return info
 
@@ -260,12 +267,32 @@ def decode_gcinfo(data: bytes, arch: str, version: int = 4) -> GcInfo:
 POINTER_SIZE_BASE, RLE_SKIP_BASE, RLE_RUN_BASE = 3, 4, 2
 
 
+def _slot_set(r: BitReader, num_tracked: int) -> list[int]:
+    """A set of tracked slots: a 0 bit then one bit per slot, or a 1 bit then runs (a run of
+    slots not in the set, then alternately runs in and out; which of the two run-length bases
+    the out-runs use is the next bit)."""
+    if not r.read(1):
+        bits = r.read(num_tracked)
+        return [i for i in range(num_tracked) if bits >> i & 1]
+    members: list[int] = []
+    skip = not r.read(1)
+    done = r.unsigned(RLE_SKIP_BASE if skip else RLE_RUN_BASE)  # the first run: not in the set
+    inside = True
+    skip = not skip
+    while done < num_tracked:
+        count = r.unsigned(RLE_SKIP_BASE if skip else RLE_RUN_BASE) + 1
+        if inside:
+            members.extend(range(done, min(done + count, num_tracked)))
+        done += count
+        skip, inside = not skip, not inside
+    return members
+
+
 def _live_at_safe_points(r: BitReader, num_safe_points: int, num_tracked: int) -> list[list[int]]:
     """For each safe point, the indexes of the tracked slots live there.
 
     Either one bit per tracked slot per safe point, in a row; or (a leading 1 bit) a table of
-    bit offsets, one per safe point, into byte-aligned live states that are each plain bits or
-    run-length coded: a run of dead slots, then alternately live and dead runs."""
+    bit offsets, one per safe point, into byte-aligned live states, each a slot set."""
     if not num_tracked or not num_safe_points:
         return [[] for _ in range(num_safe_points)]
     if not r.read(1):
@@ -281,27 +308,75 @@ def _live_at_safe_points(r: BitReader, num_safe_points: int, num_tracked: int) -
     offsets = [r.read(width) for _ in range(num_safe_points)]
     start = (table + num_safe_points * width + 7) & ~7
     out = []
-    end = start
     for off in offsets:
         r.pos = start + off
-        if r.read(1):
-            live: list[int] = []
-            skip = not r.read(1)
-            done = r.unsigned(RLE_SKIP_BASE if skip else RLE_RUN_BASE)  # the first run: dead slots
-            report = True
-            skip = not skip
-            while done < num_tracked:
-                count = r.unsigned(RLE_SKIP_BASE if skip else RLE_RUN_BASE) + 1
-                if report:
-                    live.extend(range(done, min(done + count, num_tracked)))
-                done += count
-                skip, report = not skip, not report
-            out.append(live)
-        else:
-            bits = r.read(num_tracked)
-            out.append([i for i in range(num_tracked) if bits >> i & 1])
-        end = max(end, r.pos)
-    r.pos = end
+        out.append(_slot_set(r, num_tracked))
+    # what follows is found the runtime's way: past one bit per slot per safe point from the table
+    r.pos = table + num_safe_points * num_tracked
+    return out
+
+
+CHUNK = 64  # code offsets (normalized) per chunk of lifetime transitions
+CHUNK_LOG2 = 6
+MAX_CHUNKS = 1 << 16
+
+
+def _lifetimes(r: BitReader, info: "GcInfo", num_tracked: int) -> list[tuple[int, int, bool]]:
+    """(code offset, tracked slot index, becomes live) where, inside the fully interruptible
+    ranges, a slot's liveness changes; at the first offset of each range, every slot live there.
+
+    The ranges, joined end to end, are cut into chunks of 64 code offsets. A table gives each
+    chunk's bit position (0: no data, the last chunk with data holds at its end). A chunk
+    holds the set of slots that can be live in it, their liveness at its end, and per slot the
+    offsets (1..63) from which it flips: at offset p a slot's liveness is its end state flipped
+    once per listed offset above p."""
+    enc = info.encoding
+    ranges = [(a >> enc.code_shift, b >> enc.code_shift) for a, b in info.interruptible_ranges]
+    length = sum(b - a for a, b in ranges)
+    if not ranges or not num_tracked:
+        return []
+    num_chunks = (length + CHUNK - 1) // CHUNK
+    if num_chunks > MAX_CHUNKS:
+        raise GcInfoError(f"{num_chunks} lifetime chunks: not GC info")
+    width = r.unsigned(POINTER_SIZE_BASE)
+    if not width:
+        return []
+    if width > 32:
+        raise GcInfoError(f"chunk pointers of {width} bits: not GC info")
+    table = r.pos
+    pointers = [r.read(width) for _ in range(num_chunks)]
+    start = (table + num_chunks * width + 7) & ~7
+    live_at: list[frozenset[int]] = []  # per pseudo offset (the ranges end to end)
+    carried: frozenset[int] = frozenset()
+    for chunk, pointer in enumerate(pointers):
+        size = min(CHUNK, length - chunk * CHUNK)
+        if not pointer:
+            live_at.extend([carried] * size)
+            continue
+        r.pos = start + pointer - 1
+        slots = _slot_set(r, num_tracked)
+        finals = [bool(r.read(1)) for _ in slots]
+        flips = []
+        for _ in slots:
+            offsets = []
+            while r.read(1):
+                offsets.append(r.read(CHUNK_LOG2))
+            flips.append(offsets)
+        for p in range(size):
+            live_at.append(frozenset(slot for slot, final, offs in zip(slots, finals, flips)
+                                     if final ^ (sum(1 for t in offs if t > p) & 1 == 1)))
+        carried = frozenset(slot for slot, final in zip(slots, finals) if final)
+    out: list[tuple[int, int, bool]] = []
+    pseudo = 0
+    for a, b in ranges:
+        before: frozenset[int] = frozenset()
+        for p in range(b - a):
+            now = live_at[pseudo + p]
+            offset = (a + p) << enc.code_shift
+            out.extend((offset, i, True) for i in sorted(now - before))
+            out.extend((offset, i, False) for i in sorted(before - now))
+            before = now
+        pseudo += b - a
     return out
 
 

@@ -344,8 +344,9 @@ Decodes the GC info the JIT wrote for the code (the runtime's GcInfoEncoder form
 arm64): SOS's header lines (prolog size, GS cookie, generics context, varargs, frame
 pointer, parameter area, code size), the untracked stack slots, each safe point (the return
 address of a call where a GC can happen in partially interruptible code) with the slots
-live there, the fully interruptible ranges, and the tracked registers and stack slots. Not
-decoded: where inside the interruptible ranges each slot becomes live or dead.
+live there, each fully interruptible range with the offsets where slots become live (+) or
+dead (-), and the tracked registers and stack slots. Slots a filter reports for its parent
+frame show as (pinned).
 
 Example:
   gcinfo 00007f3a1c2d6c78"""
@@ -371,6 +372,7 @@ Example:
         out.field("safe_points", info.safe_points)
         tracked = [sl.text(enc, info.frame_register) for sl in info.slots if not sl.untracked]
         out.field("live_at_safe_points", [[tracked[i] for i in live] for live in info.live_at_safe_points])
+        out.field("lifetimes", [[offset, tracked[i], live] for offset, i, live in info.lifetimes])
         out.field("interruptible_ranges", [list(r) for r in info.interruptible_ranges])
         rows = out.table("slots", None, ("slot", "register", "untracked", "interior", "pinned"))
         for s in info.slots:

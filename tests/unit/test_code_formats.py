@@ -188,7 +188,17 @@ def gc_infos(draw):  # type: ignore[no-untyped-def]
         ranges = [(a, b) for a, b in zip(cuts[::2], cuts[1::2]) if a < b]
     n_tracked = len(regs) + len(stack)
     live = [sorted(draw(st.sets(st.integers(0, n_tracked - 1)))) if n_tracked else [] for _ in safe]
-    return dict(live=live, indirect=draw(st.booleans()), rle=[draw(st.booleans()) for _ in safe],
+    length = sum(b - a for a, b in ranges)
+    range_live: list[frozenset] = []
+    current: frozenset = frozenset()
+    for _ in range(length if n_tracked else 0):  # liveness per offset, changing now and then
+        if draw(st.integers(0, 9)) == 0:
+            current = frozenset(draw(st.sets(st.integers(0, n_tracked - 1))))
+        range_live.append(current)
+    # the decoder (as the runtime's) finds the lifetimes past one bit per slot per safe point:
+    # where both exist, this encoder writes the live states as plain rows
+    indirect = draw(st.booleans()) and not ranges
+    return dict(range_live=range_live, skip_quiet=draw(st.booleans()), live=live, indirect=indirect, rle=[draw(st.booleans()) for _ in safe],
                 rle_first=[draw(st.integers(0, 1)) for _ in safe],
                 arch=arch, enc=enc, unit=unit, code_units=code_units, fat=fat, frame=frame, regs=regs,
                 reg_flags=reg_flags, stack=stack, stack_flags=stack_flags, untracked=untracked, safe=safe,
@@ -252,7 +262,50 @@ def write_gcinfo(g: dict) -> bytes:
                 w.unsigned(o - prev, enc.stack_slot_delta_base)
             prev = o
     write_live_states(w, g)
+    write_lifetimes(w, g)
     return w.bytes()
+
+
+def write_lifetimes(w: BitWriter, g: dict) -> None:
+    """Chunks of 64 offsets of the ranges end to end: pointer table, then per chunk the
+    possibly-live slots, their end states and their flip offsets."""
+    n = len(g["regs"]) + len(g["stack"])
+    live = g["range_live"]  # per pseudo offset: the set of live tracked slots
+    if not n or not live:
+        return
+    chunks = [live[i:i + 64] for i in range(0, len(live), 64)]
+    carried: frozenset = frozenset()
+    bodies: list[BitWriter | None] = []
+    for chunk in chunks:
+        if all(s == carried for s in chunk) and g["skip_quiet"]:
+            bodies.append(None)  # nothing changes: pointer 0, the last data holds
+            continue
+        cw = BitWriter()
+        slots = sorted(set().union(*chunk))
+        cw.write(0, 1)
+        cw.write(sum(1 << i for i in slots), n)
+        for i in slots:
+            cw.write(1 if i in chunk[-1] else 0, 1)
+        for i in slots:
+            for t in range(1, len(chunk)):
+                if (i in chunk[t]) != (i in chunk[t - 1]):
+                    cw.write(1, 1)
+                    cw.write(t, 6)
+            cw.write(0, 1)
+        bodies.append(cw)
+        carried = frozenset(chunk[-1])
+    offsets, at = [], 0
+    for b in bodies:
+        offsets.append(0 if b is None else at + 1)
+        at += 0 if b is None else b.pos
+    width = max(at.bit_length() + 1, 1)
+    w.unsigned(width, 3)
+    for o in offsets:
+        w.write(o, width)
+    w.write(0, -w.pos % 8)
+    for b in bodies:
+        if b is not None:
+            w.write(b.value, b.pos)
 
 
 def write_live_states(w: BitWriter, g: dict) -> None:
@@ -326,7 +379,18 @@ def test_gcinfo_decodes_what_was_encoded(g: dict) -> None:
         [GcSlot(None, 2, o << enc.stack_slot_shift, f, False) for o, f in zip(g["stack"], stack_flags)] + \
         [GcSlot(None, 2, o << enc.stack_slot_shift, 0, True) for o in g["untracked"]]
     assert info.live_at_safe_points == (g["live"] if g["regs"] or g["stack"] else [[] for _ in g["safe"]])
-    assert info.lines()[-1].startswith("Not decoded:") == bool(g["ranges"])
+    expected = []
+    pseudo = 0
+    for a, b in g["ranges"]:  # the changes, each range starting from nothing live
+        before: frozenset = frozenset()
+        for p in range(b - a):
+            now = g["range_live"][pseudo + p] if g["range_live"] else frozenset()
+            expected += [((a + p) * unit, i, True) for i in sorted(now - before)]
+            expected += [((a + p) * unit, i, False) for i in sorted(before - now)]
+            before = now
+        pseudo += b - a
+    assert info.lifetimes == expected
+    assert info.lines()[-1].startswith("Tracked slots (")
 
 
 @given(st.binary(max_size=64), st.sampled_from(["x86_64", "aarch64"]), st.sampled_from([3, 4]))
