@@ -49,7 +49,8 @@ def commands_for(t: dict, host: str, first: dict) -> list[str]:
         f"ehinfo {md}", f"ehinfo {md} --json",
         f"clru {md}", f"clru -n -o -ehinfo {md}", f"clru {entry}", _sos(host, f"u -n {start:x}"), f"clru {md} --json",
         f"gcinfo {md}", f"gcinfo {start:x}", f"gcinfo {md} --json",
-        f"gcinfo {c['caller']['methodDesc']} --json", f"clru -n {c['caller']['methodDesc']}",
+        f"gcinfo {c['caller']['methodDesc']} --json", f"clru -n {c['caller']['methodDesc']}", f"gcinfo {c['caller']['methodDesc']}",
+        f"clru -n -o -gcinfo {c['caller']['methodDesc']}", f"clru -n -gcinfo {md}",
         f"dumpsig {sig} {module}", f"dumpsigelem {h(sig) + 3:x} {module}", f"dumpsig {sig}",
         # bad input: one line each, the debugger still answers
         "clru 0", "clru", "dumpil 10", f"dumpil {module}", f"ehinfo {module}", "gcinfo zz",
@@ -341,6 +342,24 @@ def test_gcinfo_safe_points_are_the_calls_return_addresses(case: Case, host: str
     returns = {a + n - begin for a, n, t in ins if t.split()[0] == "call"}
     assert doc["interruptible_ranges"] == []  # no loop, no EH: only its calls are safe points
     assert len(returns) == 3 and set(doc["safe_points"]) == returns, (doc["safe_points"], sorted(returns))
+
+
+def test_clru_gcinfo_puts_each_line_before_its_instruction(case: Case, host: str) -> None:
+    c = case.truth["code"]
+    for md in (c["caller"]["methodDesc"], c["methodDesc"]):
+        gc_lines = by_command(case, host, f"gcinfo {md}").splitlines()
+        body = [ln for ln in gc_lines if re.match(r"^[0-9a-f]{8} ", ln)]
+        command = next(k for k in case.outputs[host] if k.startswith("clru -n") and "-gcinfo" in k and k.endswith(md))
+        lines = by_command(case, host, command).splitlines()
+        assert [ln for ln in lines if re.match(r"^[0-9a-f]{8} ", ln)] == body  # all of them, in order
+        begin = int(BEGIN.search("\n".join(lines)).group(1), 16)
+        for i, ln in enumerate(lines):
+            if re.match(r"^[0-9a-f]{8} ", ln):
+                nxt = next((m for m in map(INSN.match, lines[i + 1:]) if m), None)
+                offset = int(ln.split()[0], 16)
+                assert nxt is None or int(nxt.group(3), 16) - begin >= offset, (ln, nxt and nxt.group(0))
+                prev = [m for m in map(INSN.match, lines[:i]) if m]
+                assert not prev or int(prev[-1].group(3), 16) - begin < offset, (ln, prev[-1].group(0))
 
 
 def test_gcinfo_live_slots_at_the_calls_follow_the_source(case: Case, host: str) -> None:

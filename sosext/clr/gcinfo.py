@@ -212,21 +212,31 @@ class GcInfo:
         if self.return_kind is not None:
             out.append(f"Return Kind: {RETURN_KINDS.get(self.return_kind, '!Impossible!')}")
         out.append(f"Code size: {self.code_length:x}")
+        out.extend(self.body_lines())
+        tracked = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
+        out.append(f"Tracked slots ({len(tracked)}): " + " ".join(tracked))
+        return [ln.rstrip() for ln in out]
+
+    def body_lines(self) -> list[str]:
+        """The untracked slots, then by code offset: each safe point with its live slots, each
+        interruptible range with the offsets where slots become live or dead (what clru
+        -gcinfo puts before the instructions)."""
+        enc = self.encoding
         untracked = [s.text(enc, self.frame_register) for s in self.slots if s.untracked]
-        if untracked:
-            out.append("Untracked: " + " ".join(f"+{t}" for t in untracked))
-        tracked_text = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
+        tracked = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
+        out = ["Untracked: " + " ".join(f"+{t}" for t in untracked)] if untracked else []
+        by_offset: list[tuple[int, int, str]] = []  # (offset, order at that offset, line)
         for offset, live in zip(self.safe_points, self.live_at_safe_points):
-            out.append(f"{offset:08x} is a safepoint: " + " ".join(f"+{tracked_text[i]}" for i in live))
+            by_offset.append((offset, 1, f"{offset:08x} is a safepoint: " + " ".join(f"+{tracked[i]}" for i in live)))
         changes: dict[int, list[str]] = {}
         for offset, slot, live in self.lifetimes:
-            changes.setdefault(offset, []).append(("+" if live else "-") + tracked_text[slot])
+            changes.setdefault(offset, []).append(("+" if live else "-") + tracked[slot])
         for a, b in self.interruptible_ranges:
-            out.append(f"{a:08x} interruptible")
-            out.extend(f"{o:08x} " + " ".join(changes[o]) for o in sorted(changes) if a <= o < b)
-            out.append(f"{b:08x} not interruptible")
-        out.append(f"Tracked slots ({len(tracked_text)}): " + " ".join(tracked_text))
-        return [ln.rstrip() for ln in out]
+            by_offset.append((a, 0, f"{a:08x} interruptible"))
+            by_offset.extend((o, 1, f"{o:08x} " + " ".join(changes[o])) for o in changes if a <= o < b)
+            by_offset.append((b, 0, f"{b:08x} not interruptible"))
+        by_offset.sort(key=lambda x: (x[0], x[1]))
+        return [ln.rstrip() for ln in out + [line for _o, _k, line in by_offset]]
 
 
 def _signed_hex(v: int) -> str:

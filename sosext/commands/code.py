@@ -130,7 +130,7 @@ def eh_marks(clauses: list[EHClause], offset: int) -> list[str]:
 class ClrU(Command):
     names = ("clru", "u", "U")
     summary = "Disassemble a managed method, with calls to other methods and JIT helpers named."
-    usage = "clru [-n] [-o] [-ehinfo] <MethodDesc | code address>"
+    usage = "clru [-n] [-o] [-ehinfo] [-gcinfo] <MethodDesc | code address>"
     details = """\
 Takes a MethodDesc (its current code) or any address inside jitted code (that code version;
 the instruction at the address is marked >>>). Prints SOS's header (JIT kind, method name,
@@ -138,9 +138,10 @@ the instruction at the address is marked >>>). Prints SOS's header (JIT kind, me
 (when the module's PDB is found; -n leaves them out), then each instruction: address,
 bytes and text (Intel syntax on x86-64), with calls named as SOS does: "(<method>, mdToken:
 <token>)" for managed code or a method's stub, "(JitHelp: <name>)" for a JIT helper.
--o adds each instruction's offset; -ehinfo marks where exception clauses begin and end.
-The disassembler is the host's: LLDB's, GDB's, or binutils' objdump in the CLI.
-SOS's -gcinfo, -il and -map are not supported.
+-o adds each instruction's offset; -ehinfo marks where exception clauses begin and end;
+-gcinfo puts gcinfo's lines (safe points, interruptible ranges, slots becoming live or
+dead) before the instruction at their offset. The disassembler is the host's: LLDB's,
+GDB's, or binutils' objdump in the CLI. SOS's -il and -map are not supported.
 
 Example:
   clru 00007f3a1c2d6c78
@@ -149,22 +150,23 @@ Example:
         Option("-n", "no source lines"),
         Option("-o", "show each instruction's offset from the method's start"),
         Option("-ehinfo", "mark the exception clauses in the listing"),
-        Option("-gcinfo", "(SOS) GC info interleaved: not supported"),
+        Option("-gcinfo", "the GC info's safe points and slot lifetimes before the instructions they reach"),
         Option("-il", "(SOS) IL interleaved: not supported"),
         Option("-map", "(SOS) IL-to-native map: not supported"),
     )
     positionals = (Positional("address", "a MethodDesc or an address in jitted code"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        for flag in ("gcinfo", "il", "map"):
+        for flag in ("il", "map"):
             if args.values.get(flag):
-                raise UsageError(f"clru -{flag} is not supported by sosext (use {'gcinfo' if flag == 'gcinfo' else 'dumpil'})")
+                raise UsageError(f"clru -{flag} is not supported by sosext (dumpil shows the IL)")
         code, ip, md = _method_and_code(ctx, args.address, self.usage)
         rt = ctx.runtime
         if code is None:
             raise SosError("Not jitted yet")
         out = ctx.out
         clauses = (eh_clauses(rt, code) or []) if args.ehinfo else []
+        gc_lines = _gc_lines(rt, code) if args.gcinfo else []
         out.field("method_desc", Address(md))
         out.field("method", code.method.name)
         out.line(code.kind_text)
@@ -201,6 +203,8 @@ Example:
                         current_line = loc.line
                         out.line()
                         out.line(f"{loc.path} @ {loc.line}:")
+                while gc_lines and gc_lines[0][0] <= offset:  # SOS prints each GC info line once reached
+                    out.line(gc_lines.pop(0)[1])
                 out.lines(eh_marks(clauses, offset))
                 target = call_target(ctx, ins)
                 name = callee_name(rt, target) if target else None
@@ -211,6 +215,20 @@ Example:
                 text = f"{mnemonic:<7} {operands}".rstrip()
                 out.line(f"{prefix}{ins.address:016x} {ins.raw.hex():<20} {text}" + (f" ({name})" if name else ""))
                 rows.row(data=(Address(ins.address), offset, ins.raw.hex(), ins.text, name))
+        out.lines(line for _offset, line in gc_lines)  # what lies at the code's end (a range's end)
+
+
+def _gc_lines(rt, code: MethodCode) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
+    """The GC info's body lines keyed by the code offset they start with (-1: at once)."""
+    try:
+        info = gc_info_of(rt, code)
+    except GcInfoError as e:
+        return [(-1, f"GC info not decoded: {e}")]
+    out = []
+    for line in info.body_lines():
+        word = line.split(" ", 1)[0]
+        out.append((int(word, 16) if len(word) == 8 and all(ch in "0123456789abcdef" for ch in word) else -1, line))
+    return out
 
 
 # -- dumpil -----------------------------------------------------------------------------------
