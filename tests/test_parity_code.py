@@ -46,6 +46,7 @@ def commands_for(t: dict, host: str, first: dict) -> list[str]:
     return [
         f"dumpmd {md}",
         f"dumpil {md}", f"dumpil {md} --json", f"dumpil /i {first['il']}",
+        f"dumpil {c['dynamic']['address']}", f"dumpil {c['dynamic']['address']} --json",
         f"ehinfo {md}", f"ehinfo {md} --json",
         f"clru {md}", f"clru -n -o -ehinfo {md}", f"clru {entry}", _sos(host, f"u -n {start:x}"), f"clru {md} --json",
         f"gcinfo {md}", f"gcinfo {start:x}", f"gcinfo {md} --json",
@@ -165,6 +166,19 @@ def test_dumpil_of_an_il_address_names_no_tokens(case: Case, host: str) -> None:
     assert [(int(o, 16), n) for o, n, _ in listed] == [(i["offset"], i["opcode"]) for i in c["instructions"]]
     call = next(rest for _o, n, rest in listed if n == "call")
     assert re.fullmatch(r" TOKEN 6[0-9a-f]{6}", call), call
+
+
+def test_dumpil_of_a_dynamic_method(case: Case, host: str) -> None:
+    c = case.truth["code"]
+    d = c["dynamic"]
+    text = by_command(case, host, f"dumpil {d['address']}")
+    assert text.startswith("This is dynamic IL. Exception info is not reported at this time.\n"), text
+    doc = json_of(by_command(case, host, f"dumpil {d['address']} --json"))
+    assert [i["opcode"] for i in doc["instructions"]] == d["opcodes"]
+    operands = [i["operand"] for i in doc["instructions"] if i["operand"] is not None]
+    assert re.fullmatch(rf'70[0-9a-f]{{6}} "{re.escape(d["literal"])}"', operands[1]), operands
+    assert all(re.fullmatch(r"6[0-9a-f]{6} System\.String\.get_Length\(\)", operands[i]) for i in (0, 2)), operands
+    assert re.fullmatch(rf"6[0-9a-f]{{6}} {re.escape(c['callee']['method'])}\(Int32\)", operands[3]), operands
 
 
 # -- ehinfo -----------------------------------------------------------------------------------

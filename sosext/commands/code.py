@@ -13,6 +13,7 @@ import re
 from ..clr.addresses import AddressKind, classifier
 from ..clr.il import decode, parse_body
 from ..clr.iltext import ILDasmNames, il_lines
+from ..clr.dynamicil import dynamic_token_text, read_dynamic_il
 from ..clr.gcinfo import GcInfoError
 from ..clr.jitcode import (EHClause, MethodCode, callee_name, code_of, eh_clauses, gc_info_of, il_body_address,
                            method_of)
@@ -238,13 +239,14 @@ def _gc_lines(rt, code: MethodCode) -> list[tuple[int, str]]:  # type: ignore[no
 class DumpIL(Command):
     names = ("dumpil", "DumpIL")
     summary = "Display the IL of a method (MethodDesc), or of the IL body at an address (/i)."
-    usage = "dumpil <MethodDesc> | dumpil /i <IL address>"
+    usage = "dumpil <MethodDesc | DynamicMethod object> | dumpil /i <IL address>"
     details = """\
 The IL comes from the module's image in the target (the method's RVA in its metadata);
 tokens are named in ildasm's style (call int32 Ns.Type::M(string), ldstr "text"), and
 .try/.catch/.finally blocks are shown around the protected ranges. With /i (or -i) the
-address is an IL method body (its header first), decoded without names.
-Methods of a DynamicMethod keep their IL in managed objects: sosext does not decode those.
+address is an IL method body (its header first), decoded without names. A DynamicMethod
+object (or its MethodDesc) shows the IL its resolver keeps, tokens named through its
+token list.
 
 Examples:
   dumpil 00007f3a1c2d6c78
@@ -268,13 +270,20 @@ Examples:
                 raise c.error("an IL method body")
             il_addr = addr
         else:
-            classifier(rt).require(addr, AddressKind.METHOD_DESC, "a MethodDesc", "dumpil")
+            c = classifier(rt).classify(addr)
+            if c.is_object:  # SOS's dumpil of a DynamicMethod object
+                self.dynamic(ctx, addr)
+                return
+            if c.kind is not AddressKind.METHOD_DESC:
+                raise c.error("a MethodDesc or a DynamicMethod", "dumpil")
             method = rt.methods.get(addr)
             if method is None:
                 raise SosError(f"{p16(addr)} is not a MethodDesc")
             if method.data.is_dynamic:
-                raise SosError("This is a method of a DynamicMethod: its IL lives in managed objects, "
-                               "which sosext does not decode (dumpobj the DynamicMethod's m_ilGenerator)")
+                if not method.data.managed_dynamic_method_object:
+                    raise SosError(f"Unable to print IL for DynamicMethodDesc {p16(addr)}")
+                self.dynamic(ctx, method.data.managed_dynamic_method_object)
+                return
             il_addr, _rva = il_body_address(rt, method)
             out.field("il_address", Address(il_addr), f"ilAddr is {p16(il_addr)}")
             names = ILDasmNames(rt.catalog.require_metadata(method.module))
@@ -294,6 +303,28 @@ Examples:
             clause_rows.row(data=(c.kind, c.try_offset, c.try_length, c.handler_offset, c.handler_length,
                                   c.class_token if c.kind == "TYPED" else None,
                                   c.filter_offset if c.kind == "FILTER" else None))
+
+
+    @staticmethod
+    def dynamic(ctx: CommandContext, obj: int) -> None:
+        """SOS's listing of a DynamicMethod's IL: no header, no exception clauses, tokens
+        resolved through the method's token list."""
+        rt = ctx.runtime
+        il = read_dynamic_il(rt, obj)
+        out = ctx.out
+        out.field("dynamic_method", Address(obj))
+        out.field("token_array", Address(il.token_array))
+        out.lines(["This is dynamic IL. Exception info is not reported at this time.",
+                   'If a token is unresolved, run "dumpobj <addr>" on the addr given',
+                   "in parenthesis. You can also look at the token table yourself, by",
+                   f'running "dumparray {p16(il.token_array)}".', ""])
+        instructions = decode(il.code)
+        rows = out.table("instructions", None, ("offset", "opcode", "operand"))
+        for text in il_lines(instructions, (), lambda t: dynamic_token_text(rt, il, t)):
+            out.line(text)
+        for ins in instructions:
+            rows.row(data=(ins.offset, ins.name, ins.value if ins.operand != 10
+                           else dynamic_token_text(rt, il, int(ins.value or 0))))
 
 
 # -- ehinfo -----------------------------------------------------------------------------------

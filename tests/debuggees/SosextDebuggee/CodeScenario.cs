@@ -77,6 +77,36 @@ namespace DebuggeeHost
             return s;
         }
 
+        // A DynamicMethod (its IL lives in managed objects): length of the argument plus the
+        // length of a literal, through CodeCallee.
+        private const string DynamicLiteral = "sosext-dynamic-il";
+        private static DynamicMethod s_dynamic;
+        private static Func<string, int> s_dynamicDelegate;
+        private static readonly List<string> s_dynamicOpcodes = new List<string>();
+
+        private static void EmitDynamic()
+        {
+            var dm = new DynamicMethod("CodeDynamic", typeof(int), new[] { typeof(string) }, typeof(CodeScenario).Module);
+            ILGenerator il = dm.GetILGenerator();
+            MethodInfo length = typeof(string).GetProperty(nameof(string.Length)).GetGetMethod();
+            void Emit(OpCode op, object arg = null)
+            {
+                s_dynamicOpcodes.Add(op.Name);
+                if (arg is MethodInfo m) il.Emit(op, m);
+                else if (arg is string text) il.Emit(op, text);
+                else il.Emit(op);
+            }
+            Emit(OpCodes.Ldarg_0);
+            Emit(OpCodes.Callvirt, length);
+            Emit(OpCodes.Ldstr, DynamicLiteral);
+            Emit(OpCodes.Callvirt, length);
+            Emit(OpCodes.Add);
+            Emit(OpCodes.Call, Callee);
+            Emit(OpCodes.Ret);
+            s_dynamicDelegate = (Func<string, int>)dm.CreateDelegate(typeof(Func<string, int>));
+            s_dynamic = dm;
+        }
+
         private static MethodInfo Subject => typeof(CodeScenario).GetMethod(nameof(CodeSubject));
         private static MethodInfo Callee => typeof(CodeScenario).GetMethod(nameof(CodeCallee));
         private static MethodInfo Caller => typeof(CodeScenario).GetMethod(nameof(CodeCaller));
@@ -87,6 +117,8 @@ namespace DebuggeeHost
                 RuntimeHelpers.PrepareMethod(m.MethodHandle);
             CodeSubject("sosext", 2, new List<int>(), ref s_total);
             GC.KeepAlive(CodeCaller("sosext", s_total));
+            EmitDynamic();
+            s_sink += s_dynamicDelegate("sosext");
         }
 
         public void Settle(int attempt)
@@ -178,6 +210,14 @@ namespace DebuggeeHost
             w.PropHex("methodDesc", callee.MethodHandle.Value);
             w.Prop("token", callee.MetadataToken);
             w.Prop("method", typeof(CodeScenario).FullName + "." + nameof(CodeCallee));
+            w.EndObject();
+            w.Name("dynamic").BeginObject();
+            w.PropHex("address", Mem.Addr(s_dynamic));
+            w.Prop("literal", DynamicLiteral);
+            w.Name("opcodes").BeginArray();
+            foreach (string op in s_dynamicOpcodes)
+                w.Value(op);
+            w.EndArray();
             w.EndObject();
             w.Name("caller").BeginObject();
             w.PropHex("methodDesc", Caller.MethodHandle.Value);
