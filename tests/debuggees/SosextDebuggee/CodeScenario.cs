@@ -82,10 +82,13 @@ namespace DebuggeeHost
         private const string DynamicLiteral = "sosext-dynamic-il";
         private static DynamicMethod s_dynamic;
         private static Func<string, int> s_dynamicDelegate;
-        private static readonly List<string> s_dynamicOpcodes = new List<string>();
+        // No initializers on this class's statics: a static constructor would change the code
+        // the JIT makes for CodeSubject (class-initialization checks), which the docs show.
+        private static List<string> s_dynamicOpcodes;
 
         private static void EmitDynamic()
         {
+            s_dynamicOpcodes = new List<string>();
             var dm = new DynamicMethod("CodeDynamic", typeof(int), new[] { typeof(string) }, typeof(CodeScenario).Module);
             ILGenerator il = dm.GetILGenerator();
             MethodInfo length = typeof(string).GetProperty(nameof(string.Length)).GetGetMethod();
