@@ -51,7 +51,7 @@ def commands_for(t: dict, host: str, first: dict) -> list[str]:
         f"clru {md}", f"clru -n -o -ehinfo {md}", f"clru {entry}", _sos(host, f"u -n {start:x}"), f"clru {md} --json",
         f"gcinfo {md}", f"gcinfo {start:x}", f"gcinfo {md} --json",
         f"gcinfo {c['caller']['methodDesc']} --json", f"clru -n {c['caller']['methodDesc']}", f"gcinfo {c['caller']['methodDesc']}",
-        f"clru -n -o -gcinfo {c['caller']['methodDesc']}", f"clru -n -gcinfo {md}",
+        f"clru -n -o -gcinfo {c['caller']['methodDesc']}", f"clru -n -gcinfo {md}", f"clru -n -il {md}",
         f"dumpsig {sig} {module}", f"dumpsigelem {h(sig) + 3:x} {module}", f"dumpsig {sig}",
         # bad input: one line each, the debugger still answers
         "clru 0", "clru", "dumpil 10", f"dumpil {module}", f"ehinfo {module}", "gcinfo zz",
@@ -277,6 +277,24 @@ def test_clru_offsets_and_eh_marks(case: Case, host: str) -> None:
         if not k["duplicate"]:
             assert len(re.findall(rf"^EHHandler {k['index']}: {k['kind']} CLAUSE BEGIN", text, re.M)) == 1, text
             assert len(re.findall(rf"^EHHandler {k['index']}: {k['kind']} HANDLER END", text, re.M)) <= 1
+
+
+def test_clru_il_puts_the_il_before_the_code_made_of_it(case: Case, host: str) -> None:
+    c = case.truth["code"]
+    lines = by_command(case, host, f"clru -n -il {c['methodDesc']}").splitlines()
+    il = [ln for ln in lines if re.match(r"^IL_[0-9a-f]{4}: ", ln)]
+    listing = {ln.strip() for ln in by_command(case, host, f"dumpil {c['methodDesc']}").splitlines()}
+    assert il and set(il) <= listing and len(il) == len(set(il)), il  # dumpil's lines, each once
+    offsets = [int(ln[3:7], 16) for ln in il]
+    assert offsets[0] == 0 and set(offsets) <= {i["offset"] for i in c["instructions"]}
+    callee_type, callee_name = c["callee"]["method"].rsplit(".", 1)
+    il_call = lines.index(next(ln for ln in il if f"::{callee_name}(" in ln))
+    native_call = next(i for i, ln in enumerate(lines) if f"({c['callee']['method']}(Int32), mdToken:" in ln)
+    assert il_call < native_call
+    # the IL printed last before the native call is the stretch holding the IL call
+    last_il = max(i for i in range(native_call) if re.match(r"^IL_", lines[i]))
+    group_start = max(i for i in range(last_il + 1) if re.match(r"^IL_", lines[i]) and not re.match(r"^IL_", lines[i - 1]))
+    assert group_start <= il_call <= last_il
 
 
 def test_clru_json(case: Case, host: str) -> None:

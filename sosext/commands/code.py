@@ -131,7 +131,7 @@ def eh_marks(clauses: list[EHClause], offset: int) -> list[str]:
 class ClrU(Command):
     names = ("clru", "u", "U")
     summary = "Disassemble a managed method, with calls to other methods and JIT helpers named."
-    usage = "clru [-n] [-o] [-ehinfo] [-gcinfo] <MethodDesc | code address>"
+    usage = "clru [-n] [-o] [-il] [-ehinfo] [-gcinfo] <MethodDesc | code address>"
     details = """\
 Takes a MethodDesc (its current code) or any address inside jitted code (that code version;
 the instruction at the address is marked >>>). Prints SOS's header (JIT kind, method name,
@@ -142,7 +142,8 @@ bytes and text (Intel syntax on x86-64), with calls named as SOS does: "(<method
 -o adds each instruction's offset; -ehinfo marks where exception clauses begin and end;
 -gcinfo puts gcinfo's lines (safe points, interruptible ranges, slots becoming live or
 dead) before the instruction at their offset. The disassembler is the host's: LLDB's,
-GDB's, or binutils' objdump in the CLI. SOS's -il and -map are not supported.
+GDB's, or binutils' objdump in the CLI. -il puts the IL (as dumpil writes it) before the
+code the JIT made of it. SOS's -map is not supported.
 
 Example:
   clru 00007f3a1c2d6c78
@@ -152,15 +153,14 @@ Example:
         Option("-o", "show each instruction's offset from the method's start"),
         Option("-ehinfo", "mark the exception clauses in the listing"),
         Option("-gcinfo", "the GC info's safe points and slot lifetimes before the instructions they reach"),
-        Option("-il", "(SOS) IL interleaved: not supported"),
+        Option("-il", "the IL each stretch of code was made from, before it"),
         Option("-map", "(SOS) IL-to-native map: not supported"),
     )
     positionals = (Positional("address", "a MethodDesc or an address in jitted code"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        for flag in ("il", "map"):
-            if args.values.get(flag):
-                raise UsageError(f"clru -{flag} is not supported by sosext (dumpil shows the IL)")
+        if args.map:
+            raise UsageError("clru -map is not supported by sosext (clru -il shows the IL by the code it became)")
         code, ip, md = _method_and_code(ctx, args.address, self.usage)
         rt = ctx.runtime
         if code is None:
@@ -168,6 +168,7 @@ Example:
         out = ctx.out
         clauses = (eh_clauses(rt, code) or []) if args.ehinfo else []
         gc_lines = _gc_lines(rt, code) if args.gcinfo else []
+        il = _ILByOffset(rt, code.method) if args.il else None
         out.field("method_desc", Address(md))
         out.field("method", code.method.name)
         out.line(code.kind_text)
@@ -195,6 +196,7 @@ Example:
                 out.line(str(e))
                 return
             base_offset = 0 if i == 0 else code.hot_size
+            il_map = il.map([ins.address for ins in instructions]) if il is not None else {}
             current_line = None
             for ins in instructions:
                 offset = ins.address - start + base_offset
@@ -204,6 +206,8 @@ Example:
                         current_line = loc.line
                         out.line()
                         out.line(f"{loc.path} @ {loc.line}:")
+                if il is not None:
+                    out.lines(il.lines_for(il_map.get(ins.address)))
                 while gc_lines and gc_lines[0][0] <= offset:  # SOS prints each GC info line once reached
                     out.line(gc_lines.pop(0)[1])
                 out.lines(eh_marks(clauses, offset))
@@ -217,6 +221,44 @@ Example:
                 out.line(f"{prefix}{ins.address:016x} {ins.raw.hex():<20} {text}" + (f" ({name})" if name else ""))
                 rows.row(data=(Address(ins.address), offset, ins.raw.hex(), ins.text, name))
         out.lines(line for _offset, line in gc_lines)  # what lies at the code's end (a range's end)
+
+
+class _ILByOffset:
+    """clru -il: the IL instructions a stretch of native code was made from, each printed
+    once, before the first native instruction the JIT's map gives their IL offset: from that
+    offset up to the next offset the map names."""
+
+    def __init__(self, rt, method) -> None:  # type: ignore[no-untyped-def]
+        self.lines = source_lines(rt)
+        self.listing: list[tuple[int, str]] = []
+        self.starts: list[int] = []
+        self.shown: set[int] = set()
+        try:
+            il_addr, _rva = il_body_address(rt, method)
+            body = parse_body(rt.target.read_partial(il_addr, IL_READ))
+            names = ILDasmNames(rt.catalog.require_metadata(method.module))
+            instructions = decode(body.code)
+        except SosError:
+            return  # an IL stub or unreadable IL: the code alone, as SOS does
+        texts = il_lines(instructions, (), names.token_text)
+        self.listing = [(ins.offset, text) for ins, text in zip(instructions, texts)]
+
+    def map(self, addresses: list[int]) -> dict[int, int]:
+        """Each native address's IL offset (where the JIT's map names one)."""
+        found = {}
+        for a in addresses:
+            off = self.lines.il_offset(a, return_address=False) if self.listing else None
+            if off is not None:
+                found[a] = off
+        self.starts = sorted(set(found.values()))
+        return found
+
+    def lines_for(self, offset: int | None) -> list[str]:
+        if offset is None or offset in self.shown:
+            return []
+        self.shown.add(offset)
+        end = next((o for o in self.starts if o > offset), None)
+        return [text for il_offset, text in self.listing if il_offset >= offset and (end is None or il_offset < end)]
 
 
 def _gc_lines(rt, code: MethodCode) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
