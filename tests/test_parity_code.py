@@ -51,7 +51,7 @@ def commands_for(t: dict, host: str, first: dict) -> list[str]:
         f"clru {md}", f"clru -n -o -ehinfo {md}", f"clru {entry}", _sos(host, f"u -n {start:x}"), f"clru {md} --json",
         f"gcinfo {md}", f"gcinfo {start:x}", f"gcinfo {md} --json",
         f"gcinfo {c['caller']['methodDesc']} --json", f"clru -n {c['caller']['methodDesc']}", f"gcinfo {c['caller']['methodDesc']}",
-        f"clru -n -o -gcinfo {c['caller']['methodDesc']}", f"clru -n -gcinfo {md}", f"clru -n -il {md}",
+        f"clru -n -o -gcinfo {c['caller']['methodDesc']}", f"clru -n -gcinfo {md}", f"clru -n -il {md}", f"clru -n -map {md}",
         f"dumpsig {sig} {module}", f"dumpsigelem {h(sig) + 3:x} {module}", f"dumpsig {sig}",
         # bad input: one line each, the debugger still answers
         "clru 0", "clru", "dumpil 10", f"dumpil {module}", f"ehinfo {module}", "gcinfo zz",
@@ -295,6 +295,23 @@ def test_clru_il_puts_the_il_before_the_code_made_of_it(case: Case, host: str) -
     last_il = max(i for i in range(native_call) if re.match(r"^IL_", lines[i]))
     group_start = max(i for i in range(last_il + 1) if re.match(r"^IL_", lines[i]) and not re.match(r"^IL_", lines[i - 1]))
     assert group_start <= il_call <= last_il
+
+
+def test_clru_map_is_the_jits_il_to_native_map(case: Case, host: str) -> None:
+    c = case.truth["code"]
+    lines = by_command(case, host, f"clru -n -map {c['methodDesc']}").splitlines()
+    begin, size = (int(g, 16) for g in BEGIN.search("\n".join(lines)).groups())
+    entries = [tuple(int(w, 16) for w in ln.split()) for ln in lines if re.fullmatch(r"[0-9a-f]{8} [0-9a-f]{16} [0-9a-f]{16}", ln)]
+    assert entries and entries[0][:2] == (0xFFFFFFFE, begin)  # the prolog first, from the code's start
+    il_offsets = {i["offset"] for i in c["instructions"]}
+    mapped = [e for e in entries if e[0] < 0xFFFFFFFD]
+    assert mapped and all(e[0] in il_offsets and begin <= e[1] <= begin + size for e in mapped), entries
+    # the IL call to the callee maps to the stretch holding the native call
+    call_il = next(i["offset"] for i in c["instructions"] if i["opcode"] == "call")
+    native = [a for a, _n, t in instructions(by_command(case, host, f"clru {c['methodDesc']}"))
+              if f"({c['callee']['method']}(Int32)" in t]
+    stretch = max((e for e in mapped if e[1] <= native[0]), key=lambda e: e[1])
+    assert stretch[0] <= call_il, (stretch, call_il)
 
 
 def test_clru_json(case: Case, host: str) -> None:

@@ -182,3 +182,16 @@ def gc_info_of(rt: "ClrRuntime", code: MethodCode) -> GcInfo:
         raise GcInfoError(f"it says the code is {info.code_length:#x} bytes, the code header {code.size:#x} "
                           f"(format {first})")
     return info
+
+
+def il_native_map(rt: "ClrRuntime", code: MethodCode) -> list[tuple[int, int, int]] | None:
+    """The JIT's map of the code: (IL offset, native start, native end) per entry; the IL
+    offset is 0xFFFFFFFF (no mapping), 0xFFFFFFFE (prolog) or 0xFFFFFFFD (epilog) where the
+    code has none. None when the runtime keeps no map for it."""
+    from ..dac.xclrdata import method_instance_by_address
+    rt.refresh()
+    mi = method_instance_by_address(rt.dac, code.start)
+    if mi is None:
+        return None
+    with mi:
+        return mi.il_address_map()

@@ -16,7 +16,7 @@ from ..clr.iltext import ILDasmNames, il_lines
 from ..clr.dynamicil import dynamic_token_text, read_dynamic_il
 from ..clr.gcinfo import GcInfoError
 from ..clr.jitcode import (EHClause, MethodCode, callee_name, code_of, eh_clauses, gc_info_of, il_body_address,
-                           method_of)
+                           il_native_map, method_of)
 from ..clr.metadata import MetadataError, MetadataReader, decode_member_sig, decode_type_sig
 from ..clr.metadata.signatures import MethodSig
 from ..clr.sigtext import element_text, field_sig_text, method_sig_text, sos_type_namer
@@ -131,7 +131,7 @@ def eh_marks(clauses: list[EHClause], offset: int) -> list[str]:
 class ClrU(Command):
     names = ("clru", "u", "U")
     summary = "Disassemble a managed method, with calls to other methods and JIT helpers named."
-    usage = "clru [-n] [-o] [-il] [-ehinfo] [-gcinfo] <MethodDesc | code address>"
+    usage = "clru [-n] [-o] [-il] [-map] [-ehinfo] [-gcinfo] <MethodDesc | code address>"
     details = """\
 Takes a MethodDesc (its current code) or any address inside jitted code (that code version;
 the instruction at the address is marked >>>). Prints SOS's header (JIT kind, method name,
@@ -143,7 +143,8 @@ bytes and text (Intel syntax on x86-64), with calls named as SOS does: "(<method
 -gcinfo puts gcinfo's lines (safe points, interruptible ranges, slots becoming live or
 dead) before the instruction at their offset. The disassembler is the host's: LLDB's,
 GDB's, or binutils' objdump in the CLI. -il puts the IL (as dumpil writes it) before the
-code the JIT made of it. SOS's -map is not supported.
+code the JIT made of it; -map prints the JIT's IL-to-native map first (IL offset, native
+start and end per entry; ffffffff, fffffffe and fffffffd mark no IL, prolog and epilog).
 
 Example:
   clru 00007f3a1c2d6c78
@@ -154,13 +155,11 @@ Example:
         Option("-ehinfo", "mark the exception clauses in the listing"),
         Option("-gcinfo", "the GC info's safe points and slot lifetimes before the instructions they reach"),
         Option("-il", "the IL each stretch of code was made from, before it"),
-        Option("-map", "(SOS) IL-to-native map: not supported"),
+        Option("-map", "the JIT's IL-to-native map first: IL offset, native start and end"),
     )
     positionals = (Positional("address", "a MethodDesc or an address in jitted code"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.map:
-            raise UsageError("clru -map is not supported by sosext (clru -il shows the IL by the code it became)")
         code, ip, md = _method_and_code(ctx, args.address, self.usage)
         rt = ctx.runtime
         if code is None:
@@ -180,6 +179,13 @@ Example:
         else:
             out.field("begin", Address(code.start), f"Begin {p16(code.start)}, size {code.size:x}")
         out.field("size", code.size)
+        if args.map:
+            entries = il_native_map(rt, code)
+            if entries is None:
+                out.line("Failed to get IL address map")
+            else:
+                out.lines(f"{il:08x} {p16(start)} {p16(end)}" for il, start, end in entries)
+                out.field("map", [[il, Address(start), Address(end)] for il, start, end in entries])
         rows = out.table("instructions", None, ("address", "offset", "bytes", "text", "callee"))
         lines = None if args.n else source_lines(rt)
         ranges = code.ranges()
