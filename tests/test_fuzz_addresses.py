@@ -49,6 +49,8 @@ COMMANDS = [
     "retained {a}", "retained --json {a}",
     "dumpdelegate {a}", "dumpobjgcrefs {a}", "dumpalc {a}", "findappdomain {a}", "pathto {a} {a}",
     "notreachableinrange {a} L40",
+    "clru {a}", "clru -ehinfo {a}", "dumpil {a}", "dumpil /i {a}", "ehinfo {a}", "gcinfo {a}", "dumpsig {a}",
+    "dumpsig {a} {a}", "dumpsigelem {a}",
 ]
 
 

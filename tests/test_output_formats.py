@@ -51,6 +51,13 @@ NO_TABLE = {
     "bpmd": "needs a live process; prints SOS's lines; tested in test_bpmd.py",
     "findroots": "one line: SOS's findroots needs a stop inside a GC (gcroot -gcgen answers on a stop)",
     "traverseheap": "writes a file (CLR Profiler's text or XML) and one line; read back in test_parity_heap.py",
+    "dumpsig": "prints the signature as one line (its --json has it as 'signature'); exact in test_parity_code.py",
+    "dumpsigelem": "prints one type as one line; exact in test_parity_code.py",
+    "logopen": "prints where the console is logged, one line",
+    "logclose": "prints one line",
+    "logging": "prints whether the diagnostic log is on and its file",
+    "dbgout": "prints one line",
+    "loadsymbols": "prints what the debugger does about native symbols; no table",
 }
 
 
@@ -87,6 +94,10 @@ def json_commands(truth: dict) -> dict[str, str]:
         "pe": "pe",
         "threadpool": "threadpool",
         "ip2md": None,  # needs a code address: covered by test_threads
+        "clru": None,  # needs a jitted method: --json covered by test_parity_code
+        "dumpil": None,  # needs a MethodDesc: --json covered by test_parity_code
+        "ehinfo": None,  # needs a MethodDesc: --json covered by test_parity_code
+        "gcinfo": None,  # needs a MethodDesc: covered by test_parity_code
         "dumpmt": f"dumpmt -md {a['mt']}",
         "dumpclass": None,  # needs an EEClass: covered by test_types
         "dumpmd": None,  # needs a MethodDesc: covered by test_types

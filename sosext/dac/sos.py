@@ -80,6 +80,8 @@ XCLR_PROCESS_FLUSH = 3
 _A, _PA, _U32, _PU32, _I32, _PI32, _P, _PP, _PW = ADDR, P_ADDR, U32, P_U32, I32, P_I32, PTR, P_PTR, P_WCHAR
 
 MODULEMAPTRAVERSE = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p)
+# BOOL (*DUMPEHINFO)(UINT clauseIndex, UINT totalClauses, DACEHInfo *pEHInfo, LPVOID token)
+DUMPEHINFO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p)
 
 HANDLE_TYPES = {
     0: "weak short", 1: "weak long", 2: "strong", 3: "pinned", 4: "variable",
@@ -467,6 +469,29 @@ class SosDac:
 
     def code_header_data(self, ip: int) -> st.CodeHeaderData | None:
         return self._record_or_none("GetCodeHeaderData", st.CodeHeaderData, (_A, ip))
+
+    def traverse_eh_info(self, ip: int) -> list[st.EHInfo] | None:
+        """The exception clauses of the jitted code that holds ``ip``; None if the DAC refuses."""
+        found: list[st.EHInfo] = []
+
+        def visit(_index: int, _total: int, info: Any, _token: Any) -> int:
+            found.append(st.EHInfo.from_c(st.EHInfo.C.from_address(info)))
+            return 1
+
+        cb = DUMPEHINFO(visit)
+        if self._try(self.sos, SOS["TraverseEHInfo"], (_A, DUMPEHINFO, _P), ip, cb, None) & 0x80000000:
+            return None
+        return found
+
+    def jit_helper_name(self, ip: int) -> str | None:
+        """The name of the JIT helper at ``ip`` (JIT_New ...), if it is one."""
+        types = (_A, _U32, ctypes.c_char_p, _PU32)
+        buf = ctypes.create_string_buffer(256)
+        needed = _U32(0)
+        if self._try(self.sos, SOS["GetJitHelperFunctionName"], types, ip, len(buf), buf,
+                     ctypes.byref(needed)) & 0x80000000:
+            return None
+        return buf.value.decode("ascii", "replace") or None
 
     def frame_name(self, vtable: int) -> str | None:
         return self._text(self.sos, "GetFrameName", SOS["GetFrameName"], ((_A, vtable),))

@@ -302,6 +302,22 @@ class CodeHeaderData:
     hot_region_size: U32
 
 
+@dac_struct(0x58)
+class EHInfo:
+    """DACEHInfo: one exception clause of jitted code, offsets from the code's start."""
+    clause_type: U32  # EHClauseType: 0 fault, 1 finally, 2 filter, 3 typed, 4 unknown
+    try_start_offset: ADDR
+    try_end_offset: ADDR
+    handler_start_offset: ADDR
+    handler_end_offset: ADDR
+    is_duplicate_clause: BOOL
+    filter_offset: ADDR
+    is_catch_all_handler: BOOL
+    module_addr: ADDR  # nonzero: tok_catch is a type token of this module; 0: mt_catch is a MethodTable
+    mt_catch: ADDR
+    tok_catch: U32
+
+
 @dac_struct(0x38)
 class ExceptionObjectData:
     message: ADDR

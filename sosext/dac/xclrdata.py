@@ -248,6 +248,28 @@ class MethodInstance(_Interface):
         return list(buf[:n])
 
 
+    def il_address_map(self) -> list[tuple[int, int, int]] | None:
+        """The JIT's IL-to-native map: (IL offset or CLRDATA_IL_OFFSET_* marker, native start,
+        native end) per entry, in the JIT's order. None on failure."""
+        need = _U32(0)
+        hr = self._call(METHOD_INSTANCE["GetILAddressMap"], (_U32, _PU32, _P), 0, ctypes.byref(need), None)
+        if failed(hr) or not 0 < need.value <= 1 << 16:
+            return None if failed(hr) else []
+        buf = (IL_ADDRESS_MAP * need.value)()
+        hr = self._call(METHOD_INSTANCE["GetILAddressMap"], (_U32, _PU32, _P), need.value, ctypes.byref(need), buf)
+        if failed(hr):
+            return None
+        return [(e.il_offset, e.start_address, e.end_address) for e in buf[: need.value]]
+
+
+class IL_ADDRESS_MAP(ctypes.Structure):  # noqa: N801 - CLRDATA_IL_ADDRESS_MAP
+    _fields_ = [("il_offset", ctypes.c_uint32), ("start_address", ctypes.c_uint64),
+                ("end_address", ctypes.c_uint64), ("type", ctypes.c_uint32)]
+
+
+assert ctypes.sizeof(IL_ADDRESS_MAP) == 32
+
+
 class Value(_Interface):
     """IXCLRDataValue: where a variable lives and its bytes."""
 

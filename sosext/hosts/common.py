@@ -11,6 +11,7 @@ from ..clr.progress import Progress, set_state_source
 from ..commands import load_for
 from ..commands.base import lookup, split_words
 from ..commands.context import CommandContext
+from ..commands.sessionlog import console_tee
 from ..errors import SosError, TargetError
 from ..render.color import color_wanted
 from ..render.output import Output
@@ -119,6 +120,7 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
     and NO_COLOR still turn it off). ``announce``: a debugger's session, which says once per
     runtime what it found."""
     load_for(name)
+    write, error = console_tee(session.settings, write), console_tee(session.settings, error)
     cls = lookup(name)
     if cls is None:
         error(safe_line(f"error: unknown command: {name}"))

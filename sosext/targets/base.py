@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Callable, Iterable, Protocol, runtime_checkable
 
 from ..errors import MemoryReadError
+from .disasm import Instruction
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,11 @@ class Target(Protocol):
 
     def describe(self) -> str:
         """One line naming the target for messages ("process 1234", "core /tmp/x")."""
+        ...
+
+    def disassemble(self, address: int, code: bytes) -> list[Instruction]:
+        """Optional: ``code`` (read from ``address``) as instructions, by the host's own
+        disassembler; raises disasm.NoDisassembler when the host has none."""
         ...
 
 
@@ -216,6 +222,13 @@ class TargetBase:
         debugger made by itself on opening a core (GDB's first thread of the core); commands
         act on a crash dump's signalled thread until the user chooses."""
         return True
+
+    def disassemble(self, address: int, code: bytes) -> "list[Instruction]":
+        """``code``, read from ``address``, as instructions (optional: a host with a
+        disassembler of its own overrides this; the default borrows objdump, and raises
+        NoDisassembler without it)."""
+        from .disasm import objdump_disassemble
+        return objdump_disassemble(address, code, self.arch)
 
     def describe(self) -> str:
         return type(self).__name__

@@ -29,6 +29,7 @@ from .. import interrupts
 from ..errors import Interrupted, TargetError
 from .base import STATE_ERRORS, Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
 from .corefind import find_open_core
+from .disasm import Instruction
 from .procfs import W_X_HINT, ProcMemory, process_gone, read_maps, shared_mapping_at
 
 NO_PROCESS = "no process: attach to a process (attach PID) or load a core (gdb EXE CORE)"
@@ -435,6 +436,31 @@ class GdbTarget(TargetBase):
     def selected_tid(self) -> int | None:
         """The thread selected with GDB's ``thread <n>``: what clrstack and pe act on."""
         return self.selected_thread_tid()
+
+    def disassemble(self, address: int, code: bytes) -> list[Instruction]:
+        """GDB's disassembler (Intel syntax on x86-64, the user's flavour restored after).
+        GDB reads the code itself; where it cannot (a page the core lacks), objdump on the
+        bytes sosext read."""
+        arch = self.inferior.architecture()
+        flavor = None
+        try:
+            if self.arch == "x86_64":
+                flavor = gdb.parameter("disassembly-flavor")
+                gdb.execute("set disassembly-flavor intel", to_string=True)
+            found = arch.disassemble(address, address + len(code) - 1)
+        except gdb.error:
+            return super().disassemble(address, code)
+        finally:
+            if flavor is not None and flavor != "intel":
+                gdb.execute(f"set disassembly-flavor {flavor}", to_string=True)
+        out = []
+        for ins in found:
+            at, size = int(ins["addr"]), int(ins["length"])
+            offset = at - address
+            if offset < 0 or offset + size > len(code):
+                break
+            out.append(Instruction(at, bytes(code[offset:offset + size]), " ".join(ins["asm"].split())))
+        return out
 
     def select_tid(self, tid: int) -> bool:
         """Make OS thread ``tid`` GDB's selected thread (clrthreads -managedexception)."""

@@ -15,6 +15,7 @@ import lldb  # type: ignore[import-not-found]
 from ..errors import TargetError
 from .base import Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
 from .corefind import find_open_core
+from .disasm import Instruction
 from .procfs import W_X_HINT, ProcMemory, process_gone, read_maps, shared_mapping_at
 
 _RUNNING = (lldb.eStateRunning, lldb.eStateStepping, lldb.eStateLaunching, lldb.eStateAttaching)
@@ -174,6 +175,25 @@ class LldbTarget(TargetBase):
         """Make OS thread ``tid`` LLDB's selected thread (clrthreads -managedexception); a debugger
         selection, nothing changes in the target."""
         return bool(self.process.SetSelectedThreadByID(tid))
+
+    def disassemble(self, address: int, code: bytes) -> list[Instruction]:
+        """LLDB's disassembler (Intel syntax on x86-64) over bytes sosext read."""
+        flavor = "intel" if self.arch == "x86_64" else None
+        base = lldb.SBAddress(address, self.sbtarget)
+        insns = self.sbtarget.GetInstructionsWithFlavor(base, flavor, code)
+        out: list[Instruction] = []
+        offset = 0
+        for i in range(insns.GetSize()):
+            ins = insns.GetInstructionAtIndex(i)
+            size = ins.GetByteSize()
+            if size <= 0:
+                break
+            mnemonic = ins.GetMnemonic(self.sbtarget) or ""
+            operands = ins.GetOperands(self.sbtarget) or ""
+            out.append(Instruction(address + offset, bytes(code[offset:offset + size]),
+                                   f"{mnemonic} {operands}".strip()))
+            offset += size
+        return out
 
     # -- breakpoints (the Breakpoints capability) ----------------------------------------------
 

@@ -40,6 +40,7 @@ namespace DebuggeeHost
             "stackvalues" => new StackValuesScenario(),
             "crash" => new CrashScenario(),
             "extraheap" => new ExtraHeapScenario(),
+            "code" => new CodeScenario(),
             _ => null,
         };
 
