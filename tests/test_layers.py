@@ -1,7 +1,7 @@
 """The layers of docs/design.md, checked on the source: every import of every sosext module
 (at module level, inside functions, and under TYPE_CHECKING alike) points down.
 
-hosts → commands → render → clr (model) → dac → targets; ``errors`` and ``interrupts`` sit
+hosts → commands → render → clr (model) → dac → targets; ``errors``, ``interrupts`` and ``files`` sit
 below them all. Commands, render and hosts never import ``sosext.dac``: whatever they need
 of the runtime is a model method. Inside ``sosext/clr`` no module imports, even for a type
 hint only, a module that imports it back, directly or through others: the heap and the
@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "sosext"
 
 # Rank of each top-level part of the package: an import may only go to an equal or lower rank.
 RANKS = {
-    "errors": 0, "interrupts": 0, "pycheck": 0, "version": 0,
+    "errors": 0, "interrupts": 0, "files": 0, "pycheck": 0, "version": 0,
     "targets": 1, "ipc": 1,
     "dac": 2,
     "clr": 3,

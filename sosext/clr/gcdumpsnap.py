@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SosError
+from ..files import create_private
 from .snapshot import HeapSnapshot, TypeTotal
 
 FORMAT = "sosext-gcdump"
@@ -230,15 +231,10 @@ class GcDump:
                 "pointer_size": self.pointer_size, "gc_number": self.gc_number,
                 "type_ids": [f"{t:x}" for t in self.type_ids], "type_names": self.type_names,
                 "root_names": {str(k): v for k, v in self.root_names.items()}}
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        f = create_private(path, binary=True, error=GcDumpError,
+                           exists=f"{path} exists; choose another name (snapshots are never overwritten)")
         try:
-            fd = os.open(path, flags, 0o600)
-        except FileExistsError:
-            raise GcDumpError(f"{path} exists; choose another name (snapshots are never overwritten)") from None
-        except OSError as exc:
-            raise GcDumpError(f"cannot create {path}: {exc.strerror or exc}") from None
-        try:
-            with os.fdopen(fd, "wb") as f:
+            with f:
                 np.savez_compressed(f, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
                                     **{k: np.ascontiguousarray(getattr(self, k), dtype=t) for k, t in _ARRAYS.items()})
         except OSError as exc:

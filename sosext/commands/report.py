@@ -6,6 +6,7 @@ import os
 from typing import TextIO
 
 from ..errors import SosError, UsageError
+from ..files import create_private
 from ..report.data import folded_lines, heap_report
 from .base import Command, Option, Parsed, register
 from .context import CommandContext
@@ -22,18 +23,7 @@ def write_new_file(path: str, text: str, force: bool) -> None:
 def open_new_file(path: str, force: bool) -> TextIO:
     """A new private file (0600) open for writing; never through a symlink; an existing one
     only replaced with ``force``."""
-    if os.path.lexists(path):
-        if not force:
-            raise SosError(f"{path} exists; choose another name or add --force")
-        if os.path.isdir(path):
-            raise SosError(f"{path} is a directory")
-        os.unlink(path)  # a symlink itself, never what it points to
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError as e:
-        raise SosError(f"cannot create {path}: {e.strerror}")
-    return os.fdopen(fd, "w", encoding="utf-8")
+    return create_private(path, force=force)  # type: ignore[return-value]
 
 
 @register

@@ -11,6 +11,7 @@ import os
 from typing import TextIO
 
 from ..errors import SosError
+from ..files import create_private
 from .base import Command, Option, Parsed, Positional, register
 from .context import CommandContext
 
@@ -20,18 +21,12 @@ DIAG_LOG = "diagnostic_log"  # session.settings: the logging handler of `logging
 _LOGGER = "sosext"
 
 
-def create_private(path: str) -> tuple[TextIO, str]:
+def create_log(path: str) -> tuple[TextIO, str]:
     """A new file at ``path``, 0600, for writing, and its absolute path; an existing name (or
     a symlink) is an error."""
     path = os.path.abspath(os.path.expanduser(path))
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        raise SosError(f"{path} exists: sosext does not overwrite a file (remove it or choose another name)") from None
-    except OSError as e:
-        raise SosError(f"cannot create {path}: {e.strerror}") from None
-    return os.fdopen(fd, "w", encoding="utf-8", errors="replace"), path
+    f = create_private(path, exists=f"{path} exists: sosext does not overwrite a file (remove it or choose another name)")
+    return f, path  # type: ignore[return-value]
 
 
 def console_tee(settings: dict, write):  # type: ignore[no-untyped-def]
@@ -75,7 +70,7 @@ Example:
         if args.disable:
             _close(settings, CONSOLE_LOG)
         elif args.path:
-            f, path = create_private(args.path)
+            f, path = create_log(args.path)
             _close(settings, CONSOLE_LOG)
             settings[CONSOLE_LOG], settings[CONSOLE_LOG_PATH] = f, path
         path = settings.get(CONSOLE_LOG_PATH) if settings.get(CONSOLE_LOG) is not None else None
@@ -122,7 +117,7 @@ Example:
         elif args.enable or args.path:
             handler: logging.Handler
             if args.path:
-                stream, path = create_private(args.path)
+                stream, path = create_log(args.path)
                 handler = logging.StreamHandler(stream)
                 handler.set_name(path)
             else:
