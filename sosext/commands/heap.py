@@ -13,6 +13,7 @@ from ..clr.index import HeapIndex
 from ..clr.loaderheaps import NativeHeapBlock, code_heaps, domain_heaps, domain_loader_allocator
 from ..clr.objects import string_text, thin_lock
 from ..clr.progress import polled
+from ..clr.typenames import csharp_name
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
@@ -92,8 +93,10 @@ def select_objects(heap: ClrHeap, ix: HeapIndex, *, heap_no: int | None = None, 
     if min_size or max_size:
         mask &= ix.mask_size(min_size or None, max_size or None)
     if type_substring is not None:
+        # SOS's managed dumpheap matches C#-shaped generic names (ConcurrentDictionary<System.Int32, ...>);
+        # the runtime's own form (ConcurrentDictionary`2[[System.Int32, ...]]) matches too.
         ids = [i for i, m in enumerate(ix.method_tables.tolist())
-               if type_substring in heap.types.name_of(m)]
+               if type_substring in (name := heap.types.name_of(m)) or type_substring in csharp_name(name)]
         mask &= ix.mask_type_ids(ids)
     if mt is not None:
         mask &= ix.mask_method_tables([mt])
