@@ -422,33 +422,27 @@ class SosDac:
 
     # -- loader and code heaps ---------------------------------------------------------
 
-    def jit_managers(self) -> list[st.JitManagerInfo]:
+    def _struct_array(self, name: str, rec: Any, lead: tuple[tuple[Any, Any], ...], limit: int) -> list[Any]:
+        """The (count, records[], pNeeded) pattern for arrays of DAC structs; [] on failure."""
+        types = tuple(t for t, _ in lead) + (_U32, _P, _PU32)
+        vals = tuple(v for _, v in lead)
         needed = _U32(0)
-        types = (_U32, _P, _PU32)
         with self.lock:
-            if self.sos.call(SOS["GetJitManagerList"], types, 0, None, ctypes.byref(needed)) & 0x80000000:
+            if self.sos.call(SOS[name], types, *vals, 0, None, ctypes.byref(needed)) & 0x80000000:
                 return []
-            n = min(needed.value, 64)
+            n = min(needed.value, limit)
             if not n:
                 return []
-            arr = (st.JitManagerInfo.C * n)()
-            if self.sos.call(SOS["GetJitManagerList"], types, n, arr, ctypes.byref(needed)) & 0x80000000:
+            arr = (rec.C * n)()
+            if self.sos.call(SOS[name], types, *vals, n, arr, ctypes.byref(needed)) & 0x80000000:
                 return []
-        return [st.JitManagerInfo.from_c(m) for m in arr[: min(n, needed.value)]]
+        return [rec.from_c(c) for c in arr[: min(n, needed.value)]]
+
+    def jit_managers(self) -> list[st.JitManagerInfo]:
+        return self._struct_array("GetJitManagerList", st.JitManagerInfo, (), 64)
 
     def code_heaps(self, jit_manager: int) -> list[st.JitCodeHeapInfo]:
-        needed = _U32(0)
-        types = (_A, _U32, _P, _PU32)
-        with self.lock:
-            if self.sos.call(SOS["GetCodeHeapList"], types, jit_manager, 0, None, ctypes.byref(needed)) & 0x80000000:
-                return []
-            n = min(needed.value, 4096)
-            if not n:
-                return []
-            arr = (st.JitCodeHeapInfo.C * n)()
-            if self.sos.call(SOS["GetCodeHeapList"], types, jit_manager, n, arr, ctypes.byref(needed)) & 0x80000000:
-                return []
-        return [st.JitCodeHeapInfo.from_c(h) for h in arr[: min(n, needed.value)]]
+        return self._struct_array("GetCodeHeapList", st.JitCodeHeapInfo, ((_A, jit_manager),), 4096)
 
     def domain_loader_allocator(self, domain: int) -> int | None:
         """The LoaderAllocator of a domain (.NET 8+), or None."""
