@@ -209,7 +209,8 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         Option("-strings", "statistics of string values (or list strings without -stat)"),
         Option("-short", "print only the addresses, one per line"),
         Option("-mt", "only objects with this MethodTable", parse_mt, "MT"),
-        Option("-type", "only objects whose type name contains this (case-sensitive) text", str, "partial name"),
+        Option("-type", "only objects whose type name contains this (case-sensitive) text, also in C#'s shape "
+               "(List<System.String>)", str, "partial name"),
         Option("-min", "only objects of at least this many bytes", parse_count, "size"),
         Option("-max", "only objects of at most this many bytes", parse_count, "size"),
         Option("-gen", "only objects in gen0, gen1, gen2, loh (large), poh (pinned) or foh (frozen)", str, "generation"),
