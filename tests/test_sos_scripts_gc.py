@@ -5,7 +5,8 @@ The debuggee parks the thread "sosext-gcwhere" with, as locals of its frames, th
 the GC put in gen2, gen1 and gen0, a StringWriter, a pinned byte[100] and a DynamicMethod,
 and holds concurrent dictionaries with a long string key, struct keys and a struct value
 (tests/debuggees/SosextDebuggee/GcScriptsScenario.cs). It prints their addresses, types and
-generations. One batch runs in each host of test_parity's matrix (LLDB live and on a with-heap
+generations. Under workstation GC with regions and server GC with segments, one batch runs in
+each host of test_parity's matrix (LLDB live and on a with-heap
 core, the CLI on the core, GDB when installed), after a first LLDB run on the live process
 has read the values a script takes from an earlier command's output (an IP of clrstack,
 a struct value's address from dcd, an EEClass from dumpmd, CoreLib's assembly and module
@@ -109,13 +110,15 @@ class ScriptCase(Case):
     files: dict[str, Path]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=[("wks", "regions"), ("svr", "segments")], ids=lambda p: "-".join(p))
 def case(request, tmp_path_factory) -> ScriptCase:
     drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
-    work = tmp_path_factory.mktemp("gcscripts")
+    gc, flavor = request.param
+    work = tmp_path_factory.mktemp(f"gcscripts-{gc}-{flavor}")
     # The stress log on (SOS's OtherCommands ends with dumplog, which needs one with thread logs).
-    with Debuggee("gcscripts", env={"DOTNET_StressLog": "1"}, tfm=tfm, dll=build_debuggee(tfm), core_dir=work) as dbg:
+    with Debuggee("gcscripts", env={"DOTNET_StressLog": "1"}, gc=gc, gc_flavor=flavor, tfm=tfm,
+                  dll=build_debuggee(tfm), core_dir=work) as dbg:
         c = ScriptCase(dbg.truth)
         c.files = {hst: work / hst for hst in HOSTS}
         core = dbg.write_core("heap", work / "gcscripts.core")
