@@ -139,6 +139,8 @@ def json_commands(truth: dict) -> dict[str, str]:
         "findappdomain": f"findappdomain {a['addresses'][0]}",
         "gctonative": "gctonative PAGE_READWRITE",
         "findpointersin": "findpointersin HandleTable",
+        "modules": "modules -v",
+        "registers": "registers",
     }
 
 

@@ -5,7 +5,7 @@ import importlib
 
 FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads", "diff", "objects", "types", "modules", "retained",
             "report", "leakhunt", "stacks", "runtimeinfo", "objectcheck", "stresslog", "crash", "breakpoints",
-            "heapextra", "runtimeextra", "code", "sessionlog")
+            "heapextra", "runtimeextra", "code", "sessionlog", "targetviews")
 
 
 def load_all() -> None:

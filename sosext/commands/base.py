@@ -189,7 +189,8 @@ class Command:
                 out.values[opt.key] = True
             else:
                 if i + 1 >= len(words):
-                    raise UsageError(f"option {opt.name} needs a {opt.metavar}")
+                    # dotnet-dump's words (SOS's DumpGen script checks them), then what is wanted.
+                    raise UsageError(f"Required argument missing for option: '{w}'. ({opt.name} <{opt.metavar}>)")
                 i += 1
                 value = opt.parse(words[i])
                 if opt.repeat:

@@ -10,8 +10,10 @@ from ..clr.addresses import AddressKind, classifier
 from ..clr.heap import ClrHeap
 from ..clr.heapstats import HeapStatistics
 from ..clr.index import HeapIndex
+from ..clr.loaderheaps import NativeHeapBlock, code_heaps, domain_heaps, domain_loader_allocator
 from ..clr.objects import string_text, thin_lock
 from ..clr.progress import polled
+from ..clr.typenames import csharp_name
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
@@ -91,8 +93,10 @@ def select_objects(heap: ClrHeap, ix: HeapIndex, *, heap_no: int | None = None, 
     if min_size or max_size:
         mask &= ix.mask_size(min_size or None, max_size or None)
     if type_substring is not None:
+        # SOS's managed dumpheap matches C#-shaped generic names (ConcurrentDictionary<System.Int32, ...>);
+        # the runtime's own form (ConcurrentDictionary`2[[System.Int32, ...]]) matches too.
         ids = [i for i, m in enumerate(ix.method_tables.tolist())
-               if type_substring in heap.types.name_of(m)]
+               if type_substring in (name := heap.types.name_of(m)) or type_substring in csharp_name(name)]
         mask &= ix.mask_type_ids(ids)
     if mt is not None:
         mask &= ix.mask_method_tables([mt])
@@ -205,7 +209,8 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         Option("-strings", "statistics of string values (or list strings without -stat)"),
         Option("-short", "print only the addresses, one per line"),
         Option("-mt", "only objects with this MethodTable", parse_mt, "MT"),
-        Option("-type", "only objects whose type name contains this (case-sensitive) text", str, "partial name"),
+        Option("-type", "only objects whose type name contains this (case-sensitive) text, also in C#'s shape "
+               "(List<System.String>)", str, "partial name"),
         Option("-min", "only objects of at least this many bytes", parse_count, "size"),
         Option("-max", "only objects of at most this many bytes", parse_count, "size"),
         Option("-gen", "only objects in gen0, gen1, gen2, loh (large), poh (pinned) or foh (frozen)", str, "generation"),
@@ -458,33 +463,50 @@ def _string_cell(text: str, limit: int = 128) -> str:
     return "".join(out)
 
 
-# -- eeheap -gc -----------------------------------------------------------------------------
+# -- eeheap ----------------------------------------------------------------------------------
 
 
 @register
 class EEHeap(Command):
     names = ("eeheap", "EEHeap")
-    summary = "Display the GC heap's segments and regions with their sizes (the -gc part of SOS's eeheap)."
-    usage = "eeheap [-gc] [-heap <n>] [-segment <addr>] [start [end]]"
+    summary = "Display the runtime's native heaps: loader heaps, JIT code heaps and the GC heap's segments."
+    usage = "eeheap [-gc] [-loader] [-heap <n>] [-segment <addr>] [start [end]]"
     details = """\
-Per GC heap: the small object heap's regions by generation (or segments), the NonGC
-(frozen) heap, the large and pinned object heaps, with each segment's address, object
-range, committed end and sizes; then the allocated and committed totals.
+Without options, SOS's whole listing: each domain's loader heaps (its LoaderAllocator's
+LowFrequencyHeap, HighFrequencyHeap, StubHeap ..., each block as address(reserved:readable)
+with the kind's total), each JIT manager's code heaps, then the GC heap, and the bytes the
+runtime holds in all. -loader shows only the first two, -gc only the GC heap: per GC heap,
+the small object heap's regions by generation (or segments), the NonGC (frozen) heap, the
+large and pinned object heaps, with each segment's address, object range, committed end and
+sizes; then the allocated and committed totals.
 
 Examples:
+  eeheap
+  eeheap -loader
   eeheap -gc
   eeheap -gc -heap 1"""
     options = (
-        Option("-gc", "the GC heap part (the only part sosext shows)"),
-        Option("-loader", "the loader heaps (not supported by sosext)"),
+        Option("-gc", "only the GC heap"),
+        Option("-loader", "only the loader and code heaps"),
         Option("-heap", "only GC heap number n", parse_count, "n"),
         Option("-segment", "only the segment at (or containing) this address", parse_address, "address"),
     )
     positionals = (Positional("start", "hex start address"), Positional("end", "hex end address or L<length>"))
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.loader and not args.gc:
-            raise SosError("eeheap -loader is not supported by sosext; use eeheap -gc")
+        # A GC filter (a heap, a segment, a range) asks about the GC heap only.
+        gc_filter = args.heap is not None or bool(args.segment) or args.start is not None
+        show_loader = args.loader or not (args.gc or gc_filter)
+        show_gc = args.gc or not args.loader
+        total = _loader_section(ctx) if show_loader else 0
+        if show_gc:
+            total += self.gc_section(ctx, args)
+        if show_loader and show_gc:
+            ctx.out.line()
+            ctx.out.field("total_size", total, f"Total bytes consumed by CLR: {_size_text(total) or '0'}")
+            ctx.out.line()
+
+    def gc_section(self, ctx: CommandContext, args: Parsed) -> int:
         start, end = parse_range(args.start, args.end)
         heap = ctx.heap
         if args.heap is not None and not any(sh.index == args.heap for sh in heap.subheaps):
@@ -571,6 +593,82 @@ Examples:
                   f"{prefix}GC Allocated Heap Size:    Size: {_size_text(total_alloc)} bytes.")
         out.field("committed_size", total_commit,
                   f"{prefix}GC Committed Heap Size:    Size: {_size_text(total_commit)} bytes.")
+        return total_commit
+
+
+DIVIDER = "-" * 120
+
+
+def _size_and_wasted(size: int, wasted: int) -> str:
+    text = f"Size: {_size_text(size)} bytes total"
+    return text + (f", {_size_text(wasted)} bytes wasted" if wasted else "")
+
+
+def _block_text(b: NativeHeapBlock) -> str:
+    return f"{b.address:012x}" + (f"({b.size:x}:{b.actual:x})" if b.size is not None else "")
+
+
+def _heap_row(out: Output, label: str, value: str) -> None:
+    out.line(f"{label:<21} {value}")
+
+
+def _loader_section(ctx: CommandContext) -> int:
+    """SOS's "Loader Heap:" part: each domain's LoaderAllocator heaps by kind (a LoaderAllocator
+    or heap already shown is not shown again), then each JIT manager's code heaps. Returns the
+    readable bytes counted."""
+    runtime = ctx.runtime
+    out = ctx.out
+    rows = out.table("native_heaps", None, ("owner", "kind", "heap", "block", "reserved", "readable", "current"))
+    out.line("Loader Heap:")
+    out.line(DIVIDER)
+    seen: set[int] = set()
+    total = 0
+    for d in runtime.app_domains():
+        title = {"system": "System Domain:", "shared": "Shared Domain:"}.get(d.kind, f"Domain {d.id}:")
+        _heap_row(out, title, f"{d.address:012x}")
+        la = domain_loader_allocator(runtime, d)
+        if la:
+            _heap_row(out, "LoaderAllocator:", f"{la:012x}")
+            if la in seen:
+                continue
+            seen.add(la)
+        by_kind: dict[str, list[NativeHeapBlock]] = {}
+        for h in domain_heaps(runtime, d):
+            if h.address in seen:
+                continue
+            seen.add(h.address)
+            for b in h.blocks:
+                by_kind.setdefault(h.kind, []).append(b)
+                rows.row(data=(Address(d.address), h.kind, Address(h.address), Address(b.address), b.size,
+                               b.actual, b.current))
+        size = wasted = 0
+        for kind, blocks in by_kind.items():
+            k_size, k_wasted = sum(b.actual for b in blocks), sum(b.wasted for b in blocks)
+            _heap_row(out, f"{kind}:", " ".join(_block_text(b) for b in blocks) + " "
+                      + _size_and_wasted(k_size, k_wasted) + ".")
+            size += k_size
+            wasted += k_wasted
+        if size:
+            _heap_row(out, "Total size:", _size_and_wasted(size, wasted) + ".")
+        else:
+            out.line("No unique loader heaps found.")
+        out.line(DIVIDER)
+        total += size
+    for m in code_heaps(runtime):
+        _heap_row(out, "JIT Manager:", f"{m.address:012x}")
+        size = wasted = 0
+        for h in m.heaps:
+            for b in h.blocks:
+                rows.row(data=(Address(m.address), h.kind, Address(h.address), Address(b.address), b.size,
+                               b.actual, b.current))
+            _heap_row(out, f"{h.kind}:", " ".join(_block_text(b) for b in h.blocks) + " "
+                      + _size_and_wasted(h.size, h.wasted) + ".")
+            size += h.size
+            wasted += h.wasted
+        _heap_row(out, "Total size:", _size_and_wasted(size, wasted) + ".")
+        out.line(DIVIDER)
+        total += size
+    return total
 
 
 def _size_text(n: int) -> str:

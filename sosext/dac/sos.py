@@ -26,6 +26,7 @@ IID_ISOSDacInterface6 = GUID.parse("11206399-4B66-4EDB-98EA-85654E59AD45")
 IID_ISOSDacInterface7 = GUID.parse("c1020dde-fe98-4536-a53b-f35a74c327eb")
 IID_ISOSDacInterface8 = GUID.parse("c12f35a9-e55c-4520-a894-b3dc5165dfce")
 IID_ISOSDacInterface12 = GUID.parse("1b93bacc-8ca4-432d-943a-3e6e7ec0b0a3")
+IID_ISOSDacInterface13 = GUID.parse("3176a8ed-597b-4f54-a71f-83695c6a8c5e")
 IID_ISOSDacInterface16 = GUID.parse("4ba12ff8-daac-4e43-ac56-98cf8d5c595d")
 # .NET 9+ (statics without DomainLocalModule; MethodTable slot enumeration).
 IID_ISOSDacInterface14 = GUID.parse("9aa22aca-6dc6-4a0c-b4e0-70d2416b9837")
@@ -63,6 +64,9 @@ SOS3 = slot_table("GetGCInterestingInfoData", "GetGCInterestingInfoStaticData", 
 SOS8 = slot_table("GetNumberGenerations", "GetGenerationTable", "GetFinalizationFillPointers",
                   "GetGenerationTableSvr", "GetFinalizationFillPointersSvr", "GetAssemblyLoadContext")
 SOS12 = slot_table("GetGlobalAllocationContext")
+SOS13 = slot_table("TraverseLoaderHeap", "GetDomainLoaderAllocator", "GetLoaderAllocatorHeapNames",
+                   "GetLoaderAllocatorHeaps", "GetHandleTableMemoryRegions", "GetGCBookkeepingMemoryRegions",
+                   "GetGCFreeRegions", "LockedFlush")
 SOS16 = slot_table("GetGCDynamicAdaptationMode")
 SOS5 = slot_table("GetTieredVersions")
 SOS6 = slot_table("GetMethodTableCollectibleData")
@@ -82,6 +86,9 @@ _A, _PA, _U32, _PU32, _I32, _PI32, _P, _PP, _PW = ADDR, P_ADDR, U32, P_U32, I32,
 MODULEMAPTRAVERSE = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p)
 # BOOL (*DUMPEHINFO)(UINT clauseIndex, UINT totalClauses, DACEHInfo *pEHInfo, LPVOID token)
 DUMPEHINFO = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p)
+# void (*VISITHEAP)(CLRDATA_ADDRESS blockData, size_t blockSize, BOOL blockIsCurrentBlock)
+VISITHEAP = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int32)
+LOADER_HEAP_NORMAL, LOADER_HEAP_EXPLICIT_CONTROL = 0, 1  # LoaderHeapKind
 
 HANDLE_TYPES = {
     0: "weak short", 1: "weak long", 2: "strong", 3: "pinned", 4: "variable",
@@ -112,6 +119,7 @@ class SosDac:
         self.sos7 = process.query(IID_ISOSDacInterface7, "ISOSDacInterface7")
         self.sos14 = process.query(IID_ISOSDacInterface14, "ISOSDacInterface14")
         self.sos15 = process.query(IID_ISOSDacInterface15, "ISOSDacInterface15")
+        self.sos13 = process.query(IID_ISOSDacInterface13, "ISOSDacInterface13")
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -411,6 +419,81 @@ class SosDac:
         if self._try(self.sos, SOS["GetPEFileBase"], (_A, _PA), pe, ctypes.byref(out)) & 0x80000000:
             return None
         return out.value
+
+    # -- loader and code heaps ---------------------------------------------------------
+
+    def _struct_array(self, name: str, rec: Any, lead: tuple[tuple[Any, Any], ...], limit: int) -> list[Any]:
+        """The (count, records[], pNeeded) pattern for arrays of DAC structs; [] on failure."""
+        types = tuple(t for t, _ in lead) + (_U32, _P, _PU32)
+        vals = tuple(v for _, v in lead)
+        needed = _U32(0)
+        with self.lock:
+            if self.sos.call(SOS[name], types, *vals, 0, None, ctypes.byref(needed)) & 0x80000000:
+                return []
+            n = min(needed.value, limit)
+            if not n:
+                return []
+            arr = (rec.C * n)()
+            if self.sos.call(SOS[name], types, *vals, n, arr, ctypes.byref(needed)) & 0x80000000:
+                return []
+        return [rec.from_c(c) for c in arr[: min(n, needed.value)]]
+
+    def jit_managers(self) -> list[st.JitManagerInfo]:
+        return self._struct_array("GetJitManagerList", st.JitManagerInfo, (), 64)
+
+    def code_heaps(self, jit_manager: int) -> list[st.JitCodeHeapInfo]:
+        return self._struct_array("GetCodeHeapList", st.JitCodeHeapInfo, ((_A, jit_manager),), 4096)
+
+    def domain_loader_allocator(self, domain: int) -> int | None:
+        """The LoaderAllocator of a domain (.NET 8+), or None."""
+        if self.sos13 is None:
+            return None
+        out = _A(0)
+        if self._try(self.sos13, SOS13["GetDomainLoaderAllocator"], (_A, _PA), domain, ctypes.byref(out)) & 0x80000000:
+            return None
+        return out.value or None
+
+    def loader_allocator_heaps(self, loader_allocator: int) -> list[tuple[str, int, int]] | None:
+        """(name, LoaderHeap address, LoaderHeapKind) of each heap of a LoaderAllocator (.NET 8+)."""
+        if self.sos13 is None:
+            return None
+        needed = _I32(0)
+        pchars = ctypes.POINTER(ctypes.c_char_p)
+        with self.lock:
+            hr = self.sos13.call(SOS13["GetLoaderAllocatorHeapNames"], (_I32, pchars, _PI32), 0, None,
+                                 ctypes.byref(needed))
+            n = needed.value
+            if hr & 0x80000000 or not 0 < n <= 256:
+                return None
+            names = (ctypes.c_char_p * n)()
+            hr = self.sos13.call(SOS13["GetLoaderAllocatorHeapNames"], (_I32, pchars, _PI32), n, names,
+                                 ctypes.byref(needed))
+            if hr & 0x80000000:
+                return None
+            heaps, kinds = (_A * n)(), (_I32 * n)()
+            hr = self.sos13.call(SOS13["GetLoaderAllocatorHeaps"], (_A, _I32, _PA, _PI32, _PI32),
+                                 loader_allocator, n, heaps, kinds, ctypes.byref(needed))
+            if hr & 0x80000000:
+                return None
+        return [((names[i] or b"").decode("ascii", "replace"), heaps[i], kinds[i]) for i in range(n)]
+
+    def traverse_loader_heap(self, heap: int, kind: int) -> list[tuple[int, int, bool]] | None:
+        """(block address, block size, is the current block) of a LoaderHeap; None on failure
+        (the DAC met a bad block). Without ISOSDacInterface13 an explicit-control heap, which
+        has no vtable, is handed to the old method one pointer lower, as it expects a vtable."""
+        blocks: list[tuple[int, int, bool]] = []
+
+        def visit(address: int, size: int, current: int) -> None:
+            if len(blocks) < 100_000:
+                blocks.append((address, size, bool(current)))
+
+        cb = VISITHEAP(visit)
+        if self.sos13 is not None:
+            hr = self._try(self.sos13, SOS13["TraverseLoaderHeap"], (_A, _I32, VISITHEAP), heap, kind, cb)
+        else:
+            addr = heap - 8 if kind == LOADER_HEAP_EXPLICIT_CONTROL else heap
+            hr = self._try(self.sos, SOS["TraverseLoaderHeap"], (_A, VISITHEAP), addr, cb)
+        return None if hr & 0x80000000 else blocks
 
     def traverse_module_map(self, module: int, kind: int = 0) -> list[tuple[int, int]]:
         """(rid, MethodTable) pairs of a module's TypeDef (kind 0) or TypeRef (1) map."""

@@ -459,3 +459,19 @@ class GCInterestingInfoData:
     expand_mechanisms: ctypes.c_size_t * 6  # type: ignore[valid-type]
     bit_mechanisms: ctypes.c_size_t * 2  # type: ignore[valid-type]
     global_mechanisms: ctypes.c_size_t * 6  # type: ignore[valid-type]
+
+
+@dac_struct(0x18)
+class JitManagerInfo:
+    manager_addr: ADDR
+    code_type: U32
+    ptr_heap_list: ADDR
+
+
+@dac_struct(0x18)
+class JitCodeHeapInfo:
+    """DacpJitCodeHeapInfo: a LoaderCodeHeap's loader heap in ``base``, or a HostCodeHeap's
+    (base, current) range (the header's union)."""
+    code_heap_type: U32  # 0 loader, 1 host, 2 unknown
+    base: ADDR
+    current: ADDR

@@ -1,0 +1,69 @@
+"""dotnet-dump's host commands about the target itself: ``modules`` (the native and managed
+files mapped into it) and ``registers`` (the current thread's registers).
+
+In LLDB and GDB the debugger's own commands show the same (image list, register read;
+info sharedlibrary, info registers); these exist so SOS's scripts and habits work in the
+CLI, and under ``sos <command>`` in the debuggers.
+"""
+from __future__ import annotations
+
+from ..errors import SosError
+from ..render.output import Address
+from ..render.table import Cells
+from ..render.text import safe_line
+from .base import Command, Option, Parsed, register
+from .context import CommandContext
+from .threads import current_thread
+
+# The x86-64 general registers in the order dotnet-dump prints them; others follow by name.
+_ORDER = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
+          "r14", "r15", "rip", "eflags", "cs", "ss", "ds", "es", "fs", "gs")
+
+
+@register
+class Modules(Command):
+    names = ("modules", "lm")
+    summary = "List the files mapped into the target: base address, size and path (dotnet-dump's modules)."
+    usage = "modules [-v]"
+    details = """\
+One row per file the target maps (native libraries and managed assemblies): its lowest
+address, the span of its mappings and its path. -v adds each file's GNU build id.
+
+Examples:
+  modules
+  modules -v"""
+    options = (Option("-v", "also the build id of each file", aliases=("--verbose",), dest="verbose"),)
+    needs_runtime = False
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        rows = ctx.out.table("modules", Cells((), ()), ("base", "size", "path", "build_id"))
+        for m in sorted(ctx.session.target().modules(), key=lambda m: m.base):
+            build_id = m.build_id.hex() if m.build_id else None
+            rows.row(f"{m.base:016x} {m.size:08x} {safe_line(m.path)}",
+                     data=(Address(m.base), m.size, m.path, build_id))
+            if args.verbose:
+                ctx.out.line(f"    BuildId: {build_id or '<none>'}")
+
+
+@register
+class Registers(Command):
+    names = ("registers",)
+    summary = "Show the current thread's registers (dotnet-dump's registers)."
+    usage = "registers"
+    details = """\
+The registers of the current thread (the debugger's selected thread; in the CLI the one
+chosen with setthread), one "name = 0x<value>" line each.
+
+Example:
+  registers"""
+    needs_runtime = False
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        thread = current_thread(ctx)
+        if thread is None:
+            raise SosError("the target has no threads")
+        regs = ctx.session.target().registers(thread.tid)
+        names = [n for n in _ORDER if n in regs] + sorted(n for n in regs if n not in _ORDER)
+        rows = ctx.out.table("registers", Cells((), ()), ("name", "value"))
+        for n in names:
+            rows.row(f"{n} = 0x{regs[n]:016x}", data=(n, regs[n]))
