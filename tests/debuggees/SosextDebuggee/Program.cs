@@ -41,6 +41,7 @@ namespace DebuggeeHost
             "crash" => new CrashScenario(),
             "extraheap" => new ExtraHeapScenario(),
             "code" => new CodeScenario(),
+            "sosscripts" => new ScriptsScenario(),
             _ => null,
         };
 
