@@ -12,15 +12,14 @@ dies of a stack overflow. Every check compares our output with those values.
 from __future__ import annotations
 
 import re
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
-from test_stack_values import I_ROW, STACK_ROW, addr, crash_dump
+from test_stack_values import I_ROW, STACK_ROW, addr, crash_dump, run
+from test_threads import Case
 from test_stacks_scripts import _CONTINUE_TO_ABORT
 
 pytestmark = pytest.mark.slow
@@ -75,20 +74,6 @@ def second_batch(truth: dict, host: str, ip: int, md: int, mt: int, stub: int) -
 def triage_batch(truth: dict, host: str) -> list[tuple[str, str]]:
     return [("select", drivers.select_thread(host, truth["scripts"]["osTid"])),
             ("clrstack -l", "clrstack -l"), ("clrstack -i -l", "clrstack -i -l"), ("clrstack", "clrstack")]
-
-
-def run(host: str, pairs: list[tuple[str, str]], **kw) -> dict[str, drivers.Output]:  # type: ignore[no-untyped-def]
-    outs = drivers.run_in_host(host, [c for _k, c in pairs], **kw)
-    return {k: o for (k, _c), o in zip(pairs, outs)}
-
-
-@dataclass
-class Case:
-    truth: dict
-    outputs: dict[str, dict[str, drivers.Output]] = field(default_factory=dict)
-
-    def out(self, host: str, key: str) -> drivers.Output:
-        return self.outputs[host][key]
 
 
 def _both(host: str, truth: dict, **kw) -> dict[str, drivers.Output]:  # type: ignore[no-untyped-def]
