@@ -1,7 +1,7 @@
 """What more of SOS's own behavioural scripts check (StackAndOtherTests, DumpAsyncContinuationOrder,
 MiniDumpLocalVarLookup, Overflow, and WebApp's commands), asserted against our `sosscripts`
-debuggee in LLDB live, LLDB on a with-heap dump and the CLI on that dump (triage dumps too, where
-a script runs on mini dumps).
+debuggee in LLDB live, LLDB on a with-heap dump and the CLI on that dump, and GDB live and on the
+dump when it is installed (triage dumps too, where a script runs on mini dumps).
 
 The `sosscripts` debuggee parks a thread in SymbolsMain(string[]) → Foo1 → Foo2 → Foo4(string)
 (SOS's SymbolTestApp shape: a string argument, a RuntimeType local, an int local whose value is
@@ -25,6 +25,8 @@ from test_stacks_scripts import _CONTINUE_TO_ABORT
 pytestmark = pytest.mark.slow
 
 HOSTS = ["lldb-live", "lldb-core", "cli-core"]
+if drivers.GDB:
+    HOSTS += ["gdb-live", "gdb-core"]
 TRIAGE_HOSTS = ["cli-triage", "lldb-triage"]
 
 FOO4 = "DebuggeeHost.ScriptsScenario.Foo4"
@@ -103,9 +105,13 @@ def case(request, tmp_path_factory) -> Case:
         triage = d.write_core("triage", work / "sosscripts.triage.core")
         c = Case(d.truth)
         c.outputs["lldb-live"] = _both("lldb-live", d.truth, pid=d.pid)
+        if "gdb-live" in HOSTS:
+            c.outputs["gdb-live"] = _both("gdb-live", d.truth, pid=d.pid)
         exe = str(d.executable)
     c.outputs["cli-core"] = _both("cli-core", c.truth, core=core)
     c.outputs["lldb-core"] = _both("lldb-core", c.truth, core=core, exe=exe)
+    if "gdb-core" in HOSTS:
+        c.outputs["gdb-core"] = _both("gdb-core", c.truth, core=core, exe=exe)
     c.outputs["cli-triage"] = run("cli-triage", triage_batch(c.truth, "cli-triage"), core=triage)
     c.outputs["lldb-triage"] = run("lldb-triage", triage_batch(c.truth, "lldb-triage"), core=triage, exe=exe)
     core.unlink(missing_ok=True)
