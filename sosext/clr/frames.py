@@ -10,7 +10,7 @@ names the locals in scope at the frame's IL offset. Without a PDB locals are ``l
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import SosError
@@ -198,6 +198,12 @@ def _variable(runtime: "ClrRuntime", reader: "MetadataReader | None", module: in
         return FrameVariable(index, name, type_name, "unknown", raw)
     if et == ET.STRING:
         return _reference(runtime, index, name, type_name, raw, string=True)
+    if et in (ET.CLASS, ET.OBJECT):
+        # The debugger API types a reference by the object it points to (SOS prints
+        # "System.RuntimeType t" for a `Type t`), the declared type only when it is null.
+        v = _reference(runtime, index, name, type_name, raw)
+        exact = _exact_type_name(runtime, v.address) if v.kind == "reference" and v.address else None
+        return replace(v, type_name=exact) if exact else v
     if et in _REFERENCES or (et == ET.GENERICINST and not sig.value_type):
         return _reference(runtime, index, name, type_name, raw)
     if et in (ET.PTR, ET.BYREF, ET.FNPTR):
@@ -224,6 +230,25 @@ def _reference(runtime: "ClrRuntime", index: int, name: str, type_name: str, raw
         return FrameVariable(index, name, type_name, "unknown", raw)
     kind, value = _object(runtime, _pointer(data), string)
     return FrameVariable(index, name, type_name, kind, raw, value=value, address=_pointer(data))
+
+
+def _exact_type_name(runtime: "ClrRuntime", address: int) -> str | None:
+    """The name of the type of the heap object at ``address`` when it is a plain class (not a
+    string, an array or a generic instantiation, whose names the declared signature gives as
+    SOS does); None when the object cannot be checked (a triage dump has no heap to check)."""
+    try:
+        checker = classifier(runtime)
+        if checker.object_or_none(address) is None:
+            return None
+        mt = checker.method_table_or_none(method_table_of(runtime.target, address) or 0)
+    except SosError:
+        return None
+    data = runtime.method_table_data(mt) if mt else None
+    if data is None or data.component_size:
+        return None
+    name = runtime.types.name_of(mt)
+    plain = name and name != "System.Object" and not any(c in name for c in "`<[")
+    return name if plain else None
 
 
 def _object(runtime: "ClrRuntime", address: int, string: bool) -> tuple[str, "str | None"]:

@@ -619,8 +619,9 @@ Examples:
 
     @staticmethod
     def _frames(graph, top, depth: int):  # type: ignore[no-untyped-def]
-        """Depth-first, as SOS walks: a frame, then its continuations (last pushed first);
-        continuations that are not tasks are printed as leaves (as ints)."""
+        """Depth-first, as SOS walks: a frame, then its continuations in the order the task
+        holds them (its continuation list's order, which is the order they were registered);
+        continuations that are not tasks are printed as leaves (as ints), before the others."""
         stack = [(top, depth)]
         seen: set[int] = set()
         while stack:
@@ -630,10 +631,10 @@ Examples:
                 continue  # a cycle in a corrupt heap
             seen.add(o.address)
             for c in o.continuations:
-                if c in graph.objects:
-                    stack.append((graph.objects[c], d + 1))
-                else:
+                if c not in graph.objects:
                     yield c, d + 1
+            # Pushed last first, so that the first continuation is the next one popped.
+            stack.extend((graph.objects[c], d + 1) for c in reversed(o.continuations) if c in graph.objects)
 
     @staticmethod
     def _awaiting(ctx: CommandContext, top) -> str:  # type: ignore[no-untyped-def]

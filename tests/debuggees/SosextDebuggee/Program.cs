@@ -42,6 +42,7 @@ namespace DebuggeeHost
             "extraheap" => new ExtraHeapScenario(),
             "code" => new CodeScenario(),
             "gcscripts" => new GcScriptsScenario(),
+            "sosscripts" => new ScriptsScenario(),
             _ => null,
         };
 
