@@ -279,6 +279,12 @@ def test_triage_dump_walks_the_chain_but_holds_no_variable_values(case: Case, tr
         assert not out[key].errors, out[key].text
     assert "Stack walk complete." in out["clrstack -i -l"].text
     assert _local_length(out["clrstack -i -l"].text) == []
+    # It says so instead of "(none)", which would claim the frames have no locals.
+    assert "LOCALS: (not in this dump: a triage dump does not hold what locates arguments and locals)" \
+        in out["clrstack -i -l"].lines
+    assert "LOCALS: (none)" not in out["clrstack -i -l"].lines
+    assert "    (not in this dump: a triage dump does not hold what locates arguments and locals)" \
+        in out["clrstack -l"].lines
 
 
 # -- dso ------------------------------------------------------------------------------------------------

@@ -107,6 +107,9 @@ def _write_fields(ctx: CommandContext, exp: FieldExpansion, path: str, wanted: s
         write_expansion(ctx, f, f"{path}.{f.name}", wanted, indent + 1)
 
 
+NOT_IN_TRIAGE_DUMP = "(not in this dump: a triage dump does not hold what locates arguments and locals)"
+
+
 def write_variables(ctx: CommandContext, fv: FrameVariables, params: bool, local_vars: bool,
                     wanted: str | None = None) -> None:
     """PARAMETERS: and LOCALS: of one frame; the fields of the variable named ``wanted``
@@ -119,7 +122,8 @@ def write_variables(ctx: CommandContext, fv: FrameVariables, params: bool, local
             continue
         if not values:
             out.line()
-            out.line(f"{title} (none)")
+            # A triage dump lacks what locates them: "(none)" would claim the method has none.
+            out.line(f"{title} (none)" if ctx.runtime.has_gc_heap else f"{title} {NOT_IN_TRIAGE_DUMP}")
             continue
         out.line()
         out.line(title)

@@ -26,7 +26,7 @@ from ..render.output import Address
 from ..render.table import Cells
 from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
 from .context import CommandContext
-from .icordebug import write_icordebug_stack
+from .icordebug import NOT_IN_TRIAGE_DUMP, write_icordebug_stack
 
 CURRENT_THREAD = "current_thread"  # Session.settings key: the CLI's selected OS thread id
 
@@ -551,6 +551,8 @@ def _value_text(v: FrameValue) -> str:
 
 def _args_and_locals(ctx: CommandContext, f: ClrStackFrame, params: bool, local_vars: bool) -> None:
     out = ctx.out
+    if f.is_managed and not f.arguments and not f.locals and not ctx.runtime.has_gc_heap:
+        out.line(f"    {NOT_IN_TRIAGE_DUMP}")
     if params and f.arguments:
         out.line("    PARAMETERS:")
         printed_location = False  # SOS never resets this between parameters
