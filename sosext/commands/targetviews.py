@@ -16,8 +16,11 @@ from .context import CommandContext
 from .threads import current_thread
 
 # The x86-64 general registers in the order dotnet-dump prints them; others follow by name.
+# What every host gives alike (LLDB adds sub-registers and ds..gs, GDB fs_base/gs_base and
+# calls the flags eflags where LLDB says rflags): the same lines in LLDB, GDB and the CLI.
 _ORDER = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
-          "r14", "r15", "rip", "eflags", "cs", "ss", "ds", "es", "fs", "gs")
+          "r14", "r15", "rip", "rflags", "cs", "ss")
+_ALIASES = {"eflags": "rflags"}
 
 
 @register
@@ -52,7 +55,8 @@ class Registers(Command):
     usage = "registers"
     details = """\
 The registers of the current thread (the debugger's selected thread; in the CLI the one
-chosen with setthread), one "name = 0x<value>" line each.
+chosen with setthread), one "name = 0x<value>" line each: the general-purpose registers, rip,
+rflags, cs and ss (the debugger's own `register read` / `info registers` show the rest).
 
 Example:
   registers"""
@@ -62,8 +66,8 @@ Example:
         thread = current_thread(ctx)
         if thread is None:
             raise SosError("the target has no threads")
-        regs = ctx.session.target().registers(thread.tid)
-        names = [n for n in _ORDER if n in regs] + sorted(n for n in regs if n not in _ORDER)
+        regs = {_ALIASES.get(n, n): v for n, v in ctx.session.target().registers(thread.tid).items()}
+        names = [n for n in _ORDER if n in regs]
         rows = ctx.out.table("registers", Cells((), ()), ("name", "value"))
         for n in names:
             rows.row(f"{n} = 0x{regs[n]:016x}", data=(n, regs[n]))
