@@ -51,6 +51,9 @@ def commands(h: dict) -> dict[str, str]:
         "thread-name": f"dumpobj {h['threadName']}",
         "surrogate": f"dumpobj {h['surrogate']}",
         "exception": f"pe {h['exception']}",
+        "exceptions": "dumpexceptions -type InvalidOperation",
+        "runtime-types": "dumpruntimetypes",
+        "exception-refs": f"dumpobjgcrefs {h['exception']}",
         "strings": "dumpheap -strings",
         "emitted": f"dumpheap -mt {h['emittedMt']}",
         "emitted-obj": f"dumpobj {h['emitted']}",
@@ -73,6 +76,10 @@ HOSTILE_NUMBERS = [
     "gcroot -limit -5 0x1000",
     "clrstack -c 99999999999999999999999",
     "setthread 99999999999999999999",
+    "notreachableinrange 0x1000 L0xffffffffffffffff",
+    "listnearobj 0x10000000000000000",
+    "clrstack -i -a 99999999999999999999",
+    "dumpgen gen99999999999999999999",
 ]
 
 
@@ -110,6 +117,11 @@ def test_string_contents_are_escaped(case, host):  # type: ignore[no-untyped-def
 def test_exception_message_is_escaped(case, host):  # type: ignore[no-untyped-def]
     h, outs = case
     assert f"Message:          {escaped(h['exceptionMessage'])}" in outs[host]["exception"].lines
+
+
+def test_dumpexceptions_escapes_the_message(case, host):  # type: ignore[no-untyped-def]
+    h, outs = case
+    assert f"        Message: {escaped(h['exceptionMessage'])}" in outs[host]["exceptions"].lines
 
 
 def test_lone_surrogate_does_not_break_output(case, host):  # type: ignore[no-untyped-def]
