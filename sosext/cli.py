@@ -201,7 +201,8 @@ def _report_of_snapshot(args: argparse.Namespace) -> int:
     """sosext report SNAPSHOT: the report of a gcdump snapshot (report/snapshot.py)."""
     import json
     from .clr.gcdumpsnap import GcDump, is_gcdump
-    from .commands.report import FORMATS, write_new_file
+    from .commands.report import FORMATS
+    from .files import write_new
     from .report.snapshot import folded_lines, snapshot_report, with_event_names
     fmt = (args.format or "html").lower()
     if fmt not in FORMATS:
@@ -233,7 +234,7 @@ def _report_of_snapshot(args: argparse.Namespace) -> int:
     if output == "-":
         _print(text.rstrip("\n"))
         return 0
-    write_new_file(output, text, args.force)
+    write_new(output, text, args.force)
     if fmt == "html":
         _print(f"Wrote {output}: {dump.object_count:,} objects, {len(doc['paths']):,} paths, "
                f"{len(doc['types']):,} types")

@@ -41,3 +41,9 @@ def create_private(path: str, *, force: bool = False, binary: bool = False,
     if binary:
         return os.fdopen(fd, "wb")
     return os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+
+
+def write_new(path: str, text: str, force: bool = False) -> None:
+    """``text`` as the whole of a new private file (see :func:`create_private`)."""
+    with create_private(path, force=force) as f:
+        f.write(text)

@@ -3,27 +3,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TextIO
 
 from ..errors import SosError, UsageError
-from ..files import create_private
+from ..files import write_new
 from ..report.data import folded_lines, heap_report
 from .base import Command, Option, Parsed, register
 from .context import CommandContext
 
 FORMATS = ("html", "folded", "json")
-
-
-def write_new_file(path: str, text: str, force: bool) -> None:
-    """A new private file; never through a symlink; an existing one only replaced with force."""
-    with open_new_file(path, force) as f:
-        f.write(text)
-
-
-def open_new_file(path: str, force: bool) -> TextIO:
-    """A new private file (0600) open for writing; never through a symlink; an existing one
-    only replaced with ``force``."""
-    return create_private(path, force=force)  # type: ignore[return-value]
 
 
 @register
@@ -106,4 +93,4 @@ Examples:
             for line in text.rstrip("\n").split("\n"):
                 ctx.out.line(line)
             return
-        write_new_file(output, text, force)
+        write_new(output, text, force)

@@ -16,6 +16,7 @@ from ..clr.metadata.pe import file_version_of, image_size
 from ..clr.roots import RootKind
 from ..clr.workitems import WorkItemKind, queued_work_items
 from ..errors import SosError, UsageError
+from ..files import create_private
 from ..render.numbers import P16, p16
 from ..render.output import Address
 from .base import Command, Option, Parsed, Positional, parse_address, register
@@ -347,12 +348,11 @@ Examples:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if not args.filename or not args.filename.strip():
             raise UsageError("Output filename cannot be empty.")
-        from .report import open_new_file
         heap = ctx.heap
         ix = heap.index(ctx.progress)
         graph = heap.graph(ctx.progress)
         roots = heap.roots().roots
-        with open_new_file(args.filename, args.force) as f:
+        with create_private(args.filename, force=args.force) as f:
             count = _write_heap(f, heap, ix, graph, roots, args.xml)
         ctx.out.field("objects", count, f"Wrote {count:,} objects to {args.filename}")
 

@@ -13,12 +13,12 @@ from datetime import datetime
 from ..clr.stresslog import (TASK_SWITCH, GcRecord, RuntimeNames, StressLog, facility_name, format_message,
                              stress_log)
 from ..errors import SosError, UsageError
+from ..files import write_new
 from ..render.output import Address
 from ..render.table import Column, Table, Text
 from ..render.text import safe_line as escape
 from .base import Command, Option, Parsed, Positional, address_or, parse_address, register
 from .context import CommandContext
-from .report import write_new_file
 
 NO_LOG = "----- No thread logs in the image: The stress log was probably not initialized correctly. -----"
 HOW_TO = ("The stress log is written only by a process started with DOTNET_StressLog=1 "
@@ -113,7 +113,7 @@ Example:
         for t, s, f, text in rows:
             lines.append(text if not t else f"{t:<{tw}} {s:>{sw}} {f:<{fw}} {text}")
         lines.append(f"---------------------------- {len(rows)} total entries ------------------------------------")
-        write_new_file(os.path.expanduser(path), "\n".join(lines) + "\n", bool(args.force))
+        write_new(os.path.expanduser(path), "\n".join(lines) + "\n", bool(args.force))
         ctx.out.line("SUCCESS: Stress log dumped")
 
 
