@@ -173,6 +173,12 @@ class HistClear(Command):
     names = ("histclear", "HistClear")
     summary = "Forget the GC history histinit read."
     usage = "histclear"
+    details = """\
+Drops the GC history histinit built from the stress log; the hist* commands then need
+histinit again.
+
+Example:
+  histclear"""
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         _HISTORY.pop(ctx.runtime, None)
