@@ -141,10 +141,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         interrupts.request()
         raise KeyboardInterrupt
     signal.signal(signal.SIGINT, on_sigint)
+    import time
     if args.command:
         ok = True
-        import time
-        for line in args.command:
+        from .clr import background
+        for k, line in enumerate(args.command):
+            background.allow(k < len(args.command) - 1)  # nothing builds for a command that ends the run
             interrupts.clear()
             t0 = time.perf_counter()
             ok = run_command_line(session, line) and ok
@@ -155,7 +157,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 _print(args.separator)
         return 0 if ok else 1
     from .repl import repl
-    return repl(session, lambda line: run_command_line(session, line))
+
+    def run(line: str) -> bool:
+        t0 = time.perf_counter()
+        ok = run_command_line(session, line)
+        if args.timing:
+            sys.stderr.write(f"sosext-timing {time.perf_counter() - t0:.4f} {line.strip()}\n")
+        return ok
+    return repl(session, run)
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
@@ -501,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("core")
     a.add_argument("-c", "--command", action="append", help="run this command and exit (repeatable)")
     a.add_argument("--separator", help="print this line after each -c command's output (for scripts)")
-    a.add_argument("--timing", action="store_true", help="print each -c command's wall time on stderr")
+    a.add_argument("--timing", action="store_true", help="print each command's wall time on stderr")
     a.add_argument("--search-dir", action="append", default=[],
                    help="directory to look for module files the core names but this machine lacks")
     _index_options(a)

@@ -35,6 +35,8 @@ class RootPath:
 # A search from the roots costs about half of building the graph (walk, scan, reverse; 0.4
 # against 0.9 s at 20M objects), after which every gcroot of the stop takes milliseconds: as
 # in renting before buying, search while the searches cost less than the graph, then build it.
+# Where a background build is allowed (background.py) the graph is built on the other core
+# right after the first search instead, and later gcroots wait for it.
 SEARCHES_BEFORE_GRAPH = 2
 
 
@@ -64,10 +66,14 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
         if last is not None and last.is_object(address) and not last.reached(address) \
                 and last.root_objects(roots) == last.root_set:
             return []
-    if way != "graph" and (way == "search" or (not heap.has_graph and heap.root_searches < SEARCHES_BEFORE_GRAPH)):
+    if way != "graph" and (way == "search" or _rent(heap)):
         found = _search_chains(heap, address, roots, limit, progress)
         if found is not None:
             heap.root_searches += 1
+            if way != "search":
+                from . import background
+                visited = heap.last_root_search.visited if heap.last_root_search is not None else 0
+                background.after_root_search(heap, visited)
             return found
         if way == "search" and not heap.runtime.target.is_live:
             raise SosError("the search from the roots cannot read this core's heap in place")
@@ -86,6 +92,18 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
         if limit is not None and len(out) >= limit:
             break
     return out
+
+
+def _rent(heap: "ClrHeap") -> bool:
+    """Search (rent) rather than use the graph (buy): while it is not built, unless a
+    background build makes it (waiting for it costs less than competing with it) or two
+    searches were already paid for."""
+    if heap.has_graph:
+        return False
+    build = heap.background
+    if build is not None and build.failed is None:
+        return False
+    return heap.root_searches < SEARCHES_BEFORE_GRAPH
 
 
 def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None,

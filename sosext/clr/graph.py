@@ -12,6 +12,7 @@ nor one numpy call per node.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
@@ -83,6 +84,7 @@ class ReferenceGraph:
         self.compiled = compiled  # searches run as numba kernels (kernels/refs.py)
         self.store = store  # where a core's reversed graph is kept between processes
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
+        self._reverse_lock = threading.Lock()
         self.search_arrays = None  # gcroot.PathFinder's reusable scratch
 
     @property
@@ -93,7 +95,14 @@ class ReferenceGraph:
         return self.targets[self.offsets[i]:self.offsets[i + 1]]
 
     def reverse(self) -> tuple[np.ndarray, np.ndarray]:
-        """(offsets, sources): who references each object. Built on first use."""
+        """(offsets, sources): who references each object. Built on first use, by one
+        thread at a time (a background build may be making it: clr/background.py)."""
+        if self._reverse is None:
+            with self._reverse_lock:
+                return self._build_reverse()
+        return self._reverse
+
+    def _build_reverse(self) -> tuple[np.ndarray, np.ndarray]:
         if self._reverse is None and self.compiled:
             from . import memory
             from .kernels import refs

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 from array import array
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
@@ -20,7 +22,7 @@ from .index import HeapIndex, SegmentSlice
 from .liveness import live_mask
 from .objects import ClrObject, gcdesc_reader
 from .roots import RootSet, gather_roots
-from .progress import Progress
+from .progress import Progress, check_interrupt
 from .segments import (SEGMENT_FLAG_READONLY, ClrSegment, ClrSubHeap, Generation, GenerationRange,
                        SegmentKind)
 from .types import MIN_OBJECT_SIZE, ClrType, TypeCache
@@ -72,6 +74,8 @@ class ClrHeap:
         self._graph: "ReferenceGraph | None" = None
         self._lookup = None
         self.root_searches = 0  # gcroots answered without the graph (gcroot.root_chains)
+        self.background = None  # background.GraphBuild started after one of them
+        self._build_lock = threading.RLock()  # held while the index or the graph is built
         self.last_root_search = None  # rootsearch.RootSearch: what it met answers "no roots" at once
         self.store = None  # indexcache.IndexStore of a core whose index is cached on disk
         self._roots: dict[bool, RootSet] = {}
@@ -197,7 +201,9 @@ class ClrHeap:
         """Every object on the heap, walked once and cached for this target generation
         (and, for a core, on disk: see indexcache.py)."""
         if self._index is None:
-            self._index = self._walk(progress or Progress.silent())
+            with self.building():
+                if self._index is None:
+                    self._index = self._walk(progress or Progress.silent())
         return self._index
 
     def statistics(self, progress: Progress | None = None):  # -> heapstats.HeapStatistics
@@ -207,7 +213,7 @@ class ClrHeap:
         from . import heapstats, kernels
         if self._statistics is None:
             p = progress or Progress.silent()
-            store = self._index_store()
+            store = self.index_store()
             if self._index is None and store is not None:
                 self._statistics = store.load_statistics(self)
             if self._statistics is not None:
@@ -224,19 +230,34 @@ class ClrHeap:
         """Address → index position in constant time (a start bitmap per segment)."""
         if self._lookup is None:
             from .refscan import ObjectLookup
-            self._lookup = ObjectLookup(self.index())
+            with self.building():
+                if self._lookup is None:
+                    self._lookup = ObjectLookup(self.index())
         return self._lookup
 
     def graph(self, progress: Progress | None = None) -> ReferenceGraph:
         """Who references whom, for the whole heap; built once per target generation."""
         if self._graph is None:
-            p = progress or Progress.silent()
-            self._graph = build_graph(self, self.index(p), p)
+            with self.building():
+                if self._graph is None:
+                    p = progress or Progress.silent()
+                    self._graph = build_graph(self, self.index(p), p)
         return self._graph
 
     @property
     def has_graph(self) -> bool:
         return self._graph is not None
+
+    @contextmanager
+    def building(self) -> Iterator[None]:
+        """Hold the heap's build lock: one thread builds the index or the graph at a time,
+        and one that needs what another builds waits for it (still stopping on Ctrl-C)."""
+        while not self._build_lock.acquire(timeout=0.05):
+            check_interrupt()
+        try:
+            yield
+        finally:
+            self._build_lock.release()
 
     def roots(self, include_stacks: bool = True) -> RootSet:
         """Handles, stack roots (optional: they need thread contexts) and the f-reachable queue."""
@@ -294,7 +315,7 @@ class ClrHeap:
             pieces.append((pos, seg.end))
         return [(a, b) for a, b in pieces if b > a]
 
-    def _index_store(self):  # -> indexcache.IndexStore | None
+    def index_store(self):  # -> indexcache.IndexStore | None
         """Where a core's index is kept on disk; None for a live process or with the cache off
         (asked once: the answer may come with a one-line note)."""
         if self._store_checked is None:
@@ -311,7 +332,7 @@ class ClrHeap:
 
     def _walk_compiled(self, progress: Progress) -> HeapIndex:
         from . import fastwalk, memory
-        store = self.store = self._index_store()
+        store = self.store = self.index_store()
         if store is not None:
             cached = store.load(self)
             if cached is not None:
@@ -357,7 +378,10 @@ class ClrHeap:
             progress.update(done[0])
 
         split = None
-        if self.runtime.workers > 1 and not target.is_live and hasattr(os, "fork"):
+        # Fork only from the main thread: a child of a multi-threaded process inherits the
+        # other threads' locks held (a background build, clr/background.py, walks alone).
+        if self.runtime.workers > 1 and not target.is_live and hasattr(os, "fork") \
+                and threading.current_thread() is threading.main_thread():
             split = parallel.plan([s.length for s in segments], [s.kind is SegmentKind.LOH for s in segments])
         if split is not None:
             results = parallel.walk_split(walk_one, sizes, *split, after_each=after_each)

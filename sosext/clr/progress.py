@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import Callable, Iterable, Iterator, TextIO, TypeVar
 
@@ -29,6 +30,7 @@ _state_source: Callable[[], str | None] = lambda: None
 _state_due = 0.0
 STATE_INTERVAL = 0.25  # seconds between two questions about the process's state
 POLL_EVERY = 4096  # items of per-object Python work between two checks
+_thread = threading.local()  # .cancelled: set in a background thread (run_in_background)
 
 
 def set_state_source(fn: Callable[[], str | None] | None) -> None:
@@ -38,9 +40,20 @@ def set_state_source(fn: Callable[[], str | None] | None) -> None:
     _state_due = 0.0
 
 
+def run_in_background(cancelled: threading.Event) -> None:
+    """This thread does background work (clr/background.py): it stops when ``cancelled`` is
+    set, and never polls the host, whose API may belong to the main thread alone."""
+    _thread.cancelled = cancelled
+
+
 def check_interrupt() -> None:
     """Raise Interrupted after a Ctrl-C, TargetChanged when the live process went away."""
     global _state_due
+    cancelled = getattr(_thread, "cancelled", None)
+    if cancelled is not None:
+        if cancelled.is_set():
+            raise Interrupted()
+        return
     if interrupts.requested():
         raise Interrupted()
     now = time.monotonic()

@@ -82,6 +82,8 @@ class ClrRuntime:
 
     def flush(self) -> None:
         """Forget everything read from the target (sosflush): it is read again when asked."""
+        if self._heap is not None and self._heap.background is not None:
+            self._heap.background.cancel()  # it would build from what is being forgotten
         self.dac.flush()
         self._heap = None
         self._caches.clear()

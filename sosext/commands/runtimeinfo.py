@@ -102,7 +102,8 @@ class SOSStatus(Command):
     details = """\
 What sosext is working with: the target, the runtime and the DAC (as `runtimes` shows them),
 the directories searched for PDBs (`setsymbolserver -directory`), where heap indexes of cores
-are cached, whether the heap kernels are compiled, and the Python running sosext.
+are cached, whether the heap kernels are compiled, whether the reference graph that later
+gcroots answer from is built, and the Python running sosext.
 `-reset` forgets everything read from the target (as `sosflush`).
 
 Example:
@@ -122,10 +123,23 @@ Example:
         ctx.out.line(escape("Symbol directories: " + (", ".join(dirs) if dirs else "none (setsymbolserver -directory adds one)")))
         ctx.out.line(escape(f"Heap index cache: {rt.index_dir or 'off'}"))
         ctx.out.line(f"Heap kernels: {kernels.mode()}")
+        ctx.out.line(f"Reference graph: {graph_state(rt.built_heap())}")
         # The standard library's directory names the interpreter alike in every host (LLDB and GDB
         # embed it, so sys.executable there is whatever python3 PATH finds first).
         stdlib = os.path.dirname(os.__file__)
         ctx.out.line(escape(f"Python: {sys.version.split()[0]} ({stdlib}); sosext {__version__}"))
+
+
+def graph_state(heap) -> str:  # type: ignore[no-untyped-def]
+    """Whether gcroot answers from the graph (milliseconds) or searches (clr/background.py)."""
+    build = heap.background if heap is not None else None
+    if build is not None and build.running:
+        return "being built in the background"
+    if heap is not None and heap.has_graph:
+        return "built in the background after a gcroot" if build is not None else "built"
+    if build is not None and build.failed is not None:
+        return escape(f"not built (the background build stopped: {build.failed})")
+    return "not built"
 
 
 @register

@@ -7,10 +7,17 @@ first three slots IUnknown's). On Linux x64/arm64 the calling convention is plai
 from __future__ import annotations
 
 import ctypes
+import threading
 import uuid
 from typing import Any
 
 from ..errors import DacError
+
+# The DAC and the DBI are not thread-safe: every call into them holds this lock, so that a
+# background build (clr/background.py) and the user's command never run in them at once.
+# Re-entrant: the DAC calls back into our data target, which may call the DAC no more, but
+# a call made while the lock is held by the same thread must not deadlock.
+CALL_LOCK = threading.RLock()
 
 HRESULT = ctypes.c_int32
 S_OK = 0
@@ -99,7 +106,8 @@ class ComPtr:
 
     def call(self, slot: int, argtypes: tuple[Any, ...], *args: Any) -> int:
         """Call a slot and return its HRESULT as an unsigned 32-bit value."""
-        return self.fn(slot, *argtypes)(self.ptr, *args) & 0xFFFFFFFF
+        with CALL_LOCK:
+            return self.fn(slot, *argtypes)(self.ptr, *args) & 0xFFFFFFFF
 
     def check(self, what: str, slot: int, argtypes: tuple[Any, ...], *args: Any) -> int:
         hr = self.call(slot, argtypes, *args)
@@ -117,7 +125,8 @@ class ComPtr:
 
     def release(self) -> None:
         if self.ptr:
-            self.fn(2)(self.ptr)
+            with CALL_LOCK:
+                self.fn(2)(self.ptr)
             self.ptr = 0
 
 

@@ -7,6 +7,7 @@ import traceback
 from typing import Callable
 
 from .. import interrupts
+from ..clr import background
 from ..clr.progress import Progress, set_state_source
 from ..commands import load_for
 from ..commands.base import lookup, split_words
@@ -177,4 +178,5 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
                         "(SOSEXT_DEBUG=1 shows a traceback)"))
     finally:
         set_state_source(None)
+        background.start_pending()  # work planned by the command, now that it has answered
     return False

@@ -156,6 +156,10 @@ class TargetBase:
     arch: str = "x86_64"
     is_live: bool = False
     _generation: int = 0
+    # Whether sosext may read this target from a thread of its own while the host runs
+    # (clr/background.py): only when every read goes to sosext's own mapping of a core file,
+    # never through the host's API.
+    background_safe: bool = False
 
     @property
     def generation(self) -> int:

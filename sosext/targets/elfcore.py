@@ -766,6 +766,7 @@ class CoreTarget(TargetBase):
 
     pointer_size = 8
     is_live = False
+    background_safe = True  # every read is of our own mapping of the file
 
     def __init__(self, path: str | os.PathLike[str],
                  search_dirs: Sequence[str] | None = None) -> None:

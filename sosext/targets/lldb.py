@@ -54,6 +54,12 @@ class LldbTarget(TargetBase):
         self._modules_stop = -1
 
     @property
+    def background_safe(self) -> bool:  # type: ignore[override]
+        """On a core every read goes to sosext's own mapping of the file (and LLDB's SB API
+        is safe to call from any thread anyway). GDB's target keeps the default: no."""
+        return self.core is not None
+
+    @property
     def key(self) -> tuple:
         return ("lldb", self.sbtarget.GetProcess().GetUniqueID(), self.pid, self.core.path if self.core else None)
 

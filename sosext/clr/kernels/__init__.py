@@ -44,7 +44,7 @@ def source_hash() -> str:
     """What the compiled extension was built from: a stale one is never used."""
     h = hashlib.sha256()
     here = Path(__file__).parent
-    for name in (*SOURCES, "registry"):
+    for name in (*SOURCES, "registry", "__main__"):  # __main__: how they are compiled
         h.update((here / f"{name}.py").read_bytes())
     h.update(f"{sys.version_info[:2]} {np.__version__}".encode())
     return h.hexdigest()[:16]

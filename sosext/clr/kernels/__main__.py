@@ -25,10 +25,26 @@ def numba_type(spec: str):  # type: ignore[no-untyped-def]
     return scalars[spec]
 
 
+def _releasing_gil():  # type: ignore[no-untyped-def]
+    """numba's compile flags with ``release_gil`` set, which pycc does not offer: kernels
+    then run without the GIL, as ``njit(nogil=True)`` does, so that the host's Python (and
+    a background build, clr/background.py) goes on while one runs. Kernels touch no Python
+    object, which is what makes that safe."""
+    from numba.core.compiler import Flags
+
+    class ReleasingGil(Flags):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+            self.release_gil = True
+    return ReleasingGil
+
+
 def build(out_dir: Path) -> Path:
+    import numba.pycc.compiler as pycc_compiler
     from numba.pycc import CC
     from . import AOT_NAME, KERNELS, bind, source_hash
     bind(force="jit")  # kernels call kernels: their globals must be numba functions while compiling
+    pycc_compiler.Flags = _releasing_gil()
     with tempfile.TemporaryDirectory() as tmp:
         cc = CC(AOT_NAME)
         cc.output_dir = tmp

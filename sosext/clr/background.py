@@ -1,0 +1,129 @@
+"""The reference graph, built on the other core while the user reads a gcroot's answer.
+
+A cold ``gcroot`` on a core searches forward from the roots (``rootsearch``) and builds no
+graph: that is the fastest first answer. Every later gcroot of the stop would search again
+(0.4 s at 20M objects) unless the graph exists, after which each takes milliseconds. So
+after a search, when more commands may follow, a daemon thread builds the index, the graph
+and its reverse (what ``PathFinder`` needs) while the user reads; by the next gcroot typed
+at a human pace it is there.
+
+What makes that safe:
+* Only on cores, whose bytes come from sosext's own mapping of the file in every host
+  (never from the debugger's API, which GDB allows on its main thread alone), and only in
+  hosts that declare it (``target.background_safe``).
+* Every DAC call holds ``dac.com.CALL_LOCK``; the kernels run without the GIL (see
+  ``kernels.__main__``), so the host's Python stays responsive.
+* The heap's builds hold ``ClrHeap.building()``: a foreground command that needs the index
+  or the graph waits for this thread's build instead of doing it a second time.
+* The thread never prints and never polls the host for Ctrl-C: ``progress.check_interrupt``
+  asks it only whether it was cancelled; a failure just leaves the graph unbuilt, and the
+  foreground builds it as before.
+* It starts only when the graph fits easily in the memory the machine has free.
+
+The thread starts when the command that asked for it has printed its answer (the hosts call
+:func:`start_pending` after every command), so that it does not slow that answer down. A
+gcroot that comes while it runs waits for it rather than searching again: the two would
+only slow each other down (measured: docs/design.md).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from . import progress as progress_mod
+from .progress import Progress
+
+if TYPE_CHECKING:
+    from .heap import ClrHeap
+
+GRAPH_BYTES_PER_OBJECT = 64  # index columns + graph rows + reverse rows, measured at 20M (docs/design.md)
+_allowed = True  # hosts say whether more commands may follow (the CLI's last -c: no)
+
+
+def allow(more_commands: bool) -> None:
+    """Whether a background build may start: not before the last command of a batch."""
+    global _allowed
+    _allowed = more_commands
+
+
+class GraphBuild:
+    """One background build of a heap's graph."""
+
+    def __init__(self, heap: "ClrHeap") -> None:
+        self.heap = heap
+        self.cancelled = threading.Event()
+        self.done = threading.Event()
+        self.failed: BaseException | None = None
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._run, name="sosext-graph", daemon=True)
+
+    def _run(self) -> None:
+        progress_mod.run_in_background(self.cancelled)
+        try:
+            with self.heap.building():
+                graph = self.heap.graph(Progress.silent())
+                graph.reverse()
+                self.heap.lookup()
+        except BaseException as e:  # noqa: BLE001 - the foreground builds it as before
+            self.failed = e
+        finally:
+            self.done.set()
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def cancel(self, wait: float = 5.0) -> None:
+        self.cancelled.set()
+        self.thread.join(wait)
+
+
+_builds: list[GraphBuild] = []
+_pending: list[GraphBuild] = []
+
+
+def after_root_search(heap: "ClrHeap", objects: int) -> GraphBuild | None:
+    """Plan to build ``heap``'s graph in the background when that is safe and useful; it
+    starts at :func:`start_pending`, once the command has printed its answer."""
+    if not _allowed or os.environ.get("SOSEXT_BACKGROUND", "1") == "0":
+        return None
+    target = heap.runtime.target
+    if target.is_live or not getattr(target, "background_safe", False):
+        return None
+    if heap.has_graph or heap.background is not None or not _fits(objects):
+        return None
+    heap.index_store()  # a note about the index cache is printed now, in the command's output
+    build = GraphBuild(heap)
+    heap.background = build
+    _pending.append(build)
+    return build
+
+
+def start_pending() -> None:
+    """Start the builds the last command planned (hosts call this after every command)."""
+    while _pending:
+        build = _pending.pop()
+        build.started = time.monotonic()
+        _builds.append(build)
+        build.thread.start()
+
+
+def _fits(objects: int) -> bool:
+    """The graph needs well under half of the memory the machine has available."""
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return objects * GRAPH_BYTES_PER_OBJECT < avail // 2
+
+
+@atexit.register
+def _stop_all() -> None:
+    """Cancel running builds before the interpreter tears down what they read."""
+    for b in _builds:
+        if b.running:
+            b.cancel()

@@ -1,0 +1,137 @@
+"""The reference graph built on the other core after a gcroot on a core (clr/background.py).
+
+After the first gcroot of a session (a search from the roots, no graph), sosext builds the
+index, the graph and its reverse in a thread of its own while the user reads. Every command
+that follows, typed while that thread works (DAC calls and all) or after it, must print
+exactly what it prints in a session without background work, and later gcroots must come
+from the graph (sosstatus says so). The truth of the roots debuggee pins the chains.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import drivers
+from harness import Debuggee, build_debuggee
+from test_roots import parse_gcroot
+
+pytestmark = pytest.mark.slow
+
+NO_BACKGROUND = {"SOSEXT_BACKGROUND": "0"}
+
+
+@pytest.fixture(scope="module")
+def roots_core(request, tmp_path_factory) -> tuple[dict, Path, str]:
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    where = tmp_path_factory.mktemp("background")
+    with Debuggee("roots", tfm=tfm, dll=build_debuggee(tfm), core_dir=where) as d:
+        core = d.write_core("heap", where / "heap.core")
+        return d.truth, core, str(d.executable)
+
+
+def batch(t: dict) -> list[str]:
+    first = t["cacheLeak"]["chain"][-1]
+    return [
+        f"gcroot {first}",
+        # Typed at once: the background build is running under these.
+        f"dumpobj {t['wrapperLeak']['chain'][0]}",
+        f"dumpobj {t['cacheLeak']['worker']}",
+        "gchandles -stat",
+        "dumpheap -stat -type SosextDebuggee.",
+        f"gcroot {t['customerLeak']['chain'][-1]}",
+        f"gcroot {t['longChain']['tail']}",
+        f"gcroot {t['dependent']['secondary']}",
+        f"gcroot {first}",
+        "sosstatus",
+    ]
+
+
+def graph_line(out: drivers.Output) -> str:
+    m = re.search(r"^Reference graph: (.*)$", out.text, re.M)
+    assert m, out.text
+    return m.group(1)
+
+
+def test_commands_during_and_after_the_build_print_what_they_print_without_it(roots_core) -> None:
+    truth, core, _exe = roots_core
+    cmds = batch(truth)
+    with_build = drivers.run_cli(cmds, core=core)
+    without = drivers.run_cli(cmds, core=core, env=NO_BACKGROUND)
+    for c, a, b in zip(cmds[:-1], with_build, without):
+        assert not a.errors, (c, a.text)
+        assert a.text == b.text, c
+    # The gcroots after the first came from the graph the background built...
+    assert graph_line(with_build[-1]) == "built in the background after a gcroot"
+    # ...where without it the second and third searched and the fourth built it in the foreground.
+    assert graph_line(without[-1]) == "built"
+
+
+def test_chains_from_the_background_graph_are_the_debuggees(roots_core) -> None:
+    truth, core, _exe = roots_core
+    cmds = batch(truth)
+    outs = drivers.run_cli(cmds, core=core)
+    for name in ("cacheLeak", "customerLeak"):
+        want = [int(a, 16) for a in truth[name]["chain"]]
+        text = outs[cmds.index(f"gcroot {truth[name]['chain'][-1]}")].text
+        roots, n = parse_gcroot(text)
+        assert n >= 1 and any([a for a, _t, _x in r.chain][-len(want):] == want for r in roots), text
+
+
+def test_a_single_command_run_starts_no_build(roots_core) -> None:
+    """The CLI's last -c command ends the process: nothing is built for nobody."""
+    truth, core, _exe = roots_core
+    outs = drivers.run_cli([f"gcroot {truth['cacheLeak']['chain'][-1]}"], core=core)
+    assert not outs[0].errors
+    # sosstatus as the last command would itself be the last; ask in a two-command run instead.
+    two = drivers.run_cli([f"gcroot {truth['cacheLeak']['chain'][-1]}", "sosstatus"], core=core)
+    assert graph_line(two[1]) in ("being built in the background", "built in the background after a gcroot")
+
+
+def test_lldb_on_the_core_builds_it_too_and_agrees(roots_core) -> None:
+    truth, core, exe = roots_core
+    cmds = batch(truth)
+    lldb = drivers.run_lldb(cmds, core=core, exe=exe)
+    cli = drivers.run_cli(cmds, core=core, env=NO_BACKGROUND)
+    for c, a, b in zip(cmds[:-1], lldb, cli):
+        if c.startswith("gcroot"):
+            assert a.text == b.text, c
+    assert graph_line(lldb[-1]) == "built in the background after a gcroot"
+
+
+@pytest.mark.skipif(not drivers.GDB, reason="gdb is not installed")
+def test_gdb_builds_nothing_in_the_background(roots_core) -> None:
+    """GDB's Python API belongs to its main thread: sosext starts no thread there."""
+    truth, core, exe = roots_core
+    cmds = batch(truth)
+    gdb = drivers.run_gdb(cmds, core=core, exe=exe)
+    assert graph_line(gdb[-1]) == "built"
+
+
+@pytest.fixture(scope="module")
+def big_core(request, tmp_path_factory) -> tuple[dict, Path]:
+    """2M objects: the build takes long enough that the commands typed after the first gcroot
+    run while it reads the heap and calls the DAC."""
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    where = tmp_path_factory.mktemp("background-big")
+    with Debuggee("bigheap", 2_000_000, "mixed", tfm=tfm, dll=build_debuggee(tfm), core_dir=where) as d:
+        return d.truth, d.write_core("heap", where / "big.core")
+
+
+def test_dac_calls_during_a_build_on_a_bigger_heap(big_core) -> None:
+    truth, core = big_core
+    objs = truth["objects"]
+    deep, leaf = objs["deepNode"]["address"], objs["firstLeaf"]["address"]
+    cmds = [f"gcroot {deep}", f"dumpobj {deep}", f"dumpmt {objs['deepNode']['mt']}", f"dumpobj {leaf}",
+            "gchandles -stat", "eeheap -gc", f"gcroot {leaf}", f"gcroot -limit 1 {deep}", "sosstatus"]
+    with_build = drivers.run_cli(cmds, core=core)
+    without = drivers.run_cli(cmds, core=core, env=NO_BACKGROUND)
+    for c, a, b in zip(cmds[:-1], with_build, without):
+        assert not a.errors, (c, a.text)
+        assert a.text == b.text, c
+    roots, n = parse_gcroot(with_build[0].text)
+    assert n == 1 and roots[0].chain[-1][0] == int(deep, 16)
+    assert graph_line(with_build[-1]) == "built in the background after a gcroot"
