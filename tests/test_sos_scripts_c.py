@@ -1,0 +1,155 @@
+"""SOS's Reflection and LineNums scripts, and the host-command lines of WebApp and
+OtherCommands (`threads -v`, `modules -v`, `registers`, `clrmodules -v`), asserted against our
+own `reflectlines` debuggee.
+
+The debuggee keeps two exceptions caught on their threads: a TargetInvocationException from a
+method invoked through reflection (its InnerException the method's own System.Exception), and
+an exception thrown inside `while (true)` in LineBar, called by LineFoo twice in a row (SOS's
+LineNums corner cases). It prints each exception's type, message, HResult and its
+`new StackTrace(e, true)` frames with lines. SOS's scripts run EXTCOMMAND lines as `sos <cmd>`
+in LLDB (and GDB here) and as the bare command in dotnet-dump (our CLI); so does this batch.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import drivers
+from test_stack_values import Case, addr, collect
+from test_stack_values import host  # noqa: F401 - the same host fixture (LLDB/GDB live and core, CLI core)
+from test_stacks_scripts import check_exception, named, stack_rows
+
+pytestmark = pytest.mark.slow
+
+# SOS.UnitTests' placeholders (SOSRunner.cs): a hex number (maybe with a ` in the middle), a decimal one.
+HEXVAL = r"[A-Fa-f0-9]+(`[A-Fa-f0-9]+)?"
+DECVAL = r"[,0-9]+(\.[0-9]+)?"
+
+
+def _sos(host: str, command: str) -> str:
+    """EXTCOMMAND as SOSRunner plays it: `sos <cmd>` in a debugger, the bare command in dotnet-dump."""
+    return command if host.startswith("cli") else f"sos {command}"
+
+
+def batch(truth: dict, host: str) -> list[tuple[str, str]]:
+    t = truth["reflectlines"]
+    inner = addr(t["reflection"]["exception"]["inner"]["address"])
+    pairs: list[tuple[str, str]] = []
+    for key in ("reflection", "linenums"):
+        pairs += [(f"{key} select", drivers.select_thread(host, t[key]["osTid"])), (f"{key} pe", "pe"),
+                  (f"{key} pe -lines", "pe -lines"), (f"{key} clrstack", "clrstack")]
+        pairs += [(f"{key} threads -v", _sos(host, "threads -v")), (f"{key} registers", _sos(host, "registers"))]
+    pairs += [("inner pe", f"pe {inner:x}"), ("threads", _sos(host, "threads")),
+              ("modules -v", _sos(host, "modules -v")), ("clrmodules -v", _sos(host, "clrmodules -v"))]
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def case(request, tmp_path_factory) -> Case:
+    return collect(request, tmp_path_factory, "reflectlines", batch, None)
+
+
+def _verify(text: str, pattern: str) -> None:
+    """A script's VERIFY: the pattern, its placeholders expanded, found in the output."""
+    regex = pattern.replace("<HEXVAL>", HEXVAL).replace("<DECVAL>", DECVAL)
+    assert re.search(regex, text, re.MULTILINE), (pattern, text)
+
+
+# -- Reflection.script -------------------------------------------------------------------------------
+
+
+def test_pe_shows_the_target_invocation_exception_and_names_its_inner_one(case: Case, host: str) -> None:
+    """Reflection.script 5): TargetInvocationException, HResult 80131604, the inner exception's
+    `System.Exception, Use printexception <addr> to see more.`, frames from the debuggee's trace."""
+    e = case.truth["reflectlines"]["reflection"]["exception"]
+    assert e["type"] == "System.Reflection.TargetInvocationException" and e["hresult"] == 0x80131604
+    text = case.out(host, "reflection pe").text
+    check_exception(text.splitlines(), e)
+    _verify(text, r"InnerException:\s+System\.Exception, Use !?printexception <HEXVAL> to see more.\s+")
+    _verify(text, r"<HEXVAL>\s+<HEXVAL>\s+SosextDebuggee.*!DebuggeeHost\.ReflectLinesScenario\.ReflectMain(\(\))?\+0x<HEXVAL>")
+    _verify(text, r"HResult:\s+80131604")
+
+
+def test_pe_of_the_inner_exception(case: Case, host: str) -> None:
+    """Reflection.script 6): `pe <the address InnerException names>`: System.Exception, its
+    message, no inner exception, HResult 80131500, thrown by the invoked method."""
+    e = case.truth["reflectlines"]["reflection"]["exception"]["inner"]
+    assert e["type"] == "System.Exception" and e["inner"] is None
+    text = case.out(host, "inner pe").text
+    check_exception(text.splitlines(), e)
+    _verify(text, r"\s+<HEXVAL>\s+<HEXVAL>\s+SosextDebuggee.*!DebuggeeHost\.ReflectLinesScenario\+ReflectInvoked"
+                  r"\.ExceptionNoHandler(\(\))?\+0x<HEXVAL>")
+    _verify(text, r"HResult:\s+80131500")
+
+
+def test_pe_lines_gives_the_invoking_line(case: Case, host: str) -> None:
+    """Reflection.script 7): pe -lines ends the caller's frame with [file @ line] (the line of
+    the Invoke call, as the debuggee's StackTrace says)."""
+    e = case.truth["reflectlines"]["reflection"]["exception"]
+    check_exception(case.out(host, "reflection pe -lines").lines, e, with_lines=True)
+    assert any(f["line"] for f in e["frames"])
+
+
+# -- LineNums.script ---------------------------------------------------------------------------------
+
+
+def test_pe_and_pe_lines_of_a_throw_inside_while_true(case: Case, host: str) -> None:
+    """LineNums.script: Bar, Foo, Main in pe; with -lines, the throw's line in Bar and the first
+    of Foo's two calls (a return address that is the next call's first instruction)."""
+    e = case.truth["reflectlines"]["linenums"]["exception"]
+    assert [f["method"].rsplit(".", 1)[1] for f in e["frames"]] == ["LineBar", "LineFoo", "LineMain"]
+    check_exception(case.out(host, "linenums pe").lines, e)
+    check_exception(case.out(host, "linenums pe -lines").lines, e, with_lines=True)
+    _verify(case.out(host, "linenums pe").text, r"StackTrace\s+\(generated\):\s+\s+SP\s+IP\s+Function\s+")
+
+
+def test_clrstack_shows_the_throwing_frames_with_their_lines(case: Case, host: str) -> None:
+    """LineNums.script's ClrStack: below the catch handler's frames and the exception frame, the
+    frames that threw still sit on the stack: Bar, Foo, Main with the same lines as the trace."""
+    e = case.truth["reflectlines"]["linenums"]["exception"]
+    rows = stack_rows(case.out(host, "linenums clrstack").text)
+    i = next(i for i, r in enumerate(rows) if r.site.startswith("[SoftwareExceptionFrame: "))
+    thrown = rows[i + 1:i + 1 + len(e["frames"])]
+    assert all(named(r, f["method"]) for r, f in zip(thrown, e["frames"])), rows
+    assert [r.line for r in thrown] == [f["line"] for f in e["frames"]], rows
+
+
+# -- WebApp.script / OtherCommands.script: the host commands --------------------------------------------
+
+
+def test_threads_lists_every_thread_with_verbose_pointers(case: Case, host: str) -> None:
+    """`threads -v`: `<index> 0x<tid> (<tid>)` per thread (the scripts' pattern), then IP, SP, FP
+    and TEB; the current thread's IP and SP are its registers' rip and rsp."""
+    t = case.truth["reflectlines"]
+    for key in ("reflection", "linenums"):
+        text = case.out(host, f"{key} threads -v").text
+        _verify(text, r"\s*<DECVAL>\s+0x<HEXVAL>\s+\(<DECVAL>\)\s+")
+        tid = t[key]["osTid"]
+        lines = text.splitlines()
+        cur = [i for i, ln in enumerate(lines) if ln.startswith("*")]
+        assert len(cur) == 1 and lines[cur[0]].endswith(f" 0x{tid:04X} ({tid})"), lines
+        block = lines[cur[0] + 1:cur[0] + 5]
+        regs = dict(ln.split(" = ") for ln in case.out(host, f"{key} registers").lines if " = " in ln)
+        _verify(case.out(host, f"{key} registers").text, r"([r|e]ip|pc) = 0x<HEXVAL>")
+        assert block == [f"    IP  0x{int(regs['rip'], 16):016X}", f"    SP  0x{int(regs['rsp'], 16):016X}",
+                         f"    FP  0x{int(regs['rbp'], 16):016X}", "    TEB 0x0000000000000000"], (block, regs)
+    plain = case.out(host, "threads").lines
+    assert {t[k]["osTid"] for k in ("reflection", "linenums")} <= {int(ln.rsplit("(", 1)[1][:-1]) for ln in plain}
+    assert all(re.fullmatch(r"[* ]\d+ 0x[0-9A-F]{4,} \(\d+\)", ln) for ln in plain), plain
+
+
+def test_modules_and_clrmodules_verbose(case: Case, host: str) -> None:
+    """`modules -v` (`<base> <size> path`, the script's pattern) lists the debuggee's assembly;
+    `clrmodules -v` gives SOS's lines for each managed module."""
+    text = case.out(host, "modules -v").text
+    _verify(text, r"\s*<HEXVAL>\s+<HEXVAL>.*")
+    assert re.search(r"^[0-9a-f]{16} [0-9a-f]{8} \S*/SosextDebuggee\.dll$", text, re.M), text
+    verbose = case.out(host, "clrmodules -v").text
+    _verify(verbose, r"\s*<HEXVAL>.*")
+    blocks = [b for b in re.split(r"^(?=\S)", verbose, flags=re.M) if b.strip()]
+    ours = next(b for b in blocks if b.splitlines()[0].endswith("/SosextDebuggee.dll"))
+    labels = [ln.split(":")[0].strip() for ln in ours.splitlines()[1:]]
+    assert labels == ["AssemblyName", "ImageBase", "Size", "ModuleAddress", "AssemblyAddress", "IsPEFile",
+                      "Layout", "IsDynamic", "MetadataAddress", "MetadataSize", "PdbInfo", "Version"], ours
+    assert "    AssemblyName:    SosextDebuggee" in ours.splitlines()
