@@ -12,11 +12,12 @@ in LLDB (and GDB here) and as the bare command in dotnet-dump (our CLI); so does
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 import drivers
-from test_stack_values import Case, addr, collect
+from test_stack_values import Case, addr, collect, crash_dump
 from test_stack_values import host  # noqa: F401 - the same host fixture (LLDB/GDB live and core, CLI core)
 from test_stacks_scripts import check_exception, named, stack_rows
 
@@ -113,6 +114,70 @@ def test_clrstack_shows_the_throwing_frames_with_their_lines(case: Case, host: s
     thrown = rows[i + 1:i + 1 + len(e["frames"])]
     assert all(named(r, f["method"]) for r, f in zip(thrown, e["frames"])), rows
     assert [r.line for r in thrown] == [f["line"] for f in e["frames"]], rows
+
+
+# -- the scripts as SOS plays them: the runtime's crash dump of the unhandled exception ----------------
+
+
+def _crash_hosts(core: Path, exe: str) -> list[tuple[str, dict]]:
+    hosts = [("cli-core", {"core": core}), ("lldb-core", {"core": core, "exe": exe})]
+    return hosts + ([("gdb-core", {"core": core, "exe": exe})] if drivers.GDB else [])
+
+
+def _trace_methods(lines: list[str]) -> list[str]:
+    """pe's stack trace rows as `module!Method` names, without arguments and offset."""
+    return [re.sub(r"\(.*$", "", ln.split()[2]) for ln in lines if re.match(r"^    [0-9A-F]{16} [0-9A-F]{16} ", ln)]
+
+
+def test_reflection_script_on_the_crash_dump(request, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Reflection.script as SOS runs it: the TargetInvocationException kills the process; on the
+    runtime's crash dump pe (on the thread that took the signal) names it and its inner
+    exception, `pe <inner>` shows the invoked method's exception, pe -lines the Invoke call's line."""
+    drivers.require_dotnet_and_lldb()
+    truth, exe, tid, core = crash_dump(request, tmp_path, "reflectlines", "reflectcrash")
+    caught = truth["reflectlines"]["reflection"]["exception"]
+    for host, kw in _crash_hosts(core, exe):
+        pe, lines_out = drivers.run_in_host(host, ["pe", "pe -lines"], **kw)
+        lines = pe.lines
+        assert f"Exception type:   {caught['type']}" in lines and f"Message:          {caught['rawMessage']}" in lines, \
+            (host, pe.text)
+        m = re.search(r"^InnerException:   System\.Exception, Use printexception ([0-9A-F]{16}) to see more\.$",
+                      pe.text, re.M)
+        assert m, (host, pe.text)
+        _verify(pe.text, r"HResult:\s+80131604")
+        want = [f"{f['module']}!{f['method']}" for f in caught["frames"]]
+        assert _trace_methods(lines)[:len(want)] == want, (host, lines)
+        main = next(f for f in caught["frames"] if f["method"].endswith(".ReflectMain"))
+        assert any(ln.endswith(f"ReflectLinesScenario.cs @ {main['line']}]") and "!DebuggeeHost.ReflectLinesScenario"
+                   ".ReflectMain(Boolean)+0x" in ln for ln in lines_out.lines), (host, lines_out.text)
+        inner = drivers.run_in_host(host, [f"pe {m.group(1)}"], **kw)[0]
+        want_inner = caught["inner"]
+        assert f"Exception type:   {want_inner['type']}" in inner.lines, (host, inner.text)
+        assert f"Message:          {want_inner['rawMessage']}" in inner.lines and "InnerException:   <none>" in inner.lines
+        _verify(inner.text, r"HResult:\s+80131500")
+        assert _trace_methods(inner.lines)[0] == f"{want_inner['frames'][0]['module']}!{want_inner['frames'][0]['method']}"
+    core.unlink(missing_ok=True)
+
+
+def test_linenums_script_on_the_crash_dump(request, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """LineNums.script as SOS runs it: the unhandled exception's pe and pe -lines, and clrstack
+    of the crashed thread with Bar's throw line, Foo's first call and Main's call."""
+    drivers.require_dotnet_and_lldb()
+    truth, exe, tid, core = crash_dump(request, tmp_path, "reflectlines", "linecrash")
+    caught = truth["reflectlines"]["linenums"]["exception"]
+    want = [(f["method"], f["line"]) for f in caught["frames"]]
+    for host, kw in _crash_hosts(core, exe):
+        pe, pe_lines, stack = drivers.run_in_host(host, ["pe", "pe -lines", "clrstack"], **kw)
+        assert f"Message:          {caught['rawMessage']}" in pe.lines and "InnerException:   <none>" in pe.lines, \
+            (host, pe.text)
+        _verify(pe.text, r"HResult:\s+80131500")
+        assert [m.split("!")[1] for m in _trace_methods(pe.lines)][:3] == [m for m, _ln in want], (host, pe.text)
+        rows = [ln for ln in pe_lines.lines if re.match(r"^    [0-9A-F]{16} [0-9A-F]{16} ", ln)][:3]
+        assert [int(re.search(r" @ (\d+)\]$", r).group(1)) for r in rows] == [ln for _m, ln in want], (host, rows)
+        srows = stack_rows(stack.text)
+        i = next(i for i, r in enumerate(srows) if named(r, want[0][0]))
+        assert [(r.site.split("(")[0], r.line) for r in srows[i:i + 3]] == want, (host, stack.text)
+    core.unlink(missing_ok=True)
 
 
 # -- WebApp.script / OtherCommands.script: the host commands --------------------------------------------

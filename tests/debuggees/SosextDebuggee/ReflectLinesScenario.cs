@@ -18,6 +18,10 @@ namespace DebuggeeHost
     ///   LineFoo calls LineBar twice in a row (the first call's return address is the second
     ///   call's first instruction): the corner cases of SOS's LineNums debuggee, optimized code.
     /// The truth is each exception's type, message, HResult and `new StackTrace(e, true)` frames.
+    /// The stdin commands "reflectcrash" and "linecrash" run the same methods on a new thread
+    /// whose catch filter declines, so the exception goes unhandled from the same source lines and
+    /// the process dies (the runtime writes its crash dump when DOTNET_DbgEnableMiniDump is set),
+    /// as SOS's Reflection and LineNums debuggees do.
     /// </summary>
     internal sealed class ReflectLinesScenario : IScenario
     {
@@ -31,8 +35,8 @@ namespace DebuggeeHost
 
         public void Build(string[] args)
         {
-            Start("reflection", ReflectMain);
-            Start("linenums", LineMain);
+            Start("reflection", () => ReflectMain(true));
+            Start("linenums", () => LineMain(true));
             if (!s_ready.Wait(30_000)) throw new TimeoutException("a reflectlines thread did not start");
         }
 
@@ -66,14 +70,14 @@ namespace DebuggeeHost
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
-        private static void ReflectMain()
+        private static void ReflectMain(bool handle)
         {
             MethodInfo mi = typeof(ReflectInvoked).GetMethod(nameof(ReflectInvoked.ExceptionNoHandler));
             try
             {
                 mi.Invoke(new ReflectInvoked(), null);
             }
-            catch (TargetInvocationException e)
+            catch (TargetInvocationException e) when (handle)
             {
                 Park("reflection", e);
             }
@@ -82,13 +86,13 @@ namespace DebuggeeHost
         // -- LineNums' corner cases ------------------------------------------------------------------
 
         [MethodImpl(MethodImplOptions.NoInlining)]
-        private static void LineMain()
+        private static void LineMain(bool handle)
         {
             try
             {
                 LineFoo();
             }
-            catch (Exception e)
+            catch (Exception e) when (handle)
             {
                 Park("linenums", e);
             }
@@ -110,7 +114,24 @@ namespace DebuggeeHost
             }
         }
 
-        public bool OnCommand(string command) => false;
+        public bool OnCommand(string command)
+        {
+            ThreadStart body = command switch
+            {
+                "reflectcrash" => () => ReflectMain(false),
+                "linecrash" => () => LineMain(false),
+                _ => null,
+            };
+            if (body == null) return false;
+            new Thread(() => { AnnounceCrash(); body(); }) { Name = "sosext-reflectlines-" + command, IsBackground = true }.Start();
+            return true;
+        }
+
+        private static void AnnounceCrash()
+        {
+            Console.Out.WriteLine("SOSEXT-CRASH " + Mem.CurrentOsTid());
+            Console.Out.Flush();
+        }
 
         public void Settle(int attempt)
         {
