@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import drivers
+from harness import Debuggee, build_debuggee
 from test_stack_values import Case, addr, collect, crash_dump
 from test_stack_values import host  # noqa: F401 - the same host fixture (LLDB/GDB live and core, CLI core)
 from test_stacks_scripts import check_exception, named, stack_rows
@@ -177,6 +178,38 @@ def test_linenums_script_on_the_crash_dump(request, tmp_path: Path) -> None:  # 
         srows = stack_rows(stack.text)
         i = next(i for i, r in enumerate(srows) if named(r, want[0][0]))
         assert [(r.site.split("(")[0], r.line) for r in srows[i:i + 3]] == want, (host, stack.text)
+    core.unlink(missing_ok=True)
+
+
+# -- DumpGCData.script -------------------------------------------------------------------------------
+
+
+def _pre_and_post_pin(text: str) -> list[int]:
+    """dumpgcdata's `pre and post pin: N` of each heap."""
+    return [int(m) for m in re.findall(r"^\s+pre and post pin: (\d+)$", text, re.M)]
+
+
+@pytest.mark.parametrize("gc", ["wks", "svr"])
+def test_dumpgcdata_counts_the_pinned_plug_of_one_gc(request, tmp_path: Path, gc: str) -> None:  # type: ignore[no-untyped-def]
+    """DumpGCData.script: between its two breaks the debuggee pins one array and collects once,
+    and `pre and post pin` goes from 0 to 1. Ours has collected before (its counter need not
+    start at 0): the runtime's counters, summed over the heaps, grow by exactly one, and every
+    host reads the same values."""
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    with Debuggee("reflectlines", gc=gc, tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d:
+        before = _pre_and_post_pin(drivers.run_lldb(["dumpgcdata"], pid=d.pid)[0].text)
+        d.send("pin")
+        line = d.read_line(60)
+        assert line is not None and line.startswith("SOSEXT-PINNED "), line
+        after_text = drivers.run_lldb(["sos dumpgcdata"], pid=d.pid)[0].text
+        if drivers.GDB:
+            assert _pre_and_post_pin(drivers.run_gdb(["dumpgcdata"], pid=d.pid)[0].text) == \
+                _pre_and_post_pin(after_text)
+        core = d.write_core("heap", tmp_path / "pinned.core")
+    after = _pre_and_post_pin(after_text)
+    assert len(before) == len(after) >= 1 and sum(after) - sum(before) == 1, (before, after)
+    assert _pre_and_post_pin(drivers.run_cli(["dumpgcdata"], core=core)[0].text) == after
     core.unlink(missing_ok=True)
 
 

@@ -114,8 +114,21 @@ namespace DebuggeeHost
             }
         }
 
+        private static byte[] s_pinned;
+        private static System.Runtime.InteropServices.GCHandle s_pin;
+
         public bool OnCommand(string command)
         {
+            if (command == "pin")
+            {
+                // DumpGCData.script's debuggee between its two breaks: one pinned array, one GC.
+                s_pinned = new byte[1024 * 1024];
+                s_pin = System.Runtime.InteropServices.GCHandle.Alloc(s_pinned, System.Runtime.InteropServices.GCHandleType.Pinned);
+                GC.Collect();
+                Console.Out.WriteLine("SOSEXT-PINNED " + GC.CollectionCount(2));
+                Console.Out.Flush();
+                return true;
+            }
             ThreadStart body = command switch
             {
                 "reflectcrash" => () => ReflectMain(false),
