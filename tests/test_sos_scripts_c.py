@@ -20,7 +20,7 @@ import drivers
 from harness import Debuggee, build_debuggee
 from test_stack_values import Case, addr, collect, crash_dump
 from test_stack_values import host  # noqa: F401 - the same host fixture (LLDB/GDB live and core, CLI core)
-from test_stacks_scripts import check_exception, named, stack_rows
+from test_stacks_scripts import _CONTINUE_TO_ABORT, check_exception, named, stack_rows
 
 pytestmark = pytest.mark.slow
 
@@ -179,6 +179,39 @@ def test_linenums_script_on_the_crash_dump(request, tmp_path: Path) -> None:  # 
         i = next(i for i, r in enumerate(srows) if named(r, want[0][0]))
         assert [(r.site.split("(")[0], r.line) for r in srows[i:i + 3]] == want, (host, stack.text)
     core.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("command", ["reflectcrash", "linecrash"])
+def test_lldb_live_at_the_unhandled_exception(request, tmp_path: Path, command: str) -> None:  # type: ignore[no-untyped-def]
+    """Reflection.script and LineNums.script live: LLDB attached, the exception goes unhandled,
+    LLDB stops at the runtime's abort; pe -lines (and for LineNums clrstack) on that thread."""
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    with Debuggee("reflectlines", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d:
+        truth = d.truth["reflectlines"]
+        commands = [
+            "script lldb.debugger.SetAsync(False)",
+            "process handle -p true -s false -n false SIGFPE SIGSEGV SIGILL SIGBUS SIGUSR1 SIGUSR2 SIGPIPE SIGCHLD",
+            f"script open('/proc/{d.pid}/fd/0', 'w').write('{command}\\n')",
+            _CONTINUE_TO_ABORT,
+            "pe -lines", "clrstack", "sos threads -v",
+        ]
+        outs = drivers.run_lldb(commands, pid=d.pid, timeout=300)
+    pe, clrstack, threads = outs[4:]
+    e = truth["reflection" if command == "reflectcrash" else "linenums"]["exception"]
+    assert not pe.errors and f"Exception type:   {e['type']}" in pe.lines, pe.text
+    assert f"Message:          {e['rawMessage']}" in pe.lines and f"HResult: {e['hresult']:x}" in pe.lines, pe.text
+    if e["inner"] is not None:
+        assert f"InnerException:   {e['inner']['type']}, Use printexception " in pe.text, pe.text
+    rows = [ln for ln in pe.lines if re.match(r"^    [0-9A-F]{16} [0-9A-F]{16} \S+\.dll!DebuggeeHost\.", ln)]
+    want = [(f["method"], f["line"]) for f in e["frames"] if f["method"].startswith("DebuggeeHost.")]
+    got = [(re.search(r"!(\S+?)\(", ln).group(1), int(re.search(r" @ (\d+)\]$", ln).group(1))) for ln in rows]
+    assert got == want, (got, want)
+    tid = int(re.fullmatch(r"OS Thread Id: 0x([0-9a-f]+) \(\d+\)", clrstack.lines[0]).group(1), 16)
+    assert re.search(rf"^\*\d+ 0x{tid:04X} \({tid}\)$", threads.text, re.M), threads.text  # the aborting thread
+    if command == "linecrash":
+        sites = [(r.site.split("(")[0], r.line) for r in stack_rows(clrstack.text) if not r.site.startswith("[")]
+        assert sites[sites.index(want[0]):sites.index(want[0]) + 3] == want, sites
 
 
 # -- DumpGCData.script -------------------------------------------------------------------------------
