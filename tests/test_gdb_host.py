@@ -650,7 +650,8 @@ def test_lldb_sos_names_never_run_another_command(cores: dict[str, Path], debugg
     assert "Child-SP" in stack and "SP/REG" not in stack, stack
     # `threads` is SOS's managed command on Linux (as `sos threads`), not WinDbg's clrthreads.
     assert "ThreadCount:" in clrthreads and "ThreadCount:" not in threads
-    assert re.search(r"^\*?\s*0 0x[0-9A-F]{4,} \(\d+\)$", threads, re.M), threads
+    listed = threads.splitlines()
+    assert listed and all(re.fullmatch(r"[* ]\d+ 0x[0-9A-F]{4,} \(\d+\)", ln) for ln in listed), threads
     assert_items(sos, debuggee.mt)
     assert ext.strip() == placeholder
     assert placeholder_u.strip() == "error: 0000000000000000 is not a MethodDesc nor an address in managed code"
