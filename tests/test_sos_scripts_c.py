@@ -20,7 +20,7 @@ import drivers
 from harness import Debuggee, build_debuggee
 from test_stack_values import Case, addr, collect, crash_dump
 from test_stack_values import host  # noqa: F401 - the same host fixture (LLDB/GDB live and core, CLI core)
-from test_stacks_scripts import _CONTINUE_TO_ABORT, check_exception, named, stack_rows
+from test_stacks_scripts import check_exception, lldb_live_until_abort, named, stack_rows
 
 pytestmark = pytest.mark.slow
 
@@ -189,15 +189,7 @@ def test_lldb_live_at_the_unhandled_exception(request, tmp_path: Path, command: 
     tfm = request.config.getoption("--tfm")
     with Debuggee("reflectlines", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d:
         truth = d.truth["reflectlines"]
-        commands = [
-            "script lldb.debugger.SetAsync(False)",
-            "process handle -p true -s false -n false SIGFPE SIGSEGV SIGILL SIGBUS SIGUSR1 SIGUSR2 SIGPIPE SIGCHLD",
-            f"script open('/proc/{d.pid}/fd/0', 'w').write('{command}\\n')",
-            _CONTINUE_TO_ABORT,
-            "pe -lines", "clrstack", "sos threads -v",
-        ]
-        outs = drivers.run_lldb(commands, pid=d.pid, timeout=300)
-    pe, clrstack, threads = outs[4:]
+        pe, clrstack, threads = lldb_live_until_abort(d, command, ["pe -lines", "clrstack", "sos threads -v"])
     e = truth["reflection" if command == "reflectcrash" else "linenums"]["exception"]
     assert not pe.errors and f"Exception type:   {e['type']}" in pe.lines, pe.text
     assert f"Message:          {e['rawMessage']}" in pe.lines and f"HResult: {e['hresult']:x}" in pe.lines, pe.text
