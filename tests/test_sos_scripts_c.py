@@ -69,7 +69,7 @@ def test_pe_shows_the_target_invocation_exception_and_names_its_inner_one(case: 
     text = case.out(host, "reflection pe").text
     check_exception(text.splitlines(), e)
     _verify(text, r"InnerException:\s+System\.Exception, Use !?printexception <HEXVAL> to see more.\s+")
-    _verify(text, r"<HEXVAL>\s+<HEXVAL>\s+SosextDebuggee.*!DebuggeeHost\.ReflectLinesScenario\.ReflectMain(\(\))?\+0x<HEXVAL>")
+    _verify(text, r"<HEXVAL>\s+<HEXVAL>\s+SosextDebuggee.*!DebuggeeHost\.ReflectLinesScenario\.ReflectMain(\(Boolean\))?\+0x<HEXVAL>")
     _verify(text, r"HResult:\s+80131604")
 
 
