@@ -648,7 +648,10 @@ def test_lldb_sos_names_never_run_another_command(cores: dict[str, Path], debugg
         ["dumpstack", "threads", "clrthreads", "sos dumpheap -stat", f"ext {missing}", "u 0"], core=cores["full"]))
     # LLDB's prefix matching used to run dumpstackobjects for dumpstack: now it is SOS's dumpstack.
     assert "Child-SP" in stack and "SP/REG" not in stack, stack
-    assert threads == clrthreads and "ThreadCount:" in threads  # the WinDbg name: SOS's clrthreads
+    # `threads` is SOS's managed command on Linux (as `sos threads`), not WinDbg's clrthreads.
+    assert "ThreadCount:" in clrthreads and "ThreadCount:" not in threads
+    listed = threads.splitlines()
+    assert listed and all(re.fullmatch(r"[* ]\d+ 0x[0-9A-F]{4,} \(\d+\)", ln) for ln in listed), threads
     assert_items(sos, debuggee.mt)
     assert ext.strip() == placeholder
     assert placeholder_u.strip() == "error: 0000000000000000 is not a MethodDesc nor an address in managed code"

@@ -481,15 +481,25 @@ def test_logopen_copies_the_console_to_a_private_new_file(case: Case, tmp_path: 
     link = tmp_path / "link.log"
     link.symlink_to(tmp_path / "elsewhere.log")
     diag = tmp_path / "diag.log"
-    outs = drivers.run_cli([f"logopen {log}", "logopen", f"dumpmd {md}", "logclose", "eeversion",
-                            f"logopen {log}", f"logopen {link}", f"logging {diag}", "logging --disable"], core=core)
+    outs = drivers.run_cli([f"logopen {log}", "logopen", f"dumpmd {md}", "logclose", "eeversion"], core=core)
     assert outs[0].text.strip() == f"Console is logging to {log}"
     assert outs[1].text.strip() == f"Console is logging to {log}"
     assert stat.S_IMODE(os.stat(log).st_mode) == 0o600
     written = log.read_text()
     assert outs[2].text in written and "eeversion" not in written and outs[4].text not in written
-    assert outs[5].errors == [f"error: {log} exists: sosext does not overwrite a file (remove it or choose another name)"]
-    assert len(outs[6].errors) == 1 and not (tmp_path / "elsewhere.log").exists()  # a symlink is not followed
-    assert outs[7].lines == ["Logging is enabled", str(diag)]
+    first_dumpmd = outs[2].text
+    # An existing file is replaced, as SOS does, and logopen says so; a symlink is refused.
+    os.chmod(log, 0o644)
+    outs = drivers.run_cli([f"logopen {log}", "eeversion", f"logopen {link}", f"logging {diag}", f"logging {log}",
+                            "logging --disable"], core=core)
+    assert outs[0].lines == [f"Replaced the existing file {log}", f"Console is logging to {log}"]
+    assert stat.S_IMODE(os.stat(log).st_mode) == 0o600
+    assert outs[2].errors == [f"error: {link} is a symbolic link: sosext neither follows nor replaces one "
+                              "(choose another name)"]
+    assert not (tmp_path / "elsewhere.log").exists()  # not followed
+    assert outs[3].lines == ["Logging is enabled", str(diag)]
     assert stat.S_IMODE(os.stat(diag).st_mode) == 0o600
-    assert outs[8].text.strip() == "Logging is disabled"
+    assert outs[4].errors == [f"error: {log} exists: sosext does not overwrite a file (remove it or choose another name)"]
+    assert outs[5].text.strip() == "Logging is disabled"
+    written = log.read_text()
+    assert outs[1].text in written and first_dumpmd not in written  # a new file, not appended to

@@ -92,9 +92,9 @@ class Case:
 Batch = Callable[[dict, str], list[tuple[str, str]]]
 
 
-def collect(request, tmp_path_factory, scenario: str, batch: Batch, triage_batch: Batch) -> Case:  # type: ignore[no-untyped-def]
+def collect(request, tmp_path_factory, scenario: str, batch: Batch, triage_batch: Batch | None) -> Case:  # type: ignore[no-untyped-def]
     """Run ``batch`` in every host on one run of ``scenario`` (live, then its with-heap dump) and
-    ``triage_batch`` on a triage dump of a second run (createdump --triage: no GC heap)."""
+    ``triage_batch`` (unless None) on a triage dump of a second run (createdump --triage: no GC heap)."""
     drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
     work = tmp_path_factory.mktemp(scenario)
@@ -111,6 +111,8 @@ def collect(request, tmp_path_factory, scenario: str, batch: Batch, triage_batch
     if "gdb-core" in HOSTS:
         c.outputs["gdb-core"] = run("gdb-core", batch(c.truth, "gdb-core"), core=core, exe=exe)
     core.unlink(missing_ok=True)
+    if triage_batch is None:
+        return c
     with Debuggee(scenario, tfm=tfm, dll=dll, core_dir=work) as d:
         triage = d.write_core("triage", work / f"{scenario}.triage.core")
         c.triage_truth = d.truth

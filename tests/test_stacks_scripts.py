@@ -462,6 +462,19 @@ _CONTINUE_TO_ABORT = (
 )
 
 
+def lldb_live_until_abort(d: Debuggee, stdin_command: str, commands: list[str]) -> list[drivers.Output]:
+    """LLDB attached to ``d``: send the debuggee ``stdin_command`` (a thread whose exception goes
+    unhandled), continue to the runtime's abort, then run ``commands``: their outputs."""
+    setup = [
+        "script lldb.debugger.SetAsync(False)",
+        "process handle -p true -s false -n false SIGFPE SIGSEGV SIGILL SIGBUS SIGUSR1 SIGUSR2 SIGPIPE SIGCHLD",
+        # The debuggee reads its commands from a pipe: write into it from here, then run.
+        f"script open('/proc/{d.pid}/fd/0', 'w').write('{stdin_command}\\n')",
+        _CONTINUE_TO_ABORT,
+    ]
+    return drivers.run_lldb(setup + commands, pid=d.pid, timeout=300)[len(setup):]
+
+
 def test_lldb_live_at_an_unhandled_divide_by_zero(request, tmp_path: Path) -> None:
     """DivZero.script live: LLDB attached, the debuggee divides by zero on a new thread with no
     handler, LLDB stops at the runtime's abort; pe and clrstack on the selected (aborting) thread."""
@@ -469,16 +482,7 @@ def test_lldb_live_at_an_unhandled_divide_by_zero(request, tmp_path: Path) -> No
     tfm = request.config.getoption("--tfm")
     with Debuggee("crash", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d:
         truth = d.truth["crash"]
-        commands = [
-            "script lldb.debugger.SetAsync(False)",
-            "process handle -p true -s false -n false SIGFPE SIGSEGV SIGILL SIGBUS SIGUSR1 SIGUSR2 SIGPIPE SIGCHLD",
-            # The debuggee reads its commands from a pipe: write into it from here, then run.
-            f"script open('/proc/{d.pid}/fd/0', 'w').write('divzero\\n')",
-            _CONTINUE_TO_ABORT,
-            "pe -lines", "clrstack", "clrthreads",
-        ]
-        outs = drivers.run_lldb(commands, pid=d.pid, timeout=300)
-    pe, clrstack, clrthreads = outs[4:]
+        pe, clrstack, clrthreads = lldb_live_until_abort(d, "divzero", ["pe -lines", "clrstack", "clrthreads"])
     assert not pe.errors, pe.text
     e = truth["divzero"]["exception"]
     assert "Exception type:   System.DivideByZeroException" in pe.lines, pe.text

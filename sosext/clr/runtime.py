@@ -175,6 +175,15 @@ class ClrRuntime:
     # -- what commands ask of the runtime, in its own words ---------------------------------
     # Each is one DAC request; commands call these and never the DAC itself.
 
+    def module_layout(self, module: int) -> str:
+        """How the runtime laid the module's image out, in ClrMD's words (SOS's clrmodules -v
+        Layout): "Flat" (the file as it is on disk), "Mapped" (section by section) or "Unknown"."""
+        from ..dac.xclrdata import module_load_data
+        data = module_load_data(self.dac, module)
+        if data is None:
+            return "Unknown"
+        return "Flat" if data.is_file_layout else "Mapped"
+
     def object_data(self, address: int) -> ObjectData | None:
         """The runtime's view of the object at ``address`` (classify the address first)."""
         return self.dac.object_data(address)

@@ -109,6 +109,17 @@ class SourceLines:
             self._pdbs[key] = found
         return found
 
+    def codeview(self, address: int) -> CodeViewInfo | None:
+        """The CodeView entry of module ``address``'s image (the PDB it names: GUID, age, path)."""
+        mod = self.runtime.catalog.module(address)
+        if mod is None or mod.is_dynamic or not mod.path:
+            return None
+        try:
+            entries = self._debug_entries(mod)
+        except MetadataError:
+            return None
+        return codeview(entries) if entries is not None else None
+
     def _find_pdb(self, address: int) -> PdbLookup:
         mod = self.runtime.catalog.module(address)
         if mod is None:

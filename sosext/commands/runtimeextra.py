@@ -12,13 +12,16 @@ import numpy as np
 from ..clr.addresses import classifier
 from ..clr.gcdata import (BIT_MECHANISMS, COMPACT_MANDATORY, COMPACT_REASONS, DATA_POINTS, EXPAND_MECHANISMS,
                           GLOBAL_MECHANISMS, GCCounters, gc_counters, gc_global_mechanisms, out_of_memory)
+from ..clr.metadata.pdb import CodeViewInfo
 from ..clr.metadata.pe import file_version_of, image_size
 from ..clr.roots import RootKind
+from ..clr.sourcelines import source_lines
 from ..clr.workitems import WorkItemKind, queued_work_items
 from ..errors import SosError, UsageError
 from ..files import create_private
 from ..render.numbers import P16, p16
 from ..render.output import Address
+from ..render.text import safe_line
 from .base import Command, Option, Parsed, Positional, parse_address, register
 from .context import CommandContext
 from .objects import OBJ_FREE, object_lines
@@ -184,7 +187,8 @@ class ClrModules(Command):
 As SOS (its `assemblies`, alias `clrmodules`): one line per loaded managed module, its
 image base, image size and path (dynamic ones marked `(Dynamic)`). `-n` keeps modules whose
 file name matches the regular expression (any case); `-v` adds the assembly name, module
-and assembly addresses, the metadata's place and the file version (not SOS's Layout, PdbInfo).
+and assembly addresses, the image's layout (Flat: as the file; Mapped: by sections), the
+metadata's place, the PDB the image names (GUID, age, path) and the file version.
 
 Examples:
   clrmodules
@@ -200,6 +204,7 @@ Examples:
         except re.error as e:
             raise UsageError(f"invalid regular expression {args.n}: {e}") from None
         names = {a.address: a.name for d in rt.app_domains() for a in d.assemblies}
+        lines = source_lines(rt)
         rows = ctx.out.table("modules", None, ("image_base", "size", "path", "dynamic", "address", "assembly"))
         for m in rt.modules():
             if regex is not None and not (m.path and regex.search(os.path.basename(m.path))):
@@ -221,11 +226,18 @@ Examples:
                 f"    ModuleAddress:   {m.address:016X}",
                 f"    AssemblyAddress: {m.assembly:016X}",
                 f"    IsPEFile:        {bool(md.is_pe_file)}",
+                f"    Layout:          {rt.module_layout(m.address)}",
                 f"    IsDynamic:       {m.is_dynamic}",
                 f"    MetadataAddress: {md.metadata_start:016X}",
                 f"    MetadataSize:    {md.metadata_size:016X}",
+                f"    PdbInfo:         {_pdb_info(lines.codeview(m.address))}",
                 f"    Version:         {(file_version_of(m.path) if m.path else None) or '<none>'}",
             ])
+
+
+def _pdb_info(cv: CodeViewInfo | None) -> str:
+    """ClrMD's PdbInfo as SOS prints it: GUID, age (its "revision") and the path it names."""
+    return "<none>" if cv is None else safe_line(f"{cv.guid} {cv.age} {cv.path}")
 
 
 # -- dumpalc, findappdomain ----------------------------------------------------------------------

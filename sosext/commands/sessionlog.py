@@ -1,8 +1,10 @@
 """Session commands: logopen/logclose (the console copied to a file), logging (sosext's own
 diagnostic log), dbgout (tracebacks of internal errors), loadsymbols (what the host does).
 
-Files are created, never reused: O_CREAT|O_EXCL|O_NOFOLLOW with mode 0600, so an existing
-file or a symlink planted at the path is refused instead of overwritten or followed.
+Files are created with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600, so a symlink planted at the
+path is refused instead of followed. logopen replaces an existing regular file, as SOS's does,
+and says so (the design's Trust section forbids silent overwrites, not announced ones); the
+diagnostic log of `logging <path>` refuses one.
 """
 from __future__ import annotations
 
@@ -21,11 +23,17 @@ DIAG_LOG = "diagnostic_log"  # session.settings: the logging handler of `logging
 _LOGGER = "sosext"
 
 
-def create_log(path: str) -> tuple[TextIO, str]:
-    """A new file at ``path``, 0600, for writing, and its absolute path; an existing name (or
-    a symlink) is an error."""
+def create_log(path: str, replace: bool = False) -> tuple[TextIO, str]:
+    """A new file at ``path``, 0600, for writing, and its absolute path. A symlink, or
+    anything but a regular file, at the path is an error; so is a regular file unless
+    ``replace`` (then it is removed and created anew, never written through)."""
     path = os.path.abspath(os.path.expanduser(path))
-    f = create_private(path, exists=f"{path} exists: sosext does not overwrite a file (remove it or choose another name)")
+    if os.path.islink(path):
+        raise SosError(f"{path} is a symbolic link: sosext neither follows nor replaces one (choose another name)")
+    if replace and os.path.lexists(path) and not os.path.isfile(path):
+        raise SosError(f"{path} exists and is not a regular file")
+    f = create_private(path, force=replace,
+                       exists=f"{path} exists: sosext does not overwrite a file (remove it or choose another name)")
     return f, path  # type: ignore[return-value]
 
 
@@ -56,8 +64,9 @@ class LogOpen(Command):
     summary = "Copy the console (every command's output) to a new file; logclose stops."
     usage = "logopen [<path>] [--disable]"
     details = """\
-Without a path, tells where the console is logged. The file must not exist: sosext creates
-it (mode 0600) and never overwrites or follows a symlink.
+Without a path, tells where the console is logged. An existing file at the path is replaced,
+as SOS does, and logopen says so; the file is created anew (mode 0600), never written
+through a symbolic link (a symlink at the path is refused).
 
 Example:
   logopen /tmp/session.log"""
@@ -70,7 +79,10 @@ Example:
         if args.disable:
             _close(settings, CONSOLE_LOG)
         elif args.path:
-            f, path = create_log(args.path)
+            existed = os.path.lexists(os.path.abspath(os.path.expanduser(args.path)))
+            f, path = create_log(args.path, replace=True)
+            if existed:
+                ctx.out.line(f"Replaced the existing file {path}")
             _close(settings, CONSOLE_LOG)
             settings[CONSOLE_LOG], settings[CONSOLE_LOG_PATH] = f, path
         path = settings.get(CONSOLE_LOG_PATH) if settings.get(CONSOLE_LOG) is not None else None

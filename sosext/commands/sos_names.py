@@ -22,7 +22,7 @@ SOS_NAMES: dict[str, tuple[str, ...]] = {
     "bpmd": (),
     "clrmodules": (),
     "clrstack": (),
-    "clrthreads": ("threads",),  # `threads` is the WinDbg name
+    "clrthreads": (),  # WinDbg's `!threads`; on Linux `threads` is the managed command below
     "clru": ("u",),
     "crashinfo": (),
     "dbgout": (),
@@ -99,6 +99,7 @@ SOS_NAMES: dict[str, tuple[str, ...]] = {
     "syncblk": (),
     "threadpool": (),
     "threadpoolqueue": ("tpq",),
+    "threads": ("setthread",),  # SOS's managed host command (dotnet-dump, `sos threads`)
     "threadstate": (),
     "timerinfo": ("ti",),
     "token2ee": (),
@@ -172,7 +173,7 @@ def placeholder(name: str) -> type[Command] | None:
         return None
     real = base.REGISTRY.get(main)
     if real is not None:
-        return real  # e.g. `threads` typed for a registered clrthreads
+        return real  # e.g. `ClrThreads` typed for a registered clrthreads
     cls = _placeholders.get(main)
     if cls is None:
         near = NEAREST.get(main, "")

@@ -250,32 +250,50 @@ Example:
 
 @register
 class SetThread(Command):
-    names = ("setthread",)
-    summary = "List the target's threads, or choose the thread clrstack and pe use (CLI)."
-    usage = "setthread [-t] [<thread>]"
+    names = ("threads", "setthread")
+    summary = "List the target's threads (-v: with IP, SP and FP), or choose the thread clrstack and pe use (CLI)."
+    usage = "threads [-v] [-t] [<thread>]"
     details = """\
-Without an argument, lists the threads (* marks the current one) as index and OS thread id.
-With one, makes that thread current for clrstack, pe and dso: <thread> is the thread's
-index, or its OS thread id with -t (hex with 0x, or decimal). In LLDB and GDB select
-threads with the debugger instead (thread select <n> / thread <n>); sosext follows it.
+SOS's managed `threads` command (alias setthread), as dotnet-dump and `sos threads` in LLDB
+run it. Without an argument, lists the threads (* marks the current one) as index, OS thread
+id in hex and in decimal; -v adds each thread's instruction, stack and frame pointers, and
+its TEB, which Linux threads do not have (0, as SOS prints there). With an argument, makes
+that thread current for clrstack, pe and dso: <thread> is the thread's index, or its OS
+thread id with -t (hex with 0x, or decimal). In LLDB and GDB select threads with the
+debugger instead (thread select <n> / thread <n>); sosext follows it.
+
+In WinDbg, `!threads` is SOS's older name of clrthreads; on Linux (dotnet-dump, LLDB's
+`sos threads`) it is this command, so sosext follows Linux.
 
 Examples:
-  setthread
+  threads
+  threads -v
   setthread 8
   setthread -t 0x7eb5"""
-    options = (Option("-t", "the argument is an OS thread id", aliases=("--tid",), dest="tid"),)
+    options = (Option("-t", "the argument is an OS thread id", aliases=("--tid",), dest="tid"),
+               Option("-v", "also each thread's IP, SP, FP and TEB", aliases=("--verbose",), dest="verbose"))
     positionals = (Positional("thread", "thread index, or OS thread id with -t"),)
     needs_runtime = False
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        threads = ctx.session.target().threads()
+        target = ctx.session.target()
+        threads = target.threads()
         if args.thread is None:
             cur = current_thread(ctx)
             # dotnet-dump's listing: the OS thread id in hex, then (as it does) in decimal.
-            rows = ctx.out.table("threads", Cells((), ()), ("index", "os_thread_id", "current"))
+            keys = ("index", "os_thread_id", "current") + (("ip", "sp", "fp", "teb") if args.verbose else ())
+            rows = ctx.out.table("threads", Cells((), ()), keys)
             for t in threads:
                 mark = "*" if cur is not None and t.tid == cur.tid else " "
-                rows.row(f"{mark}{t.index} 0x{t.tid:04X} ({t.tid})", data=(t.index, t.tid, mark == "*"))
+                line = f"{mark}{t.index} 0x{t.tid:04X} ({t.tid})"
+                if not args.verbose:
+                    rows.row(line, data=(t.index, t.tid, mark == "*"))
+                    continue
+                ip, sp, fp = thread_pointers(target.registers(t.tid))
+                line += "".join(f"\n    {label} 0x{value:016X}"
+                                for label, value in (("IP ", ip), ("SP ", sp), ("FP ", fp), ("TEB", 0)))
+                rows.row(line, data=(t.index, t.tid, mark == "*", Address(ip), Address(sp), Address(fp),
+                                     Address(0)))
             return
         if debugger_selected_tid(ctx) is not None:
             raise SosError("the debugger chooses the current thread here: use its own command "
@@ -286,6 +304,15 @@ Examples:
             raise SosError(f"no thread {'with OS id ' if args.tid else ''}{args.thread} in the target")
         ctx.session.settings[CURRENT_THREAD] = found.tid
         ctx.out.line(f"Current thread is now {found.index} (OS thread id {os_thread_id(found.tid)})")
+
+
+# The instruction, stack and frame pointers under each architecture's register names.
+_POINTER_REGISTERS = (("rip", "pc"), ("rsp", "sp"), ("rbp", "fp", "x29"))
+
+
+def thread_pointers(regs: dict[str, int]) -> tuple[int, int, int]:
+    """A thread's (IP, SP, FP) from its registers; 0 for one the host did not give."""
+    return tuple(next((regs[n] for n in names if n in regs), 0) for names in _POINTER_REGISTERS)  # type: ignore[return-value]
 
 
 # -- clrstack ----------------------------------------------------------------------------------

@@ -263,6 +263,19 @@ class ModuleData:
     module_index: U64
 
 
+@dac_struct(0x38)
+class GetModuleData:
+    """DacpGetModuleData: IXCLRDataModule's private request for how the image is loaded."""
+    is_dynamic: BOOL
+    is_in_memory: BOOL
+    is_file_layout: BOOL
+    pe_assembly: ADDR
+    loaded_pe_address: ADDR
+    loaded_pe_size: U64
+    in_memory_pdb_address: ADDR
+    in_memory_pdb_size: U64
+
+
 @dac_struct(0x18)
 class ReJitData:
     rejit_id: ADDR

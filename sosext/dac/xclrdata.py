@@ -12,7 +12,9 @@ import ctypes
 import struct
 from typing import TYPE_CHECKING, Any
 
+from . import structs as st
 from .com import ADDR, P_ADDR, P_PTR, P_U32, P_WCHAR, PTR, U32, ComPtr, failed, slot_table, utf16_buffer, utf16_text
+from .sos import SOS
 
 if TYPE_CHECKING:
     from .sos import SosDac
@@ -46,6 +48,19 @@ VALUE = slot_table("GetFlags", "GetAddress", "GetSize", "GetBytes", "SetBytes", 
                    "GetFieldByToken", "GetAssociatedValue", "GetAssociatedType", "GetString",
                    "GetArrayProperties", "GetArrayElement", "EnumField2", "EnumFieldByName2",
                    "GetFieldByToken2", "GetNumLocations", "GetLocationByIndex")
+
+MODULE = slot_table("StartEnumAssemblies", "EnumAssembly", "EndEnumAssemblies", "StartEnumTypeDefinitions",
+                    "EnumTypeDefinition", "EndEnumTypeDefinitions", "StartEnumTypeInstances", "EnumTypeInstance",
+                    "EndEnumTypeInstances", "StartEnumTypeDefinitionsByName", "EnumTypeDefinitionByName",
+                    "EndEnumTypeDefinitionsByName", "StartEnumTypeInstancesByName", "EnumTypeInstanceByName",
+                    "EndEnumTypeInstancesByName", "GetTypeDefinitionByToken", "StartEnumMethodDefinitionsByName",
+                    "EnumMethodDefinitionByName", "EndEnumMethodDefinitionsByName",
+                    "StartEnumMethodInstancesByName", "EnumMethodInstanceByName", "EndEnumMethodInstancesByName",
+                    "GetMethodDefinitionByToken", "StartEnumDataByName", "EnumDataByName", "EndEnumDataByName",
+                    "GetName", "GetFileName", "GetFlags", "IsSameObject", "StartEnumExtents", "EnumExtent",
+                    "EndEnumExtents", "Request")
+# dacprivate.h: IXCLRDataModule's private request answering DacpGetModuleData.
+DACDATAMODULEPRIV_REQUEST_GET_MODULEDATA = 0xF0000001
 
 # CLRDataSimpleFrameType: which frames a stack walk stops at (all of them, as SOS asks).
 SIMPFRAME_UNRECOGNIZED = 0x1
@@ -351,3 +366,18 @@ def task_by_os_thread_id(dac: "SosDac", os_tid: int) -> tuple[int, Task | None]:
     if hr != 0 or not out.value:
         return hr, None
     return hr, Task(dac, out.value)
+
+
+def module_load_data(dac: "SosDac", module: int) -> st.GetModuleData | None:
+    """How the runtime loaded module ``module`` (flat file or mapped image, its extent), through
+    ISOSDacInterface::GetModule's IXCLRDataModule; None when the DAC does not say."""
+    out = _P()
+    with dac.lock:
+        hr = dac.sos.call(SOS["GetModule"], (_A, _PP), module, ctypes.byref(out))
+    if failed(hr) or not out.value:
+        return None
+    with _Interface(dac, out.value) as mod:
+        c = st.GetModuleData.C()
+        hr = mod._call(MODULE["Request"], (_U32, _U32, _P, _U32, ctypes.POINTER(st.GetModuleData.C)),
+                       DACDATAMODULEPRIV_REQUEST_GET_MODULEDATA, 0, None, ctypes.sizeof(c), ctypes.byref(c))
+    return None if failed(hr) else st.GetModuleData.from_c(c)

@@ -246,7 +246,7 @@ namespace DebuggeeHost
 
         private static string Name(MethodBase m) => m.DeclaringType.FullName + "." + m.Name;
 
-        private static void WriteFrames(Json w, string name, StackFrame[] frames)
+        internal static void WriteFrames(Json w, string name, StackFrame[] frames)
         {
             w.Name(name).BeginArray();
             foreach (StackFrame f in frames ?? Array.Empty<StackFrame>())
@@ -263,7 +263,7 @@ namespace DebuggeeHost
             w.EndArray();
         }
 
-        private static void WriteException(Json w, Exception e)
+        internal static void WriteException(Json w, Exception e)
         {
             w.BeginObject();
             w.PropHex("address", Mem.Addr(e));
