@@ -12,7 +12,8 @@ are timed, alternating sosext and ClrMD within each round, best of ``--repeat`` 
 * `dumpheap -stat` in a second process, with the index the first one cached on disk;
 * cold `gcroot -limit 1` of a deep node (the last node of a 1,000-long chain, named by the
   debuggee) against ClrMD's first root path; cold full `gcroot` of it against ClrMD
-  enumerating every root path; later `gcroot`s of another object in the same session; and
+  enumerating every root path; later `gcroot`s of another object in the same session (typed
+  at a human pace in the interactive session, and all at once in a -c list); and
   `gcroot` in a second process once the index, the graph and its reverse are cached.
 * "cold" runs use --no-index-cache; "first" is a user's first run, which writes the index.
 
@@ -51,12 +52,16 @@ LLDB = shutil.which("lldb-16")
 class Run:
     """One whole process: wall time, peak RSS, sampled peak anonymous memory, output."""
 
-    def __init__(self, args: list[str], env: dict | None = None) -> None:
+    def __init__(self, args: list[str], env: dict | None = None, typed: list[tuple[str, float]] | None = None) -> None:
+        """``typed``: lines written to the process's stdin, each followed by that many
+        seconds of pause (a user at the interactive prompt)."""
         self.peak_anon = 0
         t0 = time.perf_counter()
         with tempfile.TemporaryFile("w+") as out:
-            p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                 cwd=ROOT, env={**os.environ, **(env or {})})
+            p = subprocess.Popen(args, stdin=subprocess.PIPE if typed else subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
+            if typed:
+                threading.Thread(target=self._type, args=(p, typed), daemon=True).start()
             done = threading.Event()
             sampler = threading.Thread(target=self._sample, args=(p.pid, done), daemon=True)
             sampler.start()
@@ -70,6 +75,14 @@ class Run:
             self.text = out.read()
         if status != 0:
             raise RuntimeError(f"{args[:4]} failed ({status}): {self.text[-800:]}")
+
+    @staticmethod
+    def _type(p: subprocess.Popen, typed: list[tuple[str, float]]) -> None:
+        for line, pause in typed:
+            p.stdin.write(line + "\n")
+            p.stdin.flush()
+            time.sleep(pause)
+        p.stdin.close()
 
     def _sample(self, pid: int, done: threading.Event) -> None:
         path = f"/proc/{pid}/status"
@@ -90,6 +103,12 @@ def sosext_cli(core: Path, commands: list[str], cache: bool, index_dir: Path) ->
     if not cache:
         args.append("--no-index-cache")
     return Run(args + sum((["-c", c] for c in commands), []))
+
+
+def sosext_typed(core: Path, typed: list[tuple[str, float]], index_dir: Path) -> Run:
+    """The CLI's interactive session, commands typed with pauses."""
+    return Run([PY, "-m", "sosext", "analyze", str(core), "--timing", "--index-dir", str(index_dir),
+                "--no-index-cache"], typed=typed + [("quit", 0)])
 
 
 def sosext_lldb(core: Path, exe: str, commands: list[str]) -> Run:
@@ -154,7 +173,7 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
               f"made in {time.perf_counter() - t0:.0f} s")
         index_dir = tmp / "index"
         rows: dict[str, list] = {k: [] for k in ("stat", "stat_first", "stat_cached", "lldb", "limit1", "gcroot",
-                                                  "later", "gcroot_cached", "c_stat", "c_limit1", "c_gcroot",
+                                                  "later", "later_batch", "gcroot_cached", "c_stat", "c_limit1", "c_gcroot",
                                                   "retained")}
         for _ in range(repeat):
             # Alternating: each round runs every sosext measure next to its ClrMD counterpart.
@@ -171,9 +190,13 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
             rows["c_limit1"].append(clrmd(core, "gcroot1", deep))
             rows["gcroot"].append(sosext_cli(core, [f"gcroot {deep}"], False, index_dir))
             rows["c_gcroot"].append(clrmd(core, "gcroot", deep))
-            # Later gcroots in one session: the second searches from the roots again, the third
-            # builds the graph (gcroot.SEARCHES_BEFORE_GRAPH), the later ones reuse it.
-            rows["later"].append(sosext_cli(core, [f"gcroot {deep}"] + [f"gcroot {other}"] * 4, False, index_dir))
+            # Later gcroots in one session: typed at a human pace (2 s to read the first answer,
+            # 1 s between the others) the graph built in the background answers them; typed all
+            # at once (a -c list), the second waits for that build.
+            rows["later"].append(sosext_typed(core, [(f"gcroot {deep}", 2.0)] + [(f"gcroot {other}", 1.0)] * 4,
+                                              index_dir))
+            rows["later_batch"].append(sosext_cli(core, [f"gcroot {deep}"] + [f"gcroot {other}"] * 4, False,
+                                                  index_dir))
             if everything:
                 sosext_cli(core, [f"gcroot {deep}"], True, index_dir)  # caches the graph and its reverse
                 rows["gcroot_cached"].append(sosext_cli(core, [f"gcroot {deep}"], True, index_dir))
@@ -206,8 +229,11 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
         g, cg = best(rows["gcroot"]), best([r for r, _ in rows["c_gcroot"]])
         later = min(rows["later"], key=lambda r: sum(timings(r)[1:]))
         line("sosext gcroot, all roots (cold)", g)
-        print("  later gcroots in the session (2nd..5th): "
+        batch = min(rows["later_batch"], key=lambda r: sum(timings(r)[1:]))
+        print("  later gcroots in the session, typed 1-2 s apart (2nd..5th): "
               + ", ".join(f"{t * 1000:.0f} ms" for t in timings(later)[1:]))
+        print("  later gcroots in the session, all at once (-c list; 2nd..5th): "
+              + ", ".join(f"{t * 1000:.0f} ms" for t in timings(batch)[1:]))
         line("ClrMD every root path", cg)
         print(f"  ratio full gcroot: {cg.wall / g.wall:.2f} (CPU time: {cg.cpu / g.cpu:.2f})")
         if everything:
