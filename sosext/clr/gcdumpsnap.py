@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import SosError
 from ..files import create_private
+from .gcdumpformat import is_gcdump  # noqa: F401 - where callers have always found it
 from .snapshot import HeapSnapshot, TypeTotal
 
 FORMAT = "sosext-gcdump"
@@ -316,11 +317,3 @@ def _root_of(parent: np.ndarray, node: int) -> int:
     return node
 
 
-def is_gcdump(path: str) -> bool:
-    """A cheap check: a zip whose first member is meta.npy (what :meth:`GcDump.save` writes)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-    except OSError:
-        return False
-    return head.startswith(b"PK\x03\x04") and b"meta.npy" in head

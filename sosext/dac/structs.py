@@ -2,11 +2,11 @@
 
 A class body lists fields with their ctypes types in header order; ``@dac_struct(size)``
 builds the matching ctypes Structure (as ``.C``), checks its size against the header's
-static_assert, and turns the class into a frozen record of plain Python ints.
+static_assert, and turns the class into an immutable record (a named tuple) of plain Python ints.
 Field names are snake_case versions of the header's names.
 """
+import collections
 import ctypes
-import dataclasses
 from typing import Any, Callable, TypeVar
 
 ADDR = ctypes.c_uint64  # CLRDATA_ADDRESS
@@ -34,8 +34,9 @@ def dac_struct(size: int) -> Callable[[type[T]], type[T]]:
         if ctypes.sizeof(cstruct) != size:
             raise AssertionError(f"{cls.__name__}: size {ctypes.sizeof(cstruct):#x}, header says {size:#x}")
         names = [n for n, _ in layout]
-        record = dataclasses.make_dataclass(
-            cls.__name__, [(n, int) for n in names], frozen=True, slots=True)
+        # A named tuple: immutable, compact and made in microseconds (a frozen slotted
+        # dataclass costs half a millisecond each, 20 ms of every start for these 35).
+        record = collections.namedtuple(cls.__name__, names)
         record.__doc__ = cls.__doc__
         record.__module__ = cls.__module__
 
