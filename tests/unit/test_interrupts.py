@@ -50,3 +50,32 @@ def test_the_data_target_records_a_ctrl_c_it_cannot_raise() -> None:
         raise KeyboardInterrupt
     assert _guarded(callback)() == E_FAIL
     assert interrupts.recorded()
+
+
+def test_a_background_thread_answers_only_to_its_own_cancel() -> None:
+    """clr/background.py's thread must neither take the user's Ctrl-C (the foreground's) nor
+    call the host's poll (GDB's API belongs to its main thread)."""
+    import threading
+    polled: list[str] = []
+    interrupts.set_poll(lambda: polled.append(threading.current_thread().name) or True)
+    interrupts.request()
+    cancelled = threading.Event()
+    seen: list[str] = []
+
+    def work() -> None:
+        progress.run_in_background(cancelled)
+        progress.check_interrupt()
+        seen.append("ran on")
+        cancelled.set()
+        try:
+            progress.check_interrupt()
+        except Interrupted:
+            seen.append("stopped")
+
+    t = threading.Thread(target=work, name="bg")
+    t.start()
+    t.join()
+    assert seen == ["ran on", "stopped"] and polled == []
+    assert interrupts.recorded()  # still the foreground's to see
+    with pytest.raises(Interrupted):
+        progress.check_interrupt()
