@@ -8,6 +8,7 @@ instantiations are not in the modules' TypeDef maps and stay unnamed.
 """
 from __future__ import annotations
 
+import bisect
 from typing import Any, Callable, Protocol, TypeVar
 
 from ..errors import SosError
@@ -30,11 +31,16 @@ class ClrRuntime(Protocol):
 
 class StaticSlots:
     """Static field names by the address of their storage; with ``window`` (lo, hi) only
-    the statics that may be stored in [lo, hi), which spares reading every type's fields."""
+    the statics that may be stored in [lo, hi), which spares reading every type's fields.
+
+    Since .NET 9 the GC statics of many types share one array, each type's from its base
+    on: a type whose base lies in the window is read only when a slot at or above its base
+    is asked for and no type with a higher base at or below the slot named it."""
 
     def __init__(self, runtime: "ClrRuntime", window: tuple[int, int] | None = None) -> None:
         self.by_address: dict[int, str] = {}
-        heap = runtime.heap
+        self._runtime = runtime
+        self._deferred: list[tuple[int, int]] = []  # (GC statics base, MethodTable), not read yet
         fields = runtime.fields
         for module in runtime.modules():
             try:
@@ -42,41 +48,62 @@ class StaticSlots:
             except SosError:
                 continue
             for _token, mt in types:
-                if window is not None and not _may_store_in(fields, mt, *window):
-                    continue
-                try:
-                    own = fields.own_fields(mt) or []
-                except SosError:
-                    continue
-                statics = [f for f in own if f.is_static and not f.is_thread_static
-                           and not f.is_context_static and f.is_gc_static]
-                if not statics:
-                    continue
-                owner = heap.types.name_of(mt)
-                for f in statics:
-                    try:
-                        address = fields.static_address(mt, f)
-                    except SosError:
-                        address = None
-                    if address:
-                        self.by_address[address] = f"{owner}.{f.name}"
+                if window is not None:
+                    where = _statics_base_in(fields, mt, *window)
+                    if where is None:
+                        continue
+                    if where >= 0:
+                        self._deferred.append((where, mt))
+                        continue
+                self._read(mt)
+        self._deferred.sort()
+
+    def _read(self, mt: int) -> None:
+        fields = self._runtime.fields
+        try:
+            own = fields.own_fields(mt) or []
+        except SosError:
+            return
+        statics = [f for f in own if f.is_static and not f.is_thread_static
+                   and not f.is_context_static and f.is_gc_static]
+        if not statics:
+            return
+        owner = self._runtime.heap.types.name_of(mt)
+        for f in statics:
+            try:
+                address = fields.static_address(mt, f)
+            except SosError:
+                address = None
+            if address:
+                self.by_address[address] = f"{owner}.{f.name}"
 
     def name_at(self, slot: int) -> str | None:
-        return self.by_address.get(slot)
+        name = self.by_address.get(slot)
+        # The owner's base is at or below the slot: nearest bases first.
+        k = bisect.bisect_right(self._deferred, (slot, 1 << 64)) - 1
+        while name is None and k >= 0:
+            _base, mt = self._deferred.pop(k)
+            self._read(mt)
+            name = self.by_address.get(slot)
+            k -= 1
+        return name
 
 
-def _may_store_in(fields: Any, mt: int, lo: int, hi: int) -> bool:
-    """Whether a GC static of ``mt`` can live in [lo, hi): its storage is the statics base
-    plus the field's offset. Since .NET 9 (ISOSDacInterface14) a type's GC statics are the
-    elements of its own array, so its base lies in the window; before, the base is the
-    module's and only a base above the window rules the type out."""
+def _statics_base_in(fields: Any, mt: int, lo: int, hi: int) -> int | None:
+    """Where a GC static of ``mt`` can live, for a window [lo, hi): None when not in it;
+    its statics base when that lies in the window (since .NET 9, ISOSDacInterface14, a
+    type's GC statics are elements of a statics array from its base on); -1 when the type
+    must be read to tell (an unknown base, or before .NET 9, when the base is the module's
+    and only a base above the window rules the type out)."""
     try:
         bases = fields.static_bases(mt)
     except SosError:
-        return True  # let the full path decide, as the whole map would
+        return -1  # let the full path decide, as the whole map would
     if bases is None or not bases.gc or bases.gc >= hi:
-        return False
-    return bases.gc >= lo or fields.dac.sos14 is None
+        return None
+    if fields.dac.sos14 is None:
+        return -1
+    return bases.gc if bases.gc >= lo else None
 
 
 def static_slots(runtime: "ClrRuntime") -> StaticSlots:
