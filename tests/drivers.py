@@ -98,6 +98,41 @@ def run_gdb(commands: list[str], *, pid: int | None = None, core: Path | None = 
     return _split(proc.stdout, len(commands))
 
 
+def run_lldb_launch(commands: list[str], argv: list[str], *, env: dict[str, str] | None = None,
+                    stdout: Path, timeout: float = 600) -> list[Output]:
+    """One batch in LLDB on a process it launches stopped at its first instruction, as SOS's
+    test runner does (`process launch -s`): the runtime is not loaded yet when the commands
+    start. ``argv[0]`` is the executable; the process's stdout goes to ``stdout``, its stdin is
+    /dev/null; commands run synchronously (`continue` returns at the next stop). The process is
+    killed at the end (by LLDB, then by its pid if it is still there)."""
+    assert LLDB, "lldb-16 is not installed"
+    script = ["settings set auto-confirm true", "script lldb.debugger.SetAsync(False)",
+              f"target create {argv[0]}"]
+    if env:
+        script.append("settings set target.env-vars " + " ".join(f"{k}={v}" for k, v in env.items()))
+    script += [f"process launch -s -i /dev/null -o {stdout} -- {' '.join(argv[1:])}",
+               "script print('SOSEXT-PID', lldb.debugger.GetSelectedTarget().GetProcess().GetProcessID())",
+               f"command script import {REPO / 'lldbinit' / 'sosext.py'}",
+               f"script print('{MARK}')"]
+    for c in commands:
+        script += [c, f"script print('{MARK}')"]
+    script += ["process kill", "quit"]
+    proc = subprocess.run([LLDB, "--no-lldbinit"], input="\n".join(script) + "\n", stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout, env={**os.environ, **QUIET})
+    _kill_launched(proc.stdout)
+    return [Output(_clean_lldb(o.text)) for o in _split(proc.stdout, len(commands))]
+
+
+def _kill_launched(text: str) -> None:
+    import signal
+    for line in text.splitlines():
+        if line.startswith("SOSEXT-PID "):
+            try:
+                os.kill(int(line.split()[1]), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass  # LLDB's `process kill` ended it, as it should
+
+
 def run_cli(commands: list[str], *, core: Path, timeout: float = 600, env: dict | None = None) -> list[Output]:
     args = [PYTHON, "-m", "sosext", "analyze", str(core), "--separator", MARK]
     for c in commands:

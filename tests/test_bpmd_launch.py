@@ -1,0 +1,87 @@
+"""bpmd as SOS's test scripts use it (StackAndOtherTests.script): set at the process's first
+instruction, before the runtime or the app's module is loaded, on the app's Main; the process
+stops there. Then, after -clearall, a breakpoint on a source line and one on an IL offset of
+methods not compiled yet; the process stops on those lines.
+
+The app (tests/debuggees/BpmdApp, a Debug build as SOS's SymbolTestApp) runs once without a
+debugger first: it prints the line each method says it is on (its own StackFrame) and the
+sequence points the compiler wrote for it (the framework's PDB reader). Under the debugger the
+same app must stop where that truth says, and run to the same end.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import drivers
+from harness import build_bpmd_app
+
+pytestmark = pytest.mark.slow
+
+NO_WX = {"DOTNET_EnableWriteXorExecute": "0"}  # see test_bpmd.py
+TRUTH = "BPMDAPP-TRUTH "
+SOURCE = Path(__file__).parent / "debuggees" / "BpmdApp" / "Program.cs"
+
+
+def _truth(text: str) -> dict:
+    line = next((ln for ln in text.splitlines() if ln.startswith(TRUTH)), None)
+    assert line is not None, text
+    return json.loads(line[len(TRUTH):])
+
+
+def _top_frame(clrstack: drivers.Output) -> str:
+    assert clrstack.lines[1].split() == ["Child", "SP", "IP", "Call", "Site"], clrstack.text
+    return clrstack.lines[2]
+
+
+def test_bpmd_from_process_launch_stops_in_main_then_on_a_line_and_an_il_offset(request, tmp_path: Path) -> None:
+    drivers.require_dotnet_and_lldb()
+    dll = build_bpmd_app(request.config.getoption("--tfm"))
+    plain = subprocess.run([drivers.DOTNET_HOST, str(dll)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           text=True, timeout=120, env=NO_WX)
+    truth = _truth(plain.stdout)
+    line = truth["lineSeen"]
+    # The line the method says it is on is the one its source marks, and a sequence point's.
+    assert f"// bpmd-line" in SOURCE.read_text().splitlines()[line - 1]
+    assert line in [ln for _il, ln in truth["byLine"]]
+    il = next(il for il, ln in truth["byOffset"] if ln == truth["offsetSeen"])
+    assert il > 0
+    cmds = ["bpmd -nofuturemodule BpmdApp.dll BpmdApp.Program.Main", "bpmd Program.cs:x", "bpmd Program.cs:0",
+            "bpmd BpmdApp.dll BpmdApp.Program.Main", "bpmd -list", "continue", "clrstack", "bpmd -list",
+            "bpmd -clearall",
+            f"bpmd Program.cs:{line}", f"bpmd BpmdApp.dll BpmdApp.Program.ByOffset {il}", "bpmd -list",
+            "continue", "clrstack", "continue", "clrstack", "bpmd -list", "bpmd -clearall", "continue"]
+    stdout = tmp_path / "app.out"
+    out = drivers.run_lldb_launch(cmds, [drivers.DOTNET_HOST, str(dll)], env=NO_WX, stdout=stdout, timeout=300)
+    assert out[0].lines == ["error: No loaded method matches BpmdApp.dll!BpmdApp.Program.Main+0 "
+                            "(-nofuturemodule: modules loaded later are not searched)"]
+    assert out[1].lines == ["error: Unable to parse line number"]
+    assert out[2].lines == ["error: Line number must be positive"]
+    # Pending: no runtime yet.
+    assert out[3].lines == ["Adding pending breakpoints..."]
+    assert out[4].lines[2:] == ["1 - BpmdApp.dll!BpmdApp.Program.Main+0, pending"]
+    top = _top_frame(out[6])
+    assert re.search(r" BpmdApp\.Program\.Main\(System\.String\[\]\) \[.*/Program\.cs @ \d+\]$", top), top
+    # Stopped at Main's first instruction: the code address bpmd planted at, now listed.
+    listed = out[7].lines[2:]
+    assert len(listed) == 1 and listed[0].startswith("1 - BpmdApp.dll!BpmdApp.Program.Main(System.String[]), 0x"), listed
+    assert int(listed[0].rsplit(", ", 1)[1], 16) == int(top.split()[1], 16)
+    assert out[8].lines == ["All pending breakpoints cleared."]
+    # Main runs: the types are loaded, the methods not compiled yet (pending on the JIT).
+    assert out[9].lines[-1] == out[10].lines[-1] == "Adding pending breakpoints..."
+    assert [ln.rsplit(", ", 1)[1] for ln in out[11].lines[2:]] == ["pending", "pending"]
+    assert out[11].lines[2].startswith(f"2 - BpmdApp.dll!BpmdApp.Program.ByLine(Int32)+{truth['byLine'][[ln for _i, ln in truth['byLine']].index(line)][0]}, 0x")
+    assert out[11].lines[3].startswith(f"3 - BpmdApp.dll!BpmdApp.Program.ByOffset(Int32)+{il}, 0x")
+    by_line, by_offset = _top_frame(out[13]), _top_frame(out[15])
+    assert re.search(rf" BpmdApp\.Program\.ByLine\(Int32\) \[.*/Program\.cs @ {line}\]$", by_line), by_line
+    assert re.search(rf" BpmdApp\.Program\.ByOffset\(Int32\) \[.*/Program\.cs @ {truth['offsetSeen']}\]$",
+                     by_offset), by_offset
+    codes = [int(ln.rsplit(", ", 1)[1], 16) for ln in out[16].lines[2:]]
+    assert codes == [int(by_line.split()[1], 16), int(by_offset.split()[1], 16)]
+    assert out[17].lines == ["All pending breakpoints cleared."]
+    # The app ran on to its end and computed what it computes without a debugger.
+    assert _truth(stdout.read_text()) == truth
