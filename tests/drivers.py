@@ -123,6 +123,32 @@ def run_lldb_launch(commands: list[str], argv: list[str], *, env: dict[str, str]
     return [Output(_clean_lldb(o.text)) for o in _split(proc.stdout, len(commands))]
 
 
+def run_gdb_launch(commands: list[str], argv: list[str], *, env: dict[str, str] | None = None,
+                   stdout: Path, timeout: float = 600) -> list[Output]:
+    """As run_lldb_launch, in GDB: `starti` stops the process at its first instruction."""
+    assert GDB, "gdb is not installed"
+    args = [GDB, "-nx", "-q", "-batch"]
+    pre = ["set pagination off", "set confirm off", f"file {argv[0]}",
+           *[f"set environment {k}={v}" for k, v in (env or {}).items()],
+           f"starti {' '.join(argv[1:])} < /dev/null > {stdout}",
+           "python print('SOSEXT-PID', gdb.selected_inferior().pid)",
+           f"source {REPO / 'gdbinit' / 'sosext.py'}", f"echo {MARK}\\n"]
+    for c in pre:
+        args += ["-ex", c]
+    for c in commands:
+        args += ["-ex", c, "-ex", f"echo {MARK}\\n"]
+    args += ["-ex", "kill"]
+    proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout, env={**os.environ, **QUIET})
+    _kill_launched(proc.stdout)
+    return _split(proc.stdout, len(commands))
+
+
+def run_launch(host: str, commands: list[str], argv: list[str], **kw) -> list[Output]:
+    """A launch batch in the debugger a host name starts with ("lldb…" or "gdb…")."""
+    return (run_lldb_launch if host.startswith("lldb") else run_gdb_launch)(commands, argv, **kw)
+
+
 def _kill_launched(text: str) -> None:
     import signal
     for line in text.splitlines():

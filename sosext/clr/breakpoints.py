@@ -182,6 +182,27 @@ def compile_method_address(target: Target) -> int | None:
     return None
 
 
+def _return_slot(target: Target, hit: BreakpointHit) -> int:
+    """Where the return address of the getJit call ``hit`` stopped in is. A debugger may have put
+    its by-name breakpoint after the prologue (GDB does): then, behind ``push rbp; mov rbp, rsp``,
+    it is at rbp + 8."""
+    from ..dac.trust import exported_symbol
+    jit = target.find_module(JIT_MODULE)
+    sym = exported_symbol(jit.path, JIT_EXPORT) if jit is not None else None
+    rip = hit.register("rip")
+    if sym is not None:
+        entry = jit.base + sym[0]
+        if rip == entry:
+            return hit.register("rsp")
+        if entry < rip <= entry + len(_FRAME_PROLOGUE) and bytes(target.read(entry, 4)) == _FRAME_PROLOGUE:
+            return hit.register("rbp") + 8
+    raise SosError(f"cannot follow {JIT_MODULE}'s {JIT_EXPORT} at {rip:#x}: pending bpmd breakpoints cannot be "
+                   f"watched")
+
+
+_FRAME_PROLOGUE = b"\x55\x48\x89\xe5"  # push rbp; mov rbp, rsp
+
+
 def _in_jit(target: Target, address: int) -> int | None:
     jit = target.find_module(JIT_MODULE)
     return address if jit is not None and jit.base <= address < jit.base + jit.size else None
@@ -206,11 +227,12 @@ def il_offset_code(runtime: "ClrRuntime", code: int, il_offset: int) -> list[int
 
 class BpmdState:
     """The bpmd breakpoints of one live process, from its first instruction on: the runtime
-    (``runtime()``) may not be loaded yet when the first ones are asked for."""
+    (``runtime()``) may not be loaded yet when the first ones are asked for. ``target`` is the
+    host's target as the last command saw it: callbacks read through it."""
 
-    def __init__(self, target: Callable[[], Target], runtime: Callable[[], "ClrRuntime"]) -> None:
-        self._target = target
-        self._runtime = runtime
+    def __init__(self, target: Target, runtime_for: Callable[[Target], "ClrRuntime"]) -> None:
+        self.target = target
+        self._runtime_for = runtime_for
         self.entries: list[MethodBreakpoint] = []
         self.next_number = 1
         self.compile_watch: int | None = None  # host breakpoint on compileMethod
@@ -221,7 +243,7 @@ class BpmdState:
 
     @property
     def host(self) -> Breakpoints:
-        target = self._target()
+        target = self.target
         if not isinstance(target, Breakpoints) or not target.is_live:
             raise SosError("bpmd needs a live process in LLDB or GDB")
         return target
@@ -229,7 +251,7 @@ class BpmdState:
     def runtime(self) -> "ClrRuntime | None":
         """The runtime, or None while libcoreclr is not loaded (or not readable yet)."""
         try:
-            return self._runtime()
+            return self._runtime_for(self.target)
         except SosError:
             return None
 
@@ -322,7 +344,7 @@ class BpmdState:
         if self.compile_watch is not None or self.jit_load_watch is not None:
             return
         host = self.host
-        target = self._target()
+        target = self.target
         address = compile_method_address(target)
         if address is not None:
             self.compile_watch = host.set_breakpoint(address, self._on_compile)
@@ -335,13 +357,13 @@ class BpmdState:
         self.jit_load_watch = host.set_function_breakpoint(JIT_MODULE, JIT_EXPORT, self._on_get_jit)
 
     def _on_get_jit(self, hit: BreakpointHit) -> bool:
-        """getJit's entry: its return value (rax at the return address) is the JIT."""
-        target = self._target()
-        sp = hit.register("rsp")
+        """In getJit: its return value (rax at the return address) is the JIT."""
+        target = self.target
+        slot = _return_slot(target, hit)
         tid = hit.tid
 
         def on_return(back: BreakpointHit) -> bool:
-            if number in self.spent or back.tid != tid or back.register("rsp") != sp + 8:
+            if number in self.spent or back.tid != tid or back.register("rsp") != slot + 8:
                 return False
             self.spent.append(number)
             if self.compile_watch is None:
@@ -353,11 +375,11 @@ class BpmdState:
                         self.spent.append(self.jit_load_watch)
                         self.jit_load_watch = None
             return False
-        number = self.host.set_breakpoint(target.read_pointer(sp), on_return)
+        number = self.host.set_breakpoint(target.read_pointer(slot), on_return)
         return False
 
     def _on_compile(self, hit: BreakpointHit) -> bool:
-        target = self._target()
+        target = self.target
         info = hit.register("rdx")
         md = target.read_pointer(info)
         entries = [e for e in self.entries if e.method is not None and e.method.method_desc == md]
@@ -471,11 +493,11 @@ def _method_table(rt: "ClrRuntime", mod: "ClrModule", method_token: int) -> int:
 _STATES: dict[tuple, BpmdState] = {}
 
 
-def bpmd_state(target: Callable[[], Target], runtime: Callable[[], "ClrRuntime"]) -> BpmdState:
-    """The bpmd state of the current target's process (one per process, kept while it lives)."""
-    current = target()
-    key = getattr(current, "key", None) or (id(current),)
+def bpmd_state(target: Target, runtime_for: Callable[[Target], "ClrRuntime"]) -> BpmdState:
+    """The bpmd state of ``target``'s process (one per process, kept while it lives)."""
+    key = getattr(target, "key", None) or (id(target),)
     state = _STATES.get(key)
     if state is None:
-        state = _STATES[key] = BpmdState(target, runtime)
+        state = _STATES[key] = BpmdState(target, runtime_for)
+    state.target = target
     return state

@@ -49,7 +49,7 @@ Examples:
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         session = ctx.session
-        state = bpmd_state(session.target, session.runtime)
+        state = bpmd_state(session.target(), session.runtime_for)
         state.host  # noqa: B018 - refuses a core or a host without breakpoints, in one line
         if args.list:
             self._list(ctx, state.entries)
