@@ -309,10 +309,12 @@ class BpmdState:
             return
         rt = self.runtime()
         if jitted and rt is not None:
-            for at in il_offset_code(rt, code, entry.il_offset):
+            found = il_offset_code(rt, code, entry.il_offset)
+            if not found:
+                raise SosError(_unmapped(entry))
+            for at in found:
                 self._plant(entry, at)
-            if entry.code:
-                return
+            return
 
         def locate(hit: BreakpointHit) -> bool:
             if number in self.spent:
@@ -322,6 +324,8 @@ class BpmdState:
             if runtime is None or entry not in self.entries:
                 return False
             found = il_offset_code(runtime, code, entry.il_offset)
+            if not found:
+                raise SosError(_unmapped(entry) + "; stopped at the method's start")
             for at in found:
                 if at != code:
                     self._plant(entry, at)
@@ -477,6 +481,11 @@ class BpmdState:
                 self.host.delete_breakpoint(number)
                 setattr(self, attr, None)
         self.tidy()
+
+
+def _unmapped(entry: MethodBreakpoint) -> str:
+    return (f"{entry.describe()}: the JIT's IL-to-native map has no IL offset {entry.il_offset} or later "
+            f"(a Release build's map holds IL offset 0 only; a Debug build's has every statement)")
 
 
 def _method_table(rt: "ClrRuntime", mod: "ClrModule", method_token: int) -> int:
