@@ -137,6 +137,23 @@ def _path_ends_with(path: str, tail: str) -> bool:
     return path == tail or path.endswith("/" + tail.lstrip("/"))
 
 
+def is_ready_to_run(runtime: "ClrRuntime", module: int) -> bool:
+    """Whether the module's file is a ReadyToRun image: its methods run precompiled code that
+    never goes through the JIT, so the compile watch does not see them (False when unknown)."""
+    import mmap
+    from .metadata.errors import MetadataError
+    from .metadata.pe import COMIMAGE_FLAGS_IL_LIBRARY, cli_flags
+    mod = runtime.catalog.module(module)
+    local = runtime.catalog.local_file(mod.path) if mod is not None and mod.path else None
+    if local is None:
+        return False
+    try:
+        with open(local, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as image:
+            return bool(cli_flags(image, mapped=False) & COMIMAGE_FLAGS_IL_LIBRARY)
+    except (OSError, ValueError, BufferError, MetadataError):
+        return False
+
+
 def method_by_desc(runtime: "ClrRuntime", md: int) -> MethodMatch:
     from .addresses import classifier
     if not classifier(runtime).is_method_desc(md):

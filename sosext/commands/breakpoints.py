@@ -5,7 +5,8 @@ method's code is, or watches the JIT for it (clr/breakpoints.py).
 """
 from __future__ import annotations
 
-from ..clr.breakpoints import BreakRequest, MethodBreakpoint, MethodMatch, bpmd_state, method_by_desc, method_tokens
+from ..clr.breakpoints import (BreakRequest, MethodBreakpoint, MethodMatch, bpmd_state, is_ready_to_run, method_by_desc,
+                               method_tokens)
 from ..errors import SosError, UsageError
 from ..render.numbers import p16
 from ..render.text import safe_line as escape
@@ -75,6 +76,9 @@ Examples:
         if not found:
             state.add_request(request)
             ctx.out.line("Adding pending breakpoints...")
+            rt = state.runtime()
+            if rt is not None and request.module:
+                _note_ready_to_run(ctx, [m.address for m in rt.catalog.find(request.module)])
 
     @staticmethod
     def _loaded(ctx: CommandContext, state, request: BreakRequest,  # type: ignore[no-untyped-def]
@@ -102,6 +106,7 @@ Examples:
         e = state.add(m, il_offset)
         if e.pending:
             out.line("Adding pending breakpoints...")
+            _note_ready_to_run(ctx, [m.module_address])
             return
         for code in e.code:
             out.line(escape(f"Setting breakpoint: breakpoint set --address 0x{code:016X} [{m.name}]"))
@@ -118,6 +123,17 @@ Examples:
                 continue
             out.line(escape(f"{e.number} - {e.describe()}, 0x{e.method.method_desc:x}, "
                             f"0x{e.method.token:08x}, {where}"))
+
+
+def _note_ready_to_run(ctx: CommandContext, modules: list[int]) -> None:
+    """A pending breakpoint in a ReadyToRun module may never fire: say why and what helps."""
+    for address in modules:
+        if is_ready_to_run(ctx.runtime, address):
+            name = ctx.runtime.catalog.module(address).file_name
+            ctx.out.line(escape(f"note: {name} is a ReadyToRun image: a method it holds precompiled runs without "
+                                f"the JIT, and then this breakpoint never fires; start the process with "
+                                f"DOTNET_ReadyToRun=0 to have every method JIT-compiled"))
+            return
 
 
 def _request(words: list[str]) -> BreakRequest:
