@@ -6,7 +6,8 @@ methods not compiled yet; the process stops on those lines.
 The app (tests/debuggees/BpmdApp, a Debug build as SOS's SymbolTestApp) runs once without a
 debugger first: it prints the line each method says it is on (its own StackFrame) and the
 sequence points the compiler wrote for it (the framework's PDB reader). Under the debugger the
-same app must stop where that truth says, and run to the same end.
+same app must stop where that truth says, and run to the same end. Last, a method of
+System.Private.CoreLib that runs its ReadyToRun code, never JIT-compiled.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.slow
 NO_WX = {"DOTNET_EnableWriteXorExecute": "0"}  # see test_bpmd.py
 TRUTH = "BPMDAPP-TRUTH "
 SOURCE = Path(__file__).parent / "debuggees" / "BpmdApp" / "Program.cs"
+CORELIB, COLUMN = "System.Private.CoreLib.dll", "System.Diagnostics.StackFrame.GetFileColumnNumber"
 
 
 def _truth(text: str) -> dict:
@@ -58,9 +60,10 @@ def test_bpmd_from_process_launch_stops_in_main_then_on_a_line_and_an_il_offset(
     assert il > 0
     cmds = ["bpmd -nofuturemodule BpmdApp.dll BpmdApp.Program.Main", "bpmd Program.cs:x", "bpmd Program.cs:0",
             "bpmd BpmdApp.dll BpmdApp.Program.Main", "bpmd -list", "continue", "clrstack", "bpmd -list",
-            "bpmd System.Private.CoreLib.dll System.Diagnostics.StackFrame.GetFileLineNumber", "bpmd -clearall",
+            f"bpmd {CORELIB} System.Diagnostics.StackFrame.GetFileLineNumber", "bpmd -clearall",
             f"bpmd Program.cs:{line}", f"bpmd BpmdApp.dll BpmdApp.Program.ByOffset {il}", "bpmd -list",
-            "continue", "clrstack", "continue", "clrstack", "bpmd -list", "bpmd -clearall", "continue"]
+            "continue", "clrstack", "continue", "clrstack", "bpmd -list",
+            f"bpmd {CORELIB} {COLUMN}", "continue", "clrstack", "bpmd -clearall", "continue"]
     stdout = tmp_path / "app.out"
     out = drivers.run_launch(host, cmds, [drivers.DOTNET_HOST, str(dll)], env=NO_WX, stdout=stdout, timeout=300)
     assert out[0].lines == ["error: No loaded method matches BpmdApp.dll!BpmdApp.Program.Main+0 "
@@ -76,11 +79,11 @@ def test_bpmd_from_process_launch_stops_in_main_then_on_a_line_and_an_il_offset(
     listed = out[7].lines[2:]
     assert len(listed) == 1 and listed[0].startswith("1 - BpmdApp.dll!BpmdApp.Program.Main(System.String[]), 0x"), listed
     assert int(listed[0].rsplit(", ", 1)[1], 16) == int(top.split()[1], 16)
-    # A method of a ReadyToRun image may run its precompiled code, which the JIT watch never sees.
-    assert out[8].lines[-2:] == ["Adding pending breakpoints...", "note: System.Private.CoreLib.dll is a ReadyToRun "
-                                 "image: a method it holds precompiled runs without the JIT, and then this breakpoint "
-                                 "never fires; start the process with DOTNET_ReadyToRun=0 to have every method "
-                                 "JIT-compiled"]
+    # At Main, StackFrame is not loaded (no MethodDesc): the request finds the method's
+    # ReadyToRun code in System.Private.CoreLib, loaded, by token.
+    assert re.fullmatch(rf"Setting breakpoint: breakpoint set --address 0x[0-9A-F]{{16}} "
+                        rf"\[{CORELIB}!System\.Diagnostics\.StackFrame\.GetFileLineNumber\+0\]", out[8].lines[-2])
+    assert out[8].lines[-1] == "Adding pending breakpoints..."
     assert out[9].lines == ["All pending breakpoints cleared."]
     # Main runs: the types are loaded, the methods not compiled yet (pending on the JIT).
     assert out[10].lines[-1] == out[11].lines[-1] == "Adding pending breakpoints..."
@@ -94,6 +97,46 @@ def test_bpmd_from_process_launch_stops_in_main_then_on_a_line_and_an_il_offset(
                      by_offset), by_offset
     codes = [int(ln.rsplit(", ", 1)[1], 16) for ln in out[17].lines[2:]]
     assert codes == [int(by_line.split()[1], 16), int(by_offset.split()[1], 16)]
-    assert out[18].lines == ["All pending breakpoints cleared."]
+    # A ReadyToRun method never called yet (its type is loaded now): bpmd breaks at its
+    # precompiled code (no JIT-compilation will ever tell), and ByOffset's first call stops there.
+    set_r2r = out[18].lines
+    assert re.fullmatch(r"MethodDesc = [0-9a-f]{16}", set_r2r[-2]), set_r2r
+    assert re.fullmatch(rf"Setting breakpoint: breakpoint set --address 0x[0-9A-F]{{16}} \[{COLUMN}\(\)\]",
+                        set_r2r[-1]), set_r2r
+    frames = out[20].lines[2:4]
+    assert frames[0].split()[1:] == [set_r2r[-1].split()[-2][2:], "System.Diagnostics.StackFrame.GetFileColumnNumber()"]
+    corelib_line = next(n for n, text in enumerate(SOURCE.read_text().splitlines(), 1) if "// bpmd-corelib" in text)
+    assert corelib_line in [ln for _il, ln in truth["byOffset"]]
+    assert re.search(rf" BpmdApp\.Program\.ByOffset\(Int32\) \[.*/Program\.cs @ {corelib_line}\]$", frames[1]), frames
+    assert out[21].lines == ["All pending breakpoints cleared."]
     # The app ran on to its end and computed what it computes without a debugger.
     assert _truth(stdout.read_text()) == truth
+
+
+def test_readytorun_entry_points_are_the_code_the_runtime_runs(request, tmp_path: Path) -> None:
+    """Where bpmd breaks in a ReadyToRun method not run yet (read from the image's ReadyToRun
+    header) is, for every System.Private.CoreLib method that has run its precompiled code,
+    the code the runtime itself says it runs (the DAC's code header: JIT type ReadyToRun)."""
+    import sosext
+    from harness import Debuggee, build_debuggee
+    from sosext.clr.readytorun import precompiled_code
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    with Debuggee("stresslog", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d, \
+            sosext.open(pid=d.pid) as api:
+        rt = api._model
+        corelib = next(m for m in rt.catalog.modules() if m.file_name == CORELIB)
+        reader = rt.catalog.require_metadata(corelib)
+        compared = jitted = 0
+        for rid in range(1, reader.row_count(0x06) + 1):
+            token = 0x06000000 | rid
+            method = rt.methods.from_token(corelib.address, token)
+            if method is None or not method.native_code:
+                continue
+            header = rt.dac.code_header_data(method.native_code)
+            if header is None or header.jit_type != 2:  # 2: ReadyToRun
+                jitted += 1
+                continue
+            assert precompiled_code(rt.target, corelib.image_base, token) == method.native_code, method.name
+            compared += 1
+    assert compared >= 100, (compared, jitted)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import SosError
 from ..targets.base import BreakpointHit, Breakpoints, Target
+from .readytorun import precompiled_code
 
 if TYPE_CHECKING:
     from .modules import ClrModule
@@ -313,10 +314,36 @@ class BpmdState:
         return entry
 
     def _arm_jitted(self, entry: MethodBreakpoint) -> None:
+        """Break now where the method's code is: JIT-compiled, or precompiled (ReadyToRun)."""
         rt = self.runtime()
-        code = native_code(rt, entry.method.method_desc) if rt is not None and entry.method else 0
+        if rt is None or entry.method is None:
+            return
+        code = native_code(rt, entry.method.method_desc)
         if code:
             self._arm(entry, code, jitted=True)
+            return
+        mod = rt.catalog.module(entry.method.module_address)
+        if mod is not None:
+            self._arm_precompiled(entry, mod.image_base, entry.method.token, entry.il_offset)
+
+    def _arm_precompiled(self, entry: MethodBreakpoint, image_base: int, token: int, il_offset: int) -> bool:
+        """Break at the method's ReadyToRun code (which runs without the JIT), if it has some."""
+        code = precompiled_code(self.target, image_base, token)
+        if code is None:
+            return False
+        entry.il_offset = il_offset
+        self._arm(entry, code, jitted=False)
+        return True
+
+    def arm_loaded_precompiled(self, entry: MethodBreakpoint) -> None:
+        """A request whose methods have no MethodDesc yet (their types are not loaded) may have
+        ReadyToRun code in a module loaded now: break there; the request stays open for the JIT."""
+        rt = self.runtime()
+        if rt is None or entry.request is None:
+            return
+        for mod in rt.catalog.modules():
+            for token, il in entry.request.locations(rt, mod):
+                self._arm_precompiled(entry, mod.image_base, token, il)
 
     def _arm(self, entry: MethodBreakpoint, code: int, *, jitted: bool) -> None:
         """Break in ``entry``'s method whose native code starts at ``code``: there, or at its IL

@@ -74,10 +74,13 @@ Examples:
         for m, il in found:
             self._set(ctx, state, m, il)
         if not found:
-            state.add_request(request)
+            e = state.add_request(request)
+            state.arm_loaded_precompiled(e)
+            for code in e.code:
+                ctx.out.line(escape(f"Setting breakpoint: breakpoint set --address 0x{code:016X} [{e.describe()}]"))
             ctx.out.line("Adding pending breakpoints...")
             rt = state.runtime()
-            if rt is not None and request.module:
+            if rt is not None and request.module and e.pending:
                 _note_ready_to_run(ctx, [m.address for m in rt.catalog.find(request.module)])
 
     @staticmethod

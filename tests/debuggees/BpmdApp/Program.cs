@@ -12,17 +12,19 @@ namespace BpmdApp
     /// Runs two methods once and exits, printing one BPMDAPP-TRUTH line of JSON: the line each
     /// method says it is on (its own StackFrame, read from the PDB by the runtime) and each
     /// method's sequence points (IL offset, line) as the compiler wrote them, read with the
-    /// framework's PDB reader. `bpmd` is set on them before the runtime is even loaded.
+    /// framework's PDB reader. `bpmd` is set on them before the runtime is even loaded. ByOffset
+    /// also makes the process's first call of StackFrame.GetFileColumnNumber, whose code is
+    /// System.Private.CoreLib's precompiled (ReadyToRun) code, never JIT-compiled.
     /// </summary>
     public static class Program
     {
-        public static int LineSeen, OffsetSeen;
+        public static int LineSeen, OffsetSeen, ColumnSeen;
 
         public static int Main(string[] args)
         {
             int total = ByLine(3) + ByOffset(5);
             var json = new StringBuilder("{");
-            json.Append($"\"lineSeen\":{LineSeen},\"offsetSeen\":{OffsetSeen},\"total\":{total}");
+            json.Append($"\"lineSeen\":{LineSeen},\"offsetSeen\":{OffsetSeen},\"columnSeen\":{ColumnSeen},\"total\":{total}");
             json.Append($",\"byLine\":{Points(nameof(ByLine))},\"byOffset\":{Points(nameof(ByOffset))}}}");
             Console.Out.WriteLine("BPMDAPP-TRUTH " + json);
             return 0;
@@ -40,7 +42,9 @@ namespace BpmdApp
         public static int ByOffset(int x)
         {
             int y = x * 11;
-            OffsetSeen = new StackFrame(0, true).GetFileLineNumber(); // bpmd-offset
+            StackFrame frame = new StackFrame(0, true); // bpmd-offset
+            OffsetSeen = frame.GetFileLineNumber();
+            ColumnSeen = frame.GetFileColumnNumber(); // bpmd-corelib: first call of a ReadyToRun method
             return y + OffsetSeen;
         }
 
