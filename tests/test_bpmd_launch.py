@@ -140,3 +140,28 @@ def test_readytorun_entry_points_are_the_code_the_runtime_runs(request, tmp_path
             assert precompiled_code(rt.target, corelib.image_base, token) == method.native_code, method.name
             compared += 1
     assert compared >= 100, (compared, jitted)
+
+
+def test_a_pending_bpmd_from_launch_under_wx_says_so_in_one_line(host: str, request, tmp_path: Path) -> None:
+    """Without DOTNET_EnableWriteXorExecute=0 the JIT's code is mapped twice and no debugger can
+    plant there: the watch says so in one line and stops where the JIT returned, in Main's
+    prestub; after -clearall the app runs to its end as without a debugger."""
+    drivers.require_dotnet_and_lldb()
+    dll = build_bpmd_app(request.config.getoption("--tfm"))
+    plain = subprocess.run([drivers.DOTNET_HOST, str(dll)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           text=True, timeout=120)
+    cmds = ["bpmd BpmdApp.dll BpmdApp.Program.Main", "continue", "clrstack", "bpmd -list", "bpmd -clearall", "continue"]
+    stdout = tmp_path / "app.out"
+    out = drivers.run_launch(host, cmds, [drivers.DOTNET_HOST, str(dll)], stdout=stdout, timeout=300)
+    errors = out[1].errors
+    assert len(errors) == 1 and re.fullmatch(
+        r"error: sosext breakpoint \d+: TargetError: cannot break at 0x[0-9a-f]+: the runtime maps JIT code twice "
+        r"\(W\^X\) and a debugger cannot plant a breakpoint there; start the process with "
+        r"DOTNET_EnableWriteXorExecute=0", errors[0]), out[1].text
+    assert "[PrestubMethodFrame: " in out[2].lines[2] and out[2].lines[2].endswith(" BpmdApp.Program.Main(System.String[])")
+    # Matched by name at the compilation (a MethodDesc now), but no code to break at.
+    listed = out[3].lines[2:]
+    assert len(listed) == 1 and listed[0].startswith("1 - BpmdApp.dll!BpmdApp.Program.Main(System.String[]), 0x")
+    assert listed[0].endswith(", pending"), listed
+    assert out[4].lines == ["All pending breakpoints cleared."]
+    assert _truth(stdout.read_text()) == _truth(plain.stdout)
