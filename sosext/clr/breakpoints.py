@@ -19,11 +19,11 @@ debugger on its ``getJit`` export waits for it; getJit's return value is the JIT
 vtable gives compileMethod. A breakpoint at an IL offset (``file:line`` or the third argument)
 needs the JIT's IL-to-native map, which the runtime records only after compileMethod
 returns: a callback at the code's start reads it on the first call and plants the breakpoint
-at the offset's native code.
+at the offset's native code. A method with ReadyToRun code in a module loaded now never goes
+through the JIT: its breakpoint goes on that code (readytorun.py finds it by token).
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -212,13 +212,16 @@ def _return_slot(target: Target, hit: BreakpointHit) -> int:
         entry = jit.base + sym[0]
         if rip == entry:
             return hit.register("rsp")
-        if entry < rip <= entry + len(_FRAME_PROLOGUE) and bytes(target.read(entry, 4)) == _FRAME_PROLOGUE:
+        # Past the frame set-up (and whatever else the debugger took for prologue): rbp is set.
+        past = entry + len(_FRAME_PROLOGUE) <= rip < entry + _PROLOGUE_SKIP_LIMIT
+        if past and bytes(target.read(entry, len(_FRAME_PROLOGUE))) == _FRAME_PROLOGUE:
             return hit.register("rbp") + 8
     raise SosError(f"cannot follow {JIT_MODULE}'s {JIT_EXPORT} at {rip:#x}: pending bpmd breakpoints cannot be "
                    f"watched")
 
 
 _FRAME_PROLOGUE = b"\x55\x48\x89\xe5"  # push rbp; mov rbp, rsp
+_PROLOGUE_SKIP_LIMIT = 64  # bytes: a by-name breakpoint further into getJit is not understood
 
 
 def _in_jit(target: Target, address: int) -> int | None:
