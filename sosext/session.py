@@ -25,7 +25,11 @@ class Session:
         return self._current_target()
 
     def runtime(self) -> ClrRuntime:
-        target = self.target()
+        return self.runtime_for(self.target())
+
+    def runtime_for(self, target: Target) -> ClrRuntime:
+        """The runtime of ``target`` (a breakpoint callback has its target; GDB's current one is
+        'running' while a breakpoint decides whether to stop)."""
         key = getattr(target, "key", None) or id(target)
         rt = self._runtimes.get(key)
         if rt is None:

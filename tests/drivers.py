@@ -98,6 +98,67 @@ def run_gdb(commands: list[str], *, pid: int | None = None, core: Path | None = 
     return _split(proc.stdout, len(commands))
 
 
+def run_lldb_launch(commands: list[str], argv: list[str], *, env: dict[str, str] | None = None,
+                    stdout: Path, timeout: float = 600) -> list[Output]:
+    """One batch in LLDB on a process it launches stopped at its first instruction, as SOS's
+    test runner does (`process launch -s`): the runtime is not loaded yet when the commands
+    start. ``argv[0]`` is the executable; the process's stdout goes to ``stdout``, its stdin is
+    /dev/null; commands run synchronously (`continue` returns at the next stop). The process is
+    killed at the end (by LLDB, then by its pid if it is still there)."""
+    assert LLDB, "lldb-16 is not installed"
+    script = ["settings set auto-confirm true", "script lldb.debugger.SetAsync(False)",
+              f"target create {argv[0]}"]
+    if env:
+        script.append("settings set target.env-vars " + " ".join(f"{k}={v}" for k, v in env.items()))
+    script += [f"process launch -s -i /dev/null -o {stdout} -- {' '.join(argv[1:])}",
+               "script print('SOSEXT-PID', lldb.debugger.GetSelectedTarget().GetProcess().GetProcessID())",
+               f"command script import {REPO / 'lldbinit' / 'sosext.py'}",
+               f"script print('{MARK}')"]
+    for c in commands:
+        script += [c, f"script print('{MARK}')"]
+    script += ["process kill", "quit"]
+    proc = subprocess.run([LLDB, "--no-lldbinit"], input="\n".join(script) + "\n", stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout, env={**os.environ, **QUIET})
+    _kill_launched(proc.stdout)
+    return [Output(_clean_lldb(o.text)) for o in _split(proc.stdout, len(commands))]
+
+
+def run_gdb_launch(commands: list[str], argv: list[str], *, env: dict[str, str] | None = None,
+                   stdout: Path, timeout: float = 600) -> list[Output]:
+    """As run_lldb_launch, in GDB: `starti` stops the process at its first instruction."""
+    assert GDB, "gdb is not installed"
+    args = [GDB, "-nx", "-q", "-batch"]
+    pre = ["set pagination off", "set confirm off", f"file {argv[0]}",
+           *[f"set environment {k}={v}" for k, v in (env or {}).items()],
+           f"starti {' '.join(argv[1:])} < /dev/null > {stdout}",
+           "python print('SOSEXT-PID', gdb.selected_inferior().pid)",
+           f"source {REPO / 'gdbinit' / 'sosext.py'}", f"echo {MARK}\\n"]
+    for c in pre:
+        args += ["-ex", c]
+    for c in commands:
+        args += ["-ex", c, "-ex", f"echo {MARK}\\n"]
+    args += ["-ex", "kill"]
+    proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout, env={**os.environ, **QUIET})
+    _kill_launched(proc.stdout)
+    return _split(proc.stdout, len(commands))
+
+
+def run_launch(host: str, commands: list[str], argv: list[str], **kw) -> list[Output]:
+    """A launch batch in the debugger a host name starts with ("lldb…" or "gdb…")."""
+    return (run_lldb_launch if host.startswith("lldb") else run_gdb_launch)(commands, argv, **kw)
+
+
+def _kill_launched(text: str) -> None:
+    import signal
+    for line in text.splitlines():
+        if line.startswith("SOSEXT-PID "):
+            try:
+                os.kill(int(line.split()[1]), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass  # LLDB's `process kill` ended it, as it should
+
+
 def run_cli(commands: list[str], *, core: Path, timeout: float = 600, env: dict | None = None) -> list[Output]:
     args = [PYTHON, "-m", "sosext", "analyze", str(core), "--separator", MARK]
     for c in commands:

@@ -47,8 +47,8 @@ def test_bpmd_stops_in_jitted_and_pending_methods(host: str, request, tmp_path: 
                 _feed(host, d.pid, "bpmd-jitted"), "continue", "clrstack",
                 _feed(host, d.pid, "bpmd-fresh"), "continue", "clrstack", "bpmd -list",
                 "bpmd -clear 1", "bpmd -clear 7", "bpmd -list", "bpmd -clearall", "bpmd -list",
-                f"bpmd SosextDebuggee {FRESH}.NoSuch", "bpmd NoSuchModule.dll A.B", "bpmd -md 1234", "bpmd",
-                f"bpmd -md {d.truth['bpmd']['jittedMd']}", "bpmd -list"]
+                f"bpmd SosextDebuggee {FRESH}.NoSuch", "bpmd -nofuturemodule NoSuchModule.dll A.B", "bpmd -md 1234", "bpmd",
+                f"bpmd -md {d.truth['bpmd']['jittedMd']}", "bpmd -list", "bpmd NoSuchModule.dll A.B", "bpmd -list"]
         out = [o.text for o in drivers.run_in_host(host, cmds, pid=d.pid, timeout=300)]
         # Detached, the debuggee ran both methods once each: their results come back.
         assert d.read_line(60) == f"SOSEXT-BPMD {7 * 3 + calls + 1}"
@@ -76,14 +76,17 @@ def test_bpmd_stops_in_jitted_and_pending_methods(host: str, request, tmp_path: 
     assert [ln.split(" - ")[0] for ln in lines[13][2:]] == ["2"]
     assert lines[14] == ["All pending breakpoints cleared."]
     assert len(lines[15]) == 2
-    assert lines[16] == [f"error: No loaded method '{FRESH}.NoSuch' in SosextDebuggee (its type must be loaded)"]
+    assert lines[16] == [f"error: No method '{FRESH}.NoSuch' in SosextDebuggee"]
     assert lines[17] == ["error: Failed to find module matching 'NoSuchModule.dll'."]
     assert lines[18] == ["error: 1234 is not a MethodDesc"]
-    assert lines[19][0].startswith("error: usage: bpmd <module name>")
+    assert lines[19][0].startswith("error: usage: bpmd [-nofuturemodule] <module name>")
     # -md finds the same method and breaks at the same code as the name did.
     assert lines[20][-2:] == [f"MethodDesc = {md['jittedMd']:016x}", lines[1][-1]]
     assert lines[21][-1].startswith(f"3 - SosextDebuggee.dll!{JITTED}(Int32), 0x{md['jittedMd']:x}, ")
     assert lines[21][-1].rsplit(", ", 1)[1] == code["1"]
+    # A module not loaded (yet): pending, matched by name if it loads and the JIT compiles the method.
+    assert lines[22][-1] == "Adding pending breakpoints..." and not [ln for ln in lines[22] if ln.startswith("error")]
+    assert lines[23][-1] == "4 - NoSuchModule.dll!A.B+0, pending"
 
 
 def test_bpmd_says_why_it_cannot_break_in_wx_code(host: str, request, tmp_path: Path) -> None:

@@ -144,6 +144,11 @@ class Breakpoints(Protocol):
         the debugger cannot plant one."""
         ...
 
+    def set_function_breakpoint(self, module: str, function: str, on_hit: OnHit) -> int:
+        """A breakpoint on exported ``function`` of shared library ``module`` (a file name),
+        pending until the library is loaded; the host's breakpoint number."""
+        ...
+
     def delete_breakpoint(self, number: int) -> None:
         """Remove a breakpoint this target set (a number it no longer has is ignored)."""
         ...

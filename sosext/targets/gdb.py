@@ -486,6 +486,17 @@ class GdbTarget(TargetBase):
             raise TargetError(f"GDB could not set a breakpoint at {address:#x}: {e}") from None
         return bp.number
 
+    def set_function_breakpoint(self, module: str, function: str, on_hit: OnHit) -> int:
+        if not self.is_live:
+            raise TargetError("breakpoints need a live process")
+        # A Python breakpoint whose function is not found yet is pending: GDB resolves it when a
+        # library defining it loads (only ``module`` exports this name among the runtime's).
+        try:
+            bp = _SosextBreakpoint(function, on_hit, spec=True)
+        except gdb.error as e:
+            raise TargetError(f"GDB could not set a breakpoint on {module}:{function}: {e}") from None
+        return bp.number
+
     def delete_breakpoint(self, number: int) -> None:
         for bp in gdb.breakpoints() or ():
             if bp.number == number and isinstance(bp, _SosextBreakpoint):
@@ -564,10 +575,11 @@ class _GdbHit:
 
 
 class _SosextBreakpoint(gdb.Breakpoint):
-    """A breakpoint at an address whose stop() asks the sosext callback, if it has one."""
+    """A breakpoint at an address (or a function, ``spec``) whose stop() asks the sosext
+    callback, if it has one."""
 
-    def __init__(self, address: int, on_hit: OnHit | None) -> None:
-        super().__init__(f"*{address:#x}", type=gdb.BP_BREAKPOINT)
+    def __init__(self, address: int | str, on_hit: OnHit | None, spec: bool = False) -> None:
+        super().__init__(str(address) if spec else f"*{address:#x}", type=gdb.BP_BREAKPOINT)
         self.on_hit = on_hit
 
     def stop(self) -> bool:

@@ -214,9 +214,22 @@ class LldbTarget(TargetBase):
                 self.sbtarget.BreakpointDelete(bp.GetID())
             raise TargetError(f"LLDB could not set a breakpoint at {address:#x}")
         if on_hit is not None:
-            _CALLBACKS[(self.process.GetUniqueID(), bp.GetID())] = on_hit
-            bp.SetScriptCallbackFunction(f"{__name__}._breakpoint_hit")
+            self._call_back(bp, on_hit)
         return bp.GetID()
+
+    def set_function_breakpoint(self, module: str, function: str, on_hit: OnHit) -> int:
+        if not self.is_live:
+            raise TargetError("breakpoints need a live process")
+        # LLDB keeps a by-name breakpoint in a library not loaded yet and resolves it at the load.
+        bp = self.sbtarget.BreakpointCreateByName(function, module)
+        if not bp or not bp.IsValid():
+            raise TargetError(f"LLDB could not set a breakpoint on {module}`{function}")
+        self._call_back(bp, on_hit)
+        return bp.GetID()
+
+    def _call_back(self, bp: "lldb.SBBreakpoint", on_hit: OnHit) -> None:
+        _CALLBACKS[(self.process.GetUniqueID(), bp.GetID())] = on_hit
+        bp.SetScriptCallbackFunction(f"{__name__}._breakpoint_hit")
 
     def delete_breakpoint(self, number: int) -> None:
         _CALLBACKS.pop((self.process.GetUniqueID(), number), None)

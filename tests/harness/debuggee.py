@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBUGGEE_SRC = REPO_ROOT / "tests" / "debuggees" / "SosextDebuggee"
 DEBUGGEE_DLL = "SosextDebuggee.dll"
+BPMD_APP_SRC = REPO_ROOT / "tests" / "debuggees" / "BpmdApp"
 DEFAULT_TFM = "net10.0"
 
 TRUTH_PREFIX = "SOSEXT-TRUTH "
@@ -61,18 +62,18 @@ def work_dir() -> Path:
     return Path(os.environ.get("SOSEXT_WORK_DIR") or REPO_ROOT / ".work")
 
 
-def _source_files() -> list[Path]:
+def _source_files(src_dir: Path = DEBUGGEE_SRC) -> list[Path]:
     return sorted(
-        p for p in DEBUGGEE_SRC.rglob("*")
-        if p.is_file() and not ({"bin", "obj"} & set(p.relative_to(DEBUGGEE_SRC).parts))
+        p for p in src_dir.rglob("*")
+        if p.is_file() and not ({"bin", "obj"} & set(p.relative_to(src_dir).parts))
     )
 
 
-def source_hash() -> str:
+def source_hash(src_dir: Path = DEBUGGEE_SRC) -> str:
     """sha256 over the debuggee's source files (relative names and contents)."""
     h = hashlib.sha256()
-    for p in _source_files():
-        h.update(p.relative_to(DEBUGGEE_SRC).as_posix().encode() + b"\0")
+    for p in _source_files(src_dir):
+        h.update(p.relative_to(src_dir).as_posix().encode() + b"\0")
         h.update(p.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -88,7 +89,17 @@ def runtime_installed(tfm: str) -> bool:
 
 
 def build_debuggee(tfm: str = DEFAULT_TFM) -> Path:
-    """Builds the debuggee for `tfm` once per source hash; returns the path of its dll.
+    """Builds the debuggee for `tfm` once per source hash; returns the path of its dll."""
+    return _build_project(DEBUGGEE_SRC, "SosextDebuggee", tfm, "Release", f"{tfm}-")
+
+
+def build_bpmd_app(tfm: str = DEFAULT_TFM) -> Path:
+    """Builds tests/debuggees/BpmdApp (Debug, as SOS's SymbolTestApp) once per source hash; its dll."""
+    return _build_project(BPMD_APP_SRC, "BpmdApp", tfm, "Debug", f"bpmdapp-{tfm}-")
+
+
+def _build_project(src_dir: Path, name: str, tfm: str, configuration: str, prefix: str) -> Path:
+    """Builds project ``name`` of ``src_dir`` for `tfm` once per source hash; returns its dll.
 
     Builds a private copy of the sources under <work>/debuggees/<tfm>-<hash>/ so that the source
     tree gets no bin/obj and builds for different target frameworks never share obj/. A file lock
@@ -99,8 +110,8 @@ def build_debuggee(tfm: str = DEFAULT_TFM) -> Path:
         raise DebuggeeError("dotnet is not on PATH")
     root = work_dir() / "debuggees"
     root.mkdir(parents=True, exist_ok=True)
-    dest = root / f"{tfm}-{source_hash()[:16]}"
-    dll = dest / "out" / DEBUGGEE_DLL
+    dest = root / f"{prefix}{source_hash(src_dir)[:16]}"
+    dll = dest / "out" / f"{name}.dll"
     stamp = dest / "build.ok"
     with open(root / f".{dest.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -109,11 +120,11 @@ def build_debuggee(tfm: str = DEFAULT_TFM) -> Path:
         shutil.rmtree(dest, ignore_errors=True)
         src = dest / "src"
         src.mkdir(parents=True)
-        for p in _source_files():
-            target = src / p.relative_to(DEBUGGEE_SRC)
+        for p in _source_files(src_dir):
+            target = src / p.relative_to(src_dir)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(p, target)
-        project = str(src / "SosextDebuggee.csproj")
+        project = str(src / f"{name}.csproj")
         # No MSBuild nodes or compiler servers left running after the tests.
         common = [f"-p:TargetFramework={tfm}", "--disable-build-servers", "-nodeReuse:false", "-nologo"]
         # Restore separately: `dotnet build`'s implicit restore drops a TargetFramework global property,
@@ -121,7 +132,7 @@ def build_debuggee(tfm: str = DEFAULT_TFM) -> Path:
         if runtime_installed(tfm):
             steps = [
                 [dotnet, "restore", project, *common],
-                [dotnet, "build", project, "--no-restore", "-c", "Release", "-o", str(dest / "out"), *common],
+                [dotnet, "build", project, "--no-restore", "-c", configuration, "-o", str(dest / "out"), *common],
             ]
         else:
             # That runtime is not installed: publish self-contained, with the runtime pack (runtime,
@@ -129,7 +140,7 @@ def build_debuggee(tfm: str = DEFAULT_TFM) -> Path:
             sc = [*common, "-r", "linux-x64", "-p:SelfContained=true", "-p:UseAppHost=true"]
             steps = [
                 [dotnet, "restore", project, *sc],
-                [dotnet, "publish", project, "--no-restore", "-c", "Release", "-o", str(dest / "out"), *sc],
+                [dotnet, "publish", project, "--no-restore", "-c", configuration, "-o", str(dest / "out"), *sc],
             ]
         env = {**os.environ, **_QUIET_DOTNET_ENV, "MSBUILDDISABLENODEREUSE": "1"}
         started = time.monotonic()

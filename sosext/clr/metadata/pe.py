@@ -8,6 +8,7 @@ either; the caller says which one it has.
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 from .errors import MetadataError
 from .root import METADATA_SIGNATURE
@@ -82,12 +83,11 @@ def _offset(img: _Image, sections: list[tuple[int, int, int]], mapped: bool, rva
     return offset
 
 
-def metadata_from_pe(image: bytes | bytearray | memoryview, mapped: bool) -> memoryview:
-    """Return a view of the metadata root (starting with "BSJB") inside ``image``.
+COMIMAGE_FLAGS_IL_LIBRARY = 0x4  # set in a ReadyToRun image's CLI header (precompiled code)
 
-    ``mapped`` is True for an image laid out as loaded (an offset is an RVA) and False for
-    the file layout (RVAs are translated through the section table).
-    """
+
+def _cli_header(image: bytes | bytearray | memoryview, mapped: bool) -> tuple[_Image, int, Callable[[int, int], int]]:
+    """The image, the offset of its CLI header (IMAGE_COR20_HEADER) and RVA -> offset."""
     view = memoryview(image)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
@@ -96,13 +96,28 @@ def metadata_from_pe(image: bytes | bytearray | memoryview, mapped: bool) -> mem
     if n_dirs <= _CLI_HEADER_DIRECTORY:
         raise MetadataError("PE image has no CLI header directory (not a .NET assembly)")
     cli_rva, cli_size = img.unpack("<II", dirs + _CLI_HEADER_DIRECTORY * 8)
-    if cli_rva == 0 or cli_size < 16:
+    if cli_rva == 0 or cli_size < 20:
         raise MetadataError("PE image has no CLI header (not a .NET assembly)")
 
     def to_offset(rva: int, size: int) -> int:
         return _offset(img, sections, mapped, rva, size)
 
-    cli = to_offset(cli_rva, 16)
+    return img, to_offset(cli_rva, 20), to_offset
+
+
+def cli_flags(image: bytes | bytearray | memoryview, mapped: bool) -> int:
+    """The CLI header's Flags (COMIMAGE_FLAGS_*)."""
+    img, cli, _ = _cli_header(image, mapped)
+    return img.unpack("<I", cli + 16)[0]
+
+
+def metadata_from_pe(image: bytes | bytearray | memoryview, mapped: bool) -> memoryview:
+    """Return a view of the metadata root (starting with "BSJB") inside ``image``.
+
+    ``mapped`` is True for an image laid out as loaded (an offset is an RVA) and False for
+    the file layout (RVAs are translated through the section table).
+    """
+    img, cli, to_offset = _cli_header(image, mapped)
     md_rva, md_size = img.unpack("<II", cli + 8)
     if md_rva == 0 or md_size < 16:
         raise MetadataError("CLI header has no metadata directory")
