@@ -175,8 +175,8 @@ def test_dumphttp_json(case: Case, host: str) -> None:
 def test_dumprequests_lists_the_requests_in_flight(case: Case, host: str) -> None:
     incoming = sorted(case.http["incoming"], key=lambda r: h(r["address"]))
     assert [(r["type"], r["method"], r["path"]) for r in case.http["incoming"]] == [
-        ("Microsoft.AspNetCore.Http.DefaultHttpContext", "GET", "/hold/first"),
-        ("Microsoft.AspNetCore.Http.DefaultHttpContext", "PUT", "/hold/second")]
+        ("Microsoft.AspNetCore.Http.DefaultHttpContext", "GET", "/hold/1"),
+        ("Microsoft.AspNetCore.Http.DefaultHttpContext", "GET", "/hold/2")]
     cells = [(p12(r["address"]), r["method"], r["scheme"], r["path"] + r["query"]) for r in incoming]
     widths = [max([len(c[i]) for c in cells] + [m]) for i, m in enumerate((7, 6, 6, 3))]
 

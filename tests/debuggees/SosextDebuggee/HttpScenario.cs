@@ -45,6 +45,7 @@ namespace DebuggeeHost
         private static readonly List<(string name, Task task)> s_tasks = new List<(string, Task)>();
         private static readonly HoldingScheduler s_scheduler = new HoldingScheduler();
         private static TaskCompletionSource<int> s_promise;
+        private static Task s_running;  // the Running one again, where docs/commands.md finds it (dumpclass)
 
         private static WebApplication s_app;
         private static HttpClient s_client;
@@ -67,11 +68,11 @@ namespace DebuggeeHost
                 var request = new HttpRequestMessage(method, baseUri + path);
                 s_completed.Add(s_client.SendAsync(request).GetAwaiter().GetResult());
             }
-            foreach ((HttpMethod method, string path) in new[] {
-                (HttpMethod.Get, "/hold/first?wait=1"), (HttpMethod.Put, "/hold/second") })
+            // Held requests that differ only in numbers: the order of their contexts on the heap
+            // depends on which threads allocated them, and docs/commands.md shows them.
+            foreach (string path in new[] { "/hold/1?wait=1", "/hold/2?wait=2" })
             {
-                var request = new HttpRequestMessage(method, baseUri + path);
-                if (method == HttpMethod.Put) request.Content = new StringContent("sosext");
+                var request = new HttpRequestMessage(HttpMethod.Get, baseUri + path);
                 s_pending.Add(request);
                 s_pendingSends.Add(s_client.SendAsync(request));
             }
@@ -93,6 +94,7 @@ namespace DebuggeeHost
             Task running = Task.Factory.StartNew(() => { started.Set(); s_block.Wait(); }, TaskCreationOptions.LongRunning);
             started.Wait();
             s_tasks.Add(("Running", running));
+            s_running = running;
             Task<int> ran = Task.Run(() => 42);
             ran.Wait();
             s_tasks.Add(("RanToCompletion", ran));
