@@ -190,3 +190,14 @@ def test_dumprequests_lists_the_requests_in_flight(case: Case, host: str) -> Non
     assert (doc["command"], doc["total"]) == ("dumprequests", len(cells))
     assert [(r["address"], r["method"], r["scheme"], r["url"]) for r in doc["requests"]] == \
         [(f"0x{h(r['address']):x}", r["method"], r["scheme"], r["path"] + r["query"]) for r in incoming]
+
+
+def test_a_heap_without_http_prints_the_empty_tables(debuggee_factory) -> None:
+    d = debuggee_factory("heap")
+    core = d.write_core("heap")
+    outs = drivers.run_cli(["dumphttp", "dumphttp --stats", "dumprequests", "dumprequests --json"], core=core)
+    assert outs[0].lines == ["         Address      MethodTable Method StatusCode Uri", "Total 0 requests"]
+    assert outs[1].lines == ["Statistics:", "         Count Method StatusCode Host", "Total 0 requests"]
+    assert outs[2].lines == ["No requests found"]
+    doc = json.loads(outs[3].text)
+    assert (doc["total"], doc["requests"]) == (0, [])
