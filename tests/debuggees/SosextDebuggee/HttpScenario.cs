@@ -18,7 +18,8 @@ namespace DebuggeeHost
     /// `http`: what taskstate, dumphttp and dumprequests read.
     /// * Tasks in each TaskStatus: Created (never started), WaitingForActivation (a
     ///   TaskCompletionSource's), WaitingToRun (queued to a scheduler that never runs it),
-    ///   Running (blocked on a long-running thread), RanToCompletion, Faulted, Canceled.
+    ///   Running (blocked on a long-running thread), WaitingForChildrenToComplete (an attached
+    ///   child blocks), RanToCompletion, Faulted, Canceled, and an async method's box awaiting.
     /// * A Kestrel server on 127.0.0.1 (a port the system picks; no network) and an HttpClient
     ///   in the same process: requests to /status/{code} completed with that status code (the
     ///   responses are kept), requests to /hold/... that the server's handler holds until exit,
@@ -95,6 +96,11 @@ namespace DebuggeeHost
             started.Wait();
             s_tasks.Add(("Running", running));
             s_running = running;
+            // A parent whose delegate returned while its attached child still blocks.
+            Task parent = Task.Factory.StartNew(() =>
+                Task.Factory.StartNew(() => s_block.Wait(), TaskCreationOptions.AttachedToParent));
+            SpinWait.SpinUntil(() => parent.Status == TaskStatus.WaitingForChildrenToComplete, TimeSpan.FromSeconds(30));
+            s_tasks.Add(("WaitingForChildrenToComplete", parent));
             Task<int> ran = Task.Run(() => 42);
             ran.Wait();
             s_tasks.Add(("RanToCompletion", ran));
@@ -102,7 +108,11 @@ namespace DebuggeeHost
             try { faulted.Wait(); } catch (AggregateException) { }
             s_tasks.Add(("Faulted", faulted));
             s_tasks.Add(("Canceled", Task.FromCanceled(new CancellationToken(true))));
+            // An async method's task is its state machine box, a type derived from Task<TResult>.
+            s_tasks.Add(("AsyncMethodBox", AwaitPromise()));
         }
+
+        private static async Task<int> AwaitPromise() => await s_promise.Task + 1;
 
         private static void BuildServer()
         {
