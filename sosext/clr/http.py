@@ -17,9 +17,9 @@ A finished context drops its collection, so only requests in flight are listed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
-from .instances import MissingField, ObjectReader
+from .instances import MissingField, ObjectReader, objects_of_types
 
 if TYPE_CHECKING:
     from .runtime import ClrRuntime
@@ -60,17 +60,6 @@ def uri_host(uri: str) -> str:
     return authority.split(":", 1)[0].lower()
 
 
-def _objects_in_heap_order(runtime: "ClrRuntime", names: tuple[str, ...]) -> Iterator[tuple[int, str]]:
-    heap = runtime.heap
-    ix = heap.index()
-    ids = [i for i, mt in enumerate(ix.method_tables.tolist()) if heap.types.name_of(mt) in names]
-    if not ids:
-        return
-    mask = ix.mask_type_ids(ids)
-    for address, type_id in zip(ix.addresses[mask].tolist(), ix.type_ids[mask].tolist()):
-        yield address, heap.types.name_of(int(ix.method_tables[type_id]))
-
-
 class _Fields:
     """Reads by the first of several spellings a field has had across runtime versions."""
 
@@ -101,7 +90,7 @@ def http_requests(runtime: "ClrRuntime") -> list[HttpRequest]:
     """Every client request on the heap, as SOS's dumphttp lists them (see the module)."""
     f = _Fields(runtime)
     found: list[HttpRequest] = []
-    for address, name in _objects_in_heap_order(runtime, (REQUEST_MESSAGE, RESPONSE_MESSAGE)):
+    for address, name in objects_of_types(runtime.heap, (REQUEST_MESSAGE, RESPONSE_MESSAGE)):
         if name == REQUEST_MESSAGE:
             found.append(_request(f, address, None))
             continue
@@ -132,7 +121,7 @@ def incoming_requests(runtime: "ClrRuntime") -> list[IncomingRequest]:
     f = _Fields(runtime)
     r = f.reader
     out: list[IncomingRequest] = []
-    for context, _ in _objects_in_heap_order(runtime, (HTTP_CONTEXT,)):
+    for context, _ in objects_of_types(runtime.heap, (HTTP_CONTEXT,)):
         features = r.field(r.method_table(context), "_features")
         if features is None or not features.type_mt:
             raise MissingField(f"{HTTP_CONTEXT} has no _features: this ASP.NET Core version's layout is not supported")
