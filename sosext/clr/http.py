@@ -10,8 +10,10 @@ pending. Older runtimes spelt the fields without the underscore.
 
 Server side: an ASP.NET Core request in flight is a DefaultHttpContext whose ``_features``
 (a FeatureReferences struct) holds the server's feature collection; Kestrel's (HttpProtocol)
-keeps the request line in ``_methodText`` (set once someone asked for the method),
-``<Scheme>k__BackingField``, ``<Path>k__BackingField`` and ``<QueryString>k__BackingField``.
+keeps the request line in ``<Scheme>k__BackingField``, ``<Path>k__BackingField``,
+``<QueryString>k__BackingField`` and the method as an enum (``<Method>k__BackingField``),
+whose text ``_methodText`` is made only once someone asked for it; SOS then prints no method,
+sosext names the enum's member (GET, PUT …) as the text would be.
 A finished context drops its collection, so only requests in flight are listed.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .enums import enum_info
 from .instances import MissingField, ObjectReader, objects_of_types
 
 if TYPE_CHECKING:
@@ -136,10 +139,24 @@ def incoming_requests(runtime: "ClrRuntime") -> list[IncomingRequest]:
 
         method = f.string_at(r.read(collection, "<Method>k__BackingField", cmt)) \
             if _is_reference(r, cmt, "<Method>k__BackingField") else None
-        out.append(IncomingRequest(context, method if method is not None else text("_methodText"),
+        if method is None:
+            method = text("_methodText") or _known_method(runtime, r, collection, cmt)
+        out.append(IncomingRequest(context, method,
                                    text("<Scheme>k__BackingField"),
                                    text("<Path>k__BackingField") + text("<QueryString>k__BackingField")))
     return out
+
+
+def _known_method(runtime: "ClrRuntime", r: ObjectReader, obj: int, mt: int) -> str:
+    """Kestrel's parsed method (its HttpMethod enum: Get, Put …) in upper case, for a request
+    whose method text nobody asked for yet; "" for a custom method or none."""
+    name = "<Method>k__BackingField"
+    field = r.field(mt, name)
+    if field is None or field.is_reference or not field.type_mt:
+        return ""
+    info = enum_info(runtime, field.type_mt)
+    text = info.text(r.read(obj, name, mt)) if info is not None else None
+    return text.upper() if text and text not in ("Custom", "None") else ""
 
 
 def _is_reference(r: ObjectReader, mt: int, name: str) -> bool:

@@ -139,9 +139,9 @@ class DumpRequests(Command):
     details = """\
 Every Microsoft.AspNetCore.Http.DefaultHttpContext on the heap that still holds its server's
 request (a finished one lets it go): the context's address, the request's method, scheme,
-and path with query string, as Kestrel read them from the request line. Kestrel names the
-method only once something asked for it (routing with an HTTP-method constraint, or the
-app itself); before that the method is empty, as in SOS.
+and path with query string, as Kestrel read them from the request line. Kestrel makes the
+method's text only once something asked for it (routing with an HTTP-method constraint, or
+the app itself); before that SOS prints no method and sosext names the method Kestrel parsed.
 
 Example:
   dumprequests"""

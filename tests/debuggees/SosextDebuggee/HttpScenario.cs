@@ -123,7 +123,9 @@ namespace DebuggeeHost
             s_app.Run(async context =>
             {
                 string path = context.Request.Path.Value ?? "";
-                _ = context.Request.Method;  // Kestrel names the method only once asked
+                // Kestrel makes the method's text only once asked: /hold/2 never asks (dumprequests
+                // then reads the parsed method).
+                if (path != "/hold/2") _ = context.Request.Method;
                 if (path.StartsWith("/status/", StringComparison.Ordinal))
                 {
                     context.Response.StatusCode = int.Parse(path.Substring("/status/".Length));
@@ -174,7 +176,9 @@ namespace DebuggeeHost
                     w.BeginObject();
                     w.PropHex("address", Mem.Addr(context));
                     w.Prop("type", context.GetType().FullName);
-                    w.Prop("method", context.Request.Method);
+                    // What the client sent (asking the context would make Kestrel's text of it).
+                    string path = context.Request.Path.Value;
+                    w.Prop("method", s_pending.First(r => r.RequestUri.AbsolutePath == path).Method.Method);
                     w.Prop("scheme", context.Request.Scheme);
                     w.Prop("path", context.Request.Path.Value);
                     w.Prop("query", context.Request.QueryString.Value);
