@@ -1,8 +1,11 @@
 using System;
 using System.Collections.Generic;
+using System.IO;
 using System.Linq;
 using System.Net.Http;
 using System.Reflection;
+using System.Runtime.InteropServices;
+using System.Runtime.Loader;
 using System.Threading;
 using System.Threading.Tasks;
 using Microsoft.AspNetCore.Builder;
@@ -48,19 +51,19 @@ namespace DebuggeeHost
         private static TaskCompletionSource<int> s_promise;
         private static Task s_running;  // the Running one again, where docs/commands.md finds it (dumpclass)
 
-        private static WebApplication s_app;
         private static HttpClient s_client;
         private static readonly List<HttpResponseMessage> s_completed = new List<HttpResponseMessage>();
         private static readonly List<HttpRequestMessage> s_pending = new List<HttpRequestMessage>();
         private static readonly List<Task<HttpResponseMessage>> s_pendingSends = new List<Task<HttpResponseMessage>>();
-        private static readonly List<HttpContext> s_held = new List<HttpContext>();
         private static readonly SemaphoreSlim s_heldArrived = new SemaphoreSlim(0);
+
+        // Before any method naming an ASP.NET Core type is compiled (see AspNetCoreLoader).
+        public HttpScenario() => AspNetCoreLoader.Install();
 
         public void Build(string[] args)
         {
             BuildTasks();
-            BuildServer();
-            string baseUri = s_app.Urls.First().TrimEnd('/');
+            string baseUri = Server.Start();
             s_client = new HttpClient();
             foreach ((HttpMethod method, string path) in new[] {
                 (HttpMethod.Get, "/status/200?item=1"), (HttpMethod.Get, "/status/404"),
@@ -114,30 +117,6 @@ namespace DebuggeeHost
 
         private static async Task<int> AwaitPromise() => await s_promise.Task + 1;
 
-        private static void BuildServer()
-        {
-            WebApplicationBuilder builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = Array.Empty<string>() });
-            builder.Logging.ClearProviders();
-            builder.WebHost.UseUrls("http://127.0.0.1:0");
-            s_app = builder.Build();
-            s_app.Run(async context =>
-            {
-                string path = context.Request.Path.Value ?? "";
-                // Kestrel makes the method's text only once asked: /hold/2 never asks (dumprequests
-                // then reads the parsed method).
-                if (path != "/hold/2") _ = context.Request.Method;
-                if (path.StartsWith("/status/", StringComparison.Ordinal))
-                {
-                    context.Response.StatusCode = int.Parse(path.Substring("/status/".Length));
-                    return;
-                }
-                lock (s_held) s_held.Add(context);
-                s_heldArrived.Release();
-                await s_release.Task;
-            });
-            s_app.StartAsync().GetAwaiter().GetResult();
-        }
-
         public void Settle(int attempt)
         {
             GC.Collect(2, GCCollectionMode.Forced, blocking: true, compacting: true);
@@ -169,22 +148,7 @@ namespace DebuggeeHost
                 Request(w, request, null);
             w.EndArray();
             w.Name("incoming").BeginArray();
-            lock (s_held)
-            {
-                foreach (HttpContext context in s_held)
-                {
-                    w.BeginObject();
-                    w.PropHex("address", Mem.Addr(context));
-                    w.Prop("type", context.GetType().FullName);
-                    // What the client sent (asking the context would make Kestrel's text of it).
-                    string path = context.Request.Path.Value;
-                    w.Prop("method", s_pending.First(r => r.RequestUri.AbsolutePath == path).Method.Method);
-                    w.Prop("scheme", context.Request.Scheme);
-                    w.Prop("path", context.Request.Path.Value);
-                    w.Prop("query", context.Request.QueryString.Value);
-                    w.EndObject();
-                }
-            }
+            Server.WriteHeld(w, s_pending);
             w.EndArray();
             w.EndObject();
         }
@@ -204,5 +168,92 @@ namespace DebuggeeHost
         }
 
         public bool OnCommand(string command) => false;
+
+        /// <summary>Everything that names an ASP.NET Core type, so that it is compiled only after
+        /// the loader is in place.</summary>
+        private static class Server
+        {
+            private static WebApplication s_app;
+            private static List<HttpContext> s_held;
+
+            /// <summary>Starts Kestrel on a port of 127.0.0.1 the system picks; its base URI.</summary>
+            public static string Start()
+            {
+                s_held = new List<HttpContext>();
+                WebApplicationBuilder builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = Array.Empty<string>() });
+                builder.Logging.ClearProviders();
+                builder.WebHost.UseUrls("http://127.0.0.1:0");
+                s_app = builder.Build();
+                s_app.Run(async context =>
+                {
+                    string path = context.Request.Path.Value ?? "";
+                    // Kestrel makes the method's text only once asked: /hold/2 never asks (dumprequests
+                    // then reads the parsed method).
+                    if (path != "/hold/2") _ = context.Request.Method;
+                    if (path.StartsWith("/status/", StringComparison.Ordinal))
+                    {
+                        context.Response.StatusCode = int.Parse(path.Substring("/status/".Length));
+                        return;
+                    }
+                    lock (s_held) s_held.Add(context);
+                    s_heldArrived.Release();
+                    await s_release.Task;
+                });
+                s_app.StartAsync().GetAwaiter().GetResult();
+                return s_app.Urls.First().TrimEnd('/');
+            }
+
+            public static void WriteHeld(Json w, List<HttpRequestMessage> sent)
+            {
+                lock (s_held)
+                {
+                    foreach (HttpContext context in s_held)
+                    {
+                        string path = context.Request.Path.Value;
+                        w.BeginObject();
+                        w.PropHex("address", Mem.Addr(context));
+                        w.Prop("type", context.GetType().FullName);
+                        // What the client sent (asking the context would make Kestrel's text of it).
+                        w.Prop("method", sent.First(r => r.RequestUri.AbsolutePath == path).Method.Method);
+                        w.Prop("scheme", context.Request.Scheme);
+                        w.Prop("path", path);
+                        w.Prop("query", context.Request.QueryString.Value);
+                        w.EndObject();
+                    }
+                }
+            }
+        }
+    }
+
+    /// <summary>
+    /// Loads ASP.NET Core's assemblies from its shared framework beside the running runtime
+    /// (shared/Microsoft.AspNetCore.App/&lt;version&gt;), which the debuggee's runtimeconfig does not
+    /// name (see SosextDebuggee.csproj). A self-contained build has them beside the app already.
+    /// </summary>
+    internal static class AspNetCoreLoader
+    {
+        private static bool s_installed;
+
+        public static void Install()
+        {
+            if (s_installed) return;
+            s_installed = true;
+            string runtimeDir = RuntimeEnvironment.GetRuntimeDirectory().TrimEnd('/');
+            string version = Path.GetFileName(runtimeDir);
+            string frameworks = Path.GetFullPath(Path.Combine(runtimeDir, "..", "..", "Microsoft.AspNetCore.App"));
+            string dir = Path.Combine(frameworks, version);
+            if (!Directory.Exists(dir) && Directory.Exists(frameworks))
+            {
+                // Another patch of the same major version.
+                string major = version.Split('.')[0] + ".";
+                dir = Directory.GetDirectories(frameworks).Where(d => Path.GetFileName(d).StartsWith(major, StringComparison.Ordinal))
+                    .OrderBy(d => d, StringComparer.Ordinal).LastOrDefault() ?? dir;
+            }
+            AssemblyLoadContext.Default.Resolving += (context, name) =>
+            {
+                string path = Path.Combine(dir, name.Name + ".dll");
+                return File.Exists(path) ? context.LoadFromAssemblyPath(path) : null;
+            };
+        }
     }
 }
