@@ -52,7 +52,7 @@ COMMANDS = [
     "clru {a}", "clru -ehinfo {a}", "dumpil {a}", "dumpil /i {a}", "ehinfo {a}", "gcinfo {a}", "dumpsig {a}",
     "dumpsig {a} {a}", "dumpsigelem {a}",
     "verifyobj {a}", "listnearobj {a}", "gcroot -gcgen 2 {a}", "ip2md {a}", "histobj {a}", "histobjfind {a}",
-    "histroot {a}", "bpmd -md {a}",
+    "histroot {a}", "bpmd -md {a}", "tks {a}",
 ]
 
 

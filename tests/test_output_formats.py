@@ -114,6 +114,9 @@ def json_commands(truth: dict) -> dict[str, str]:
         "dumpconcurrentqueue": None,  # needs a queue: covered by test_parity
         "gchandleleaks": "gchandleleaks",
         "dumpasync": "dumpasync --tasks",
+        "taskstate": "taskstate -v 73728",
+        "dumphttp": "dumphttp",  # no requests on this heap: the empty table; rows in test_parity_http
+        "dumprequests": "dumprequests",  # likewise
         "maddress": "maddress",
         "retained": f"retained {a['addresses'][0]}",
         "dominators": "dominators -top 3",

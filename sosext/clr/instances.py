@@ -7,7 +7,7 @@ as such rather than guessed.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Collection
 
 from ..errors import SosError
 from .fields import ClrField
@@ -68,11 +68,17 @@ class ObjectReader:
 
 def objects_of_type(heap: "ClrHeap", name: str) -> list[int]:
     """Addresses, in heap order, of every object whose type is named exactly ``name``."""
+    return [address for address, _ in objects_of_types(heap, (name,))]
+
+
+def objects_of_types(heap: "ClrHeap", names: Collection[str]) -> list[tuple[int, str]]:
+    """(address, type name), in heap order, of every object whose type is named exactly one of ``names``."""
     ix = heap.index()
-    ids = [i for i, mt in enumerate(ix.method_tables.tolist()) if heap.types.name_of(mt) == name]
-    if not ids:
+    type_names = {i: n for i, mt in enumerate(ix.method_tables.tolist()) if (n := heap.types.name_of(mt)) in names}
+    if not type_names:
         return []
-    return ix.addresses[ix.mask_type_ids(ids)].tolist()
+    mask = ix.mask_type_ids(type_names)
+    return [(a, type_names[t]) for a, t in zip(ix.addresses[mask].tolist(), ix.type_ids[mask].tolist())]
 
 
 OBJECT_TYPE_ARRAY = 3  # DacpObjectData.ObjectType

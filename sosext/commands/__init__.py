@@ -5,7 +5,7 @@ import importlib
 
 FAMILIES = ("help", "config", "hostcmds", "heap", "roots", "threads", "diff", "objects", "types", "modules", "retained",
             "report", "leakhunt", "stacks", "runtimeinfo", "objectcheck", "stresslog", "crash", "breakpoints",
-            "heapextra", "runtimeextra", "code", "sessionlog", "targetviews")
+            "heapextra", "runtimeextra", "code", "sessionlog", "targetviews", "http")
 
 
 def load_all() -> None:

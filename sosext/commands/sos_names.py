@@ -38,6 +38,7 @@ SOS_NAMES: dict[str, tuple[str, ...]] = {
     "dumpexceptions": (),
     "dumpgcdata": (),
     "dumpgen": ("dg",),
+    "dumphttp": (),
     "dumpheap": (),
     "dumpil": (),
     "dumplog": (),
@@ -46,6 +47,7 @@ SOS_NAMES: dict[str, tuple[str, ...]] = {
     "dumpmt": (),
     "dumpobj": ("do",),
     "dumpobjgcrefs": (),
+    "dumprequests": (),
     "dumpruntimetypes": (),
     "dumpsig": (),
     "dumpsigelem": (),
@@ -97,6 +99,7 @@ SOS_NAMES: dict[str, tuple[str, ...]] = {
     "sosstatus": (),
     "stoponcatch": (),
     "syncblk": (),
+    "taskstate": ("tks",),
     "threadpool": (),
     "threadpoolqueue": ("tpq",),
     "threads": ("setthread",),  # SOS's managed host command (dotnet-dump, `sos threads`)

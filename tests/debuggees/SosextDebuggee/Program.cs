@@ -44,6 +44,7 @@ namespace DebuggeeHost
             "gcscripts" => new GcScriptsScenario(),
             "sosscripts" => new ScriptsScenario(),
             "reflectlines" => new ReflectLinesScenario(),
+            "http" => new HttpScenario(),
             _ => null,
         };
 
