@@ -35,15 +35,6 @@ def _session_for_core(path: str, search_dirs: Sequence[str] = ()):  # type: igno
     return session
 
 
-# Commands whose first search reads the core's mapping in place (clr/rootsearch.py): the CLI,
-# which knows its commands before it opens the runtime, has the mapping warmed meanwhile.
-_SEARCH_IN_PLACE = frozenset({"gcroot", "pathto"})
-
-
-def _command_name(line: str) -> str:
-    return line.strip().split(" ", 1)[0].lstrip("!").lower()
-
-
 def _print(text: str) -> None:
     # Paths and command lines come from elsewhere: escaped. A command's output comes a chunk
     # at a time (render/output.py): show each at once.
@@ -146,8 +137,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .clr.sourcelines import set_symbol_directories
         set_symbol_directories(args.symbols)
     session = _session_for_core(args.core, args.search_dir)
-    if any(_command_name(c) in _SEARCH_IN_PLACE for c in args.command or ()):
-        session.target().core_file().warm()  # the pages are mapped while the runtime opens
     def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
         interrupts.request()
         raise KeyboardInterrupt

@@ -17,7 +17,6 @@ import mmap
 import os
 import stat
 import struct
-import threading
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Sequence
@@ -74,9 +73,6 @@ _MIN_PAGE, _MAX_PAGE = 1, 1 << 20
 # Enough program headers / note bytes for any real shared object's build id.
 _MAX_IMAGE_PHNUM = 4096
 _MAX_IMAGE_NOTES = 1 << 16
-
-
-_MADV_POPULATE_READ = 22  # linux/mman.h; Python's mmap module names it only from 3.12
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,33 +598,6 @@ class ElfCore:
         if len(chunks) == 1:
             return chunks[0]
         return b"".join(chunks)
-
-    def warm(self) -> None:
-        """Map the core's pages into this process on another core, in the background.
-
-        A search over the heap in place (gcroot's, ``clr/rootsearch``) otherwise pays a page
-        fault per few pages of the mapping as it goes (0.05 s of a cold gcroot at 20M
-        objects); ``MADV_POPULATE_READ`` (Linux 5.14) maps them in bulk, and through ctypes
-        it runs without the GIL. For the CLI, which knows its commands before it opens the
-        runtime; on an older kernel it does nothing."""
-        threading.Thread(target=self._populate, name="sosext-warm", daemon=True).start()
-
-    def _populate(self) -> None:
-        import ctypes
-        import numpy as np
-        mm = self._mm
-        if mm is None:
-            return
-        try:
-            madvise = ctypes.CDLL(None, use_errno=True).madvise
-            madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-            base, size = np.frombuffer(mm, dtype=np.uint8).ctypes.data, len(mm)
-        except (AttributeError, OSError, ValueError):
-            return
-        step = 32 << 20
-        for off in range(0, size, step):
-            if self._mm is not mm or madvise(base + off, min(step, size - off), _MADV_POPULATE_READ) != 0:
-                return  # closed, or a kernel without it
 
     def mapped_range(self, address: int, size: int) -> tuple[mmap.mmap, int] | None:
         """(the core's mapping, file offset of ``address``) when [address, address + size)
