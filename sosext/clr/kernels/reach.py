@@ -299,8 +299,10 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
             size = np.int64(base_sizes[t])
             if component_sizes[t] != 0:
                 size += component_sizes[t] * np.int64(mem[at + 1] & np.uint64(0xFFFFFFFF))
-            need = etop + (d1 - d0) + refs.slot_bound(at, seg_word[s], size, t, gc_kind, series_first,
-                                                      series_count, series_offset, series_size)
+            need = etop + (d1 - d0) + (seg_word[s] - at) + 1  # no object has more slots than words left
+            if need > edges.size:
+                need = etop + (d1 - d0) + refs.slot_bound(at, seg_word[s], size, t, gc_kind, series_first,
+                                                          series_count, series_offset, series_size)
             if need > edges.size:
                 st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, etop, ttop, nvisited, hashed
                 st[6] = need
