@@ -16,6 +16,7 @@ from ..clr.gcroot import PathFinder
 from ..clr.heapqueries import (cross_generation_references, exception_positions, live_without_finalizer_queue,
                                pointers_in, references_to_ephemeral, runtime_type_objects)
 from ..clr.segments import GENERATION_NAMES, Generation
+from ..clr.typenames import csharp_name
 from ..errors import SosError, UsageError
 from ..render.bordered import BorderedTable
 from ..render.numbers import p16
@@ -80,13 +81,14 @@ Examples:
         positions = exception_positions(heap, mask)
         if args.type:
             want = args.type.lower()
-            positions = np.array([p for p in positions.tolist() if want in heap.type_name_at(p).lower()],
+            positions = np.array([p for p in positions.tolist() if want in heap.type_name_at(p).lower()
+                                  or want in heap.csharp_type_name_at(p).lower()],
                                  dtype=np.int64)
         if args.live != args.dead and len(positions):
             live = heap.live(ctx.progress)[positions]
             positions = positions[live if args.live else ~live]
         t = Table(Pointer(), Pointer(), TypeName())
-        rows = ctx.out.table("exceptions", None, ("address", "mt", "type", "message", "stack_frame"))
+        rows = ctx.out.table("exceptions", None, ("address", "mt", "type", "message", "stack_frame", "csharp_type"))
         if not ctx.out.structured:
             ctx.out.line(t.header("Address", "MethodTable", "Message", "Name"))
         for p in positions.tolist():
@@ -97,9 +99,10 @@ Examples:
                 frame = info.frames[0].method_name if info.frames else None
             except SosError as e:  # a damaged exception object: its row says so, the list goes on
                 mt, name, message, frame = ix.method_table_at(p), heap.type_name_at(p), f"<{e}>", None
-            rows.row(data=(Address(address), Address(mt), name, message, frame))
+            shown = csharp_name(name)  # SOS's managed dumpexceptions prints ClrMD's names
+            rows.row(data=(Address(address), Address(mt), name, message, frame, shown))
             if not ctx.out.structured:
-                ctx.out.line(t.row(address, mt, name))
+                ctx.out.line(t.row(address, mt, shown))
                 ctx.out.line(f"        Message: {message if message is not None else '<null>'}")
                 if frame is not None:
                     ctx.out.line(f"        StackFrame: {frame}")
@@ -179,7 +182,7 @@ Example:
         if ctx.out.structured:
             rows = ctx.out.table("refs", None, ("field", "offset", "object", "type"))
             for name, off, ref in gc_ref_rows(ctx, address, data):
-                rows.row(data=(name, off, Address(ref), referenced_type(ctx, ref)))
+                rows.row(data=(name, off, Address(ref), referenced_type(ctx, ref, csharp=True)))
             return
         ctx.out.lines(gc_ref_lines(ctx, address, data))
 
@@ -210,16 +213,16 @@ Example:
             return
         domains = _module_domains(ctx)
         rows = ctx.out.table("runtime_types", Table(Pointer(), Pointer(), Pointer(), TypeName()),
-                             ("address", "domain", "mt", "name"))
+                             ("address", "domain", "mt", "name", "csharp_name"))
         rows.header("Address", "Domain", "MT", "Type Name")
         for r in found:
             if r.method_table:
-                name = heap.types.name_of(r.method_table)
+                name, shown = heap.types.name_of(r.method_table), heap.types.csharp_name_of(r.method_table)
             else:
-                name = f"typehandle: {r.handle:x} (SOS does not support resolving typehandle names.)"
+                name = shown = f"typehandle: {r.handle:x} (SOS does not support resolving typehandle names.)"
             domain = domains.get(r.module) if r.module else None
-            rows.row(r.address, domain, r.handle, name,
-                     data=(Address(r.address), Address(domain) if domain else None, Address(r.handle), name))
+            rows.row(r.address, domain, r.handle, shown,
+                     data=(Address(r.address), Address(domain) if domain else None, Address(r.handle), name, shown))
 
 
 def _module_domains(ctx: CommandContext) -> dict[int, int]:
@@ -265,8 +268,8 @@ Example:
             return
         chain, via = found
         ix = heap.index()
-        ctx.out.field("chain", [{"address": f"0x{int(ix.addresses[i]):x}", "type": heap.type_name_at(i)}
-                                for i in chain])
+        ctx.out.field("chain", [{"address": f"0x{int(ix.addresses[i]):x}", "type": heap.type_name_at(i),
+                                 "csharp_type": heap.csharp_type_name_at(i)} for i in chain])
         ctx.out.lines(object_chain_lines(heap, chain, via))
 
 
@@ -374,7 +377,7 @@ Example:
         t = Table(Pointer(), Pointer(), Integer(), Column(11, False, str), Column(11, False, str), Integer(),
                   Integer(), TypeName())
         rows = ctx.out.table("references", None, ("object", "mt", "size", "generation", "referenced_generation",
-                                                  "count", "referenced_size", "type"))
+                                                  "count", "referenced_size", "type", "csharp_type"))
         last = None
         for r in found:
             key = (r.generation, r.referenced_generation)
@@ -388,11 +391,11 @@ Example:
                                       "Type"))
             last = key
             address, mt = int(ix.addresses[r.position]), ix.method_table_at(r.position)
-            name = heap.types.name_of(mt)
+            name = heap.types.csharp_name_of(mt)
             cells = (address, mt, ix.size_of(r.position), _GEN_ENUM[r.generation],
                      _GEN_ENUM[r.referenced_generation], r.count, r.size, name)
             rows.row(*cells, data=(Address(address), Address(mt), cells[2], r.generation.label,
-                                   r.referenced_generation.label, r.count, r.size, name))
+                                   r.referenced_generation.label, r.count, r.size, heap.types.name_of(mt), name))
             if not ctx.out.structured:
                 ctx.out.line(t.row(*cells))
         ctx.out.line()
@@ -443,7 +446,7 @@ Example:
             for a, b, c in chains:
                 cells = []
                 for p in (a, b, c):
-                    cells += [int(ix.addresses[p]), heap.type_name_at(p)]
+                    cells += [int(ix.addresses[p]), heap.csharp_type_name_at(p)]
                 rows.row(*cells, data=(Address(cells[0]), Address(cells[2]), Address(cells[4])))
             ctx.out.line()
 
@@ -461,7 +464,7 @@ Example:
         rows.header("Ephemeral", "Ephemeral Type", "Large Object", "Large Object Type")
         for a, b in pairs:
             fa, fb = int(ix.addresses[a]), int(ix.addresses[b])
-            ta, tb = heap.type_name_at(a), heap.type_name_at(b)
+            ta, tb = heap.csharp_type_name_at(a), heap.csharp_type_name_at(b)
             rows.row(fa, ta, fb, tb, data=(Address(fa), ta, Address(fb), tb))
         ctx.out.line()
 

@@ -391,13 +391,16 @@ def gc_ref_lines(ctx: CommandContext, address: int, data: ObjectData) -> list[st
     return out
 
 
-def referenced_type(ctx: CommandContext, ref: int) -> str:
-    """The type name of the object a reference points to ("Unknown" for a wild one)."""
+def referenced_type(ctx: CommandContext, ref: int, csharp: bool = False) -> str:
+    """The type name of the object a reference points to ("Unknown" for a wild one): the
+    runtime's (dumpobj -refs, native in SOS) or ClrMD's (dumpobjgcrefs, managed in SOS)."""
     mt = method_table_of(ctx.runtime.target, ref)
     if mt is None:
         return "Unknown"
     t = ctx.heap.types.get(mt) if classifier(ctx.runtime).is_method_table(mt) else None
-    return t.name if t is not None else "Unknown"
+    if t is None:
+        return "Unknown"
+    return ctx.heap.types.csharp_name_of(mt) if csharp else t.name
 
 
 def object_json(ctx: CommandContext, address: int, data: ObjectData) -> dict[str, Any]:
