@@ -43,6 +43,7 @@ namespace DebuggeeHost
             "code" => new CodeScenario(),
             "gcscripts" => new GcScriptsScenario(),
             "sosscripts" => new ScriptsScenario(),
+            "dcdscript" => new DcdScriptScenario(),
             _ => null,
         };
 
