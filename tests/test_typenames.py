@@ -133,3 +133,29 @@ def test_csharp_name_parses_as_clrmds_parser(oracle: Path, core: tuple[Path, dic
     assert len(answers) == len(names)
     differ = [(n, csharp_name(n), a) for n, a in zip(names, answers) if csharp_name(n) != a]
     assert not differ, differ
+
+
+# the statistics rows of dumpgen, objsize, finalizequeue and dumpheap -retained: MT, counts, name
+TABLE_ROW = re.compile(r"^\s*([0-9a-f]{8,16}) +[\d,]+ +[\d,]+ +(?:[\d,]+ +)?(\S.*?)\s*$")
+
+
+def test_managed_commands_tables_name_types_as_clrmd_does(oracle: Path, core: tuple[Path, dict]) -> None:
+    path, truth = core
+    clrmd = {int(mt, 16): name for mt, name in
+             (ln.split("\t", 1) for ln in ask(oracle, "heap", str(path)).splitlines())}
+    dictionary = truth["structKeys"]["address"]
+    cmds = [*(f"dumpgen {g}" for g in ("gen0", "gen1", "gen2", "loh", "poh")), f"objsize {dictionary}",
+            "dumpheap -stat -retained", "finalizequeue -allReady"]
+    outs = dict(zip(cmds, (o.text for o in drivers.run_cli(cmds, core=path))))
+    checked = 0
+    for cmd, text in outs.items():
+        rows = [(int(m.group(1), 16), m.group(2)) for ln in text.splitlines() if (m := TABLE_ROW.match(ln))]
+        rows = [(mt, name) for mt, name in rows if mt in clrmd]
+        differ = [(f"{mt:x}", name, clrmd[mt]) for mt, name in rows if name != clrmd[mt]]
+        assert not differ, (cmd, differ)
+        checked += len(rows)
+    assert checked > 150, outs
+    # gcroot's chain ends at the dictionary, named as the debuggee names it
+    chain = drivers.run_cli([f"gcroot {dictionary}"], core=path)[0].text
+    last = re.search(rf"-> +0*{int(dictionary, 16):x} +(\S.*?)(?: \(static variable: .*\))?\s*$", chain, re.M)
+    assert last and last.group(1) == truth["structKeys"]["name"], chain
