@@ -482,9 +482,20 @@ def _banner(text: str, fill: str = "=") -> str:
 
 
 def _collapse_generics(name: str) -> str:
-    """``List<Foo<Bar>>`` → ``List<>``: SOS groups generic instantiations together."""
-    i = name.find("<")
-    return name if i < 0 else name[:i] + "<>"
+    """``Dictionary<K, List<V>>+Entry[]`` → ``Dictionary<...>+Entry[]``: SOS groups generic
+    instantiations together; a compiler's ``<>`` (``C+<>c``) stays as it is."""
+    out: list[str] = []
+    nest = 0
+    for i, c in enumerate(name):
+        if c == "<":
+            if nest == 0:
+                out.append("<>" if name[i + 1:i + 2] == ">" else "<...>")
+            nest += 1
+        elif c == ">":
+            nest -= 1
+        elif nest <= 0:
+            out.append(c)
+    return "".join(out)
 
 
 @register
@@ -519,14 +530,15 @@ Example:
         ctx.out.line("Walking GC heap to find pointers...")
         found = heap_pointers_into(heap, targets)
         ctx.out.line("Resolving object names...")
-        rows = ctx.out.table("pointers", None, ("kind", "pointer", "object", "type", "slot"))
+        rows = ctx.out.table("pointers", None, ("kind", "pointer", "object", "type", "slot", "csharp_type"))
+        shown = heap.csharp_type_name_at  # SOS's managed gctonative prints ClrMD's names
         for kind in args.kinds:
             mine = [p for p in found if p.region.name.lower() == kind.lower()]
             ctx.out.line(_banner(f" {kind} Regions "))
             ctx.out.line()
             for p in mine:
                 rows.row(data=(p.region.name, Address(p.pointer), Address(int(ix.addresses[p.position])),
-                               heap.type_name_at(p.position), Address(p.slot)))
+                               heap.type_name_at(p.position), Address(p.slot), shown(p.position)))
             if not mine:
                 ctx.out.line(f"No GC heap pointers to '{kind}' regions.")
                 continue
@@ -534,15 +546,15 @@ Example:
                 continue
             if args.a:
                 ctx.out.line("All memory pointers:")
-                t = BorderedTable(Pointer(), Pointer(), TypeName(max(len(heap.type_name_at(p.position)) for p in mine)))
+                t = BorderedTable(Pointer(), Pointer(), TypeName(max(len(shown(p.position)) for p in mine)))
                 ctx.out.lines(t.header("Pointer", "Object", "Type"))
-                ctx.out.lines(t.row(p.pointer, int(ix.addresses[p.position]), heap.type_name_at(p.position))
+                ctx.out.lines(t.row(p.pointer, int(ix.addresses[p.position]), shown(p.position))
                               for p in mine)
                 ctx.out.line(t.rule())
                 ctx.out.line()
             groups: dict[str, list[int]] = {}
             for p in mine:
-                groups.setdefault(_collapse_generics(heap.type_name_at(p.position)), []).append(p.pointer)
+                groups.setdefault(_collapse_generics(shown(p.position)), []).append(p.pointer)
             ctx.out.line("Other memory pointer summary:")
             order = sorted(groups.items(), key=lambda kv: -len(kv[1]))
             t = BorderedTable(TypeName(max(len(n) for n in groups)), Integer(), Pointer())
