@@ -7,6 +7,8 @@ Each asks the model (the heap index, the reference graph, roots) and prints SOS'
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..clr.addresses import classifier
@@ -592,7 +594,8 @@ Example:
         everything = RegionIndex(regions)
         ctx.out.line("Scanning for pinned objects...")
         pinned = None if args.a else pinned_positions(heap)
-        rows = ctx.out.table("pointers", None, ("kind", "region", "to", "name", "unique", "count", "rnd_ptr"))
+        rows = ctx.out.table("pointers", None, ("kind", "region", "to", "name", "unique", "count", "rnd_ptr",
+                                                "csharp_name"))
         for kind in args.kinds:
             mine = sorted((r for r in regions if r.name.lower() == kind.lower()), key=lambda r: r.start)
             if not mine:
@@ -632,7 +635,8 @@ Example:
                 items = sorted(groups.items(), key=lambda kv: -len(kv[1]))
                 if found.gc_other and pinned_only:
                     items.insert(0, ("[Pointers to non-pinned objects]", found.gc_other))
-                _pointer_table(ctx, rows, kind, where, "gc", "Type", items, most_common)
+                # grouped by the runtime's name (the JSON's "name"), shown as SOS's managed command shows it
+                _pointer_table(ctx, rows, kind, where, "gc", "Type", items, most_common, csharp_name)
         if found.other:
             ctx.out.line()
             ctx.out.line("Other pointers:")
@@ -641,14 +645,15 @@ Example:
 
 
 def _pointer_table(ctx: CommandContext, rows, kind: str, where: str, to: str, title: str,  # type: ignore[no-untyped-def]
-                   items: list[tuple[str, list[int]]], most_common) -> None:
-    t = BorderedTable(TypeName(min(80, max(len(n) for n, _p in items))), Integer(), Integer(), Pointer())
+                   items: list[tuple[str, list[int]]], most_common,
+                   shown: Callable[[str], str] = str) -> None:
+    t = BorderedTable(TypeName(min(80, max(len(shown(n)) for n, _p in items))), Integer(), Integer(), Pointer())
     if not ctx.out.structured:
         ctx.out.lines(t.header(title, "Unique", "Count", "RndPtr"))
     for name, ptrs in items:
         unique, rnd = len(set(ptrs)), most_common(ptrs)
-        rows.row(data=(kind, where, to, name, unique, len(ptrs), Address(rnd)))
+        rows.row(data=(kind, where, to, name, unique, len(ptrs), Address(rnd), shown(name)))
         if not ctx.out.structured:
-            ctx.out.line(t.row(name, unique, len(ptrs), rnd))
+            ctx.out.line(t.row(shown(name), unique, len(ptrs), rnd))
     if not ctx.out.structured:
         ctx.out.lines(t.footer("TOTALS", sum(len(set(p)) for _n, p in items), sum(len(p) for _n, p in items), None))
