@@ -36,6 +36,7 @@ namespace DebuggeeHost
             "source" => new SourceScenario(),
             "counters" => new CountersScenario(),
             "parity" => new ParityScenario(),
+            "dcdscript" => new DcdScriptScenario(),
             "retained" => new RetainedScenario(),
             "stackvalues" => new StackValuesScenario(),
             "crash" => new CrashScenario(),
@@ -43,7 +44,6 @@ namespace DebuggeeHost
             "code" => new CodeScenario(),
             "gcscripts" => new GcScriptsScenario(),
             "sosscripts" => new ScriptsScenario(),
-            "dcdscript" => new DcdScriptScenario(),
             _ => null,
         };
 
