@@ -182,9 +182,9 @@ Example:
         if data is None or data.object_type == OBJ_FREE:
             raise SosError("Unable to walk object references, invalid object.")
         if ctx.out.structured:
-            rows = ctx.out.table("refs", None, ("field", "offset", "object", "type"))
+            rows = ctx.out.table("refs", None, ("field", "offset", "object", "type", "csharp_type"))
             for name, off, ref in gc_ref_rows(ctx, address, data):
-                rows.row(data=(name, off, Address(ref), referenced_type(ctx, ref, csharp=True)))
+                rows.row(data=(name, off, Address(ref), referenced_type(ctx, ref), referenced_type(ctx, ref, csharp=True)))
             return
         ctx.out.lines(gc_ref_lines(ctx, address, data))
 

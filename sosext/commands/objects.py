@@ -376,7 +376,7 @@ def _field_path(fields, instance: list[ClrField], offset: int, depth: int = 0) -
 
 
 def gc_ref_lines(ctx: CommandContext, address: int, data: ObjectData) -> list[str]:
-    """The C# dumpobjgcrefs table that ``dumpobj -refs`` appends."""
+    """The C# dumpobjgcrefs table that ``dumpobj -refs`` appends (so ClrMD's type names)."""
     rows = gc_ref_rows(ctx, address, data)
     if not rows:
         return ["GC Refs: none"]
@@ -387,13 +387,13 @@ def gc_ref_lines(ctx: CommandContext, address: int, data: ObjectData) -> list[st
     t.fit(0, names).fit(1, (r[1] for r in rows))
     out = ["GC Refs:", t.header("Field", "Offset", "Object", "Type")]
     for name, off, ref in rows:
-        out.append(t.row(name, off, ref, referenced_type(ctx, ref)))
+        out.append(t.row(name, off, ref, referenced_type(ctx, ref, csharp=True)))
     return out
 
 
 def referenced_type(ctx: CommandContext, ref: int, csharp: bool = False) -> str:
     """The type name of the object a reference points to ("Unknown" for a wild one): the
-    runtime's (dumpobj -refs, native in SOS) or ClrMD's (dumpobjgcrefs, managed in SOS)."""
+    runtime's, or ClrMD's (what SOS's C# dumpobjgcrefs prints)."""
     mt = method_table_of(ctx.runtime.target, ref)
     if mt is None:
         return "Unknown"
