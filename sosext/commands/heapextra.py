@@ -455,7 +455,7 @@ Example:
     @staticmethod
     def _section(ctx: CommandContext, key: str, pairs: list[tuple[int, int]], none: str, title: str) -> None:
         rows = ctx.out.table(key, Table(Pointer(), TypeName(64), Pointer(), TypeName()),
-                             ("from", "from_type", "to", "to_type"))
+                             ("from", "from_type", "to", "to_type", "from_csharp_type", "to_csharp_type"))
         if not pairs:
             ctx.out.line(none)
             return
@@ -467,7 +467,7 @@ Example:
         for a, b in pairs:
             fa, fb = int(ix.addresses[a]), int(ix.addresses[b])
             ta, tb = heap.csharp_type_name_at(a), heap.csharp_type_name_at(b)
-            rows.row(fa, ta, fb, tb, data=(Address(fa), ta, Address(fb), tb))
+            rows.row(fa, ta, fb, tb, data=(Address(fa), heap.type_name_at(a), Address(fb), heap.type_name_at(b), ta, tb))
         ctx.out.line()
 
 
