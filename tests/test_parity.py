@@ -185,7 +185,7 @@ def test_dumpgen_type_filter_ignores_case(case: Case, host: str) -> None:
 def test_dumpgen_json_matches_text(case: Case, host: str) -> None:
     doc = json.loads(case.out(host, "dumpgen gen2 --json").text)
     rows = stat_rows(case.out(host, "dumpgen gen2").text)
-    assert {h(t["mt"]): (t["count"], t["total_size"], t["name"]) for t in doc["types"]} == rows
+    assert {h(t["mt"]): (t["count"], t["total_size"], t["csharp_name"]) for t in doc["types"]} == rows
 
 
 def test_dumpgen_usage_errors(case: Case, host: str) -> None:

@@ -368,8 +368,8 @@ def test_ephtoloh_finds_young_large_young(case: HeapCase, host: str) -> None:
     assert [loh, "System.Object[]", young, g["youngType"]] in lines
     assert [young, g["youngType"], loh, "System.Object[]", young, g["youngType"]] in lines
     doc = json.loads(case.out(host, "findephemeralreferencestoloh --json").text)
-    assert {"from": "0x" + young, "from_type": g["youngType"], "to": "0x" + loh, "to_type": "System.Object[]"} \
-        in doc["ephemeral_to_loh"]
+    assert {"from": "0x" + young, "from_type": g["youngType"], "to": "0x" + loh, "to_type": "System.Object[]",
+            "from_csharp_type": g["youngType"], "to_csharp_type": "System.Object[]"} in doc["ephemeral_to_loh"]
 
 
 # -- clrmodules -------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
-from sosext.clr.typenames import csharp_name
 from test_parity import HOSTS, Case, h, host  # noqa: F401 - host is a fixture
 
 pytestmark = pytest.mark.slow
@@ -359,8 +358,8 @@ def test_dictionaries_found_by_dumpheap_then_dumped(case: ScriptCase, host: str)
              "structValues": f"{CD}<System.Int32, DebuggeeHost.GcScriptsKey>"}
     rows = stat_rows(out(case, host, f"dumpheap -stat -type {CD}<"))
     for key, d in dicts.items():
-        # -type takes SOS's C# shape; the rows print the runtime's own name (List`1[[...]])
-        assert csharp_name(rows[h(d["mt"])][2]) == names[key], rows
+        # -type takes SOS's C# shape, and the rows print it, as ClrMD names types
+        assert rows[h(d["mt"])][2] == names[key], rows
         listed = re.findall(rf"^\s*({HEX})\s+({HEX})\s+\d+", out(case, host, f"dumpheap -mt {d['mt']}"), re.M)
         assert h(d["address"]) in {h(a) for a, m in listed if h(m) == h(d["mt"])}
 
@@ -411,6 +410,109 @@ def test_dcd_argument_errors(case: ScriptCase, host: str) -> None:
     assert "Missing ConcurrentDictionary address" in case.out(host, "dcd").text
     assert "Hexadecimal address expected" in case.out(host, "dcd abcdefgh").text
     assert "is not referencing an object" in case.out(host, "dcd 0000000000000001").text
+
+
+# -- ConcurrentDictionaries.script, played as SOS's test runner plays it ------------------------
+#
+# The `dcdscript` debuggee holds the script's five dictionaries under the script's own type names
+# (DotnetDumpCommands.Program+DumpSampleStruct …). Each host plays the script's steps: a step's
+# argument is the first group of the step's regular expression on the previous step's output
+# (SOS's <POUT>), found in that host's own output. The truth then checks what was found.
+
+HEXVAL = r"[A-Fa-f0-9]+(?:`[A-Fa-f0-9]+)?"  # SOS's <HEXVAL>
+DCD_STAT = f"dumpheap -stat -type {CD}<"
+# section: (the generic arguments the section's dumpheap -mt picks, what its dcd output must show)
+DCD_SECTIONS = {
+    "arrays": (r"System\.Int32, System\.String\[\]", ["2 items", "Key: 2"]),
+    "ints": (r"System\.Int32, System\.Int32",
+             ["3 items", r"Key: 0\s+Value: 1", r"Key: 31\s+Value: 17", r"Key: 1521482\s+Value: 512487"]),
+    "strings": (r"System\.String, System\.Boolean",
+                ["3 items", r'Key: "String true"\s+Value: True', r'Key: "String false"\s+Value: False',
+                 'Key: "' + "S" * 99 + r"\.\.\.\s+Value: False"]),
+    "structKeys": (r"DotnetDumpCommands\.Program\+DumpSampleStruct, DotnetDumpCommands\.Program\+DumpSampleClass",
+                   ["2 items", rf"Key: dumpvc {HEXVAL} {HEXVAL}\s+Value: null",
+                    rf"Key: dumpvc {HEXVAL} {HEXVAL}\s+Value: dumpobj {HEXVAL}"]),
+    "structValues": (r"System\.Int32, DotnetDumpCommands\.Program\+DumpSampleStruct",
+                     ["1 items", rf"Key: 0\s+Value: dumpvc {HEXVAL} {HEXVAL}"]),
+}
+# section: (command, the regular expression on dcd's output giving its argument, what it must show)
+DCD_FOLLOW = {
+    "arrays": ("dumparray", rf"Key: 1\s+Value: dumparray ({HEXVAL})",
+               [r"Name:\s+System\.String\[\]", "Number of elements 4"]),
+    "structKeys": ("dumpobj", rf"Value: dumpobj ({HEXVAL})",
+                   [r"Name:\s+DotnetDumpCommands\.Program\+DumpSampleClass", r"instance\s+0\s+<Value1>",
+                    r"instance\s+0000000000000000\s+<Value2>"]),
+    "structValues": ("dumpvc", rf"dumpvc ({HEXVAL} {HEXVAL})",
+                     [r"Name:\s+DotnetDumpCommands\.Program\+DumpSampleStruct", r"instance\s+12\s+IntValue",
+                      rf"instance\s+{HEXVAL}\s+StringValue", rf"instance\s+{HEXVAL}\s+Date"]),
+}
+DCD_ERRORS = {"dcd": "Missing ConcurrentDictionary address", "dcd abcdefgh": "Hexadecimal address expected",
+              "dcd 0000000000000001": "is not referencing an object"}
+
+
+def pout(pattern: str, text: str | None) -> str | None:
+    """SOS's <POUT>: the first group of ``pattern`` (multi-line) in the previous output."""
+    m = re.search(pattern, text, re.M) if text is not None else None
+    return m.group(1) if m else None
+
+
+def play_dcd(host_: str, **kw) -> dict:  # type: ignore[no-untyped-def]
+    """The script's steps in one host, a batch per step: {step: {section: (argument, output)}}."""
+    def batch(cmds: list[str]) -> list[str]:
+        return [o.text for o in drivers.run_in_host(host_, cmds, **kw)] if cmds else []
+
+    first = batch([*DCD_ERRORS, DCD_STAT])
+    played: dict = {"errors": dict(zip(DCD_ERRORS, first)), "stat": first[-1]}
+    mts = {k: pout(rf"^({HEXVAL}) .*{re.escape(CD)}<{args}>[^+]", first[-1]) for k, (args, _v) in DCD_SECTIONS.items()}
+    played["mt"] = {k: (a, t) for (k, a), t in zip(((k, a) for k, a in mts.items() if a),
+                                                   batch([f"dumpheap -mt {a}" for a in mts.values() if a]))}
+    addrs = {k: pout(rf"\n\s*({HEXVAL})\s+{HEXVAL}\s+\d+", t) for k, (_a, t) in played["mt"].items()}
+    played["dcd"] = {k: (a, t) for (k, a), t in zip(((k, a) for k, a in addrs.items() if a),
+                                                    batch([f"dcd {a}" for a in addrs.values() if a]))}
+    follow = {k: (cmd, pout(rx, played["dcd"].get(k, (None, None))[1])) for k, (cmd, rx, _v) in DCD_FOLLOW.items()}
+    follow = {k: v for k, v in follow.items() if v[1]}
+    played["follow"] = {k: (a, t) for (k, (_c, a)), t in zip(follow.items(), batch([f"{c} {a}" for c, a in follow.values()]))}
+    return played
+
+
+@pytest.fixture(scope="module", params=[("wks", "regions"), ("svr", "segments")], ids=lambda p: "-".join(p))
+def dcd_case(request, tmp_path_factory) -> Case:
+    drivers.require_dotnet_and_lldb()
+    tfm = request.config.getoption("--tfm")
+    gc, flavor = request.param
+    work = tmp_path_factory.mktemp(f"dcdscript-{gc}-{flavor}")
+    with Debuggee("dcdscript", gc=gc, gc_flavor=flavor, tfm=tfm, dll=build_debuggee(tfm), core_dir=work) as dbg:
+        c = Case(dbg.truth)
+        core = dbg.write_core("heap", work / "dcdscript.core")
+        exe = str(dbg.executable)
+        for live in (hst for hst in HOSTS if hst.endswith("-live")):
+            c.outputs[live] = play_dcd(live, pid=dbg.pid)
+    for hst in (hst for hst in HOSTS if not hst.endswith("-live")):
+        c.outputs[hst] = play_dcd(hst, core=core) if hst.startswith("cli") else play_dcd(hst, core=core, exe=exe)
+    core.unlink(missing_ok=True)
+    return c
+
+
+def test_concurrent_dictionaries_script(dcd_case: Case, host: str) -> None:
+    t, played = dcd_case.truth["dcdscript"], dcd_case.outputs[host]
+    for command, message in DCD_ERRORS.items():
+        assert message in played["errors"][command], played["errors"][command]
+    for key, (_args, shows) in DCD_SECTIONS.items():
+        # the row the section's regular expression picked is the dictionary's MethodTable …
+        assert key in played["mt"], f"{key}: no row of {DCD_STAT!r} matches:\n{played['stat']}"
+        assert h(played["mt"][key][0]) == h(t[key]["mt"]), played["stat"]
+        # … whose name is the one the debuggee composes from reflection
+        row = has(played["stat"], rf"^\s*0*{h(t[key]['mt']):x} +\d+ +\d+ (.+)$")
+        assert row.group(1) == t[key]["name"], row.group(0)
+        assert key in played["dcd"], played["mt"][key][1]
+        assert h(played["dcd"][key][0]) == h(t[key]["address"]), played["mt"][key][1]
+        for pattern in shows:
+            has(played["dcd"][key][1], pattern)
+    for key, (_cmd, _rx, shows) in DCD_FOLLOW.items():
+        assert key in played["follow"], played["dcd"][key][1]
+        for pattern in shows:
+            has(played["follow"][key][1], pattern)
+    assert h(played["follow"]["arrays"][0]) == h(t["arrayOne"])
 
 
 # -- DumpGen.script ----------------------------------------------------------------------------

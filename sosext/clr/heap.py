@@ -284,6 +284,10 @@ class ClrHeap:
         """The type name of the object at heap index position ``position``."""
         return self.types.name_of(self.index().method_table_at(position))
 
+    def csharp_type_name_at(self, position: int) -> str:
+        """The same in ClrMD's shape (``List<System.String>``), as SOS's managed commands print it."""
+        return self.types.csharp_name_of(self.index().method_table_at(position))
+
     def get_object(self, address: int) -> ClrObject:
         return ClrObject(self, address)
 

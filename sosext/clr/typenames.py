@@ -1,78 +1,125 @@
-"""Generic type names in C#'s shape, as ClrMD (and SOS's managed commands) print them.
+"""Type names in C#'s shape, as ClrMD's ``ClrType.Name`` (and so SOS's managed commands) print them.
 
 The runtime names a generic instantiation with arities and assembly-qualified arguments:
 ``System.Collections.Generic.List`1[[System.String, System.Private.CoreLib]]``; a nested type
 of a generic type takes its outer type's arguments first:
 ``AsyncTaskMethodBuilder`1+AsyncStateMachineBox`1[[System.Int32, ...],[C+<M>d__0, app]]``.
-SOS's managed commands print ``System.Collections.Generic.List<System.String>`` and
-``AsyncTaskMethodBuilder<System.Int32>+AsyncStateMachineBox<C+<M>d__0>``, and match type
-names in that shape.
+ClrMD (microsoft/clrmd, ``DacNameParser``) rewrites these to
+``System.Collections.Generic.List<System.String>`` and
+``AsyncTaskMethodBuilder<System.Int32>+AsyncStateMachineBox<C+<M>d__0>``:
+
+- each ```N`` arity suffix is dropped and the segment takes the next N arguments, ``<A, B>``;
+- an argument keeps its own array ranks and pointers (``Foo<System.Int32[], A*>``); the
+  instantiation's ranks follow the closing ``>`` (``List<A>[]``, ``Dictionary<K, V>+Entry[]``);
+- arguments may be bare (``Foo`2[T,U]``, as reflection-only and F# names have them): ``Foo<T, U>``,
+  and a bracketed list after a name with no arity (F#, obfuscators) is an argument list too;
+- arguments the name lacks become ``T1``, ``T2`` … of their segment (``Foo`2`` → ``Foo<T1, T2>``),
+  but only where the innermost segment is itself generic and nothing follows it;
+- a name it cannot read (a pointer or byref after an instantiation, too many arguments, a
+  stray bracket) is left exactly as it is, as ClrMD leaves it.
+
+tests/test_typenames.py holds this to ClrMD's own parse and to ClrMD's names on real cores.
 """
 from __future__ import annotations
 
 import re
 
 _ARITY = re.compile(r"`(\d+)$")
+_RANK = re.compile(r"\[,*\]")
+# Array ranks ([], [,], [,,] …) repeated: the only text ClrMD accepts after an argument list.
+_RANKS = re.compile(r"(?:\[,*\])*")
+
+
+class _Unreadable(ValueError):
+    """A name outside what the parser understands: the caller keeps the original."""
 
 
 def csharp_name(name: str) -> str:
-    """``name`` with generic arguments written C#-style; other names unchanged."""
+    """``name`` written as ClrMD writes it (``List<System.String>``); names it cannot read unchanged."""
+    if "`" not in name and "[" not in name:
+        return name  # the common case: nothing generic
     try:
-        return _convert(name)
-    except (ValueError, IndexError):
+        text, end = _type(name, 0, in_args=False)
+    except (_Unreadable, IndexError, ValueError):
         return name
+    return text if end == len(name) else name
 
 
-def _convert(name: str) -> str:
-    start = name.find("[[")
-    if start < 0:
-        return name
-    base = name[:start]
-    args, end = _args(name, start)
-    suffix = name[end:]  # array ranks of the instantiation itself, e.g. "[]"
-    parts = base.split("+")
+def _type(s: str, i: int, in_args: bool) -> tuple[str, int]:
+    """One type name starting at ``s[i]``: its C# text and the index just past it. Inside an
+    argument list the name stops at ``,`` or ``]``; ranks and pointers stay with the argument."""
+    j = i
+    while j < len(s) and s[j] not in "[],":
+        j += 1
+    base = s[i:j]
+    if not base:
+        raise _Unreadable(s)
+    segments = base.split("+")
+    marks = [_ARITY.search(seg) for seg in segments]
+    arities = [int(m.group(1)) if m else 0 for m in marks]
+    args: list[str] | None = None
+    if j < len(s) and s[j] == "[" and j + 1 < len(s) and s[j + 1] not in "],":
+        args, j = _arguments(s, j)
+        if not any(marks):  # F#'s and obfuscators' generics carry no arity: the list is the arity
+            arities[-1] = len(args)
+    suffix_end = _RANKS.match(s, j).end()
+    suffix = s[j:suffix_end]
+    if args is not None or in_args:
+        ranks = _RANK.findall(suffix)
+        if len(ranks) > 1:  # ClrMD writes a jagged array's every rank as "[]"
+            suffix = "[]" * len(ranks)
+    j = suffix_end
+    if not in_args and j != len(s):
+        raise _Unreadable(s)  # e.g. "List`1[[A, a]]*": ClrMD gives up there too
+    if args is None:
+        if not arities[-1] or suffix:
+            return base + suffix, j
+        args = []
+    if len(args) > sum(arities):
+        raise _Unreadable(s)
     out = []
     pos = 0
-    for part in parts:
-        m = _ARITY.search(part)
-        if m is None:
-            out.append(part)
+    for seg, mark, n in zip(segments, marks, arities):
+        stem = seg[:mark.start()] if mark else seg
+        if n == 0:
+            out.append(stem)
             continue
-        n = int(m.group(1))
         mine = args[pos:pos + n]
+        mine += [f"T{k + 1}" for k in range(len(mine), n)]
         pos += n
-        out.append(f"{part[:m.start()]}<{', '.join(mine)}>")
-    if pos != len(args):
-        raise ValueError("arity does not match the arguments")
-    return "+".join(out) + suffix
+        out.append(f"{stem}<{', '.join(mine)}>")
+    return "+".join(out) + suffix, j
 
 
-def _args(name: str, start: int) -> tuple[list[str], int]:
-    """The converted arguments of ``[[a, asm],[b, asm]]`` starting at ``start``, and the index
-    just past its closing bracket."""
-    assert name[start] == "["
-    i = start + 1
+def _arguments(s: str, i: int) -> tuple[list[str], int]:
+    """The arguments of ``[[A, asm],[B, asm]]`` or ``[A,B]`` at ``s[i]``, converted, and the
+    index just past the closing bracket."""
+    i += 1  # the list's '['
     args: list[str] = []
-    while name[i] == "[":
-        depth = 0
-        j = i
-        comma = -1
-        while True:
-            c = name[j]
-            if c == "[":
-                depth += 1
-            elif c == "]":
-                depth -= 1
-                if depth == 0:
-                    break
-            elif c == "," and depth == 1 and comma < 0:
-                comma = j
-            j += 1
-        inner = name[i + 1:comma if comma >= 0 else j]
-        args.append(_convert(inner.strip()))
-        i = j + 1
-        if name[i] == ",":
+    while True:
+        if s[i] == "[":  # assembly-qualified: [type, assembly]
+            text, i = _type(s, i + 1, in_args=True)
+            if s[i] == ",":
+                i = _assembly_end(s, i)
+            if s[i] != "]":
+                raise _Unreadable(s)
             i += 1
-    if name[i] != "]":
-        raise ValueError("unterminated argument list")
-    return args, i + 1
+        else:
+            text, i = _type(s, i, in_args=True)
+        args.append(text)
+        if s[i] == "]":
+            return args, i + 1
+        if s[i] != ",":
+            raise _Unreadable(s)
+        i += 1
+        if s[i] == " ":
+            i += 1
+
+
+def _assembly_end(s: str, i: int) -> int:
+    """Index of the ``]`` closing an argument whose assembly name starts at ``s[i]`` (a comma)."""
+    while s[i] != "]":
+        if s[i] == "[":
+            raise _Unreadable(s)
+        i += 1
+    return i

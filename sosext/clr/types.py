@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .typenames import csharp_name
+
 if TYPE_CHECKING:
     from ..dac.sos import SosDac
 
@@ -68,6 +70,7 @@ class TypeCache:
         self.free_mt = free_mt
         self._types: dict[int, ClrType | None] = {}
         self._names: dict[int, str] = {}
+        self._csharp: dict[int, str] = {}
 
     def get(self, mt: int) -> ClrType | None:
         """The type at ``mt``, or None when the DAC does not recognise a MethodTable there."""
@@ -104,6 +107,15 @@ class TypeCache:
             else:
                 name = self.dac.method_table_name(mt) or unknown_type_name(mt)
             self._names[mt] = name
+        return name
+
+    def csharp_name_of(self, mt: int) -> str:
+        """The type's name as ClrMD's ``ClrType.Name`` gives it (``List<System.String>``): what
+        SOS's managed commands (dumpheap, gcroot, objsize …) print. :meth:`name_of` is the
+        runtime's own name, which SOS's native commands (dumpobj, dumpmt …) print."""
+        name = self._csharp.get(mt)
+        if name is None:
+            name = self._csharp[mt] = csharp_name(self.name_of(mt))
         return name
 
     def names_known(self) -> dict[int, str]:

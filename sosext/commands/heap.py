@@ -13,7 +13,6 @@ from ..clr.index import HeapIndex
 from ..clr.loaderheaps import NativeHeapBlock, code_heaps, domain_heaps, domain_loader_allocator
 from ..clr.objects import string_text, thin_lock
 from ..clr.progress import polled
-from ..clr.typenames import csharp_name
 from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
@@ -96,7 +95,7 @@ def select_objects(heap: ClrHeap, ix: HeapIndex, *, heap_no: int | None = None, 
         # SOS's managed dumpheap matches C#-shaped generic names (ConcurrentDictionary<System.Int32, ...>);
         # the runtime's own form (ConcurrentDictionary`2[[System.Int32, ...]]) matches too.
         ids = [i for i, m in enumerate(ix.method_tables.tolist())
-               if type_substring in (name := heap.types.name_of(m)) or type_substring in csharp_name(name)]
+               if type_substring in heap.types.name_of(m) or type_substring in heap.types.csharp_name_of(m)]
         mask &= ix.mask_type_ids(ids)
     if mt is not None:
         mask &= ix.mask_method_tables([mt])
@@ -116,16 +115,18 @@ def type_stats(heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, by_count: bool = 
 
 
 def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, int]]) -> None:
-    names = [heap.types.name_of(mt) for mt, _c, _t in stats]
+    """SOS's managed statistics table (dumpheap, dumpgen, objsize, finalizequeue …): names as
+    ClrMD gives them; the JSON keeps the runtime's name in "name" and ClrMD's in "csharp_name"."""
     t = Table(Column(16, True, fmt_pointer), Integer(), Integer(), TypeName())
     # An empty table keeps SOS's 12-wide MT title: "          MT Count TotalSize Class Name".
     t.fit(0, (mt for mt, _c, _t in stats), minimum=0 if stats else 12)
     t.fit(1, (c for _m, c, _t in stats)).fit(2, (tt for _m, _c, tt in stats))
     ctx.out.line("Statistics:")
-    rows = ctx.out.table("types", t, ("mt", "count", "total_size", "name"))
+    rows = ctx.out.table("types", t, ("mt", "count", "total_size", "name", "csharp_name"))
     rows.header("MT", "Count", "TotalSize", "Class Name")
-    for (mt, c, tot), name in zip(stats, names):
-        rows.row(Address(mt), c, tot, name)
+    for mt, c, tot in stats:
+        shown = heap.types.csharp_name_of(mt)
+        rows.row(Address(mt), c, tot, shown, data=(Address(mt), c, tot, heap.types.name_of(mt), shown))
     objects, size = sum(c for _m, c, _t in stats), sum(tt for _m, _c, tt in stats)
     ctx.out.field("total_objects", objects)
     ctx.out.field("total_size", size, f"Total {fmt_count(objects)} objects, {fmt_count(size)} bytes")
@@ -140,11 +141,12 @@ def write_retained_stats(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask
     if not by_count:
         order = {mt: k for k, (mt, _c, _t) in enumerate(stats)}
         stats.sort(key=lambda s: (held.get(ix.type_id(s[0]), 0), order[s[0]]))
-    rows = [(mt, c, tot, held.get(ix.type_id(mt), 0), heap.types.name_of(mt)) for mt, c, tot in stats]
+    rows = [(mt, c, tot, held.get(ix.type_id(mt), 0), heap.types.csharp_name_of(mt)) for mt, c, tot in stats]
     if as_json:
         emit_json(ctx.out, {"command": "dumpheap",
                             "types": [{"mt": f"0x{mt:x}", "count": c, "total_size": tot, "retained_size": ret,
-                                       "name": name} for mt, c, tot, ret, name in rows],
+                                       "name": heap.types.name_of(mt), "csharp_name": name}
+                                      for mt, c, tot, ret, name in rows],
                             "total_objects": sum(r[1] for r in rows), "total_size": sum(r[2] for r in rows)})
         return
     t = Table(Column(16, True, fmt_pointer), Integer(), Integer(), Integer(), TypeName())
@@ -296,12 +298,13 @@ Rows are then sorted by it (-bycount still sorts by count)."""
             ctx.out.line()
             ctx.out.line("Fragmented blocks larger than 0.5 MB:")
             t = ctx.out.table("fragmented", Table(Pointer(), Integer(), Pointer(), TypeName()),
-                              ("address", "size", "next", "next_type"))
+                              ("address", "size", "next", "next_type", "next_csharp_type"))
             t.header("Address", "Size", "Followed By")
             for b in stats.free_blocks:
-                name = heap.types.name_of(b.next_method_table)
+                name = heap.types.csharp_name_of(b.next_method_table)
                 t.row(b.address, b.size, b.next_address, name,
-                      data=(Address(b.address), b.size, Address(b.next_address), name))
+                      data=(Address(b.address), b.size, Address(b.next_address),
+                            heap.types.name_of(b.next_method_table), name))
         write_corruption(ctx, stats.errors)
         biggest = [mt for mt, _c, _t in rows if mt != heap.free_mt]
         if next_step and biggest:  # SOS's way on: the objects of the top type, then a root chain
@@ -343,8 +346,8 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         stats = type_stats(heap, ix, mask, args.bycount)
         doc = {
             "command": "dumpheap",
-            "types": [{"mt": f"0x{mt:x}", "count": c, "total_size": tot, "name": heap.types.name_of(mt)}
-                      for mt, c, tot in stats],
+            "types": [{"mt": f"0x{mt:x}", "count": c, "total_size": tot, "name": heap.types.name_of(mt),
+                       "csharp_name": heap.types.csharp_name_of(mt)} for mt, c, tot in stats],
             "total_objects": sum(c for _m, c, _t in stats),
             "total_size": sum(tot for _m, _c, tot in stats),
         }

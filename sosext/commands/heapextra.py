@@ -7,6 +7,8 @@ Each asks the model (the heap index, the reference graph, roots) and prints SOS'
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..clr.addresses import classifier
@@ -16,6 +18,7 @@ from ..clr.gcroot import PathFinder
 from ..clr.heapqueries import (cross_generation_references, exception_positions, live_without_finalizer_queue,
                                pointers_in, references_to_ephemeral, runtime_type_objects)
 from ..clr.segments import GENERATION_NAMES, Generation
+from ..clr.typenames import csharp_name
 from ..errors import SosError, UsageError
 from ..render.bordered import BorderedTable
 from ..render.numbers import p16
@@ -80,13 +83,14 @@ Examples:
         positions = exception_positions(heap, mask)
         if args.type:
             want = args.type.lower()
-            positions = np.array([p for p in positions.tolist() if want in heap.type_name_at(p).lower()],
+            positions = np.array([p for p in positions.tolist() if want in heap.type_name_at(p).lower()
+                                  or want in heap.csharp_type_name_at(p).lower()],
                                  dtype=np.int64)
         if args.live != args.dead and len(positions):
             live = heap.live(ctx.progress)[positions]
             positions = positions[live if args.live else ~live]
         t = Table(Pointer(), Pointer(), TypeName())
-        rows = ctx.out.table("exceptions", None, ("address", "mt", "type", "message", "stack_frame"))
+        rows = ctx.out.table("exceptions", None, ("address", "mt", "type", "message", "stack_frame", "csharp_type"))
         if not ctx.out.structured:
             ctx.out.line(t.header("Address", "MethodTable", "Message", "Name"))
         for p in positions.tolist():
@@ -97,9 +101,10 @@ Examples:
                 frame = info.frames[0].method_name if info.frames else None
             except SosError as e:  # a damaged exception object: its row says so, the list goes on
                 mt, name, message, frame = ix.method_table_at(p), heap.type_name_at(p), f"<{e}>", None
-            rows.row(data=(Address(address), Address(mt), name, message, frame))
+            shown = csharp_name(name)  # SOS's managed dumpexceptions prints ClrMD's names
+            rows.row(data=(Address(address), Address(mt), name, message, frame, shown))
             if not ctx.out.structured:
-                ctx.out.line(t.row(address, mt, name))
+                ctx.out.line(t.row(address, mt, shown))
                 ctx.out.line(f"        Message: {message if message is not None else '<null>'}")
                 if frame is not None:
                     ctx.out.line(f"        StackFrame: {frame}")
@@ -177,9 +182,9 @@ Example:
         if data is None or data.object_type == OBJ_FREE:
             raise SosError("Unable to walk object references, invalid object.")
         if ctx.out.structured:
-            rows = ctx.out.table("refs", None, ("field", "offset", "object", "type"))
+            rows = ctx.out.table("refs", None, ("field", "offset", "object", "type", "csharp_type"))
             for name, off, ref in gc_ref_rows(ctx, address, data):
-                rows.row(data=(name, off, Address(ref), referenced_type(ctx, ref)))
+                rows.row(data=(name, off, Address(ref), referenced_type(ctx, ref), referenced_type(ctx, ref, csharp=True)))
             return
         ctx.out.lines(gc_ref_lines(ctx, address, data))
 
@@ -210,16 +215,16 @@ Example:
             return
         domains = _module_domains(ctx)
         rows = ctx.out.table("runtime_types", Table(Pointer(), Pointer(), Pointer(), TypeName()),
-                             ("address", "domain", "mt", "name"))
+                             ("address", "domain", "mt", "name", "csharp_name"))
         rows.header("Address", "Domain", "MT", "Type Name")
         for r in found:
             if r.method_table:
-                name = heap.types.name_of(r.method_table)
+                name, shown = heap.types.name_of(r.method_table), heap.types.csharp_name_of(r.method_table)
             else:
-                name = f"typehandle: {r.handle:x} (SOS does not support resolving typehandle names.)"
+                name = shown = f"typehandle: {r.handle:x} (SOS does not support resolving typehandle names.)"
             domain = domains.get(r.module) if r.module else None
-            rows.row(r.address, domain, r.handle, name,
-                     data=(Address(r.address), Address(domain) if domain else None, Address(r.handle), name))
+            rows.row(r.address, domain, r.handle, shown,
+                     data=(Address(r.address), Address(domain) if domain else None, Address(r.handle), name, shown))
 
 
 def _module_domains(ctx: CommandContext) -> dict[int, int]:
@@ -265,8 +270,8 @@ Example:
             return
         chain, via = found
         ix = heap.index()
-        ctx.out.field("chain", [{"address": f"0x{int(ix.addresses[i]):x}", "type": heap.type_name_at(i)}
-                                for i in chain])
+        ctx.out.field("chain", [{"address": f"0x{int(ix.addresses[i]):x}", "type": heap.type_name_at(i),
+                                 "csharp_type": heap.csharp_type_name_at(i)} for i in chain])
         ctx.out.lines(object_chain_lines(heap, chain, via))
 
 
@@ -374,7 +379,7 @@ Example:
         t = Table(Pointer(), Pointer(), Integer(), Column(11, False, str), Column(11, False, str), Integer(),
                   Integer(), TypeName())
         rows = ctx.out.table("references", None, ("object", "mt", "size", "generation", "referenced_generation",
-                                                  "count", "referenced_size", "type"))
+                                                  "count", "referenced_size", "type", "csharp_type"))
         last = None
         for r in found:
             key = (r.generation, r.referenced_generation)
@@ -388,11 +393,11 @@ Example:
                                       "Type"))
             last = key
             address, mt = int(ix.addresses[r.position]), ix.method_table_at(r.position)
-            name = heap.types.name_of(mt)
+            name = heap.types.csharp_name_of(mt)
             cells = (address, mt, ix.size_of(r.position), _GEN_ENUM[r.generation],
                      _GEN_ENUM[r.referenced_generation], r.count, r.size, name)
             rows.row(*cells, data=(Address(address), Address(mt), cells[2], r.generation.label,
-                                   r.referenced_generation.label, r.count, r.size, name))
+                                   r.referenced_generation.label, r.count, r.size, heap.types.name_of(mt), name))
             if not ctx.out.structured:
                 ctx.out.line(t.row(*cells))
         ctx.out.line()
@@ -443,14 +448,14 @@ Example:
             for a, b, c in chains:
                 cells = []
                 for p in (a, b, c):
-                    cells += [int(ix.addresses[p]), heap.type_name_at(p)]
+                    cells += [int(ix.addresses[p]), heap.csharp_type_name_at(p)]
                 rows.row(*cells, data=(Address(cells[0]), Address(cells[2]), Address(cells[4])))
             ctx.out.line()
 
     @staticmethod
     def _section(ctx: CommandContext, key: str, pairs: list[tuple[int, int]], none: str, title: str) -> None:
         rows = ctx.out.table(key, Table(Pointer(), TypeName(64), Pointer(), TypeName()),
-                             ("from", "from_type", "to", "to_type"))
+                             ("from", "from_type", "to", "to_type", "from_csharp_type", "to_csharp_type"))
         if not pairs:
             ctx.out.line(none)
             return
@@ -461,8 +466,8 @@ Example:
         rows.header("Ephemeral", "Ephemeral Type", "Large Object", "Large Object Type")
         for a, b in pairs:
             fa, fb = int(ix.addresses[a]), int(ix.addresses[b])
-            ta, tb = heap.type_name_at(a), heap.type_name_at(b)
-            rows.row(fa, ta, fb, tb, data=(Address(fa), ta, Address(fb), tb))
+            ta, tb = heap.csharp_type_name_at(a), heap.csharp_type_name_at(b)
+            rows.row(fa, ta, fb, tb, data=(Address(fa), heap.type_name_at(a), Address(fb), heap.type_name_at(b), ta, tb))
         ctx.out.line()
 
 
@@ -479,9 +484,20 @@ def _banner(text: str, fill: str = "=") -> str:
 
 
 def _collapse_generics(name: str) -> str:
-    """``List<Foo<Bar>>`` → ``List<>``: SOS groups generic instantiations together."""
-    i = name.find("<")
-    return name if i < 0 else name[:i] + "<>"
+    """``Dictionary<K, List<V>>+Entry[]`` → ``Dictionary<...>+Entry[]``: SOS groups generic
+    instantiations together; a compiler's ``<>`` (``C+<>c``) stays as it is."""
+    out: list[str] = []
+    nest = 0
+    for i, c in enumerate(name):
+        if c == "<":
+            if nest == 0:
+                out.append("<>" if name[i + 1:i + 2] == ">" else "<...>")
+            nest += 1
+        elif c == ">":
+            nest -= 1
+        elif nest <= 0:
+            out.append(c)
+    return "".join(out)
 
 
 @register
@@ -516,14 +532,15 @@ Example:
         ctx.out.line("Walking GC heap to find pointers...")
         found = heap_pointers_into(heap, targets)
         ctx.out.line("Resolving object names...")
-        rows = ctx.out.table("pointers", None, ("kind", "pointer", "object", "type", "slot"))
+        rows = ctx.out.table("pointers", None, ("kind", "pointer", "object", "type", "slot", "csharp_type"))
+        shown = heap.csharp_type_name_at  # SOS's managed gctonative prints ClrMD's names
         for kind in args.kinds:
             mine = [p for p in found if p.region.name.lower() == kind.lower()]
             ctx.out.line(_banner(f" {kind} Regions "))
             ctx.out.line()
             for p in mine:
                 rows.row(data=(p.region.name, Address(p.pointer), Address(int(ix.addresses[p.position])),
-                               heap.type_name_at(p.position), Address(p.slot)))
+                               heap.type_name_at(p.position), Address(p.slot), shown(p.position)))
             if not mine:
                 ctx.out.line(f"No GC heap pointers to '{kind}' regions.")
                 continue
@@ -531,15 +548,15 @@ Example:
                 continue
             if args.a:
                 ctx.out.line("All memory pointers:")
-                t = BorderedTable(Pointer(), Pointer(), TypeName(max(len(heap.type_name_at(p.position)) for p in mine)))
+                t = BorderedTable(Pointer(), Pointer(), TypeName(max(len(shown(p.position)) for p in mine)))
                 ctx.out.lines(t.header("Pointer", "Object", "Type"))
-                ctx.out.lines(t.row(p.pointer, int(ix.addresses[p.position]), heap.type_name_at(p.position))
+                ctx.out.lines(t.row(p.pointer, int(ix.addresses[p.position]), shown(p.position))
                               for p in mine)
                 ctx.out.line(t.rule())
                 ctx.out.line()
             groups: dict[str, list[int]] = {}
             for p in mine:
-                groups.setdefault(_collapse_generics(heap.type_name_at(p.position)), []).append(p.pointer)
+                groups.setdefault(_collapse_generics(shown(p.position)), []).append(p.pointer)
             ctx.out.line("Other memory pointer summary:")
             order = sorted(groups.items(), key=lambda kv: -len(kv[1]))
             t = BorderedTable(TypeName(max(len(n) for n in groups)), Integer(), Pointer())
@@ -577,7 +594,8 @@ Example:
         everything = RegionIndex(regions)
         ctx.out.line("Scanning for pinned objects...")
         pinned = None if args.a else pinned_positions(heap)
-        rows = ctx.out.table("pointers", None, ("kind", "region", "to", "name", "unique", "count", "rnd_ptr"))
+        rows = ctx.out.table("pointers", None, ("kind", "region", "to", "name", "unique", "count", "rnd_ptr",
+                                                "csharp_name"))
         for kind in args.kinds:
             mine = sorted((r for r in regions if r.name.lower() == kind.lower()), key=lambda r: r.start)
             if not mine:
@@ -617,7 +635,8 @@ Example:
                 items = sorted(groups.items(), key=lambda kv: -len(kv[1]))
                 if found.gc_other and pinned_only:
                     items.insert(0, ("[Pointers to non-pinned objects]", found.gc_other))
-                _pointer_table(ctx, rows, kind, where, "gc", "Type", items, most_common)
+                # grouped by the runtime's name (the JSON's "name"), shown as SOS's managed command shows it
+                _pointer_table(ctx, rows, kind, where, "gc", "Type", items, most_common, csharp_name)
         if found.other:
             ctx.out.line()
             ctx.out.line("Other pointers:")
@@ -626,14 +645,15 @@ Example:
 
 
 def _pointer_table(ctx: CommandContext, rows, kind: str, where: str, to: str, title: str,  # type: ignore[no-untyped-def]
-                   items: list[tuple[str, list[int]]], most_common) -> None:
-    t = BorderedTable(TypeName(min(80, max(len(n) for n, _p in items))), Integer(), Integer(), Pointer())
+                   items: list[tuple[str, list[int]]], most_common,
+                   shown: Callable[[str], str] = str) -> None:
+    t = BorderedTable(TypeName(min(80, max(len(shown(n)) for n, _p in items))), Integer(), Integer(), Pointer())
     if not ctx.out.structured:
         ctx.out.lines(t.header(title, "Unique", "Count", "RndPtr"))
     for name, ptrs in items:
         unique, rnd = len(set(ptrs)), most_common(ptrs)
-        rows.row(data=(kind, where, to, name, unique, len(ptrs), Address(rnd)))
+        rows.row(data=(kind, where, to, name, unique, len(ptrs), Address(rnd), shown(name)))
         if not ctx.out.structured:
-            ctx.out.line(t.row(name, unique, len(ptrs), rnd))
+            ctx.out.line(t.row(shown(name), unique, len(ptrs), rnd))
     if not ctx.out.structured:
         ctx.out.lines(t.footer("TOTALS", sum(len(set(p)) for _n, p in items), sum(len(p) for _n, p in items), None))

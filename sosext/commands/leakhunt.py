@@ -17,6 +17,7 @@ from ..clr.progress import polled
 from ..clr.segments import Generation, SegmentKind
 from ..clr.syncblocks import ORPHANED, sync_block_table
 from ..clr.timers import INFINITE, ClrTimer, read_timers
+from ..clr.typenames import csharp_name
 from ..clr.values import round_trip
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
@@ -40,6 +41,7 @@ class GenTypeRow:
     count: int
     total_size: int
     name: str
+    csharp_name: str  # ClrMD's form, which SOS's managed dumpgen prints
 
 
 @register
@@ -84,20 +86,22 @@ Examples:
             return
         if args.type is not None:
             wanted = args.type.lower()
-            ids = [i for i, m in enumerate(ix.method_tables.tolist()) if wanted in heap.types.name_of(m).lower()]
+            ids = [i for i, m in enumerate(ix.method_tables.tolist())
+                   if wanted in heap.types.name_of(m).lower() or wanted in heap.types.csharp_name_of(m).lower()]
             mask &= ix.mask_type_ids(ids)
         rows = gen_stats(heap, ix, mask)
         if args.json:
             emit_json(ctx.out, {"command": "dumpgen", "generation": gen.name.lower(),
                                 "types": [{"mt": f"0x{r.method_table:x}", "count": r.count,
-                                           "total_size": r.total_size, "name": r.name} for r in rows],
+                                           "total_size": r.total_size, "name": r.name,
+                                           "csharp_name": r.csharp_name} for r in rows],
                                 "total_objects": sum(r.count for r in rows)})
             return
         out = ctx.out
         out.line("Statistics:")
         out.line("              MT    Count    TotalSize Class Name")
         for r in rows:
-            out.line(f"{r.method_table:016x} {r.count:8} {r.total_size:12} {escape(r.name)}")
+            out.line(f"{r.method_table:016x} {r.count:8} {r.total_size:12} {escape(r.csharp_name)}")
         out.line(f"Total {sum(r.count for r in rows)} objects")
         out.line()
 
@@ -123,8 +127,9 @@ def gen_stats(heap: ClrHeap, ix, mask: np.ndarray) -> list[GenTypeRow]:
     counts, totals, first = ix.type_totals(mask)
     present = np.flatnonzero(counts)
     order = sorted(present.tolist(), key=lambda i: (int(totals[i]), int(first[i])))
-    return [GenTypeRow(int(ix.method_tables[i]), int(counts[i]), int(totals[i]),
-                       heap.types.name_of(int(ix.method_tables[i]))) for i in order]
+    mts = [int(ix.method_tables[i]) for i in order]
+    return [GenTypeRow(mt, int(counts[i]), int(totals[i]), heap.types.name_of(mt), heap.types.csharp_name_of(mt))
+            for i, mt in zip(order, mts)]
 
 
 # -- sizestats --------------------------------------------------------------------------------
@@ -214,13 +219,13 @@ def _period_text(period: int) -> str:
 def timer_line(t: ClrTimer) -> str:
     kind = "" if t.is_short is None else f"({'S' if t.is_short else 'L'}) "
     return (f"{kind}0x{t.address:016X} @{t.due_time:>8} ms every {_period_text(t.period):>8} ms |  "
-            f"{t.state:016X} ({escape(t.state_type)}) -> {escape(t.callback)}")
+            f"{t.state:016X} ({escape(csharp_name(t.state_type))}) -> {escape(t.callback)}")
 
 
 def timer_key(t: ClrTimer) -> str:
     kind = "" if t.is_short is None else f"({'S' if t.is_short else 'L'}) "
     return (f"{kind}@{t.due_time:>8} ms every {_period_text(t.period):>8} ms | "
-            f"{t.state:016X} ({escape(t.state_type)}) -> {escape(t.callback)}")
+            f"{t.state:016X} ({escape(csharp_name(t.state_type))}) -> {escape(t.callback)}")
 
 
 @register
@@ -393,16 +398,17 @@ Example:
         heap = ctx.heap
         if heap.index(ctx.progress).find(addr) is None:
             raise SosError(f"{args.address} is not referencing an object...")  # as typed, as SOS does
-        name = heap.types.name_of(method_table_of(ctx.runtime.target, addr) or 0)
+        mt = method_table_of(ctx.runtime.target, addr) or 0
+        name, shown = heap.types.name_of(mt), heap.types.csharp_name_of(mt)  # SOS's dcd prints ClrMD's name
         if not name.startswith(DICTIONARY_PREFIXES):
-            raise SosError(f"{args.address} is not a ConcurrentDictionary but an instance of {escape(name)}...")
+            raise SosError(f"{args.address} is not a ConcurrentDictionary but an instance of {escape(shown)}...")
         items = [(value_text(i.key), value_text(i.value)) for i in read_concurrent_dictionary(ctx.runtime, addr)]
         if args.json:
             emit_json(ctx.out, {"command": "dumpconcurrentdictionary", "address": f"0x{addr:x}", "type": name,
-                                "items": [{"key": k, "value": v} for k, v in items]})
+                                "csharp_type": shown, "items": [{"key": k, "value": v} for k, v in items]})
             return
         out = ctx.out
-        out.line(escape(name))
+        out.line(escape(shown))
         for k, v in items:
             out.line("    -----")
             out.line(f"      Key: {escape(_truncate(k))}")
@@ -572,7 +578,6 @@ Examples:
     @staticmethod
     def _fields(ctx: CommandContext, o, depth: int) -> None:  # type: ignore[no-untyped-def]
         """SOS's field table of a frame: the state machine's fields (or the task's)."""
-        from ..clr.typenames import csharp_name
         rt = ctx.runtime
         if o.state_machine_mt:
             where, mt, value_class = o.state_machine, o.state_machine_mt, o.state_machine_is_struct
@@ -586,7 +591,7 @@ Examples:
                 continue  # SOS skips fields whose type it cannot load
             at = f.address_in(where, value_class)
             shown = rt.target.read_pointer(at) if f.is_reference else at
-            tname = _cut_front(csharp_name(ctx.heap.types.name_of(f.type_mt)), 32)
+            tname = _cut_front(ctx.heap.types.csharp_name_of(f.type_mt), 32)
             value = _cut_front(_field_display(ctx, f, at), 16)
             out.line(f"{tab}{shown:016x} {f.type_mt:016x} {escape(tname):<32} {escape(value):>16} {escape(f.name)}")
 
@@ -643,7 +648,6 @@ Examples:
         awaiter field holding something), or "" when it cannot tell."""
         from ..clr.asyncstacks import is_completed
         from ..clr.instances import ObjectReader
-        from ..clr.typenames import csharp_name
         if not top.is_state_machine or top.await_state < 0 or is_completed(top.flags) or not top.state_machine_mt:
             return ""
         rt = ctx.runtime
@@ -657,14 +661,14 @@ Examples:
                 if not obj or not ObjectReader(rt).is_object(obj):
                     continue
                 omt = method_table_of(rt.target, obj) or 0
-                return f"<< Awaiting: {obj:016x} {omt:016x} {escape(csharp_name(ctx.heap.types.name_of(omt)))} >>"
+                return f"<< Awaiting: {obj:016x} {omt:016x} {escape(ctx.heap.types.csharp_name_of(omt))} >>"
             if f.is_struct and f.type_mt:
                 t = ctx.heap.types.get(f.type_mt)
                 size = (t.base_size - 16) if t is not None else 0
                 if len(fields) > 1 and size > 0 and not any(bytes(rt.target.read_partial(where, size))):
                     continue  # the compiler clears an awaiter field once done with it
                 return (f"<< Awaiting: {where:016x} {f.type_mt:016x} "
-                        f"{escape(csharp_name(ctx.heap.types.name_of(f.type_mt)))} >>")
+                        f"{escape(ctx.heap.types.csharp_name_of(f.type_mt))} >>")
         return ""
 
     @staticmethod
@@ -755,8 +759,7 @@ def _field_display(ctx: CommandContext, f, at: int) -> str:  # type: ignore[no-u
             from ..clr.instances import ObjectReader
             return f'"{ObjectReader(rt).string(v, 64)}"'
         if et == ET.SZARRAY:
-            from ..clr.typenames import csharp_name
-            name = csharp_name(ctx.heap.types.name_of(mt))
+            name = ctx.heap.types.csharp_name_of(mt)
             return f"{name[:-2] if name.endswith('[]') else name}[{rt.target.read_u32(v + 8)}]"
         return f"{v:016x}"
     if isinstance(v, (int, float)):
@@ -900,16 +903,17 @@ Example:
         heap = ctx.heap
         if heap.index(ctx.progress).find(addr) is None:
             raise SosError(f"{args.address} is not referencing an object...")
-        name = heap.types.name_of(method_table_of(ctx.runtime.target, addr) or 0)
+        mt = method_table_of(ctx.runtime.target, addr) or 0
+        name, shown = heap.types.name_of(mt), heap.types.csharp_name_of(mt)  # SOS's dcq prints ClrMD's name
         if not name.startswith(QUEUE_PREFIXES):
-            raise SosError(f"{args.address} is not a ConcurrentQueue but an instance of {escape(name)}...")
+            raise SosError(f"{args.address} is not a ConcurrentQueue but an instance of {escape(shown)}...")
         items = [value_text(v) for v in read_concurrent_queue(ctx.runtime, addr)]
         if args.json:
             emit_json(ctx.out, {"command": "dumpconcurrentqueue", "address": f"0x{addr:x}", "type": name,
-                                "items": items})
+                                "csharp_type": shown, "items": items})
             return
         out = ctx.out
-        out.line(escape(name))
+        out.line(escape(shown))
         for i, v in enumerate(items, 1):
             out.line(f"{i:4} - {escape(v)}")
         out.line("---------------------------------------------")

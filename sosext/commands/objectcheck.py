@@ -118,7 +118,7 @@ Example:
                     consistent = False
                     ctx.out.line(f"Expected to find next object at {printed_end:x}, instead found it at {start:x}.")
             size = ix.size_of(pos)
-            self._row(ctx, which, fmt_pointer(start), _size_text(size), heap.types.name_of(ix.method_table_at(pos)))
+            self._row(ctx, which, fmt_pointer(start), _size_text(size), heap.csharp_type_name_at(pos))
             printed_end = start + ((size + 7) & ~7)
         if rows and rows[-1][0] != "Next:":
             last = int(ix.addresses[rows[-1][1]])

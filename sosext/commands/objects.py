@@ -376,7 +376,7 @@ def _field_path(fields, instance: list[ClrField], offset: int, depth: int = 0) -
 
 
 def gc_ref_lines(ctx: CommandContext, address: int, data: ObjectData) -> list[str]:
-    """The C# dumpobjgcrefs table that ``dumpobj -refs`` appends."""
+    """The C# dumpobjgcrefs table that ``dumpobj -refs`` appends (so ClrMD's type names)."""
     rows = gc_ref_rows(ctx, address, data)
     if not rows:
         return ["GC Refs: none"]
@@ -387,17 +387,20 @@ def gc_ref_lines(ctx: CommandContext, address: int, data: ObjectData) -> list[st
     t.fit(0, names).fit(1, (r[1] for r in rows))
     out = ["GC Refs:", t.header("Field", "Offset", "Object", "Type")]
     for name, off, ref in rows:
-        out.append(t.row(name, off, ref, referenced_type(ctx, ref)))
+        out.append(t.row(name, off, ref, referenced_type(ctx, ref, csharp=True)))
     return out
 
 
-def referenced_type(ctx: CommandContext, ref: int) -> str:
-    """The type name of the object a reference points to ("Unknown" for a wild one)."""
+def referenced_type(ctx: CommandContext, ref: int, csharp: bool = False) -> str:
+    """The type name of the object a reference points to ("Unknown" for a wild one): the
+    runtime's, or ClrMD's (what SOS's C# dumpobjgcrefs prints)."""
     mt = method_table_of(ctx.runtime.target, ref)
     if mt is None:
         return "Unknown"
     t = ctx.heap.types.get(mt) if classifier(ctx.runtime).is_method_table(mt) else None
-    return t.name if t is not None else "Unknown"
+    if t is None:
+        return "Unknown"
+    return ctx.heap.types.csharp_name_of(mt) if csharp else t.name
 
 
 def object_json(ctx: CommandContext, address: int, data: ObjectData) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def _chain_rows(heap: ClrHeap, addresses: tuple[int, ...], method_tables: tuple[
         extra = "(dependent handle)" if k > 0 and via_dependent[k - 1] else ""
         if k == 1 and static:
             extra = f"(static variable: {static})"
-        out.append(t.row("->", addr, heap.types.name_of(mt), extra))
+        out.append(t.row("->", addr, heap.types.csharp_name_of(mt), extra))  # SOS's managed gcroot: ClrMD's names
     return out
 
 
@@ -214,7 +214,7 @@ says so in one line."""
         if r.kind is RootKind.STACK:
             root.update(thread=os_thread_id(r.thread_os_id), register=r.register or None,
                         method=None if r.source_is_frame else method_name_at(heap, r.source))
-        chain = [{"address": f"0x{a:x}", "type": heap.types.name_of(mt)}
+        chain = [{"address": f"0x{a:x}", "type": heap.types.name_of(mt), "csharp_type": heap.types.csharp_name_of(mt)}
                  for a, mt in zip(p.addresses, p.method_tables)]
         static = chain_static_of(heap, p)
         if static:
@@ -252,12 +252,13 @@ Examples:
         if args.mt is not None:
             starts = np.nonzero(ix.mask_method_tables([args.mt]))[0]
             t = heap.types.get(args.mt)
-            header = f"Objects which ({t.name if t else '<unknown type>'}) transitively keep alive:"
+            header = (f"Objects which ({heap.types.csharp_name_of(args.mt) if t else '<unknown type>'}) "
+                      "transitively keep alive:")
         else:
             address = parse_object_address(args.address)
             i = require_object(heap, address)
             starts = np.array([i])
-            header = f"Objects which {address:x} ({heap.type_name_at(i)}) " \
+            header = f"Objects which {address:x} ({heap.csharp_type_name_at(i)}) " \
                      "transitively keep alive:"
         order = retained_set(heap, starts)
         if args.short:
@@ -466,13 +467,14 @@ Examples:
         # numbered as clrstack does
         ctx.out.field("os_thread_id", tid, f"OS Thread Id: {os_thread_id(tid)} ({index_of.get(tid, 0)})")
         t = ctx.out.table("objects", Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{fmt_pointer(int(v))}"),
-                                           Pointer(), TypeName()), ("location", "object", "name"))
+                                           Pointer(), TypeName()), ("location", "object", "name", "csharp_name"))
         t.header("SP/REG", "Object", "Name")
-        name_of = lambda i: heap.type_name_at(i)  # noqa: E731
+        name_of = heap.type_name_at
+        shown = heap.csharp_type_name_at  # SOS's managed dumpstackobjects prints ClrMD's names
         for reg in sorted(regs):
             i = ix.find(regs[reg])
             if i is not None and reg not in ("rip", "pc"):
-                t.row(reg, regs[reg], name_of(i), data=(reg, Address(regs[reg]), name_of(i)))
+                t.row(reg, regs[reg], shown(i), data=(reg, Address(regs[reg]), name_of(i), shown(i)))
         top = _stack_top(heap, tid, sp)
         data = target.read_partial(sp, top - sp) if top > sp else b""
         n = len(data) // 8
@@ -481,8 +483,8 @@ Examples:
         pos[pos >= len(ix.addresses)] = 0
         hits = np.nonzero(ix.addresses[pos] == words)[0] if len(words) else []
         for k in polled(hits):
-            t.row(sp + 8 * int(k), int(words[k]), name_of(int(pos[k])),
-                  data=(Address(sp + 8 * int(k)), Address(int(words[k])), name_of(int(pos[k]))))
+            t.row(sp + 8 * int(k), int(words[k]), shown(int(pos[k])),
+                  data=(Address(sp + 8 * int(k)), Address(int(words[k])), name_of(int(pos[k])), shown(int(pos[k]))))
 
 
 def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untyped-def]

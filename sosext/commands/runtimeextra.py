@@ -381,7 +381,7 @@ def _write_heap(f: TextIO, heap, ix, graph, roots, xml: bool) -> int:  # type: i
     present, first = np.unique(ix.type_ids, return_index=True)
     order = [int(t) for t in present[np.argsort(first)].tolist() if t != free_id]
     type_ids = {t: k for k, t in enumerate(order, 1)}
-    names = [heap.types.name_of(int(ix.method_tables[t])) for t in order]
+    names = [heap.types.csharp_name_of(int(ix.method_tables[t])) for t in order]  # as SOS's managed traverseheap
     if xml:
         f.write("<gcheap>\n<types>\n")
         f.writelines(f'  <type id="{k}" name="{_xml(n)}" />\n' for k, n in enumerate(names, 1))

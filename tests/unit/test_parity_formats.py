@@ -24,8 +24,11 @@ from sosext.render.table import Column, Integer
      "+AsyncStateMachineBox<App.C+<RunAsync>d__3>"),
     ("Outer`1[[System.Collections.Generic.List`1[[System.Int32[], System.Private.CoreLib]], System.Private.CoreLib]]",
      "Outer<System.Collections.Generic.List<System.Int32[]>>"),
-    # Malformed or mismatched arities are left as the runtime wrote them.
-    ("Broken`2[[System.Int32, System.Private.CoreLib]]", "Broken`2[[System.Int32, System.Private.CoreLib]]"),
+    # Too few arguments: ClrMD names the missing ones T1, T2 … of their segment (test_typenames
+    # holds this to ClrMD's own parser); malformed names are left as the runtime wrote them.
+    ("Broken`2[[System.Int32, System.Private.CoreLib]]", "Broken<System.Int32, T2>"),
+    ("Broken`1[[System.Int32, System.Private.CoreLib],[System.Int32, System.Private.CoreLib]]",
+     "Broken`1[[System.Int32, System.Private.CoreLib],[System.Int32, System.Private.CoreLib]]"),
     ("Unterminated`1[[System.Int32", "Unterminated`1[[System.Int32"),
 ])
 def test_csharp_name(runtime_name: str, expected: str) -> None:

@@ -36,6 +36,7 @@ namespace DebuggeeHost
             "source" => new SourceScenario(),
             "counters" => new CountersScenario(),
             "parity" => new ParityScenario(),
+            "dcdscript" => new DcdScriptScenario(),
             "retained" => new RetainedScenario(),
             "stackvalues" => new StackValuesScenario(),
             "crash" => new CrashScenario(),
