@@ -34,7 +34,7 @@ def test_prompt_completion_help_and_history(tmp_path) -> None:
     try:
         banner = until("\n> ")
         assert f"sosext analyzer: core file {core}" in banner
-        os.write(fd, f"dumph\t -sta\t -mt {mt}\n".encode())  # completes to: dumpheap -stat -mt ...
+        os.write(fd, f"dumphe\t -sta\t -mt {mt}\n".encode())  # completes to: dumpheap -stat -mt ... (dumph: dumphttp too)
         out = until("\n> ")
         assert "SosextDebuggee.HeapItemD" in out and "Total 7 objects" in out
         # -type completes from the names the last command read (only HeapItemD's): typed
