@@ -35,6 +35,14 @@ def _session_for_core(path: str, search_dirs: Sequence[str] = ()):  # type: igno
     return session
 
 
+# Commands whose first search reads the core's mapping in place (clr/rootsearch.py).
+_SEARCH_IN_PLACE = frozenset({"gcroot", "pathto"})
+
+
+def _command_name(line: str) -> str:
+    return line.strip().split(" ", 1)[0].lstrip("!").lower()
+
+
 def _print(text: str) -> None:
     # Paths and command lines come from elsewhere: escaped. A command's output comes a chunk
     # at a time (render/output.py): show each at once.
@@ -608,10 +616,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .pycheck import exit_unless_usable
-    exit_unless_usable()  # one line naming the Python to use, not a traceback from a command module
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.func is cmd_analyze and any(_command_name(c) in _SEARCH_IN_PLACE for c in args.command or ()):
+        from .targets.prewarm import prewarm
+        prewarm(args.core)  # the core's pages are mapped on another core while Python starts
+    from .pycheck import exit_unless_usable
+    exit_unless_usable()  # one line naming the Python to use, not a traceback from a command module
     _apply_index_options(args)
     try:
         status = args.func(args)

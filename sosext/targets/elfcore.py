@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Sequence
 
 from ..errors import MemoryReadError, TargetError
+from . import prewarm
 from .base import MemoryRange, Module, Registers, TargetBase, ThreadInfo, modules_from_mappings
 
 # ELF constants (System V gABI, Linux elf.h).
@@ -354,6 +355,10 @@ class ElfCore:
             raise TargetError(f"not a core file: {self.path} is {kind}, not a regular file")
         if st.st_size == 0:
             raise TargetError(f"not an ELF core file: {self.path} (empty file)")
+        made = prewarm.take(self.path, st)  # the CLI's, with its page tables filled already
+        if made is not None:
+            mm, self._fd = made
+            return mm, memoryview(mm)
         try:
             with open(self.path, "rb") as f:
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)

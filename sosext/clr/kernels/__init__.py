@@ -44,7 +44,7 @@ def source_hash() -> str:
     """What the compiled extension was built from: a stale one is never used."""
     h = hashlib.sha256()
     here = Path(__file__).parent
-    for name in (*SOURCES, "registry", "__main__"):  # __main__: how they are compiled
+    for name in (*SOURCES, "registry", "hints", "__main__"):  # __main__: how they are compiled
         h.update((here / f"{name}.py").read_bytes())
     h.update(f"{sys.version_info[:2]} {np.__version__}".encode())
     return h.hexdigest()[:16]
@@ -91,6 +91,9 @@ def bind(force: str | None = None) -> str:
         except ImportError as e:
             _why_slow = f"numba is not available ({e})"
         else:
+            for m in modules.values():
+                for name, make in getattr(m, "JIT_FORMS", {}).items():
+                    setattr(m, name, make())
             for spec in KERNELS.values():
                 setattr(modules[spec.module], spec.name,
                         numba.njit(cache=True, nogil=True)(spec.function))

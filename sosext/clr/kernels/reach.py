@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import refs
+from . import hints, refs
+from .hints import prefetch
 from .registry import kernel
 
 DONE = 0
@@ -40,6 +41,9 @@ UNKNOWN_TYPE = -2
 _LOW3 = np.uint64(0xFFFFFFFFFFFFFFF8)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _ONE = np.uint64(1)
+AHEAD = 8
+
+JIT_FORMS = {"prefetch": hints.jit_prefetch}
 
 
 @kernel("i8", "u8[]r", "u8")
@@ -212,6 +216,11 @@ def search(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np
             v = roots[rc]
         elif f_cur[f] < etop:
             v = edges[f_cur[f]]
+            k = f_cur[f] + AHEAD
+            if k < etop:
+                u = edges[k]
+                if seg_lo[last] <= u < seg_hi[last]:
+                    prefetch(mem, word_at(u, last, seg_hi, seg_word))
         else:  # the frame's successors are done: close it
             r = f_reach[f]
             if f_low[f] == f_index[f]:  # a component's root: the component closes
