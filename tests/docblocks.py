@@ -120,8 +120,12 @@ def steps(block: Block) -> list[Step]:
     return out
 
 
+_THREAD = re.compile(r"^(\s*Thread )[0-9a-fA-F]+:")  # gcroot's OS thread id, e.g. "fde": no digit
+
+
 def normalise(line: str) -> str:
     # One mask for both: 266240 and 0x41000 are the same kind of thing as 4096 and 0x1000.
+    line = _THREAD.sub(r"\1N:", line)
     line = _HEX.sub("N", line)
     line = _NUM.sub("N", line)
     return " ".join(line.split())
