@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import SosError
+from . import tasks as task_states  # the TASK_STATE_* bits (a function below has its own `tasks`)
 from .instances import ObjectReader
 from .progress import polled
 from .typenames import csharp_name
@@ -23,15 +24,17 @@ from .typenames import csharp_name
 if TYPE_CHECKING:
     from .runtime import ClrRuntime
 
-TASK = "System.Threading.Tasks.Task"
 _BOX_PREFIX = "System.Runtime.CompilerServices.AsyncTaskMethodBuilder<"
 _WRAPPER = "System.Runtime.CompilerServices.AsyncMethodBuilderCore+ContinuationWrapper"
-COMPLETED_MASK = 0x1600000  # RanToCompletion | Canceled | Faulted
-
-_FLAG_NAMES = ((0x10000, "Started"), (0x20000, "DelegateInvoked"), (0x40000, "Disposed"),
-               (0x80000, "ExceptionObservedByParent"), (0x100000, "CancellationAcknowledged"),
-               (0x200000, "Faulted"), (0x400000, "Canceled"), (0x800000, "WaitingOnChildren"),
-               (0x1000000, "RanToCompletion"), (0x4000000, "CompletionReserved"))
+_FLAG_NAMES = ((task_states.TASK_STATE_STARTED, "Started"),
+               (task_states.TASK_STATE_DELEGATE_INVOKED, "DelegateInvoked"),
+               (task_states.TASK_STATE_DISPOSED, "Disposed"),
+               (task_states.TASK_STATE_EXCEPTIONOBSERVEDBYPARENT, "ExceptionObservedByParent"),
+               (task_states.TASK_STATE_CANCELLATIONACKNOWLEDGED, "CancellationAcknowledged"),
+               (task_states.TASK_STATE_FAULTED, "Faulted"), (task_states.TASK_STATE_CANCELED, "Canceled"),
+               (task_states.TASK_STATE_WAITING_ON_CHILDREN, "WaitingOnChildren"),
+               (task_states.TASK_STATE_RAN_TO_COMPLETION, "RanToCompletion"),
+               (task_states.TASK_STATE_COMPLETION_RESERVED, "CompletionReserved"))
 
 
 def describe_task_flags(flags: int) -> str:
@@ -41,7 +44,7 @@ def describe_task_flags(flags: int) -> str:
 
 
 def is_completed(flags: int) -> bool:
-    return bool(flags & COMPLETED_MASK)
+    return bool(flags & task_states.TASK_STATE_COMPLETED)
 
 
 @dataclass
@@ -97,7 +100,7 @@ class _Tasks:
                 found = self._is[cur]
                 break
             chain.append(cur)
-            if self.types.name_of(cur) == TASK:
+            if self.types.name_of(cur) == task_states.TASK:
                 self.task_mt = cur
                 found = True
                 break
@@ -134,9 +137,9 @@ def collect_async_objects(runtime: "ClrRuntime", *, include_completed: bool,
         box = is_state_machine_box(tname)
         if only_boxes and not box:
             continue
-        if r.field(mt, "m_stateFlags") is None:
+        if r.field(mt, task_states.STATE_FIELD) is None:
             continue
-        flags = r.read(addr, "m_stateFlags", mt) & 0xFFFFFFFF
+        flags = r.read(addr, task_states.STATE_FIELD, mt) & 0xFFFFFFFF
         if not include_completed and is_completed(flags):
             continue
         o = AsyncObject(addr, mt, tname, _describe(r, addr, mt, tname, box, sentinel, cname), flags, box)
@@ -154,8 +157,8 @@ def collect_async_objects(runtime: "ClrRuntime", *, include_completed: bool,
             elif c not in graph.names:
                 cmt = r.method_table(c)
                 graph.names[c] = _describe(r, c, cmt, cname(cmt), is_state_machine_box(cname(cmt)), sentinel, cname)
-                if r.field(cmt, "m_stateFlags") is not None:
-                    graph.flags_of[c] = r.read(c, "m_stateFlags", cmt) & 0xFFFFFFFF
+                if r.field(cmt, task_states.STATE_FIELD) is not None:
+                    graph.flags_of[c] = r.read(c, task_states.STATE_FIELD, cmt) & 0xFFFFFFFF
     return graph
 
 

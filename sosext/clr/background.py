@@ -30,7 +30,6 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from . import progress as progress_mod
@@ -55,9 +54,7 @@ class GraphBuild:
     def __init__(self, heap: "ClrHeap") -> None:
         self.heap = heap
         self.cancelled = threading.Event()
-        self.done = threading.Event()
         self.failed: BaseException | None = None
-        self.started = time.monotonic()
         self.thread = threading.Thread(target=self._run, name="sosext-graph", daemon=True)
 
     def _run(self) -> None:
@@ -69,8 +66,6 @@ class GraphBuild:
                 self.heap.lookup()
         except BaseException as e:  # noqa: BLE001 - the foreground builds it as before
             self.failed = e
-        finally:
-            self.done.set()
 
     @property
     def running(self) -> bool:
@@ -106,7 +101,6 @@ def start_pending() -> None:
     """Start the builds the last command planned (hosts call this after every command)."""
     while _pending:
         build = _pending.pop()
-        build.started = time.monotonic()
         _builds.append(build)
         build.thread.start()
 

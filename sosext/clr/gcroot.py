@@ -72,8 +72,7 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
             heap.root_searches += 1
             if way != "search":
                 from . import background
-                visited = heap.last_root_search.visited if heap.last_root_search is not None else 0
-                background.after_root_search(heap, visited)
+                background.after_root_search(heap, heap.last_root_search.visited)  # the search just made
             return found
         if way == "search" and not heap.runtime.target.is_live:
             raise SosError("the search from the roots cannot read this core's heap in place")
