@@ -5,6 +5,8 @@
 #   scripts/setup.sh --test   plus pytest and hypothesis, pip and venv (tests/test_packaging.py), and chromium
 #                             (tests/test_report.py opens the HTML report in headless Chromium)
 #                             and tmux (tests/test_tutorial.py plays docs/leak-hunting.md in a terminal)
+# Then it makes this checkout the sosext of /usr/bin/python3 (scripts/link_checkout.py): the `sosext`
+# command (/usr/local/bin as root, else ~/.local/bin) and `import sosext` from any directory.
 # The .NET SDK (dotnet) is not a Debian package: it must already be installed.
 set -euo pipefail
 
@@ -38,3 +40,5 @@ fi
 cd "$(dirname "$0")/.."
 /usr/bin/python3 -m compileall -q sosext lldbinit gdbinit >/dev/null
 /usr/bin/python3 -m sosext.clr.kernels --if-stale >&2 || echo "sosext setup: kernels not compiled; the JIT or numpy path will be used" >&2
+# The `sosext` command and `import sosext` from anywhere, both this checkout (see docs/install.md).
+/usr/bin/python3 scripts/link_checkout.py || echo "sosext setup: the sosext command was not installed; run sosext as '/usr/bin/python3 -m sosext' from this directory" >&2

@@ -1,7 +1,7 @@
 """sosext: SOS-style .NET memory debugging for LLDB, GDB and core files, in Python.
 
 Besides the debugger commands (``soshelp`` in LLDB or GDB) and the command line
-(``python3 -m sosext analyze CORE``), sosext is a library for scripting a hunt:
+(``sosext analyze CORE``), sosext is a library for scripting a hunt:
 
     import sosext
 
@@ -25,7 +25,7 @@ from .version import VERSION as __version__
 __all__ = ["open", "current", "Runtime", "Heap", "HeapObject", "ClrType", "TypeStats", "Root", "RootPath",
            "Thread", "Frame", "Generation", "SosError"]
 
-# The API loads on first use (PEP 562): `python3 -m sosext ps`, `sosext install` and the
+# The API loads on first use (PEP 562): `sosext ps`, `sosext install` and the
 # debugger entry points do not pay for numpy and the DAC bindings they may not need.
 
 

@@ -1,4 +1,4 @@
-"""The standalone command line: ``python3 -m sosext`` (or the ``sosext`` script).
+"""The standalone command line: the ``sosext`` command (``python3 -m sosext`` from a checkout).
 
     sosext analyze CORE [-c CMD]... [--clr-path DIR]   every sosext command over a core file, no debugger
     sosext collect PID [--type heap|full|mini|triage] [-o FILE]

@@ -246,3 +246,17 @@ def require_dotnet_and_lldb() -> None:
         pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
     if LLDB is None:
         pytest.skip("lldb-16 is not installed (apt-get install lldb-16 python3-lldb-16)")
+
+
+def link_front_door(home: Path) -> dict[str, str]:
+    """What the README's set-up does for a user who is not root, into a private ``home``: the
+    ``sosext`` command in home/.local/bin and the .pth that lets /usr/bin/python3 import this
+    checkout from anywhere (scripts/link_checkout.py --user). Returns the environment of that
+    user: that HOME, that bin first on PATH, no PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONUSERBASE", "PYTHONNOUSERSITE")}
+    bin_dir = home / ".local" / "bin"
+    dotnet_dir = os.path.dirname(DOTNET_HOST or "/usr/bin/dotnet")
+    env.update(HOME=str(home), PATH=f"{bin_dir}:/usr/bin:/bin:{dotnet_dir}")
+    subprocess.run([PYTHON, str(REPO / "scripts" / "link_checkout.py"), "--user"], env=env, check=True,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    return env

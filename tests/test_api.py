@@ -386,7 +386,7 @@ print("SOSEXT-API-DONE")
 """
 
 
-def run_in_debugger(host: str, pid: int, script: Path, tmp_path: Path) -> str:
+def run_in_debugger(host: str, pid: int, script: Path, tmp_path: Path, env: dict[str, str] | None = None) -> str:
     if host == "lldb":
         cmd = [drivers.LLDB, "--no-lldbinit", "-b", "-p", str(pid), "-o", f"script exec(open({str(script)!r}).read())",
                "-o", "process detach"]
@@ -394,7 +394,8 @@ def run_in_debugger(host: str, pid: int, script: Path, tmp_path: Path) -> str:
         if not drivers.GDB:
             pytest.skip("gdb is not installed")
         cmd = [drivers.GDB, "-nx", "-batch", "-p", str(pid), "-ex", f"source {script}"]
-    proc = subprocess.run(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600)
     return proc.stdout
 
 
@@ -437,7 +438,7 @@ def test_doc_examples_run(heap_case: Live, tmp_path: Path) -> None:
     standalone = "\n".join(subst(b) for b in blocks if "sosext.current()" not in b)
     script = tmp_path / "doc_examples.py"
     script.write_text(standalone)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = drivers.link_front_door(tmp_path / "home")  # `import sosext` after the README's set-up, no PYTHONPATH
     res = subprocess.run([drivers.PYTHON, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
@@ -448,9 +449,9 @@ def test_doc_examples_run(heap_case: Live, tmp_path: Path) -> None:
     assert f"{sum(t['count'] + t['deadCount'] for t in mine)} objects of my own types" in out
     debugger = next(b for b in blocks if "sosext.current()" in b)
     inside = tmp_path / "doc_debugger.py"
-    inside.write_text(f"import sys\nsys.path.insert(0, {str(REPO)!r})\n" + debugger + "\nprint('SOSEXT-DOC-DONE')\n")
+    inside.write_text(debugger + "\nprint('SOSEXT-DOC-DONE')\n")  # the debuggers' Python imports sosext after set-up
     for host in ("lldb", "gdb") if drivers.GDB else ("lldb",):
-        text = run_in_debugger(host, heap_case.pid, inside, tmp_path)
+        text = run_in_debugger(host, heap_case.pid, inside, tmp_path, env)
         assert "SOSEXT-DOC-DONE" in text and "System.String" in text, (host, text[-3000:])
 
 
@@ -484,8 +485,10 @@ def leak_case(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 def run_script(name: str, *args: str, cwd: Path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    res = subprocess.run([drivers.PYTHON, str(SCRIPTS / name), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+    """``examples/scripts/NAME ARGS`` as docs/api.md types it (the script is executable, pinned to
+    /usr/bin/python3), from another directory, after the README's set-up and without PYTHONPATH."""
+    env = drivers.link_front_door(cwd / "home")
+    res = subprocess.run([str(SCRIPTS / name), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     return res.stdout
