@@ -22,8 +22,9 @@ docs/api.md has the full tour.
 
 from .version import VERSION as __version__
 
-__all__ = ["open", "current", "Runtime", "Heap", "HeapObject", "ClrType", "TypeStats", "Root", "RootPath",
-           "Thread", "Frame", "Generation", "SosError"]
+__all__ = ["open", "current", "diff", "leaks", "Runtime", "Heap", "HeapObject", "ClrType", "TypeStats", "Root",
+           "RootPath", "Thread", "Frame", "Generation", "Retention", "HeldBy", "HeapDiff", "TypeGrowth", "Holder",
+           "Leaks", "GrownType", "PathGroup", "SosError"]
 
 # The API loads on first use (PEP 562): `sosext ps`, `sosext install` and the
 # debugger entry points do not pay for numpy and the DAC bindings they may not need.

@@ -364,7 +364,8 @@ def cmd_gcdump_stat(args: argparse.Namespace) -> int:
     dump = GcDump.load(args.snapshot)
     rows = dump.stats()
     if args.type:
-        rows = [r for r in rows if args.type in r.name]
+        from .clr.typekeys import name_contains
+        rows = [r for r in rows if args.type in r.name or name_contains(args.type, r.event_name)]
     if args.min_count:
         rows = [r for r in rows if r.count >= args.min_count]
     if args.json:
