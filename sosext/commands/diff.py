@@ -1,6 +1,8 @@
 """Heap growth between two dumps: heapdiff (which types grew) and leaks (what holds the growth)."""
 from __future__ import annotations
 
+import shlex
+
 from ..clr import growth
 from ..clr.growth import HolderReport, grown_types, heap_snapshot
 from ..clr.snapshot import HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas
@@ -10,6 +12,12 @@ from ..render.numbers import count as fmt_count
 from ..render.table import Column, Integer, Table, TypeName
 from .base import Command, Option, Parsed, Positional, parse_count, register
 from .context import CommandContext
+
+
+def typed(name: str) -> str:
+    """A type name as one argument of a typed command: quoted when it holds a blank (C#'s
+    generic arguments, ``Dictionary<System.String, X>``)."""
+    return shlex.quote(name) if any(c.isspace() for c in name) else name
 
 
 def _signed(v: object) -> str:
@@ -140,7 +148,7 @@ Examples:
         if rows:
             write_holders(ctx, holders)
         if rows and rows[0].size_delta > 0:
-            hint(ctx.out, f"dumpheap -type {rows[0].name} -stat, then dumpheap -mt <MT> and gcroot <address> "
+            hint(ctx.out, f"dumpheap -type {typed(rows[0].name)} -stat, then dumpheap -mt <MT> and gcroot <address> "
                           "(leaks traces the top types)")
 
 
@@ -209,7 +217,7 @@ Examples:
                 out.line(f"  ... {fmt_count(ngroups - len(groups))} more groups (-groups <n> shows more)")
             if unreached:
                 out.line(f"  {fmt_count(unreached)} objects no root reaches (garbage not yet collected)")
-        hint(out, f"dumpheap -type {grown[0].name} -stat gives its MethodTable, dumpheap -mt <MT> "
+        hint(out, f"dumpheap -type {typed(grown[0].name)} -stat gives its MethodTable, dumpheap -mt <MT> "
                   "lists every instance, gcroot <address> shows one's full chain")
 
 
