@@ -191,7 +191,7 @@ class Heap:
 
         # A name in a gcdump's spelling (Entry[System.String,MyApp.Entry][]) names a nested type
         # without its enclosing types: it matches the types whose key (typekeys.py) is its own.
-        wanted_key = key(type) if isinstance(type, str) and "`" not in type and "<" not in type else None
+        wanted_key = key(type) if isinstance(type, str) and "[[" not in type and "<" not in type else None
         return _model.type_ids_where(self._model, keep)
 
     # -- queries -----------------------------------------------------------------------
