@@ -302,10 +302,12 @@ def test_bad_input_is_one_sos_error(tmp_path) -> None:
 def test_help_reads_well() -> None:
     import pydoc
     text = pydoc.render_doc(sosext, renderer=pydoc.plaintext)
-    for name in ("open", "current", "Runtime", "Heap", "HeapObject", "RootPath", "Thread", "sosext.open(\"core.1234\")"):
+    for name in ("open", "current", "diff", "leaks", "Runtime", "Heap", "HeapObject", "RootPath", "Thread",
+                 "sosext.open(\"core.1234\")"):
         assert name in text, name
     for cls in (sosext.Runtime, sosext.Heap, sosext.HeapObject, sosext.ClrType, sosext.TypeStats, sosext.Root,
-                sosext.RootPath, sosext.Thread, sosext.Frame):
+                sosext.RootPath, sosext.Thread, sosext.Frame, sosext.Retention, sosext.HeldBy, sosext.HeapDiff,
+                sosext.TypeGrowth, sosext.Holder, sosext.Leaks, sosext.GrownType, sosext.PathGroup):
         assert cls.__doc__, cls
         for attr, value in vars(cls).items():
             if not attr.startswith("_") and (callable(value) or isinstance(value, property)):

@@ -105,14 +105,17 @@ class TypeGrowth:
 
     @property
     def count_delta(self) -> int:
+        """Objects more (negative: fewer) in the newer heap."""
         return self.new_count - self.old_count
 
     @property
     def size_delta(self) -> int:
+        """Bytes more (negative: fewer) in the newer heap."""
         return self.new_size - self.old_size
 
     @property
     def retained_delta(self) -> int | None:
+        """How much the bytes its objects retain grew; None without retained sizes on both sides."""
         if self.old_retained is None or self.new_retained is None:
             return None
         return self.new_retained - self.old_retained
