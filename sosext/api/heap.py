@@ -186,7 +186,8 @@ class Heap:
                 return True
             t = self.type_of(m)
             if isinstance(type, str):
-                return type in (t.name, t.runtime_name) or (wanted_key is not None and key(t.runtime_name) == wanted_key)
+                return (type in (t.name, t.runtime_name)
+                        or (wanted_key is not None and key(t.runtime_name) == wanted_key))
             return bool(type(t.name))
 
         # A name in a gcdump's spelling (Entry[System.String,MyApp.Entry][]) names a nested type
@@ -220,7 +221,8 @@ class Heap:
 
         ``type``: the exact full type name in any spelling (C#'s as ``type.name`` and dumpheap
         print it, the runtime's as ``type.runtime_name``, or a gcdump's), a predicate on the C#
-        name (``lambda n: n.startswith("MyApp.")``) or a :class:`ClrType`; ``mt``: a MethodTable address; ``gen``: 0, 1, 2, "loh", "poh",
+        name (``lambda n: n.startswith("MyApp.")``) or a :class:`ClrType`; ``mt``: a MethodTable
+        address; ``gen``: 0, 1, 2, "loh", "poh",
         "foh" (or a :class:`Generation`); ``live``: True for objects reachable from a root, False
         for unreachable (dead) ones; ``min_size``/``max_size``: bytes.
 

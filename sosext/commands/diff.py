@@ -123,7 +123,8 @@ Examples:
   heapdiff /tmp/core.before
   heapdiff /tmp/core.before -top 10 -min-delta 100000"""
     options = (Option("-top", "only the n types that grew most", parse_count, "n"),
-               Option("-type", "only types whose name contains this text (C#'s, the runtime's or a gcdump's spelling)", str, "partial name"),
+               Option("-type", "only types whose name contains this text (C#'s, the runtime's or a gcdump's "
+                      "spelling)", str, "partial name"),
                Option("-min-delta", "only types that grew by at least this many bytes", int, "bytes",
                       dest="min_delta"),
                Option("-holders", "holders of the growth shown (default 3)", parse_count, "n"),
@@ -172,7 +173,8 @@ Examples:
   leaks /tmp/core.before
   leaks /tmp/core.before -top 1 --json"""
     options = (Option("-top", "how many growing types to explain (default 3)", parse_count, "n"),
-               Option("-type", "only types whose name contains this text (C#'s, the runtime's or a gcdump's spelling)", str, "partial name"),
+               Option("-type", "only types whose name contains this text (C#'s, the runtime's or a gcdump's "
+                      "spelling)", str, "partial name"),
                Option("-groups", "retention groups shown per type (default 5)", parse_count, "n"),
                Option("-holders", "holders of the growth shown (default 3)", parse_count, "n"),
                Option("--json", "print the result as JSON", dest="json"))

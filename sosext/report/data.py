@@ -134,7 +134,8 @@ def chain_records(heap: "ClrHeap", ret: Retention, row: int, limit: int = 40) ->
         if r < 0:
             out.append({"skipped": skipped})
             continue
-        rec = {"address": int(ix.addresses[r]), "type": heap.types.csharp_name_of(int(ix.method_tables[ix.type_ids[r]]))}
+        rec = {"address": int(ix.addresses[r]),
+               "type": heap.types.csharp_name_of(int(ix.method_tables[ix.type_ids[r]]))}
         rec["retained"] = int(ret.retained[r])
         out.append(rec)
     return out
