@@ -128,7 +128,10 @@ def link(user: bool) -> int:
         if os.path.realpath(bin_dir) not in on_path:
             said.append(f"{bin_dir} is not on PATH: add it (export PATH=\"{bin_dir}:$PATH\") to type sosext")
     shadow = _imported_from(cwd=tempfile.gettempdir(), env_extra={})
-    if shadow and os.path.realpath(shadow) != os.path.realpath(ROOT):
+    if shadow is None:
+        said.append(f"{PYTHON} still cannot import sosext from {site_dir} (PYTHONNOUSERSITE set?); "
+                    f"run it with PYTHONPATH={ROOT}")
+    elif os.path.realpath(shadow) != os.path.realpath(ROOT):
         said.append(f"import sosext finds {shadow} before this checkout (pip install? PYTHONPATH?); "
                     f"'pip uninstall sosext' to use this checkout")
     for line in said:

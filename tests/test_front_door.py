@@ -98,9 +98,17 @@ def test_a_command_setup_did_not_write_is_left_alone(tmp_path: Path) -> None:
     assert res.returncode == 0 and f"left {launcher} alone" in res.stderr
 
 
-def test_setup_runs_the_link() -> None:
+def test_setup_runs_the_link_and_root_gets_the_system_places() -> None:
     text = (REPO / "scripts" / "setup.sh").read_text()
     assert "scripts/link_checkout.py" in text
+    res = subprocess.run([drivers.PYTHON, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import link_checkout, os; "
+                          "print(os.geteuid(), *link_checkout.places(False))", str(REPO / "scripts")],
+                         stdout=subprocess.PIPE, text=True, check=True)
+    euid, site_dir, bin_dir = res.stdout.split()
+    if euid == "0":  # where Debian's pip installs too
+        assert re.fullmatch(r"/usr/local/lib/python3\.\d+/dist-packages", site_dir) and bin_dir == "/usr/local/bin"
+    else:
+        assert site_dir.startswith(os.path.expanduser("~/.local/")) and bin_dir == os.path.expanduser("~/.local/bin")
 
 
 def test_docs_and_examples_say_sosext() -> None:
