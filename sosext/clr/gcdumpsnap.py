@@ -41,8 +41,7 @@ from ..errors import SosError
 from ..files import create_private
 from .gcdumpformat import is_gcdump  # noqa: F401 - where callers have always found it
 from .snapshot import HeapSnapshot, TypeTotal
-from .typekeys import name_contains, named
-from .typenames import csharp_name
+from .typekeys import name_contains, named, shown_name
 
 FORMAT = "sosext-gcdump"
 VERSION = 1
@@ -89,7 +88,7 @@ class GcDump:
         # Built from the events' names: keep them, and name every type in C#'s spelling.
         if not self.event_names:
             self.event_names = list(self.type_names)
-            self.type_names = [csharp_name(n) for n in self.type_names]
+            self.type_names = [shown_name(n) for n in self.type_names]
 
     @classmethod
     def collect(cls, pid: int, *, timeout: float = 300.0, stop_flag=lambda: False) -> "GcDump":  # type: ignore[no-untyped-def]

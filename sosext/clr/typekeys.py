@@ -39,6 +39,21 @@ def event_name(name: str) -> str:
     return k
 
 
+# A generic arity just before a bracketed argument list (not before array ranks).
+_ARITY_BEFORE_LIST = re.compile(r"`\d+(?=\[[^\],])")
+
+
+def shown_name(name: str) -> str:
+    """C#'s spelling of a name in any spelling. The events give a nested generic type of a
+    generic type every argument but only its own arity (``Inner`1[System.Int32,System.String]``
+    for ``Outer`1+Inner`1``), which C#'s parser cannot read: there the arities are dropped and
+    the list taken as the arguments (``Inner<System.Int32, System.String>``)."""
+    c = csharp_name(name)
+    if "`" in c:
+        c = csharp_name(_ARITY_BEFORE_LIST.sub("", name))
+    return c
+
+
 def _segments(name: str) -> tuple[list[str], str]:
     """A C# name's nesting segments (split at ``+`` outside ``<>``) and the array ranks after the last."""
     body = name
@@ -81,7 +96,7 @@ def _split_arguments(segment: str) -> tuple[str, str | None]:
 
 def key(name: str) -> str:
     """The name of a core's type and of a gcdump's type that are the same type, in any spelling."""
-    segments, suffix = _segments(csharp_name(name))
+    segments, suffix = _segments(shown_name(name))
     arguments = []
     for seg in segments:
         _stem, args = _split_arguments(seg)
@@ -94,7 +109,7 @@ def key(name: str) -> str:
 def spellings(name: str) -> tuple[str, ...]:
     """Every spelling of the type a runtime (or gcdump) ``name`` names: C#'s first, then the
     runtime's, then the events'."""
-    c = csharp_name(name)
+    c = shown_name(name)
     return tuple(dict.fromkeys((c, name, event_name(name))))
 
 
