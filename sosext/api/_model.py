@@ -10,6 +10,8 @@ the index layout costs one edit here:
 * ``gcroot.PathFinder(heap, position).path_from(root)``
 * ``heap.get_object(address)``, ``heap.types.get(mt)``, ``heap.types.name_of(mt)``
 * ``heap.dominators()`` (``retained``, ``chain``, ``root_of``, ``top``), ``index.mask_type_ids``
+
+(growth.py calls ``clr/growth.py`` with the model heap: the leak commands' own model code.)
 """
 from __future__ import annotations
 
