@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "sosext"
 RANKS = {
     "errors": 0, "interrupts": 0, "files": 0, "pycheck": 0, "version": 0,
     "targets": 1, "ipc": 1,
-    "dac": 2,
+    "readers": 1.5,  # records and the reader protocol both readers share
+    "dac": 2, "contracts": 2,
     "clr": 3,
     "render": 4,
     "report": 4.5,  # reads the model, renders through render/; only commands use it
