@@ -52,8 +52,8 @@ int CLRDataCreateInstance(void *iid, void *target, void **out) { return 0x800040
 
 def build_id(path: Path) -> bytes:
     sys.path.insert(0, str(drivers.REPO))
-    from sosext.dac.loader import _file_build_id
-    bid = _file_build_id(str(path))
+    from sosext.targets.elfsymbols import file_build_id
+    bid = file_build_id(str(path))
     assert bid, f"{path} has no GNU build id"
     return bid
 
