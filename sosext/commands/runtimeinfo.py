@@ -12,7 +12,9 @@ import sys
 from ..version import VERSION as __version__
 from ..clr.sourcelines import symbol_directories
 from ..render.json import emit_json
+from ..errors import SosError
 from ..render.text import safe_line as escape
+from ..targets.elfcore import host_arch
 from .base import Command, Option, Parsed, register
 from .context import CommandContext
 
@@ -116,8 +118,19 @@ Example:
             ctx.runtime.flush()
             ctx.out.line("Internal cached state reset")
             return
-        rt = ctx.runtime
-        ctx.out.line(escape(f"Target: {rt.target.describe()}"))
+        target = ctx.session.target()
+        ctx.out.line(escape(f"Target: {target.describe()}"))
+        arch, here = getattr(target, "arch", "x86_64"), host_arch()
+        if arch != here:
+            ctx.out.line(f"Architecture: {arch} (this machine: {here})")
+        try:
+            rt = ctx.runtime
+        except SosError as e:
+            # What needs no runtime reader still works (modules, threads, registers): say why
+            # the runtime is not read, instead of failing the status command itself.
+            ctx.out.line(escape(f"Runtime: not read: {e}"))
+            ctx.out.line(f"Python: {sys.version.split()[0]} ({os.path.dirname(os.__file__)}); sosext {__version__}")
+            return
         Runtimes.run(self, ctx, Runtimes.parse([]))  # type: ignore[arg-type]
         dirs = symbol_directories()
         ctx.out.line(escape("Symbol directories: " + (", ".join(dirs) if dirs else "none (setsymbolserver -directory adds one)")))

@@ -13,7 +13,7 @@ import os
 import lldb  # type: ignore[import-not-found]
 
 from ..errors import TargetError
-from .base import Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
+from .base import Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings, normalize_registers
 from .corefind import find_open_core
 from .disasm import Instruction
 from .procfs import W_X_HINT, ProcMemory, process_gone, read_maps, shared_mapping_at
@@ -26,7 +26,10 @@ class LldbTarget(TargetBase):
     def __init__(self, debugger: "lldb.SBDebugger", core_path: str | None = None) -> None:
         target = debugger.GetSelectedTarget()
         if not target or not target.IsValid():
-            raise TargetError("no target: attach to a process (process attach -p PID) or load a core (target create -c CORE)")
+            # LLDB 16 makes no target of an AArch64 core on x86-64 without its executable
+            # ("Unsupported OS": it learns Linux from the executable), hence the second hint.
+            raise TargetError("no target: attach to a process (process attach -p PID) or load a core (target create -c CORE; "
+                              "an arm64 core on x86-64 needs its executable too: target create --core CORE EXE)")
         process = target.GetProcess()
         if not process or not process.IsValid() or process.GetState() in (lldb.eStateInvalid, lldb.eStateExited,
                                                                            lldb.eStateDetached):
@@ -168,7 +171,7 @@ class LldbTarget(TargetBase):
                 if value is not None:
                     regs[reg.GetName()] = value
             break  # the first set holds the general-purpose registers
-        return regs
+        return normalize_registers(self.arch, regs)
 
     def selected_tid(self) -> int | None:
         """The thread selected with ``thread select`` (LLDB's current thread)."""
