@@ -392,9 +392,84 @@ def arm64_core(scenario: str = "heap") -> Arm64Core:
                          info.get("timings", {}))
 
 
+# --- the second opinion: ClrMD under qemu ------------------------------------------------------
+
+CLRMD_SRC = REPO_ROOT / "tests" / "clrmd-arm64"
+CLRMD_APP = "ClrmdArm64"
+
+
+@dataclass
+class ClrmdOpinion:
+    """What ClrMD 4.2, run as an arm64 program under qemu with the core's own arm64 DAC, reads."""
+
+    types: dict[int, tuple[int, int, str]]   # MethodTable -> (count, total size, name)
+    threads: dict[int, int]                  # OS thread id -> managed thread id
+    frames: dict[int, list[tuple[str, str]]]  # OS thread id -> [(kind, method or frame name)]
+    seconds: float
+
+
+def publish_clrmd() -> Path:
+    """tests/clrmd-arm64 published for linux-arm64 (self-contained), once per source hash."""
+    dotnet = dotnet_path()
+    if dotnet is None:
+        raise DebuggeeError("dotnet is not on PATH")
+    root = work_dir() / "debuggees"
+    root.mkdir(parents=True, exist_ok=True)
+    dest = root / f"clrmd-{RID}-{source_hash(CLRMD_SRC)[:16]}"
+    exe = dest / "out" / CLRMD_APP
+    with _lock(root / f".{dest.name}.lock"):
+        if (dest / "build.ok").exists() and exe.exists():
+            return exe
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(CLRMD_SRC, dest / "src", ignore=shutil.ignore_patterns("bin", "obj"))
+        cmd = [dotnet, "publish", str(dest / "src" / f"{CLRMD_APP}.csproj"), "-c", "Release", "-r", RID,
+               "-p:SelfContained=true", "-p:UseAppHost=true", "--disable-build-servers",
+               "-nodeReuse:false", "-nologo", "-o", str(dest / "out")]
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env={**os.environ, **_QUIET_DOTNET_ENV, "MSBUILDDISABLENODEREUSE": "1"},
+                              text=True, timeout=900)
+        if proc.returncode != 0 or not exe.exists():
+            raise DebuggeeError(f"ClrMD for linux-arm64 did not publish (its NuGet package?):\n{proc.stdout[-3000:]}")
+        (dest / "build.ok").write_text("ok\n")
+        return exe
+
+
+def clrmd_opinion(core: Arm64Core) -> ClrmdOpinion:
+    """ClrMD's reading of ``core`` (cached beside the core: a core never changes)."""
+    exe = publish_clrmd()
+    cache = core.core.parent / f"clrmd-{exe.parent.parent.name}.txt"
+    started = time.monotonic()
+    with _lock(core.core.parent / ".clrmd.lock"):
+        if not cache.exists():
+            proc = subprocess.run([QEMU, "-L", "/", str(exe), str(core.core), str(core.dac)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=_guest_env(), text=True, timeout=600)
+            if proc.returncode != 0:
+                raise DebuggeeError(f"ClrMD under qemu failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+            cache.write_text(proc.stdout)
+    text = cache.read_text()
+    types: dict[int, tuple[int, int, str]] = {}
+    threads: dict[int, int] = {}
+    frames: dict[int, list[tuple[str, str]]] = {}
+    for line in text.splitlines():
+        kind, *rest = line.split("\t")
+        if kind == "type":
+            types[int(rest[0], 16)] = (int(rest[1]), int(rest[2]), rest[3])
+        elif kind == "thread":
+            threads[int(rest[0])] = int(rest[1])
+        elif kind == "frame":
+            frames.setdefault(int(rest[0]), []).append((rest[1], rest[2]))
+    return ClrmdOpinion(types, threads, frames, time.monotonic() - started)
+
+
 if __name__ == "__main__":
     t0 = time.monotonic()
-    c = arm64_core(sys.argv[1] if len(sys.argv) > 1 else "heap")
+    names = [a for a in sys.argv[1:] if not a.startswith("--")]
+    c = arm64_core(names[0] if names else "heap")
     print(f"core {c.core} ({os.path.getsize(c.core):,} bytes)\nexe  {c.exe}")
     print(json.dumps(c.timings, indent=1))
     print(f"total {time.monotonic() - t0:.1f} s")
+    if "--clrmd" in sys.argv:
+        t0 = time.monotonic()
+        o = clrmd_opinion(c)
+        print(f"ClrMD under qemu: {len(o.types)} types, {len(o.threads)} threads in {time.monotonic() - t0:.1f} s")
