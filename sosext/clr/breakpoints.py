@@ -235,7 +235,7 @@ def il_offset_code(runtime: "ClrRuntime", code: int, il_offset: int) -> list[int
     exactly there, the next IL offset that has one."""
     from ..dac.xclrdata import method_instance_by_address
     runtime.refresh()
-    mi = method_instance_by_address(runtime.dac, code)
+    mi = method_instance_by_address(runtime.reader, code)
     if mi is None:
         return []
     with mi:

@@ -30,7 +30,7 @@ class RuntimeParts(Protocol):
     """The runtime as its pieces see it: the target, the DAC, caches and settings."""
 
     target: "Target"
-    dac: "SosDac"
+    reader: "SosDac"
     location: "DacLocation"
     workers: int  # processes a heap walk may use
     index_dir: str | None  # where a core's heap index is cached on disk
@@ -56,7 +56,7 @@ class HeapParts(Protocol):
     """The heap as its pieces see it: segments, types, scratch memory, per-type GCDescs."""
 
     runtime: RuntimeParts
-    dac: "SosDac"
+    reader: "SosDac"
     types: "TypeCache"
     segments: "list[ClrSegment]"
     subheaps: "list[ClrSubHeap]"

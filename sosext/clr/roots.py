@@ -82,7 +82,7 @@ class ClrRoot:
 def read_handles(heap: "HeapParts") -> list[ClrHandle]:
     target = heap.runtime.target
     out = []
-    for h in heap.dac.handles():
+    for h in heap.reader.handles():
         try:
             obj = target.read_pointer(h.handle)
         except SosError:
@@ -144,7 +144,7 @@ def finalizer_roots(heap: "HeapParts") -> list[ClrRoot]:
 
 def stack_roots(heap: "HeapParts", errors: list[str] | None = None) -> list[ClrRoot]:
     """Precise stack roots of every managed thread that is running on an OS thread."""
-    dac = heap.dac
+    dac = heap.reader
     out = []
     known_tids = {t.tid for t in heap.runtime.target.threads()}
     reg_names: dict[int, str] = {}

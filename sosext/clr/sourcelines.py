@@ -85,7 +85,7 @@ class SourceLines:
         """The IL offset native ``ip`` belongs to (``return_address``: the call just before it)."""
         addr = ip - 1 if return_address and ip else ip
         self.runtime.refresh()
-        mi = method_instance_by_address(self.runtime.dac, addr)
+        mi = method_instance_by_address(self.runtime.reader, addr)
         if mi is None:
             return None
         with mi:
@@ -212,7 +212,7 @@ class SourceLines:
                  missing: Callable[[PdbLookup], None] | None = None) -> SourceLocation | None:
         """Source file and line of code address ``ip`` (in ``method_desc`` if known); None when
         the JIT's map or the PDB cannot tell. ``missing`` hears about a module without a PDB."""
-        dac = self.runtime.dac
+        dac = self.runtime.reader
         if not method_desc:
             method_desc = dac.method_desc_from_ip(ip) or 0
         mdd = dac.method_desc_data(method_desc) if method_desc else None

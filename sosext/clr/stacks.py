@@ -98,7 +98,7 @@ def walk_stack(runtime: "ClrRuntime", os_tid: int, *, arguments: bool = False, l
     volatile ones are whatever unwinding left); ``max_frames`` (0: all) stops early. Raises
     NotManagedThread when the runtime has no thread on ``os_tid``."""
     runtime.refresh()
-    dac = runtime.dac
+    dac = runtime.reader
     arch = runtime.target.arch
     hr, task = task_by_os_thread_id(dac, os_tid)
     if task is None:
@@ -142,7 +142,7 @@ def _walk(runtime: "ClrRuntime", os_tid: int, walk: StackWalk, arch: str, want_a
 
 
 def _runtime_frame(runtime: "ClrRuntime", walk: StackWalk, frame_addr: int, ip: int) -> ClrStackFrame:
-    dac = runtime.dac
+    dac = runtime.reader
     try:
         vtable = runtime.target.read_pointer(frame_addr)
     except SosError:
@@ -166,7 +166,7 @@ def _runtime_frame(runtime: "ClrRuntime", walk: StackWalk, frame_addr: int, ip: 
 
 def _managed_frame(runtime: "ClrRuntime", walk: StackWalk, sp: int, ip: int, want_args: bool,
                    want_locals: bool) -> ClrStackFrame:
-    dac = runtime.dac
+    dac = runtime.reader
     md = dac.method_desc_from_ip(ip) or 0
     name = (dac.method_desc_name(md) or "") if md else ""
     args: tuple[FrameValue, ...] | None = None
@@ -212,7 +212,7 @@ def module_path(runtime: "ClrRuntime", module: int) -> str:
     cache: dict[int, str] = runtime.cache("stacks.module_paths", dict)
     path = cache.get(module)
     if path is None:
-        dac = runtime.dac
+        dac = runtime.reader
         data = dac.module_data(module) if module else None
         path = (dac.pe_file_name(data.pe_assembly) if data is not None and data.pe_assembly else None) or ""
         cache[module] = path
