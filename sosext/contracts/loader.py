@@ -25,6 +25,7 @@ MODULE_REFLECTION_EMIT = 0x40
 MAX_ASSEMBLIES = 100_000
 MAX_MAP_SEGMENTS = 4096
 MAX_MAP_ENTRIES = 1 << 24  # a RID has 24 bits
+MAX_TYPE_PARAMS = 1 << 21  # loaded constructed types of one module
 # DacpAppDomainDataStage STAGE_OPEN: the SystemDomain's fixed answer, and the AppDomain's from
 # startup's end to shutdown (its m_Stage is not in the descriptor: a core of a process that
 # is starting or exiting is reported open too).
@@ -231,3 +232,40 @@ class Loader:
         if field is None:
             raise ContractError(f"no module map of kind {kind}")
         return self.map_entries(module, field)
+
+    # -- loaded constructed types -------------------------------------------------------------
+
+    def available_type_params(self, module: int, limit: int = MAX_TYPE_PARAMS) -> list[int]:
+        """Type handles in the module's ``AvailableTypeParams`` hash (its generic instantiations,
+        arrays, pointers ...): a ``DacEnumerableHash`` whose bucket array starts with three
+        reserved slots (the length first), each bucket a chain of entries ending in a pointer
+        with bit 0 set; an entry's value keeps a flag in bit 0 too."""
+        d = self.data
+        table = d.field_pointer(module, "Module", "AvailableTypeParams")
+        if not table:
+            return []
+        buckets = d.field_pointer(table, "EETypeHashTable", "Buckets")
+        if not buckets:
+            return []
+        length = d.pointer(buckets)
+        if length > limit:
+            raise ContractError(f"module {module:#x}: a type hash of {length} buckets")
+        raw = d.read(buckets + 3 * d.pointer_size, length * d.pointer_size)
+        step = d.pointer_size
+        out: list[int] = []
+        value_at = d.offset("EETypeHashTable", "VolatileEntryValue")
+        next_at = d.offset("EETypeHashTable", "VolatileEntryNextEntry")
+        for i in range(0, len(raw), step):
+            entry = int.from_bytes(raw[i:i + step], "little")
+            while entry and not entry & 1:
+                if len(out) >= limit:
+                    raise ContractError(f"module {module:#x}: more than {limit} loaded types")
+                out.append(d.pointer(entry + value_at) & ~1)
+                entry = d.pointer(entry + next_at)
+        return out
+
+    def all_modules(self) -> list[int]:
+        domain = self.app_domain()
+        if not domain:
+            return []
+        return [m for a in self._domain_assemblies(domain) if (m := self.assembly_module(a))]
