@@ -179,6 +179,39 @@ def test_sosstatus_names_the_architecture(heap: Case, host: str) -> None:
     assert not heap.out(host, "sosstatus").errors
 
 
+def test_native_unwinding_equals_gdb_multiarch(heap: Case) -> None:
+    """sosext's AArch64 CFI unwinder (targets/cfi.py) walks each thread's native frames to the
+    same return addresses as gdb-multiarch's own unwinder, down to the first managed frame."""
+    from sosext.targets.cfi import unwind_native
+    from sosext.targets.elfcore import CoreTarget
+    if drivers.GDB_MULTIARCH is None:
+        pytest.skip("gdb-multiarch is not installed (scripts/setup.sh --arm64)")
+    import subprocess
+    out = subprocess.run([drivers.GDB_MULTIARCH, "-nx", "-q", "-batch", "-ex", f"file {heap.core.exe}",
+                          "-ex", f"core-file {heap.core.core}", "-ex", "thread apply all bt 64"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=300).stdout
+    gdb_pcs: dict[int, list[int]] = {}
+    tid = None
+    for line in out.splitlines():
+        m = re.match(r"^Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP (\d+)\)\)", line)
+        if m:
+            tid = int(m.group(1))
+            gdb_pcs[tid] = []
+        m = re.match(r"^#\d+\s+(0x[0-9a-f]+) in ", line)
+        if m and tid is not None:
+            gdb_pcs[tid].append(int(m.group(1), 16))
+    with CoreTarget(heap.core.core) as t:
+        native = [m for m in t.modules() if not m.path.endswith(".dll") and "/memfd:" not in m.path]
+        compared = 0
+        for thread in t.threads():
+            ours = [f.ip for f in unwind_native(native, t.registers(thread.tid), t.read_pointer, t.arch)]
+            assert len(ours) >= 2, thread.tid
+            assert ours == gdb_pcs[thread.tid][:len(ours)], thread.tid
+            compared += len(ours)
+    assert compared > 3 * len(gdb_pcs)
+
+
 # -- the second opinion on the cores themselves --------------------------------------------------
 
 
