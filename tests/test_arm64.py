@@ -224,7 +224,32 @@ def test_clrmd_under_qemu_reads_the_truth_from_the_core(heap: Case) -> None:
         got = opinion.types.get(h(t["mt"]), (0, 0, ""))
         assert got[:2] == (count, t["unalignedSize"] + t["deadUnalignedSize"]) if count else got[0] == 0, name
     assert {main_tid(heap.truth)} | {t["osTid"] for t in heap.truth["threads"]} <= set(opinion.threads)
-    assert ("ManagedMethod", "DebuggeeHost.Program.Main") in opinion.frames[main_tid(heap.truth)]
+    assert ("ManagedMethod", "DebuggeeHost.Program.Main") in {f[:2] for f in opinion.frames[main_tid(heap.truth)]}
+
+
+def test_contracts_stack_walk_equals_clrmd(heap: Case) -> None:
+    """The pure-Python AArch64 stack walk (ExecutionManager contract, ARM64 unwind codes,
+    InlinedCallFrames, .eh_frame for native code) finds every managed frame ClrMD finds with the
+    arm64 DAC: the same instruction pointers, stack pointers and MethodDescs, down to Main."""
+    from sosext.contracts.descriptor import read_descriptor
+    from sosext.contracts.reader import ContractReader
+    from sosext.contracts.stackwalk import StackWalker
+    from sosext.contracts.targetdata import TargetData
+    from sosext.targets.elfcore import CoreTarget
+    opinion = clrmd_opinion(heap.core)
+    with CoreTarget(heap.core.core) as t:
+        runtime = t.find_module("libcoreclr.so")
+        walker = StackWalker(t, TargetData(t, read_descriptor(t, runtime)))
+        ours = {th.os_thread_id: [(f.ip, f.sp, f.method_desc) for f in walker.managed_frames(th.os_thread_id, th.frame)]
+                for _addr, th in ContractReader(t, runtime).threads()}
+    theirs = {tid: [(ip, sp, md) for kind, _n, ip, sp, md in frames if kind == "ManagedMethod"]
+              for tid, frames in opinion.frames.items()}
+    assert {tid: f for tid, f in ours.items() if f} == {tid: f for tid, f in theirs.items() if f}
+    main = next(md for kind, name, _ip, _sp, md in opinion.frames[main_tid(heap.truth)]
+                if name == "DebuggeeHost.Program.Main")
+    assert ours[main_tid(heap.truth)][-1][2] == main
+    for t in heap.truth["threads"]:
+        assert len(ours[t["osTid"]]) >= 3, t
 
 
 # -- what needs the runtime reader ---------------------------------------------------------------

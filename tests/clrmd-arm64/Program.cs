@@ -5,7 +5,8 @@ using Microsoft.Diagnostics.Runtime;
 // ClrmdArm64 <core> <dac>   what ClrMD reads from the core, one tab-separated record a line:
 //   type    <mt hex> <count> <total size> <name>     per MethodTable on the GC heap (ClrObject.Size)
 //   thread  <os tid> <managed id> <address hex>      per managed thread
-//   frame   <os tid> <kind> <method or frame name>   each frame of each managed thread's stack
+//   frame   <os tid> <kind> <method or frame name> <ip hex> <sp hex> <MethodDesc hex or 0>
+//                                                    each frame of each managed thread's stack
 // tests/test_arm64.py compares these with sosext's answers; nothing here is sosext's code.
 internal static class Program
 {
@@ -34,7 +35,8 @@ internal static class Program
             foreach (ClrStackFrame frame in thread.EnumerateStackTrace())
             {
                 string name = frame.Method != null ? frame.Method.Type?.Name + "." + frame.Method.Name : frame.FrameName;
-                Console.WriteLine($"frame\t{thread.OSThreadId}\t{frame.Kind}\t{name}");
+                ulong md = frame.Method?.MethodDesc ?? 0;
+                Console.WriteLine($"frame\t{thread.OSThreadId}\t{frame.Kind}\t{name}\t{frame.InstructionPointer:x}\t{frame.StackPointer:x}\t{md:x}");
             }
         }
         return 0;

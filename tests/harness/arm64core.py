@@ -404,7 +404,7 @@ class ClrmdOpinion:
 
     types: dict[int, tuple[int, int, str]]   # MethodTable -> (count, total size, name)
     threads: dict[int, int]                  # OS thread id -> managed thread id
-    frames: dict[int, list[tuple[str, str]]]  # OS thread id -> [(kind, method or frame name)]
+    frames: dict[int, list[tuple[str, str, int, int, int]]]  # OS thread id -> [(kind, name, ip, sp, MethodDesc)]
     seconds: float
 
 
@@ -450,7 +450,7 @@ def clrmd_opinion(core: Arm64Core) -> ClrmdOpinion:
     text = cache.read_text()
     types: dict[int, tuple[int, int, str]] = {}
     threads: dict[int, int] = {}
-    frames: dict[int, list[tuple[str, str]]] = {}
+    frames: dict[int, list[tuple[str, str, int, int, int]]] = {}
     for line in text.splitlines():
         kind, *rest = line.split("\t")
         if kind == "type":
@@ -458,7 +458,7 @@ def clrmd_opinion(core: Arm64Core) -> ClrmdOpinion:
         elif kind == "thread":
             threads[int(rest[0])] = int(rest[1])
         elif kind == "frame":
-            frames.setdefault(int(rest[0]), []).append((rest[1], rest[2]))
+            frames.setdefault(int(rest[0]), []).append((rest[1], rest[2], *(int(v, 16) for v in rest[3:6])))
     return ClrmdOpinion(types, threads, frames, time.monotonic() - started)
 
 
