@@ -35,6 +35,7 @@ class ContractReader:
     """One target's runtime, read through its contract descriptor and the GC's DAC variables."""
 
     name = "contracts"
+    sos14 = None  # the DAC's statics interface (fields.py asks whether the reader has it)
 
     def __init__(self, target: Target, runtime: Module, descriptor: ContractDescriptor | None = None) -> None:
         self.target = target
@@ -49,6 +50,10 @@ class ContractReader:
         """Forget what was read (a live process ran): everything is read again."""
         self._gc = None
         self._gc_globals = None
+
+    def rebind(self, target: Target) -> None:
+        self.target = target
+        self.flush()
 
     def unsupported(self, what: str) -> ReaderUnsupported:
         return ReaderUnsupported(f"the contracts reader cannot answer {what} yet; --reader dac (or setreader dac) does")
