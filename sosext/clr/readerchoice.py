@@ -7,7 +7,8 @@ both read; the choice is about what can run:
   that reader, or its one-line refusal. Asking for ``contracts`` never loads the DAC.
 * automatic: the DAC reader when the target's DAC is found, trusted and loads; the contracts
   reader when the core is of another architecture (a DAC runs only on its own), or the DAC
-  is missing, untrusted or fails to load; the one line that says why is kept in
+  is missing, untrusted or fails to load (but a DAC directory the user named with
+  ``setclrpath`` is a choice of the DAC: its refusal stands); the one line that says why is kept in
   ``ReaderChoice.reason`` (sosstatus and eeversion show it; a fallback is printed once).
 """
 from __future__ import annotations
@@ -83,6 +84,10 @@ def open_reader(target: Target, choice: str | None = None, location: "DacLocatio
     if arch != host_arch():
         return _contracts(target, f"the target is {arch} and a DAC runs only on its own architecture ({host_arch()})",
                           fallback=True)
+    from ..dac.loader import clr_path_override
+    if clr_path_override():
+        # A DAC directory the user named is a choice of the DAC: its refusal stands.
+        return _dac(target, location, "its DAC is in the directory you chose (setclrpath)")
     try:
         return _dac(target, location, "its DAC is found and trusted")
     except DacError as dac_error:

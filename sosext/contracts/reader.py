@@ -269,5 +269,4 @@ class ContractReader:
     # -- roots ------------------------------------------------------------------------------
 
     def handles(self) -> list[rec.HandleData]:
-        from .handles import handle_table_handles
-        return handle_table_handles(self)
+        raise self.unsupported("the GC handle table (gchandles, gcroot's handle roots)")
