@@ -9,7 +9,8 @@ DAC reader: that case is skipped, naming what is missing, until the other half l
 The GC half is proved now as well: the same commands run in-process with a reader that takes
 every GC and thread answer from the contracts reader and everything else from the DAC, and
 must print exactly what the DAC alone prints; and the records both readers return (heaps,
-generations, every segment, fill pointers, threads) must be equal field for field.
+generations, every segment, fill pointers, threads, handles in their order) must be equal
+field for field.
 Plus: `sosext.open(core, reader="contracts")` maps no libmscordaccore.
 """
 from __future__ import annotations
@@ -37,6 +38,7 @@ GC_HALF = frozenset({
     "gc_heap_data", "gc_heap_list", "gc_heap_details", "gc_heap_static_data", "heap_segment_data",
     "number_generations", "generation_table", "finalization_fill_pointers", "global_allocation_context",
     "gc_dynamic_adaptation_mode", "oom_data", "useful_globals", "thread_store_data", "thread_data", "threads",
+    "handles",
 })
 
 
@@ -192,6 +194,8 @@ def test_both_readers_return_equal_records(case: Case) -> None:
     assert a.useful_globals().string_method_table == int(case.truth["stringMethodTable"]["mt"], 16)
     assert a.thread_store_data() == b.thread_store_data()
     assert list(a.threads()) == list(b.threads())
+    handles = a.handles()
+    assert handles == b.handles() and len(handles) > 10  # same handles, same order
     os_tids = {t.os_thread_id for _, t in b.threads()}
     assert {t["osTid"] for t in case.truth["threads"]} <= os_tids
 

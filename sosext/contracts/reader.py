@@ -269,4 +269,5 @@ class ContractReader:
     # -- roots ------------------------------------------------------------------------------
 
     def handles(self) -> list[rec.HandleData]:
-        raise self.unsupported("the GC handle table (gchandles, gcroot's handle roots)")
+        from .handles import handle_table_handles
+        return handle_table_handles(self)
