@@ -17,11 +17,12 @@ from .NET 11, in a sub-descriptor). What the DAC reads instead, we read:
       g_heap_type                      1 workstation, 2 server
       g_gcDacGlobals                   -> GcDacVars
       ...
-      g_profControlBlock               <- anchor (descriptor "ProfilerControlBlock")
       g_card_table, g_lowest_address, g_highest_address
       g_global_alloc_context           an ee_alloc_context (.NET 10) / gc_alloc_context
-      g_pGCHeap
-      g_pThinLockThreadIdDispenser     <- checked (descriptor "ThinlockThreadIdDispenser")
+      g_pGCHeap, g_pThinLockThreadIdDispenser
+      g_pObjectClass                   <- anchor (descriptor "ObjectMethodTable")
+      g_pRuntimeTypeClass, g_pCanonMethodTableClass
+      g_pStringClass                   <- checked (descriptor "StringMethodTable")
 
 * ``GcDacVars`` (``src/coreclr/gc/gcinterface.dac.h``, ``gcinterface.dacvars.def``) is filled
   by the GC in use (libcoreclr's own, or the standalone libclrgc.so): ``u8 major, u8 minor``,
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from ..errors import ContractError, SosError
 from ..targets.base import Module, Target
 from ..targets.elfsymbols import image_extent
-from .descriptor import ContractDescriptor, export_address
+from .descriptor import ContractDescriptor, ImageBackedMemory, export_address
 
 DAC_TABLE_SYMBOL = "g_dacTable"
 SUPPORTED_MAJOR = 2
@@ -149,7 +150,9 @@ class GcDacVars:
         values = struct.unpack(f"<{count}{fmt[1]}", raw)
         self._vars = dict(zip(GC_VARS[:count], values))
         self.build_variant = self.read_u8(self.var("build_variant")) if self.var("build_variant") else 0
-        self.uses_regions = bool(self.build_variant & BUILD_REGIONS)
+        # Regions are a build_variant bit from minor 2 on (.NET 10); before (.NET 9, minor 1) the
+        # reader decides from the generation table (None here), as the heap model does.
+        self.uses_regions: bool | None = bool(self.build_variant & BUILD_REGIONS) if self.minor >= 2 else None
         self.background_gc = bool(self.build_variant & BUILD_BACKGROUND_GC)
         self.dynamic_heap_count = bool(self.build_variant & BUILD_DYNAMIC_HEAP_COUNT)
         self._heap_offsets: tuple[int, ...] | None = None
@@ -242,6 +245,7 @@ class GcDacVars:
 def runtime_gc_globals(target: Target, runtime: Module, descriptor: ContractDescriptor) -> RuntimeGcGlobals:
     """The GC-related runtime variables, from ``g_dacTable`` anchored by the descriptor."""
     table = export_address(target, runtime, DAC_TABLE_SYMBOL)
+    target = ImageBackedMemory(target, runtime)  # type: ignore[assignment]
     if table is None:
         raise ContractError("the runtime exports no g_dacTable: the contracts reader cannot find the GC heap")
     # The variables live in the image's .data and .bss; .bss is past the file mappings.
@@ -273,12 +277,12 @@ def runtime_gc_globals(target: Target, runtime: Module, descriptor: ContractDesc
         raise ContractError("the GC heap is not initialised yet (g_gcDacGlobals is null)")
 
     card = lowest = highest = alloc = 0
-    pcb = anchor("ProfilerControlBlock")
-    if pcb is not None and checked(pcb + 6, "ThinlockThreadIdDispenser") and all(in_module[pcb + 1:pcb + 5]):
+    obj = anchor("ObjectMethodTable")
+    if obj is not None and obj >= 6 and checked(obj + 3, "StringMethodTable") and all(in_module[obj - 6:obj - 2]):
         ps = target.pointer_size
-        card, lowest, highest = (int.from_bytes(_read(target, entries[pcb + k], ps, "GC bounds"), "little")
-                                 for k in (1, 2, 3))
-        alloc = entries[pcb + 4]
+        card, lowest, highest = (int.from_bytes(_read(target, entries[obj - k], ps, "GC bounds"), "little")
+                                 for k in (6, 5, 4))
+        alloc = entries[obj - 3]
     return RuntimeGcGlobals(gc_vars, heap_type, card, lowest, highest, alloc)
 
 
