@@ -40,6 +40,39 @@ def exported_symbol(image_path: str, name: str) -> tuple[int, int] | None:
         os.close(fd)
 
 
+def image_extent(image_path: str) -> int | None:
+    """Bytes from the lowest PT_LOAD's page to the end of the highest one's memory image
+    (``.bss`` included, which a module's file mappings do not cover); None if unreadable."""
+    try:
+        fd = os.open(image_path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        loads = _loads(fd)
+    except (OSError, struct.error, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    if not loads:
+        return None
+    low = min(v for v, _ in loads) & ~0xFFF
+    return max(v + m for v, m in loads) - low
+
+
+def _loads(fd: int) -> list[tuple[int, int]] | None:
+    """(p_vaddr, p_memsz) of every PT_LOAD, None unless a little-endian ELF64."""
+    head = os.pread(fd, _ELF64_HEADER.size, 0)
+    (ident, _type, _machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum,
+     _shentsize, _shnum, _shstrndx) = _ELF64_HEADER.unpack(head)
+    if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+        return None
+    if phentsize != _ELF64_SEGMENT.size or not 0 < phnum <= _MAX_SEGMENTS:
+        return None
+    table = os.pread(fd, phnum * phentsize, phoff)
+    return [(vaddr, memsz) for ptype, _fl, _off, vaddr, _pa, _filesz, memsz, _al in _ELF64_SEGMENT.iter_unpack(table)
+            if ptype == _PT_LOAD]
+
+
 def _lowest_load(fd: int) -> int | None:
     head = os.pread(fd, _ELF64_HEADER.size, 0)
     (ident, _type, _machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum,

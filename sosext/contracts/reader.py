@@ -1,0 +1,268 @@
+"""ContractReader: the runtime read from its own data contracts, in pure Python.
+
+It answers the model's questions with the same records as the DAC reader (readers/records.py),
+field for field as the .NET 10 DAC fills them (dotnet/runtime ``src/coreclr/debug/daccess/
+request.cpp`` and ``request_svr.cpp``, as of .NET 10), quirks included, so that every command prints the same
+bytes whichever reader answers. What it reads:
+
+* the contract descriptor (descriptor.py): the Thread contract's types and the runtime's
+  globals (ThreadStore, AppDomain, the well-known MethodTables);
+* the GC's DAC variables (gcvars.py): heaps, generations, segments, finalization queues;
+* the GC's handle table (handles.py).
+
+A question it cannot answer yet raises ``ReaderUnsupported`` naming ``--reader dac``. It loads
+no native code, so it reads cores of any architecture and runtimes whose DAC is missing or
+untrusted.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+from ..errors import ContractError, ReaderUnsupported
+from ..readers import records as rec
+from ..targets.base import Module, Target
+from .descriptor import ContractDescriptor, read_descriptor
+from .gcvars import GC_HEAP_SVR, GcDacVars, GcHeapView, runtime_gc_globals
+
+_MAX_THREADS = 100_000
+_FILL_POINTERS = 7  # DacpGcHeapDetails: NUMBERGENERATIONS + 3
+_DAC_GENERATIONS = 4  # DacpGcHeapDetails.generation_table
+_ALL_ONES = (1 << 64) - 1
+
+
+class ContractReader:
+    """One target's runtime, read through its contract descriptor and the GC's DAC variables."""
+
+    name = "contracts"
+
+    def __init__(self, target: Target, runtime: Module, descriptor: ContractDescriptor | None = None) -> None:
+        self.target = target
+        self.runtime = runtime
+        self.descriptor = descriptor or read_descriptor(target, runtime)
+        self._gc: GcDacVars | None = None
+        self._gc_globals = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Forget what was read (a live process ran): everything is read again."""
+        self._gc = None
+        self._gc_globals = None
+
+    def unsupported(self, what: str) -> ReaderUnsupported:
+        return ReaderUnsupported(f"the contracts reader cannot answer {what} yet; --reader dac (or setreader dac) does")
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        # A DAC-reader method this reader lacks: a one-line error when called, not an AttributeError.
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def missing(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+            raise self.unsupported(name.replace("_", " "))
+        return missing
+
+    @property
+    def gc_globals(self):  # type: ignore[no-untyped-def]
+        if self._gc_globals is None:
+            self._gc_globals = runtime_gc_globals(self.target, self.runtime, self.descriptor)
+        return self._gc_globals
+
+    @property
+    def gc(self) -> GcDacVars:
+        if self._gc is None:
+            self._gc = GcDacVars(self.target, self.gc_globals.gc_dac_vars)
+        return self._gc
+
+    @property
+    def is_server(self) -> bool:
+        return self.gc_globals.heap_type == GC_HEAP_SVR
+
+    def _pointer(self, address: int, what: str) -> int:
+        return self.gc.read_pointer(address, what)
+
+    def _global_pointer(self, name: str) -> int:
+        """The pointer stored at the variable the descriptor's global ``name`` locates."""
+        return self._pointer(self.descriptor.global_value(name), name)
+
+    def _view(self, heap: int | None) -> GcHeapView:
+        if self.is_server:
+            if not heap or heap not in self.gc.server_heaps():
+                raise ContractError(f"{heap or 0:#x} is not a server GC heap")
+            return self.gc.heap_view(heap)
+        return self.gc.heap_view(0)
+
+    # -- GC heap ----------------------------------------------------------------------------
+
+    def gc_heap_data(self) -> rec.GcHeapData:
+        gc = self.gc
+        count = len(gc.server_heaps()) if self.is_server else 1
+        valid = gc.int_value("gc_structures_invalid_cnt") == 0
+        return rec.GcHeapData(int(self.is_server), int(valid), count, gc.read_u32(gc.var("max_gen"), "max_gen"))
+
+    def gc_heap_list(self, count: int) -> list[int]:
+        if not self.is_server:
+            raise ContractError("a workstation GC has no heap list")
+        return self.gc.server_heaps()[:count]
+
+    def gc_heap_details(self, heap: int) -> rec.GcHeapDetails:
+        if not self.is_server:
+            raise ContractError("a workstation GC has no per-heap details")
+        return self._details(self._view(heap))
+
+    def gc_heap_static_data(self) -> rec.GcHeapDetails:
+        if self.is_server:
+            raise ContractError("a server GC has no static heap data")
+        return self._details(self.gc.heap_view(0))
+
+    def _details(self, view: GcHeapView) -> rec.GcHeapDetails:
+        gc, g = self.gc, self.gc_globals
+        # The background GC's fields are reported only when the GC says it was built with it
+        # (build_variant), whatever the heap holds; with regions the saved-sweep pair is gone
+        # and the DAC marks that with -1.
+        if gc.background_gc:
+            state = gc.read_i32(gc.var("current_c_gc_state"), "c_gc_state") if gc.var("current_c_gc_state") else 0
+            mark_array, next_sweep = view.pointer("mark_array"), view.pointer("next_sweep_obj")
+            low, high = view.pointer("background_saved_lowest_address"), view.pointer("background_saved_highest_address")
+        else:
+            state, mark_array, next_sweep, low, high = 0, _ALL_ONES, 0, 0, 0
+        card_table = view.pointer("card_table") if view.heap else g.card_table
+        if gc.uses_regions:
+            saved_seg, saved_start = _ALL_ONES, 0
+        elif gc.background_gc:
+            saved_seg, saved_start = view.pointer("saved_sweep_ephemeral_seg"), view.pointer("saved_sweep_ephemeral_start")
+        else:
+            saved_seg, saved_start = 0, 0
+        gens = tuple(rec.GenerationData(*gc.generation(view, i)) for i in range(_DAC_GENERATIONS))
+        fill = self._fill_pointers(view, _FILL_POINTERS) or (0,) * _FILL_POINTERS
+        return rec.GcHeapDetails(view.heap, view.pointer("alloc_allocated"), mark_array & _ALL_ONES, state, next_sweep,
+                                 saved_seg, saved_start, low, high, gens, view.pointer("ephemeral_heap_segment"),
+                                 tuple(fill), g.lowest_address, g.highest_address, card_table)
+
+    def _fill_pointers(self, view: GcHeapView, count: int) -> list[int] | None:
+        queue = view.pointer("finalize_queue")
+        if not queue:
+            return None
+        ps = self.target.pointer_size
+        raw = self.gc_bytes(queue, count * ps, "finalization queue")
+        return list(struct.unpack(f"<{count}{'Q' if ps == 8 else 'I'}", raw))
+
+    def gc_bytes(self, address: int, size: int, what: str) -> bytes:
+        from .gcvars import _read
+        return _read(self.target, address, size, f"the GC's {what}")
+
+    def heap_segment_data(self, segment: int) -> rec.HeapSegmentData:
+        gc = self.gc
+        s = gc.segment(segment)
+        view = gc.heap_view(s["heap"] if self.is_server else 0)
+        if self.is_server and not s["heap"]:
+            raise ContractError(f"heap segment {segment:#x} names no GC heap")
+        # The ephemeral segment's objects end where its heap allocates, not at its own mark.
+        eph = view.pointer("ephemeral_heap_segment")
+        mark = view.pointer("alloc_allocated") if segment == eph else s["allocated"]
+        return rec.HeapSegmentData(segment, s["allocated"], s["committed"], s["reserved"], s["used"], s["mem"],
+                                   s["next"], s["heap"] if self.is_server else 0, mark, s["flags"],
+                                   s["background_allocated"])
+
+    def number_generations(self) -> int | None:
+        return self.gc.total_generation_count
+
+    def generation_table(self, heap: int | None = None) -> list[rec.GenerationData] | None:
+        view = self._view(heap)
+        return [rec.GenerationData(*self.gc.generation(view, i)) for i in range(self.gc.total_generation_count)]
+
+    def finalization_fill_pointers(self, heap: int | None = None) -> list[int] | None:
+        return self._fill_pointers(self._view(heap), self.gc.total_generation_count + 2)
+
+    def global_allocation_context(self) -> tuple[int, int] | None:
+        at = self.gc_globals.global_alloc_context
+        if not at:
+            return None
+        d = self.descriptor
+        if d.has_field("EEAllocContext", "GCAllocationContext"):
+            at += d.field_offset("EEAllocContext", "GCAllocationContext")
+        ptr = self._pointer(at + d.field_offset("GCAllocContext", "Pointer"), "global allocation context")
+        limit = self._pointer(at + d.field_offset("GCAllocContext", "Limit"), "global allocation context")
+        return ptr, limit
+
+    def gc_dynamic_adaptation_mode(self) -> int | None:
+        gc = self.gc
+        if not gc.dynamic_heap_count or not gc.var("dynamic_adaptation_mode"):
+            return -1  # the DAC's answer when the GC was built without DATAS
+        return gc.int_value("dynamic_adaptation_mode")
+
+    def oom_data(self, heap: int | None = None) -> rec.OomData | None:
+        view = self._view(heap)
+        at = view.field_address("oom_info") if view.heap else self.gc.var("oom_info")
+        if not at:
+            return None
+        raw = self.gc_bytes(at, 72, "out-of-memory record")
+        reason, alloc_size, _reserved, _allocated, gc_index, fgm, size, pagefile, loh_p = \
+            struct.unpack_from("<i4xQQQQi4xQQi", raw)
+        return rec.OomData(reason, alloc_size, pagefile, gc_index, fgm, size, loh_p)
+
+    def useful_globals(self) -> rec.UsefulGlobals:
+        return rec.UsefulGlobals(self._global_pointer("ObjectArrayMethodTable"), self._global_pointer("StringMethodTable"),
+                                 self._global_pointer("ObjectMethodTable"), self._global_pointer("ExceptionMethodTable"),
+                                 self._global_pointer("FreeObjectMethodTable"))
+
+    # -- threads (the Thread contract) -----------------------------------------------------------
+
+    def thread_store_data(self) -> rec.ThreadStoreData:
+        d = self.descriptor
+        store = self._global_pointer("ThreadStore")
+        if not store:
+            raise ContractError("the runtime has no thread store yet")
+
+        def i32(field: str) -> int:
+            return struct.unpack("<i", self.gc_bytes(store + d.field_offset("ThreadStore", field), 4, "thread store"))[0]
+        first_link = self._pointer(store + d.field_offset("ThreadStore", "FirstThreadLink"), "thread store")
+        first = self._thread_of_link(first_link)
+        return rec.ThreadStoreData(i32("ThreadCount"), i32("UnstartedCount"), i32("BackgroundCount"),
+                                   i32("PendingCount"), i32("DeadCount"), first,
+                                   self._global_pointer("FinalizerThread"), self._global_pointer("GCThread"), 0)
+
+    def _thread_of_link(self, link: int) -> int:
+        return link - self.descriptor.field_offset("Thread", "LinkNext") if link else 0
+
+    def thread_data(self, thread: int) -> rec.ThreadData:
+        d = self.descriptor
+
+        def off(field: str) -> int:
+            return thread + d.field_offset("Thread", field)
+
+        def u32(field: str) -> int:
+            return struct.unpack("<I", self.gc_bytes(off(field), 4, "Thread"))[0]
+        ptr, limit = 0, 0
+        locals_ = self._pointer(off("RuntimeThreadLocals"), "Thread")
+        if locals_:
+            ctx = locals_ + d.field_offset("RuntimeThreadLocals", "AllocContext")
+            if d.has_field("EEAllocContext", "GCAllocationContext"):
+                ctx += d.field_offset("EEAllocContext", "GCAllocationContext")
+            ptr = self._pointer(ctx + d.field_offset("GCAllocContext", "Pointer"), "allocation context")
+            limit = self._pointer(ctx + d.field_offset("GCAllocContext", "Limit"), "allocation context")
+        domain = self._global_pointer("AppDomain")
+        nested = 0
+        tracker = self._pointer(off("ExceptionTracker"), "Thread") if d.has_field("Thread", "ExceptionTracker") else 0
+        if tracker and d.has_field("ExceptionInfo", "PreviousNestedInfo"):
+            nested = self._pointer(tracker + d.field_offset("ExceptionInfo", "PreviousNestedInfo"), "exception info")
+        next_link = self._pointer(off("LinkNext"), "Thread")
+        return rec.ThreadData(u32("Id"), u32("OSId"), u32("State"), u32("PreemptiveGCDisabled"), ptr, limit,
+                              domain, domain, self._pointer(off("Frame"), "Thread"), 0xFFFFFFFF, nested, 0, 0,
+                              self._pointer(off("LastThrownObject"), "Thread"), self._thread_of_link(next_link))
+
+    def threads(self) -> Iterator[tuple[int, rec.ThreadData]]:
+        """Every runtime Thread with its data, following the store's list (bounded, cycle-safe)."""
+        addr = self.thread_store_data().first_thread
+        seen: set[int] = set()
+        while addr and addr not in seen and len(seen) < _MAX_THREADS:
+            seen.add(addr)
+            data = self.thread_data(addr)
+            yield addr, data
+            addr = data.next_thread
+
+    # -- roots ------------------------------------------------------------------------------
+
+    def handles(self) -> list[rec.HandleData]:
+        from .handles import handle_table_handles
+        return handle_table_handles(self)
