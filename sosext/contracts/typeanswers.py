@@ -41,10 +41,6 @@ class TypeAnswers:
         self.loader = Loader(self.data, self.metadata)
         self.field_types = FieldTypes(self.rts, self.loader, self.metadata)
 
-    def forget(self) -> None:
-        """Drop what was read (a live process ran): the next answer reads the target again."""
-        self.__init__(self.data.target, self.data.desc)  # type: ignore[misc]
-
     # -- types ------------------------------------------------------------------------------
 
     def method_table_data(self, mt: int) -> MethodTableData | None:
