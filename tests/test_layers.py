@@ -151,7 +151,8 @@ def test_commands_render_hosts_do_not_reach_the_dac_through_the_model() -> None:
         if part(module_name(path)) not in NO_DAC:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Attribute) and node.attr in ("dac", "reader"):
+            if (isinstance(node, ast.Attribute) and node.attr in ("dac", "reader")
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "args")):  # --reader
                 wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert wrong == []
 

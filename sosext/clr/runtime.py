@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from ..dac import loader
 from ..dac.loader import DacLocation, file_version, locate_dac
-from ..dac.sos import SosDac, open_dac
 from ..dac.structs import (MethodDescData, MethodTableCollectibleData, MethodTableData, MethodTableFieldData,
                            ObjectData, ThreadData)
 from ..targets.base import Target
+from .readerchoice import open_reader, reader_choice, set_reader
 
 if TYPE_CHECKING:
+    from ..readers.protocol import RuntimeReader
     from ..dac.structs import UsefulGlobals
     from .heap import ClrHeap
     from .types import TypeCache
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ClrRuntime", "RuntimeInfo", "ObjectData", "MethodDescData", "MethodTableData",
            "MethodTableFieldData", "MethodTableCollectibleData", "ThreadData", "set_clr_path", "clr_path",
-           "locate_runtime"]
+           "locate_runtime", "set_reader", "reader_choice"]
 
 
 def set_clr_path(directory: str | None) -> None:
@@ -49,15 +50,20 @@ def locate_runtime(target: Target) -> DacLocation:
 class RuntimeInfo:
     version: str  # file version of the runtime, e.g. "10.0.1226.42308"
     runtime_path: str
-    dac_path: str
+    dac_path: str  # "" when the contracts reader answers
     runtime_base: int
 
 
 class ClrRuntime:
-    def __init__(self, target: Target, location: DacLocation | None = None) -> None:
+    def __init__(self, target: Target, location: DacLocation | None = None, reader: str | None = None) -> None:
+        """``reader``: "dac" or "contracts" (None: the user's setreader/SOSEXT_READER choice, else
+        automatic, see readerchoice.py); ``location``: a DAC already located for ``target``."""
         self.target = target
-        self.location = location or locate_dac(target)
-        self.reader: SosDac = open_dac(target, self.location)
+        chosen = open_reader(target, reader, location)
+        self.location = chosen.location
+        self.reader: "RuntimeReader" = chosen.reader
+        self.reader_reason = chosen.reason  # one line: which reader answers and why
+        self.reader_fallback = chosen.fallback  # the DAC was wanted but could not run
         self._generation = target.generation
         self._heap: "ClrHeap | None" = None
         self._caches: dict[str, object] = {}
@@ -69,20 +75,26 @@ class ClrRuntime:
         self.metadata_cache: dict[tuple[int, int], object] = {}
 
     @property
-    def dac(self) -> SosDac:
+    def dac(self) -> "RuntimeReader":
         """The former name of ``reader`` (kept while branches that use it merge)."""
         return self.reader
 
     @property
+    def reader_name(self) -> str:
+        """"dac" or "contracts": which reader answers for this runtime."""
+        return self.reader.name
+
+    @property
     def info(self) -> RuntimeInfo:
         loc = self.location
-        version = file_version(loc.runtime.path) or loc.version
+        version = file_version(loc.runtime.path) or loc.version or "unknown"
         return RuntimeInfo(version, loc.runtime.path, loc.dac_path, loc.runtime.base)
 
     def version_marker(self) -> str | None:
         """The runtime build's ``@(#)Version x @Commit: y`` text (from its file), or None."""
         from ..dac.loader import runtime_marker
-        marker = runtime_marker(self.location.runtime.path) or runtime_marker(self.location.dac_path)
+        marker = runtime_marker(self.location.runtime.path) or (
+            runtime_marker(self.location.dac_path) if self.location.dac_path else None)
         return marker.removeprefix("@(#)Version ") if marker else None
 
     def flush(self) -> None:
@@ -97,7 +109,7 @@ class ClrRuntime:
         """Read through ``target`` from now on: a new host wrapper of the same process."""
         if target is not self.target:
             self.target = target
-            self.reader.data_target.target = target
+            self.reader.rebind(target)
 
     def refresh(self) -> None:
         """Forget everything derived from target memory if the process has run since."""

@@ -127,6 +127,33 @@ def export_address(target: Target, runtime: Module, name: str) -> int | None:
     return runtime.base - (first_vaddr & ~0xFFF) + value
 
 
+class ImageBackedMemory:
+    """Target memory, with the runtime module's own pages rebuilt from its file where the dump
+    left them out (a heap dump keeps what the DAC reads, not the descriptor's ``.data`` page
+    nor its JSON in ``.rodata``): see targets/elfimage.py. The file is the target's build
+    (``export_address`` checked its build id)."""
+
+    def __init__(self, target: Target, runtime: Module) -> None:
+        self.target = target
+        self.pointer_size = target.pointer_size
+        self.runtime = runtime
+        self._image = None
+        self._image_checked = False
+
+    def read(self, address: int, size: int) -> bytes:
+        try:
+            return bytes(self.target.read(address, size))
+        except SosError:
+            if not self._image_checked:
+                from ..targets.elfimage import file_image
+                self._image_checked = True
+                self._image = file_image(self.runtime.path)
+            data = self._image.read(self.runtime.base, address, size) if self._image is not None else None
+            if data is None:
+                raise
+            return data
+
+
 def _escaped(text: str) -> str:
     return text.encode("unicode_escape", "backslashreplace").decode("ascii")
 
@@ -142,7 +169,7 @@ def read_descriptor(target: Target, runtime: Module) -> ContractDescriptor:
     if address is None:
         raise ContractError("the runtime has no contract descriptor (DotNetRuntimeContractDescriptor: "
                             ".NET 9 and later export one)")
-    return read_descriptor_at(target, address)
+    return read_descriptor_at(ImageBackedMemory(target, runtime), address)  # type: ignore[arg-type]
 
 
 def read_descriptor_at(target: Target, address: int, depth: int = 0) -> ContractDescriptor:

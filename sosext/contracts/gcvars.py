@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from ..errors import ContractError, SosError
 from ..targets.base import Module, Target
 from ..targets.elfsymbols import image_extent
-from .descriptor import ContractDescriptor, export_address
+from .descriptor import ContractDescriptor, ImageBackedMemory, export_address
 
 DAC_TABLE_SYMBOL = "g_dacTable"
 SUPPORTED_MAJOR = 2
@@ -242,6 +242,7 @@ class GcDacVars:
 def runtime_gc_globals(target: Target, runtime: Module, descriptor: ContractDescriptor) -> RuntimeGcGlobals:
     """The GC-related runtime variables, from ``g_dacTable`` anchored by the descriptor."""
     table = export_address(target, runtime, DAC_TABLE_SYMBOL)
+    target = ImageBackedMemory(target, runtime)  # type: ignore[assignment]
     if table is None:
         raise ContractError("the runtime exports no g_dacTable: the contracts reader cannot find the GC heap")
     # The variables live in the image's .data and .bss; .bss is past the file mappings.

@@ -41,6 +41,7 @@ class ContractReader:
     """One target's runtime, read through its contract descriptor and the GC's DAC variables."""
 
     name = "contracts"
+    sos14 = None  # the DAC's statics interface (fields.py asks whether the reader has it)
 
     def __init__(self, target: Target, runtime: Module, descriptor: ContractDescriptor | None = None) -> None:
         self.target = target
@@ -64,6 +65,10 @@ class ContractReader:
         if self._types is None:
             self._types = TypeAnswers(self.target, self.descriptor)
         return self._types
+
+    def rebind(self, target: Target) -> None:
+        self.target = target
+        self.flush()
 
     def unsupported(self, what: str) -> ReaderUnsupported:
         return ReaderUnsupported(f"the contracts reader cannot answer {what} yet; --reader dac (or setreader dac) does")
@@ -281,5 +286,4 @@ class ContractReader:
     # -- roots ------------------------------------------------------------------------------
 
     def handles(self) -> list[rec.HandleData]:
-        from .handles import handle_table_handles
-        return handle_table_handles(self)
+        raise self.unsupported("the GC handle table (gchandles, gcroot's handle roots)")

@@ -14,15 +14,14 @@ import os
 import re
 import struct
 import threading
-from dataclasses import dataclass
 
-from ..errors import DacError, NotDotNetError
+from ..errors import DacError
+from ..readers.location import RUNTIME_MODULE, RuntimeLocation, find_runtime
 from ..targets.base import Module, Target
 from ..targets.elfsections import read_section, sections
 from ..targets.elfsymbols import elf_build_id, file_build_id
 from .trust import check_elf_image, declared_runtime_info, printable, untrusted_reason
 
-RUNTIME_MODULE = "libcoreclr.so"
 DAC_NAME = "libmscordaccore.so"
 _VERSION_MARKER = re.compile(rb"@\(#\)Version ([0-9][0-9.]*)")
 _MARKER = re.compile(rb"@\(#\)Version [0-9][0-9.]*(?: @Commit: [0-9a-f]+)?")
@@ -47,19 +46,8 @@ def clr_path_override() -> str | None:
     return _clr_path_override
 
 
-@dataclass(frozen=True, slots=True)
-class DacLocation:
-    dac_path: str
-    runtime: Module  # libcoreclr.so as mapped in the target
-    version: str  # the DAC's file version, e.g. "10.0.1226.42308"
-    trusted_by: str = "location"  # "location" (judged safe) or "setclrpath" (the user's choice)
-
-
-def find_runtime(target: Target) -> Module:
-    for m in target.modules():
-        if m.name == RUNTIME_MODULE:
-            return m
-    raise NotDotNetError(f"no .NET runtime ({RUNTIME_MODULE}) is loaded in {target.describe()}")
+# The DAC reader's name for where the runtime and its DAC are (readers/location.py).
+DacLocation = RuntimeLocation
 
 
 # A runtime binary is a few MB; a path a core names could be anything (a huge sparse file).
