@@ -8,7 +8,9 @@ bytes whichever reader answers. What it reads:
 * the contract descriptor (descriptor.py): the Thread contract's types and the runtime's
   globals (ThreadStore, AppDomain, the well-known MethodTables);
 * the GC's DAC variables (gcvars.py): heaps, generations, segments, finalization queues;
-* the GC's handle table (handles.py).
+* the GC's handle table (handles.py);
+* types, objects, fields, domains, assemblies and modules (typeanswers.py over the
+  RuntimeTypeSystem, Object, Exception, Loader and EcmaMetadata contracts).
 
 A question it cannot answer yet raises ``ReaderUnsupported`` naming ``--reader dac``. It loads
 no native code, so it reads cores of any architecture and runtimes whose DAC is missing or
@@ -24,6 +26,10 @@ from ..readers import records as rec
 from ..targets.base import Module, Target
 from .descriptor import ContractDescriptor, read_descriptor
 from .gcvars import GC_HEAP_SVR, GcDacVars, GcHeapView, runtime_gc_globals
+from .typeanswers import TypeAnswers
+
+# What typeanswers.py answers, under the DAC reader's method names.
+_TYPE_ANSWERS = frozenset(n for n in vars(TypeAnswers) if not n.startswith("_") and n != "forget")
 
 _MAX_THREADS = 100_000
 _FILL_POINTERS = 7  # DacpGcHeapDetails: NUMBERGENERATIONS + 3
@@ -43,6 +49,7 @@ class ContractReader:
         self.descriptor = descriptor or read_descriptor(target, runtime)
         self._gc: GcDacVars | None = None
         self._gc_globals = None
+        self._types: TypeAnswers | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -50,6 +57,14 @@ class ContractReader:
         """Forget what was read (a live process ran): everything is read again."""
         self._gc = None
         self._gc_globals = None
+        self._types = None
+
+    @property
+    def types(self) -> TypeAnswers:
+        """The type-system and loader half (built on first use)."""
+        if self._types is None:
+            self._types = TypeAnswers(self.target, self.descriptor)
+        return self._types
 
     def rebind(self, target: Target) -> None:
         self.target = target
@@ -62,6 +77,8 @@ class ContractReader:
         # A DAC-reader method this reader lacks: a one-line error when called, not an AttributeError.
         if name.startswith("_"):
             raise AttributeError(name)
+        if name in _TYPE_ANSWERS:
+            return getattr(self.types, name)
 
         def missing(*_args, **_kwargs):  # type: ignore[no-untyped-def]
             raise self.unsupported(name.replace("_", " "))
