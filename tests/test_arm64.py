@@ -110,7 +110,7 @@ def host(request) -> str:
 
 # The reader answers when it does not fail with one of these: the refusal of a foreign core
 # (before a reader for it exists) and the contracts reader's "cannot answer yet".
-_NOT_YET = re.compile(r"aarch64 core; this machine is x86_64|contracts reader|no contract|"
+_NOT_YET = re.compile(r"aarch64 core; this machine is x86_64|contracts reader|no contract|need the DAC|"
                       r"data descriptor has no", re.I)
 
 

@@ -830,11 +830,10 @@ class CoreTarget(TargetBase):
         return self.core.truncation
 
     def unusable(self) -> str | None:
-        """One line saying why no runtime can be read from this core (truncated, another
-        architecture), or None. Checked before the DAC is asked, whose own error would mislead."""
-        note = foreign_arch_note(self.arch)
-        if note is not None:
-            return f"unsupported core file: {self.path} ({note})"
+        """One line saying why no runtime can be read from this core (truncated), or None.
+        Checked before a reader is asked, whose own error would mislead. A core of another
+        architecture is usable: the contracts reader reads it (clr/readerchoice.py), and the DAC
+        reader refuses a DAC of another machine before loading it (dac/trust.py)."""
         return self.truncation
 
     def describe(self) -> str:
