@@ -252,6 +252,29 @@ def test_contracts_stack_walk_equals_clrmd(heap: Case) -> None:
         assert len(ours[t["osTid"]]) >= 3, t
 
 
+def test_contracts_stack_roots_equal_clrmd(heap: Case) -> None:
+    """The stack references the contracts reader finds from the arm64 GC info of each frame are
+    ClrMD's stack roots: the same slots (address 0: a register) holding the same objects
+    (ClrMD names an interior pointer's object by its start; the runtime reports the pointer)."""
+    from sosext.contracts.reader import ContractReader
+    from sosext.targets.elfcore import CoreTarget
+    opinion = clrmd_opinion(heap.core)
+    with CoreTarget(heap.core.core) as t:
+        reader = ContractReader(t, t.find_module("libcoreclr.so"))
+        ours = {th.os_thread_id: sorted((r.address, r.object, bool(r.flags & 1))
+                                        for r in reader.stack_references(th.os_thread_id) if r.object)
+                for _addr, th in reader.threads()}
+    theirs = {tid: sorted(roots) for tid, roots in opinion.roots.items()}
+    assert {tid for tid, r in ours.items() if r} == {tid for tid, r in theirs.items() if r}
+    for tid, roots in theirs.items():
+        assert len(ours[tid]) == len(roots), tid
+        exact = [(a, o) for a, o, interior in roots if not interior]
+        assert exact == [(a, o) for a, o, interior in ours[tid] if not interior], tid
+        for (a, o, _i), (a2, raw, _i2) in zip([r for r in roots if r[2]], [r for r in ours[tid] if r[2]]):
+            assert a == a2 and o <= raw < o + 0x10000, (tid, hex(a), hex(o), hex(raw))
+    assert sum(map(len, ours.values())) > 10
+
+
 # -- what needs the runtime reader ---------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..dac.sos import HANDLE_TYPES  # the runtime's names of handle types (HNDTYPE_*), re-exported
-from ..errors import DacError, SosError
+from ..errors import ContractError, DacError, SosError
 
 if TYPE_CHECKING:
     from .parts import HeapParts
@@ -153,7 +153,7 @@ def stack_roots(heap: "HeapParts", errors: list[str] | None = None) -> list[ClrR
             continue
         try:
             refs = dac.stack_references(t.os_thread_id)
-        except DacError as e:
+        except (DacError, ContractError) as e:  # either reader: one thread's walk failed
             if errors is not None:
                 errors.append(f"thread {t.os_thread_id:#x}: {e}")
             continue

@@ -43,6 +43,7 @@ class CodeBlock:
     unwind_base: int        # what RUNTIME_FUNCTION offsets are relative to
     runtime_function: int   # address of the RUNTIME_FUNCTION covering the address (0: none)
     ready_to_run: bool      # precompiled (R2R image) rather than JIT-compiled
+    gc_info: int = 0        # the method's GC info (RealCodeHeader's, or after an R2R unwind info)
 
 
 class ExecutionManager:
@@ -118,7 +119,8 @@ class ExecutionManager:
         count = d.field_u32(header, "RealCodeHeader", "NumUnwindInfos")
         table = header + d.offset("RealCodeHeader", "UnwindInfos")
         rf = self._runtime_function(table, count, ip - base)
-        return CodeBlock(start, md, ip - start, base, table + rf * self.rf_size if rf is not None else 0, False)
+        return CodeBlock(start, md, ip - start, base, table + rf * self.rf_size if rf is not None else 0, False,
+                         d.field_pointer(header, "RealCodeHeader", "GCInfo"))
 
     def _find_method_code(self, map_base: int, map_start: int, ip: int) -> int:
         """The nibble map lookup (linear in version 1, with version 2's relative pointers)."""
@@ -200,7 +202,25 @@ class ExecutionManager:
         if not md:
             return None
         start = base + d.u32(table + index * self.rf_size)
-        return CodeBlock(start, md, ip - start, base, table + covering * self.rf_size, True)
+        # An R2R method's GC info follows its unwind info.
+        unwind = base + d.u32(table + index * self.rf_size + 4)
+        gc_info = unwind + self.unwind_data_size(unwind) if not d.u32(table + index * self.rf_size + 4) & 3 else 0
+        return CodeBlock(start, md, ip - start, base, table + covering * self.rf_size, True, gc_info)
+
+    def unwind_data_size(self, xdata: int) -> int:
+        """Bytes of an ARM64 .xdata record (header, extension word, epilog scopes, unwind code
+        words, the handler word) — what an R2R method's GC info follows."""
+        d = self.data
+        header = d.u32(xdata)
+        size = 4
+        code_words, epilogs = header >> 27, (header >> 22) & 0x1F
+        if not code_words and not epilogs:
+            extension = d.u32(xdata + 4)
+            size += 4
+            code_words, epilogs = (extension >> 16) & 0xFF, extension & 0xFFFF
+        if not header & (1 << 21):
+            size += 4 * epilogs
+        return size + 4 * code_words + 4
 
     def _runtime_function(self, table: int, count: int, rva: int) -> int | None:
         """Index of the RUNTIME_FUNCTION (sorted by BeginAddress) covering ``rva``."""

@@ -296,6 +296,30 @@ class ContractReader:
 
     # -- roots ------------------------------------------------------------------------------
 
+    def stack_references(self, os_tid: int) -> list[rec.StackRefData]:
+        """The references on a thread's managed frames (AArch64: stackwalk.py, stackrefs.py)."""
+        if self.target.arch != "aarch64":
+            raise self.unsupported("stack references on x86_64")
+        from .stackrefs import stack_references
+        for _addr, thread in self.threads():
+            if thread.os_thread_id == os_tid:
+                return stack_references(self._stack_walker(), os_tid, thread.frame)
+        raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
+
+    def register_name(self, register: int) -> str | None:
+        if self.target.arch != "aarch64":
+            raise self.unsupported("register names on x86_64")
+        from .stackrefs import register_name
+        return register_name(register)
+
+    def _stack_walker(self):  # type: ignore[no-untyped-def]
+        walker = getattr(self, "_walker", None)
+        if walker is None or walker.target is not self.target:
+            from .stackwalk import StackWalker
+            from .targetdata import TargetData
+            walker = self._walker = StackWalker(self.target, TargetData(self.target, self.descriptor))
+        return walker
+
     def handles(self) -> list[rec.HandleData]:
         from .handles import handle_table_handles
         return handle_table_handles(self)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import Iterator
 
 from ..errors import SosError
 from ..targets.base import Module, Target, normalize_registers
@@ -76,18 +77,28 @@ class StackWalker:
 
     def walk(self, os_tid: int, first_frame: int, max_frames: int = 1024) -> list[StackFrame]:
         """The frames of thread ``os_tid`` whose Thread.Frame is ``first_frame``, innermost first."""
+        return [frame for frame, _regs, _caller, _known in self.steps(os_tid, first_frame, max_frames)]
+
+    def steps(self, os_tid: int, first_frame: int, max_frames: int = 1024
+              ) -> Iterator[tuple[StackFrame, dict[str, int], dict[str, int], frozenset[str]]]:
+        """Each frame with its registers, its caller's, and the names of the registers whose
+        values the walk knows there (all at the thread's leaf; after an InlinedCallFrame only
+        pc, sp and x29, plus what unwinding reads back from the stack)."""
         d = self.data
         regs = normalize_registers("aarch64", dict(self.target.registers(os_tid)))
+        known = frozenset(regs)
         chain = self.runtime_frames(first_frame)
-        out: list[StackFrame] = []
+        count = 0
         leaf = True
-        while len(out) < max_frames and regs.get("pc"):
+        while count < max_frames and regs.get("pc"):
             pc, sp = regs["pc"], regs["sp"]
             # A return address may lie just past its method's end: look the call itself up.
             block = self.manager.code_block(pc if leaf else pc - 4)
             if block is not None and block.runtime_function:
-                out.append(StackFrame(sp, pc, block.method_desc))
-                caller = unwind_frame(regs, block.unwind_base, block.runtime_function, self.target.read)
+                restored: set[str] = set()
+                caller = unwind_frame(regs, block.unwind_base, block.runtime_function, self.target.read, restored)
+                yield StackFrame(sp, pc, block.method_desc), regs, caller, known
+                known = known | restored | {"pc", "sp"}
             else:
                 # Native code: the runtime resumes at the next InlinedCallFrame of an active
                 # P/Invoke; other Frames below the stack pointer are passed.
@@ -97,24 +108,25 @@ class StackWalker:
                 kind = d.pointer(frame) if frame else None
                 if frame and kind == self._icf and d.field_pointer(frame, "InlinedCallFrame", "CallerReturnAddress"):
                     chain.pop(0)
-                    out.append(StackFrame(sp, pc, 0, frame, "InlinedCallFrame"))
                     caller = dict(regs)
                     caller["pc"] = d.field_pointer(frame, "InlinedCallFrame", "CallerReturnAddress")
                     caller["sp"] = d.field_pointer(frame, "InlinedCallFrame", "CallSiteSP")
                     caller["x29"] = d.field_pointer(frame, "InlinedCallFrame", "CalleeSavedFP")
-                    regs, leaf = caller, True  # a recorded return address: looked up as is
+                    yield StackFrame(sp, pc, 0, frame, "InlinedCallFrame"), regs, caller, known
+                    count += 1
+                    regs, leaf, known = caller, True, frozenset(("pc", "sp", "x29"))  # a recorded return address
                     continue
                 module = self._native_module(pc)
                 step = unwind_step(module, regs, self.target.read_pointer, leaf, "aarch64") if module else None
                 if step is None:
                     if frame:  # the bottom of the managed stack (a thread's start)
-                        out.append(StackFrame(sp, pc, 0, frame, self._frame_names.get(kind, "Frame")))
-                    break
+                        yield StackFrame(sp, pc, 0, frame, self._frame_names.get(kind, "Frame")), regs, regs, known
+                    return
                 caller = step.regs
+            count += 1
             if caller["sp"] < sp or (caller["sp"] == sp and caller["pc"] == pc):
-                break  # no progress: a damaged stack
+                return  # no progress: a damaged stack
             regs, leaf = caller, False
-        return out
 
     def managed_frames(self, os_tid: int, first_frame: int) -> list[StackFrame]:
         """Only the managed methods' frames of ``walk`` (what ClrMD's ManagedMethod frames are)."""

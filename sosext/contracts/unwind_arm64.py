@@ -59,9 +59,10 @@ def _prolog_instructions(codes: bytes) -> int:
 
 
 def unwind_frame(regs: dict[str, int], image_base: int, runtime_function: int,
-                 read: Callable[[int, int], bytes]) -> dict[str, int]:
+                 read: Callable[[int, int], bytes], restored: set[str] | None = None) -> dict[str, int]:
     """The caller's registers (x0-x30, sp, pc names) of the managed frame ``regs`` describes,
-    whose RUNTIME_FUNCTION is at ``runtime_function`` (offsets relative to ``image_base``)."""
+    whose RUNTIME_FUNCTION is at ``runtime_function`` (offsets relative to ``image_base``).
+    ``restored`` collects the names of the registers read back from the stack."""
     begin, unwind_data = (int.from_bytes(read(runtime_function + i, 4), "little") for i in (0, 4))
     if unwind_data & 3:
         # Packed (compact) unwind data: the JIT and crossgen write full .xdata.
@@ -96,6 +97,8 @@ def unwind_frame(regs: dict[str, int], image_base: int, runtime_function: int,
             at += 8
             if r <= 30:
                 out[f"x{r}"] = value
+                if restored is not None:
+                    restored.add(f"x{r}")
         if sp_offset < 0:
             out["sp"] -= sp_offset
 

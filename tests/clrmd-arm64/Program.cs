@@ -5,6 +5,7 @@ using Microsoft.Diagnostics.Runtime;
 // ClrmdArm64 <core> <dac>   what ClrMD reads from the core, one tab-separated record a line:
 //   type    <mt hex> <count> <total size> <name>     per MethodTable on the GC heap (ClrObject.Size)
 //   thread  <os tid> <managed id> <address hex>      per managed thread
+//   root    <os tid> <slot address hex> <object hex> <interior 0/1>   each stack root of the thread
 //   frame   <os tid> <kind> <method or frame name> <ip hex> <sp hex> <MethodDesc hex or 0>
 //                                                    each frame of each managed thread's stack
 // tests/test_arm64.py compares these with sosext's answers; nothing here is sosext's code.
@@ -32,6 +33,8 @@ internal static class Program
         foreach (ClrThread thread in runtime.Threads)
         {
             Console.WriteLine($"thread\t{thread.OSThreadId}\t{thread.ManagedThreadId}\t{thread.Address:x}");
+            foreach (ClrStackRoot root in thread.EnumerateStackRoots())
+                Console.WriteLine($"root\t{thread.OSThreadId}\t{root.Address:x}\t{root.Object.Address:x}\t{(root.IsInterior ? 1 : 0)}");
             foreach (ClrStackFrame frame in thread.EnumerateStackTrace())
             {
                 string name = frame.Method != null ? frame.Method.Type?.Name + "." + frame.Method.Name : frame.FrameName;

@@ -405,6 +405,7 @@ class ClrmdOpinion:
     types: dict[int, tuple[int, int, str]]   # MethodTable -> (count, total size, name)
     threads: dict[int, int]                  # OS thread id -> managed thread id
     frames: dict[int, list[tuple[str, str, int, int, int]]]  # OS thread id -> [(kind, name, ip, sp, MethodDesc)]
+    roots: dict[int, list[tuple[int, int, bool]]]  # OS thread id -> [(slot address, object, interior)]
     seconds: float
 
 
@@ -451,15 +452,18 @@ def clrmd_opinion(core: Arm64Core) -> ClrmdOpinion:
     types: dict[int, tuple[int, int, str]] = {}
     threads: dict[int, int] = {}
     frames: dict[int, list[tuple[str, str, int, int, int]]] = {}
+    roots: dict[int, list[tuple[int, int, bool]]] = {}
     for line in text.splitlines():
         kind, *rest = line.split("\t")
         if kind == "type":
             types[int(rest[0], 16)] = (int(rest[1]), int(rest[2]), rest[3])
         elif kind == "thread":
             threads[int(rest[0])] = int(rest[1])
+        elif kind == "root":
+            roots.setdefault(int(rest[0]), []).append((int(rest[1], 16), int(rest[2], 16), rest[3] == "1"))
         elif kind == "frame":
             frames.setdefault(int(rest[0]), []).append((rest[1], rest[2], *(int(v, 16) for v in rest[3:6])))
-    return ClrmdOpinion(types, threads, frames, time.monotonic() - started)
+    return ClrmdOpinion(types, threads, frames, roots, time.monotonic() - started)
 
 
 if __name__ == "__main__":
