@@ -29,6 +29,7 @@ _CODE_HEAP, _RANGE_LIST = 0x02, 0x04
 _MAX_FRAGMENTS = 1024           # fragments listed under one 128 KiB chunk
 _MAX_RUNTIME_FUNCTIONS = 1 << 24
 _HASH_EMPTY, _HASH_DELETED, _HASH_INVALID = 0, 1, 0xFFFFFFFF
+_MAX_PROBES = 1024
 # Nibble map (NibbleMapHelpers): 32-byte buckets, 8 nibbles in a 32-bit unit, 4-byte aligned code.
 _BUCKET, _UNIT_NIBBLES = 32, 8
 
@@ -252,7 +253,7 @@ class ExecutionManager:
         bucket_size = d.size("Bucket")
         keys_at, values_at = d.offset("Bucket", "Keys"), d.offset("Bucket", "Values")
         first = buckets + bucket_size
-        for _ in range(size):
+        for _ in range(min(size, _MAX_PROBES)):  # real probe sequences are short
             bucket = first + bucket_size * (seed % size)
             for slot in range(self._slots):
                 if d.pointer(bucket + keys_at + 8 * slot) == key:
