@@ -100,6 +100,8 @@ def walk_stack(runtime: "ClrRuntime", os_tid: int, *, arguments: bool = False, l
     runtime.refresh()
     dac = runtime.reader
     arch = runtime.target.arch
+    if getattr(dac, "name", "dac") == "contracts":
+        return _contracts_walk(runtime, os_tid, max_frames)
     hr, task = task_by_os_thread_id(dac, os_tid)
     if task is None:
         raise NotManagedThread(os_tid, hr)
@@ -139,6 +141,24 @@ def _walk(runtime: "ClrRuntime", os_tid: int, walk: StackWalk, arch: str, want_a
             break
     # Next() answers S_FALSE (1) at the normal end; anything with the failure bit is a broken walk.
     return ClrStack(os_tid, tuple(frames), complete=not hr & 0x80000000)
+
+
+def _contracts_walk(runtime: "ClrRuntime", os_tid: int, max_frames: int) -> ClrStack:
+    """The walk of the contracts reader (contracts/stackwalk.py: AArch64 targets). Arguments,
+    locals and registers are not collected: they need the DebugInfo contract."""
+    reader = runtime.reader
+    if not any(t.os_thread_id == os_tid for _a, t in reader.threads()):
+        raise NotManagedThread(os_tid)
+    frames: list[ClrStackFrame] = []
+    for f in reader.stack_frames(os_tid)[:max_frames or MAX_FRAMES]:
+        if f.method_desc:
+            frames.append(ClrStackFrame(FrameKind.MANAGED, f.sp, f.ip, f.method_desc,
+                                        reader.method_desc_name(f.method_desc) or ""))
+        else:
+            # As the DAC's walk: a runtime Frame's stack pointer is the Frame's address.
+            frames.append(ClrStackFrame(FrameKind.RUNTIME, f.frame, f.ip, 0, "", frame_address=f.frame,
+                                        frame_name=f.frame_kind))
+    return ClrStack(os_tid, tuple(frames), complete=True)
 
 
 def _runtime_frame(runtime: "ClrRuntime", walk: StackWalk, frame_addr: int, ip: int) -> ClrStackFrame:

@@ -306,6 +306,16 @@ class ContractReader:
                 return stack_references(self._stack_walker(), os_tid, thread.frame)
         raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
 
+    def stack_frames(self, os_tid: int) -> list:  # list[stackwalk.StackFrame]
+        """A thread's frames, innermost first: managed methods' and the runtime's Frames
+        (AArch64: stackwalk.py; what the DAC's IXCLRDataStackWalk gives the model)."""
+        if self.target.arch != "aarch64":
+            raise self.unsupported("stack walks on x86_64")
+        for _addr, thread in self.threads():
+            if thread.os_thread_id == os_tid:
+                return self._stack_walker().walk(os_tid, thread.frame)
+        return []
+
     def register_name(self, register: int) -> str | None:
         if self.target.arch != "aarch64":
             raise self.unsupported("register names on x86_64")
