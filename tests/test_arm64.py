@@ -212,6 +212,37 @@ def test_native_unwinding_equals_gdb_multiarch(heap: Case) -> None:
     assert compared > 3 * len(gdb_pcs)
 
 
+def test_the_arm64_dac_is_refused_before_loading(heap: Case) -> None:
+    """Asked for the DAC reader, sosext refuses the core's arm64 DAC in one line (it checks the
+    ELF machine before dlopen) and the session goes on."""
+    outs = drivers.run_cli(["dumpheap -stat", "threads"], core=heap.core.core, env={"SOSEXT_READER": "dac"})
+    assert outs[0].errors == [f"error: refusing to load {heap.core.dac}: built for ELF machine 183, not x86-64 "
+                              "(the DAC must match the debugger's architecture)"], outs[0].text
+    assert f"({main_tid(heap.truth)})" in outs[1].text
+
+
+def test_api_opens_an_arm64_core_without_the_dac(heap: Case) -> None:
+    """sosext.open on an arm64 core picks the contracts reader, its heap statistics are the
+    truth's, and no libmscordaccore is mapped into the process afterwards."""
+    import json
+    import subprocess
+    script = (
+        "import json, sys, sosext\n"
+        "rt = sosext.open(sys.argv[1])\n"
+        "stats = {s.type.method_table: [s.count, s.total_size] for s in rt.heap.stats()}\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print(json.dumps({'reader': rt.reader, 'stats': stats, 'dac': 'libmscordaccore' in maps}))\n")
+    out = subprocess.run([drivers.PYTHON, "-c", script, str(heap.core.core)], cwd=drivers.REPO, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600, check=True).stdout
+    doc = json.loads(out.splitlines()[-1])
+    assert doc["reader"] == "contracts" and doc["dac"] is False
+    stats = {int(mt): tuple(v) for mt, v in doc["stats"].items()}
+    for name, t in heap.truth["types"].items():
+        count = t["count"] + t["deadCount"]
+        if count:
+            assert stats[h(t["mt"])][0] == count, name
+
+
 # -- the second opinion on the cores themselves --------------------------------------------------
 
 
