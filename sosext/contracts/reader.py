@@ -58,6 +58,7 @@ class ContractReader:
         self._gc = None
         self._gc_globals = None
         self._types = None
+        self._method_descs = None
 
     @property
     def types(self) -> TypeAnswers:
@@ -305,6 +306,17 @@ class ContractReader:
             if thread.os_thread_id == os_tid:
                 return stack_references(self._stack_walker(), os_tid, thread.frame)
         raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
+
+    def method_desc_name(self, md: int) -> str | None:
+        """GetMethodDescName's text (methoddesc.py); None for kinds it does not name yet."""
+        names = getattr(self, "_method_descs", None)
+        if names is None:
+            from .methoddesc import MethodDescs
+            names = self._method_descs = MethodDescs(self.types)
+        try:
+            return names.name(md)
+        except ContractError:
+            return None
 
     def stack_frames(self, os_tid: int) -> list:  # list[stackwalk.StackFrame]
         """A thread's frames, innermost first: managed methods' and the runtime's Frames
