@@ -212,6 +212,21 @@ def test_native_unwinding_equals_gdb_multiarch(heap: Case) -> None:
     assert compared > 3 * len(gdb_pcs)
 
 
+def test_lldb_opens_an_arm64_core_named_with_sosext_core(heap: Case) -> None:
+    """lldb-16 makes no target of an AArch64 core without its executable; `sosext core CORE`
+    finds the executable in the core (NT_FILE at AT_PHDR) and opens both."""
+    import subprocess
+    if drivers.LLDB is None:
+        pytest.skip("lldb-16 is not installed")
+    script = [f"command script import {drivers.REPO / 'lldbinit' / 'sosext.py'}", f"sosext core {heap.core.core}",
+              "clrstack", "quit"]
+    out = subprocess.run([drivers.LLDB, "--no-lldbinit"], input="\n".join(script) + "\n", text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600,
+                         env={**drivers.os.environ, **drivers.QUIET}).stdout
+    assert f"OS Thread Id: {main_tid(heap.truth):#x}" in out, out
+    assert in_order(["DebuggeeHost.Program.Main"], call_sites(out)), out
+
+
 def test_the_arm64_dac_is_refused_before_loading(heap: Case) -> None:
     """Asked for the DAC reader, sosext refuses the core's arm64 DAC in one line (it checks the
     ELF machine before dlopen) and the session goes on."""
