@@ -249,3 +249,23 @@ print(json.dumps({{"reader": rt.reader, "segments": segments, "rows": rows, "dac
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(done.stdout.splitlines()[-1])
     assert doc["reader"] == "contracts" and doc["segments"] >= 3 and doc["dac"] is False, doc
+
+
+def test_net8_has_no_descriptor_and_says_so_in_one_line(tmp_path: Path) -> None:
+    """.NET 8 exports no contract descriptor: --reader contracts names the DAC reader, and the
+    automatic choice stays with the DAC."""
+    from harness import DebuggeeError, dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    try:
+        dll = build_debuggee("net8.0")
+    except DebuggeeError as e:
+        pytest.skip(f"no .NET 8 debuggee: {str(e).splitlines()[0]}")
+    with Debuggee("heap", tfm="net8.0", dll=dll, core_dir=tmp_path) as d:
+        core = d.write_core("heap", tmp_path / "heap.core")
+    (out,) = drivers.run_cli(["eeheap -gc"], core=core, env={"SOSEXT_READER": "contracts", "SOSEXT_CLR_PATH": ""})
+    assert out.lines == ["error: the contracts reader cannot read this runtime: the runtime has no contract "
+                         "descriptor (DotNetRuntimeContractDescriptor: .NET 9 and later export one); "
+                         "--reader dac reads it"], out.text
+    (auto,) = drivers.run_cli(["eeversion"], core=core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
+    assert "Reader: the DAC reader answers" in auto.text
