@@ -42,27 +42,39 @@ GC_HALF = frozenset({
 })
 
 
+# The commands compared (adding one is one line): {obj} is a HeapItemA instance, {mt} its
+# MethodTable, {string_mt} System.String's, all from the debuggee's truth.
+TEMPLATES = [
+    "eeheap -gc",
+    "gcwhere {obj}",
+    "gcheapstat",
+    "analyzeoom",
+    "sizestats",
+    "clrthreads",
+    "gchandleleaks",
+    "dumpheap -short",
+    "dumpheap -strings",
+    "dumpheap -gen loh -short",
+    "dumpheap -gen poh -short",
+    "dumpheap -gen foh -short",
+    "dumpheap -stat",
+    "dumpheap -mt {mt}",
+    "dumpheap -type SosextDebuggee. -stat",
+    "dumpheap -mt {string_mt} -min 100000 -short",
+    "dumpheap -type SosextDebuggee.HeapItemA[] -min 1000 -max 100000",
+    "dumpheap -gen gen2 -type SosextDebuggee. -stat",
+    "dumpheap -live -type SosextDebuggee. -stat",
+    "dumpheap -dead -type SosextDebuggee. -stat",
+    "gchandles",
+    "gchandles -stat",
+    "finalizequeue",
+]
+
+
 def commands_for(truth: dict) -> list[str]:
-    """The commands compared: adding one is one line."""
-    string_mt = truth["stringMethodTable"]["mt"]
     item = truth["types"]["SosextDebuggee.HeapItemA"]
-    obj = item["addresses"][0]
-    return [
-        "eeheap -gc",
-        f"gcwhere {obj}",
-        "dumpheap -stat",
-        f"dumpheap -mt {item['mt']}",
-        "dumpheap -type SosextDebuggee. -stat",
-        f"dumpheap -mt {string_mt} -min 100000 -short",
-        "dumpheap -type SosextDebuggee.HeapItemA[] -min 1000 -max 100000",
-        "dumpheap -gen gen2 -type SosextDebuggee. -stat",
-        "dumpheap -gen loh -short",
-        "dumpheap -gen poh -short",
-        "dumpheap -live -type SosextDebuggee. -stat",
-        "dumpheap -dead -type SosextDebuggee. -stat",
-        "gchandles",
-        "finalizequeue",
-    ]
+    return [t.format(obj=item["addresses"][0], mt=item["mt"], string_mt=truth["stringMethodTable"]["mt"])
+            for t in TEMPLATES]
 
 
 @dataclass
@@ -94,7 +106,7 @@ def _index(case: Case, command: str) -> int:
     return case.commands.index(command)
 
 
-@pytest.mark.parametrize("n", range(14), ids=lambda n: f"cmd{n}")
+@pytest.mark.parametrize("n", range(len(TEMPLATES)), ids=lambda n: TEMPLATES[n].split(" {")[0].replace(" ", "_"))
 def test_contracts_reader_prints_what_the_dac_reader_prints(case: Case, n: int) -> None:
     command = case.commands[n]
     dac, contracts = case.outputs["dac"][n], case.outputs["contracts"][n]
