@@ -42,27 +42,39 @@ GC_HALF = frozenset({
 })
 
 
+# The commands compared (adding one is one line): {obj} is a HeapItemA instance, {mt} its
+# MethodTable, {string_mt} System.String's, all from the debuggee's truth.
+TEMPLATES = [
+    "eeheap -gc",
+    "gcwhere {obj}",
+    "gcheapstat",
+    "analyzeoom",
+    "sizestats",
+    "clrthreads",
+    "gchandleleaks",
+    "dumpheap -short",
+    "dumpheap -strings",
+    "dumpheap -gen loh -short",
+    "dumpheap -gen poh -short",
+    "dumpheap -gen foh -short",
+    "dumpheap -stat",
+    "dumpheap -mt {mt}",
+    "dumpheap -type SosextDebuggee. -stat",
+    "dumpheap -mt {string_mt} -min 100000 -short",
+    "dumpheap -type SosextDebuggee.HeapItemA[] -min 1000 -max 100000",
+    "dumpheap -gen gen2 -type SosextDebuggee. -stat",
+    "dumpheap -live -type SosextDebuggee. -stat",
+    "dumpheap -dead -type SosextDebuggee. -stat",
+    "gchandles",
+    "gchandles -stat",
+    "finalizequeue",
+]
+
+
 def commands_for(truth: dict) -> list[str]:
-    """The commands compared: adding one is one line."""
-    string_mt = truth["stringMethodTable"]["mt"]
     item = truth["types"]["SosextDebuggee.HeapItemA"]
-    obj = item["addresses"][0]
-    return [
-        "eeheap -gc",
-        f"gcwhere {obj}",
-        "dumpheap -stat",
-        f"dumpheap -mt {item['mt']}",
-        "dumpheap -type SosextDebuggee. -stat",
-        f"dumpheap -mt {string_mt} -min 100000 -short",
-        "dumpheap -type SosextDebuggee.HeapItemA[] -min 1000 -max 100000",
-        "dumpheap -gen gen2 -type SosextDebuggee. -stat",
-        "dumpheap -gen loh -short",
-        "dumpheap -gen poh -short",
-        "dumpheap -live -type SosextDebuggee. -stat",
-        "dumpheap -dead -type SosextDebuggee. -stat",
-        "gchandles",
-        "finalizequeue",
-    ]
+    return [t.format(obj=item["addresses"][0], mt=item["mt"], string_mt=truth["stringMethodTable"]["mt"])
+            for t in TEMPLATES]
 
 
 @dataclass
@@ -94,7 +106,7 @@ def _index(case: Case, command: str) -> int:
     return case.commands.index(command)
 
 
-@pytest.mark.parametrize("n", range(14), ids=lambda n: f"cmd{n}")
+@pytest.mark.parametrize("n", range(len(TEMPLATES)), ids=lambda n: TEMPLATES[n].split(" {")[0].replace(" ", "_"))
 def test_contracts_reader_prints_what_the_dac_reader_prints(case: Case, n: int) -> None:
     command = case.commands[n]
     dac, contracts = case.outputs["dac"][n], case.outputs["contracts"][n]
@@ -249,3 +261,39 @@ print(json.dumps({{"reader": rt.reader, "segments": segments, "rows": rows, "dac
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(done.stdout.splitlines()[-1])
     assert doc["reader"] == "contracts" and doc["segments"] >= 3 and doc["dac"] is False, doc
+
+
+def test_net8_has_no_descriptor_and_says_so_in_one_line(tmp_path: Path) -> None:
+    """.NET 8 exports no contract descriptor: --reader contracts names the DAC reader, and the
+    automatic choice stays with the DAC."""
+    from harness import DebuggeeError, dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    try:
+        dll = build_debuggee("net8.0")
+    except DebuggeeError as e:
+        pytest.skip(f"no .NET 8 debuggee: {str(e).splitlines()[0]}")
+    with Debuggee("heap", tfm="net8.0", dll=dll, core_dir=tmp_path) as d:
+        core = d.write_core("heap", tmp_path / "heap.core")
+    (out,) = drivers.run_cli(["eeheap -gc"], core=core, env={"SOSEXT_READER": "contracts", "SOSEXT_CLR_PATH": ""})
+    assert out.lines == ["error: the contracts reader cannot read this runtime: the runtime has no contract "
+                         "descriptor (DotNetRuntimeContractDescriptor: .NET 9 and later export one); "
+                         "--reader dac reads it"], out.text
+    (auto,) = drivers.run_cli(["eeversion"], core=core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
+    assert "Reader: the DAC reader answers" in auto.text
+
+
+@pytest.mark.parametrize("host", [pytest.param("lldb", marks=pytest.mark.skipif(drivers.LLDB is None, reason="no lldb")),
+                                  pytest.param("gdb", marks=pytest.mark.skipif(drivers.GDB is None, reason="no gdb"))])
+def test_setreader_in_the_debuggers(case: Case, host: str) -> None:
+    """setreader switches the reader of the debugger's target: eeheap -gc is the DAC's, byte for
+    byte, and sosstatus names the contracts reader."""
+    if case.truth["runtime"]["serverGC"]:
+        pytest.skip("one GC flavour is enough for the host plumbing")
+    runner = drivers.run_lldb if host == "lldb" else drivers.run_gdb
+    outs = runner(["setreader", "setreader contracts", "eeheap -gc", "sosstatus", "setreader auto", "eeversion"],
+                  core=case.core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
+    assert outs[0].lines == ["Runtime reader: auto"] and outs[1].lines == ["Runtime reader set to contracts"]
+    assert outs[2].text.strip() == case.outputs["dac"][case.commands.index("eeheap -gc")].text.strip()
+    assert "Reader: the contracts reader answers: asked for (setreader, --reader or SOSEXT_READER)" in outs[3].text
+    assert "Reader: the DAC reader answers: its DAC is found and trusted" in outs[5].text

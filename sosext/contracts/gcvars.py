@@ -156,6 +156,7 @@ class GcDacVars:
         self.background_gc = bool(self.build_variant & BUILD_BACKGROUND_GC)
         self.dynamic_heap_count = bool(self.build_variant & BUILD_DYNAMIC_HEAP_COUNT)
         self._heap_offsets: tuple[int, ...] | None = None
+        self._heaps: list[int] | None = None
         self._generation_offsets: tuple[int, ...] | None = None
 
     # -- reading ----------------------------------------------------------------------------
@@ -207,7 +208,12 @@ class GcDacVars:
     # -- heaps ------------------------------------------------------------------------------
 
     def server_heaps(self) -> list[int]:
-        """The server GC's ``gc_heap`` objects, in heap-number order."""
+        """The server GC's ``gc_heap`` objects, in heap-number order (read once)."""
+        if self._heaps is None:
+            self._heaps = self._read_server_heaps()
+        return self._heaps
+
+    def _read_server_heaps(self) -> list[int]:
         count = self.int_value("n_heaps")
         if not 0 < count <= MAX_HEAPS:
             raise ContractError(f"the GC reports {count} server heaps")
@@ -304,7 +310,9 @@ def _read(target: Target, address: int, size: int, what: str) -> bytes:
     try:
         return bytes(target.read(address, size))
     except SosError as e:
-        raise ContractError(f"cannot read {what} ({size} bytes at {address:#x}): the dump lacks it") from e
+        missing = ContractError(f"cannot read {what} ({size} bytes at {address:#x}): the dump lacks it")
+        missing.missing_memory = True  # type: ignore[attr-defined]  # a triage dump: no GC heap (heap.py)
+        raise missing from e
 
 
 def _read_u32(target: Target, address: int, what: str) -> int:

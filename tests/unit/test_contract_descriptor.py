@@ -167,3 +167,49 @@ def test_fuzzed_records_parse_or_are_one_line(header: bytes, text: bytes) -> Non
         d.read_descriptor_at(memory, BASE)
     except ContractError as e:
         assert "\n" not in str(e)
+
+
+# -- the GC's DAC variables (contracts/gcvars.py) on synthetic memory ------------------------------
+
+from sosext.contracts import gcvars  # noqa: E402
+
+VARS_AT = 0x70_0000
+
+
+def gc_vars(major: int = 2, minor: int = 4, generation_size: int = 256, generations: int = 5,
+            variables: tuple[int, ...] = ()) -> Memory:
+    count = len(gcvars.GC_VARS)
+    values = list(variables) + [0] * (count - len(variables))
+    raw = struct.pack("<BB6xQQ", major, minor, generation_size, generations) + struct.pack(f"<{count}Q", *values)
+    return Memory({VARS_AT: raw})
+
+
+def test_gc_dac_vars_are_read_by_name_and_version() -> None:
+    v = gcvars.GcDacVars(gc_vars(variables=(0, 0, 0, 0x1234)), VARS_AT)
+    assert (v.major, v.minor, v.generation_size, v.total_generation_count) == (2, 4, 256, 5)
+    assert v.var("generation_table") == 0x1234 and v.var("dynamic_adaptation_mode") == 0
+    old = gcvars.GcDacVars(gc_vars(minor=1), VARS_AT)
+    assert old.uses_regions is None and old.var("dynamic_adaptation_mode") == 0
+
+
+@pytest.mark.parametrize("memory, words", [
+    (gc_vars(major=3), "version 3.4"),
+    (gc_vars(generation_size=0), "damaged"),
+    (gc_vars(generations=100), "damaged"),
+    (Memory({VARS_AT: b"\x02\x04"}), "the dump lacks it"),
+])
+def test_damaged_gc_dac_vars_are_one_line(memory: Memory, words: str) -> None:
+    with pytest.raises(ContractError) as e:
+        gcvars.GcDacVars(memory, VARS_AT)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_server_heap_counts_are_bounded() -> None:
+    n_heaps_at = 0x80_0000
+    names = list(gcvars.GC_VARS)
+    variables = [0] * len(names)
+    variables[names.index("n_heaps")] = n_heaps_at
+    memory = gc_vars(variables=tuple(variables))
+    memory.blocks[n_heaps_at] = struct.pack("<i", 1_000_000)
+    with pytest.raises(ContractError, match="1000000 server heaps"):
+        gcvars.GcDacVars(memory, VARS_AT).server_heaps()
