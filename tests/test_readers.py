@@ -60,6 +60,17 @@ def commands_for(truth: dict) -> list[str]:
         "dumpheap -dead -type SosextDebuggee. -stat",
         "gchandles",
         "finalizequeue",
+        # the type-system half (contracts-types)
+        f"dumpobj {obj}",
+        f"dumpobj {truth['itemE']['address']}",
+        f"dumparray {truth['objects']['staticRoot']['address']}",
+        f"objsize {truth['objects']['staticRoot']['address']}",
+        f"dumpmt {item['mt']}",
+        f"dumpclass {truth['types']['SosextDebuggee.HeapItemE']['mt']}",
+        "name2ee *!SosextDebuggee.HeapItemA",
+        "dumpdomain",
+        "dumpheap -strings",
+        f"gcroot {truth['rootChain']['path'][-1]['address']}",
     ]
 
 
@@ -92,7 +103,7 @@ def _index(case: Case, command: str) -> int:
     return case.commands.index(command)
 
 
-@pytest.mark.parametrize("n", range(14), ids=lambda n: f"cmd{n}")
+@pytest.mark.parametrize("n", range(24), ids=lambda n: f"cmd{n}")
 def test_contracts_reader_prints_what_the_dac_reader_prints(case: Case, n: int) -> None:
     command = case.commands[n]
     dac, contracts = case.outputs["dac"][n], case.outputs["contracts"][n]
