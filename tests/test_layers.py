@@ -167,3 +167,24 @@ def test_the_model_calls_no_private_helper_of_another_object() -> None:
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", "os"))):
                 wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {ast.unparse(node)}")
     assert wrong == []
+
+
+def test_the_contracts_reader_loads_no_native_code() -> None:
+    # contracts/ reads cores of any architecture and untrusted runtimes: no ctypes, no dac/.
+    wrong = []
+    for path in sorted((PACKAGE / "contracts").rglob("*.py")):
+        for mod in imports_of(path) | {a for a in _plain_imports(path)}:
+            if mod.split(".")[0] == "ctypes" or mod.startswith("sosext.dac"):
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}: {mod}")
+    assert (PACKAGE / "contracts").is_dir() and wrong == []
+
+
+def _plain_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module)
+    return names

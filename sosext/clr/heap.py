@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from ..errors import DacError, NoGcHeap, SosError
+from ..errors import ContractError, DacError, NoGcHeap, SosError
 from . import parallel
 from .graph import ReferenceGraph, build_graph
 from .index import HeapIndex, SegmentSlice
@@ -49,10 +49,11 @@ class ClrHeap:
             gens = self.subheaps[0].generations
             self.uses_regions = gens[0].start_segment != gens[1].start_segment
             self.segments = self._load_segments()
-        except DacError as e:
-            # CORDBG_E_READVIRTUAL_FAILURE on the GC's own globals and segments: the dump left
-            # the heap out (a triage dump).
-            if e.hr == CORDBG_E_READVIRTUAL_FAILURE and not runtime.target.is_live:
+        except (DacError, ContractError) as e:
+            # CORDBG_E_READVIRTUAL_FAILURE on the GC's own globals and segments (the contracts
+            # reader: memory it needs is missing): the dump left the heap out (a triage dump).
+            missing = getattr(e, "hr", 0) == CORDBG_E_READVIRTUAL_FAILURE or getattr(e, "missing_memory", False)
+            if missing and not runtime.target.is_live:
                 raise NoGcHeap() from None
             raise
         self.can_walk = bool(data.gc_structures_valid)

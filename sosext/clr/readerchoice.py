@@ -77,13 +77,13 @@ def open_reader(target: Target, choice: str | None = None, location: "DacLocatio
     """The reader for ``target``: the one asked for, or the automatic choice."""
     choice = _valid(choice, "--reader") if choice is not None else reader_choice()
     if choice == "contracts":
-        return _contracts(target, "asked for (--reader contracts)")
+        return _contracts(target, "asked for (setreader, --reader or SOSEXT_READER)")
     if choice == "dac":
-        return _dac(target, location, "asked for (--reader dac)")
+        return _dac(target, location, "asked for (setreader, --reader or SOSEXT_READER)")
     arch = getattr(target, "arch", "x86_64")
     if arch != host_arch():
         return _contracts(target, f"the target is {arch} and a DAC runs only on its own architecture ({host_arch()})",
-                          fallback=True)
+                          fallback=True, instead=f"a {host_arch()} DAC cannot read an {arch} target")
     from ..dac.loader import clr_path_override
     if clr_path_override():
         # A DAC directory the user named is a choice of the DAC: its refusal stands.
@@ -105,12 +105,13 @@ def _dac(target: Target, location: "DacLocation | None", why: str) -> ReaderChoi
     return ReaderChoice(open_dac(target, location), location, f"the DAC reader answers: {why}")
 
 
-def _contracts(target: Target, why: str, fallback: bool = False) -> ReaderChoice:
+def _contracts(target: Target, why: str, fallback: bool = False,
+               instead: str = "--reader dac reads it") -> ReaderChoice:
     from ..contracts.reader import ContractReader
     from ..contracts.runtime import runtime_location
     location = runtime_location(target)
     try:
         reader = ContractReader(target, location.runtime)
     except ContractError as e:
-        raise ContractError(f"the contracts reader cannot read this runtime: {e}; --reader dac reads it") from None
+        raise ContractError(f"the contracts reader cannot read this runtime: {e}; {instead}") from None
     return ReaderChoice(reader, location, f"the contracts reader answers: {why}", fallback)

@@ -17,11 +17,12 @@ from .NET 11, in a sub-descriptor). What the DAC reads instead, we read:
       g_heap_type                      1 workstation, 2 server
       g_gcDacGlobals                   -> GcDacVars
       ...
-      g_profControlBlock               <- anchor (descriptor "ProfilerControlBlock")
       g_card_table, g_lowest_address, g_highest_address
       g_global_alloc_context           an ee_alloc_context (.NET 10) / gc_alloc_context
-      g_pGCHeap
-      g_pThinLockThreadIdDispenser     <- checked (descriptor "ThinlockThreadIdDispenser")
+      g_pGCHeap, g_pThinLockThreadIdDispenser
+      g_pObjectClass                   <- anchor (descriptor "ObjectMethodTable")
+      g_pRuntimeTypeClass, g_pCanonMethodTableClass
+      g_pStringClass                   <- checked (descriptor "StringMethodTable")
 
 * ``GcDacVars`` (``src/coreclr/gc/gcinterface.dac.h``, ``gcinterface.dacvars.def``) is filled
   by the GC in use (libcoreclr's own, or the standalone libclrgc.so): ``u8 major, u8 minor``,
@@ -149,10 +150,13 @@ class GcDacVars:
         values = struct.unpack(f"<{count}{fmt[1]}", raw)
         self._vars = dict(zip(GC_VARS[:count], values))
         self.build_variant = self.read_u8(self.var("build_variant")) if self.var("build_variant") else 0
-        self.uses_regions = bool(self.build_variant & BUILD_REGIONS)
+        # Regions are a build_variant bit from minor 2 on (.NET 10); before (.NET 9, minor 1) the
+        # reader decides from the generation table (None here), as the heap model does.
+        self.uses_regions: bool | None = bool(self.build_variant & BUILD_REGIONS) if self.minor >= 2 else None
         self.background_gc = bool(self.build_variant & BUILD_BACKGROUND_GC)
         self.dynamic_heap_count = bool(self.build_variant & BUILD_DYNAMIC_HEAP_COUNT)
         self._heap_offsets: tuple[int, ...] | None = None
+        self._heaps: list[int] | None = None
         self._generation_offsets: tuple[int, ...] | None = None
 
     # -- reading ----------------------------------------------------------------------------
@@ -204,7 +208,12 @@ class GcDacVars:
     # -- heaps ------------------------------------------------------------------------------
 
     def server_heaps(self) -> list[int]:
-        """The server GC's ``gc_heap`` objects, in heap-number order."""
+        """The server GC's ``gc_heap`` objects, in heap-number order (read once)."""
+        if self._heaps is None:
+            self._heaps = self._read_server_heaps()
+        return self._heaps
+
+    def _read_server_heaps(self) -> list[int]:
         count = self.int_value("n_heaps")
         if not 0 < count <= MAX_HEAPS:
             raise ContractError(f"the GC reports {count} server heaps")
@@ -274,12 +283,12 @@ def runtime_gc_globals(target: Target, runtime: Module, descriptor: ContractDesc
         raise ContractError("the GC heap is not initialised yet (g_gcDacGlobals is null)")
 
     card = lowest = highest = alloc = 0
-    pcb = anchor("ProfilerControlBlock")
-    if pcb is not None and checked(pcb + 6, "ThinlockThreadIdDispenser") and all(in_module[pcb + 1:pcb + 5]):
+    obj = anchor("ObjectMethodTable")
+    if obj is not None and obj >= 6 and checked(obj + 3, "StringMethodTable") and all(in_module[obj - 6:obj - 2]):
         ps = target.pointer_size
-        card, lowest, highest = (int.from_bytes(_read(target, entries[pcb + k], ps, "GC bounds"), "little")
-                                 for k in (1, 2, 3))
-        alloc = entries[pcb + 4]
+        card, lowest, highest = (int.from_bytes(_read(target, entries[obj - k], ps, "GC bounds"), "little")
+                                 for k in (6, 5, 4))
+        alloc = entries[obj - 3]
     return RuntimeGcGlobals(gc_vars, heap_type, card, lowest, highest, alloc)
 
 
@@ -301,7 +310,9 @@ def _read(target: Target, address: int, size: int, what: str) -> bytes:
     try:
         return bytes(target.read(address, size))
     except SosError as e:
-        raise ContractError(f"cannot read {what} ({size} bytes at {address:#x}): the dump lacks it") from e
+        missing = ContractError(f"cannot read {what} ({size} bytes at {address:#x}): the dump lacks it")
+        missing.missing_memory = True  # type: ignore[attr-defined]  # a triage dump: no GC heap (heap.py)
+        raise missing from e
 
 
 def _read_u32(target: Target, address: int, what: str) -> int:

@@ -100,6 +100,15 @@ class ContractReader:
     def is_server(self) -> bool:
         return self.gc_globals.heap_type == GC_HEAP_SVR
 
+    @property
+    def uses_regions(self) -> bool:
+        gc = self.gc
+        if gc.uses_regions is None:
+            # Before build_variant said so: regions when generations 0 and 1 start apart.
+            view = self._view(gc.server_heaps()[0] if self.is_server else None)
+            gc.uses_regions = gc.generation(view, 0)[0] != gc.generation(view, 1)[0]
+        return gc.uses_regions
+
     def _pointer(self, address: int, what: str) -> int:
         return self.gc.read_pointer(address, what)
 
@@ -149,7 +158,7 @@ class ContractReader:
         else:
             state, mark_array, next_sweep, low, high = 0, _ALL_ONES, 0, 0, 0
         card_table = view.pointer("card_table") if view.heap else g.card_table
-        if gc.uses_regions:
+        if self.uses_regions:
             saved_seg, saved_start = _ALL_ONES, 0
         elif gc.background_gc:
             saved_seg, saved_start = view.pointer("saved_sweep_ephemeral_seg"), view.pointer("saved_sweep_ephemeral_start")
@@ -209,6 +218,8 @@ class ContractReader:
 
     def gc_dynamic_adaptation_mode(self) -> int | None:
         gc = self.gc
+        if gc.minor < 4:
+            return None  # a GC from before DATAS was published (.NET 9: its DAC has no such question)
         if not gc.dynamic_heap_count or not gc.var("dynamic_adaptation_mode"):
             return -1  # the DAC's answer when the GC was built without DATAS
         return gc.int_value("dynamic_adaptation_mode")
@@ -286,4 +297,5 @@ class ContractReader:
     # -- roots ------------------------------------------------------------------------------
 
     def handles(self) -> list[rec.HandleData]:
-        raise self.unsupported("the GC handle table (gchandles, gcroot's handle roots)")
+        from .handles import handle_table_handles
+        return handle_table_handles(self)
