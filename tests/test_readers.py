@@ -68,12 +68,25 @@ TEMPLATES = [
     "gchandles",
     "gchandles -stat",
     "finalizequeue",
+    # the type-system half: {item_e} the HeapItemE instance with one field of each kind,
+    # {root} the static Object[] root, {tail} the end of its reference chain
+    "dumpobj {obj}",
+    "dumpobj {item_e}",
+    "dumparray {root}",
+    "objsize {root}",
+    "dumpmt {mt}",
+    "dumpclass {item_e_mt}",
+    "name2ee *!SosextDebuggee.HeapItemA",
+    "dumpdomain",
+    "gcroot {tail}",
 ]
 
 
 def commands_for(truth: dict) -> list[str]:
     item = truth["types"]["SosextDebuggee.HeapItemA"]
-    return [t.format(obj=item["addresses"][0], mt=item["mt"], string_mt=truth["stringMethodTable"]["mt"])
+    return [t.format(obj=item["addresses"][0], mt=item["mt"], string_mt=truth["stringMethodTable"]["mt"],
+                     item_e=truth["itemE"]["address"], item_e_mt=truth["types"]["SosextDebuggee.HeapItemE"]["mt"],
+                     root=truth["objects"]["staticRoot"]["address"], tail=truth["rootChain"]["path"][-1]["address"])
             for t in TEMPLATES]
 
 

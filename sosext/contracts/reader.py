@@ -41,7 +41,7 @@ class ContractReader:
     """One target's runtime, read through its contract descriptor and the GC's DAC variables."""
 
     name = "contracts"
-    sos14 = None  # the DAC's statics interface (fields.py asks whether the reader has it)
+    sos14 = True  # the statics questions of the DAC's ISOSDacInterface14 are answered (typeanswers.py)
 
     def __init__(self, target: Target, runtime: Module, descriptor: ContractDescriptor | None = None) -> None:
         self.target = target

@@ -303,6 +303,9 @@ class RuntimeTypeSystem:
     def num_instance_fields(self, mt: MethodTable) -> int:
         return self.data.field_u16(self.eeclass(mt), "EEClass", "NumInstanceFields")
 
+    def num_thread_static_fields(self, mt: MethodTable) -> int:
+        return self.data.field_u16(self.eeclass(mt), "EEClass", "NumThreadStaticFields")
+
     # -- SOS DAC records --------------------------------------------------------------------
 
     def method_table_data(self, address: int) -> MethodTableData:

@@ -21,6 +21,7 @@ from .loader import Loader
 from .objects import Objects
 from .runtimetypesystem import RuntimeTypeSystem
 from .targetdata import TargetData
+from .threadstatics import ThreadStatics
 from .typename import TypeNames
 
 # MethodTableAuxiliaryData flags (methodtable.h) behind ISOSDacInterface14's answers.
@@ -40,6 +41,7 @@ class TypeAnswers:
         self.objects = Objects(self.data, self.rts, self.names)
         self.loader = Loader(self.data, self.metadata)
         self.field_types = FieldTypes(self.rts, self.loader, self.metadata)
+        self.threads = ThreadStatics(self.data)
 
     # -- types ------------------------------------------------------------------------------
 
@@ -105,6 +107,18 @@ class TypeAnswers:
     def static_base_address(self, mt: int) -> tuple[int, int] | None:
         try:
             return self._dynamic_statics(mt)
+        except SosError:
+            return None
+
+    def thread_static_base_address(self, mt: int, thread: int) -> tuple[int, int] | None:
+        """(non-GC, GC) thread-static bases of ``mt`` on the runtime Thread ``thread``."""
+        try:
+            table = self.rts.checked(mt)
+            if not self.rts.num_thread_static_fields(table) or not table.auxiliary_data:
+                return 0, 0
+            info = table.auxiliary_data - self.data.size("ThreadStaticsInfo")
+            return (self.threads.static_base(thread, info + self.data.offset("ThreadStaticsInfo", "NonGCTlsIndex")),
+                    self.threads.static_base(thread, info + self.data.offset("ThreadStaticsInfo", "GCTlsIndex")))
         except SosError:
             return None
 
