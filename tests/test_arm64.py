@@ -84,7 +84,8 @@ def heap_commands(t: dict) -> list[str]:
     return ["sosstatus", "threads", "registers", "modules", "modules -v",
             "dumpheap -stat", f"dumpobj {e['address']}", f"dumpobj {str_field['value']}",
             f"gcroot {t['rootChain']['path'][-1]['address']}", "clrthreads",
-            "clrstack -all"]
+            "clrstack -all", "dumpheap -live -type SosextDebuggee. -stat",
+            f"dso {t['threads'][0]['osTid']:#x}"]
 
 
 def roots_commands(t: dict) -> list[str]:
@@ -392,3 +393,18 @@ def test_clrstack_down_to_main(heap: Case, host: str) -> None:
     assert in_order(["DebuggeeHost.Program.Main"], call_sites(stacks[main_tid(heap.truth)])), text
     for t in heap.truth["threads"]:
         assert in_order(["DebuggeeHost.HeapScenario.WorkerMain"], call_sites(stacks[t["osTid"]])), t
+
+
+def test_dumpheap_live_counts_stack_roots(heap: Case, host: str) -> None:
+    """Liveness comes from every root, stack roots included (the stack-only items are live)."""
+    rows = sp.stat_rows(answered(heap.out(host, "dumpheap -live -type SosextDebuggee. -stat"), "dumpheap -live"))
+    for name, t in heap.truth["types"].items():
+        row = rows.get(h(t["mt"]))
+        assert (row.count if row else 0) == t["count"], name
+
+
+def test_dso_finds_a_worker_stacks_objects(heap: Case, host: str) -> None:
+    worker = heap.truth["threads"][0]
+    text = answered(heap.out(host, f"dso {worker['osTid']:#x}"), "dso")
+    found = {int(m.group(1), 16) for m in re.finditer(r"^\s+\S+\s+([0-9a-f]{12,16}) ", text, re.M)}
+    assert {h(worker["held"]["address"]), h(worker["stackOnly"]["address"])} <= found, text

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
-from ..errors import ContractError, ReaderUnsupported
+from ..errors import ContractError, ReaderUnsupported, SosError
 from ..readers import records as rec
 from ..targets.base import Module, Target
 from .descriptor import ContractDescriptor, read_descriptor
@@ -327,6 +327,36 @@ class ContractReader:
             if thread.os_thread_id == os_tid:
                 return self._stack_walker().walk(os_tid, thread.frame)
         return []
+
+    def stack_limits(self, thread: int) -> tuple[int, int] | None:
+        """(lowest, highest) address of a thread's stack. The Thread contract of .NET 10 has no
+        cached stack bounds, so on AArch64 cores they are the core's memory segment that holds
+        the thread's stack pointer (the stack's mapping; the runtime's own limit lies a guard
+        page above its start)."""
+        if self.target.arch != "aarch64":
+            raise self.unsupported("stack limits on x86_64")
+        core = self.target.core_file() if hasattr(self.target, "core_file") else None
+        if core is None:
+            raise self.unsupported("stack limits of a live process")
+        tid = self.thread_data(thread).os_thread_id
+        try:
+            sp = self.target.registers(tid).get("sp")
+        except SosError:
+            return None
+        for seg in core.segments:
+            if sp and seg.start <= sp < seg.end:
+                return seg.start, seg.end
+        return None
+
+    def method_desc_from_ip(self, ip: int) -> int | None:
+        """The MethodDesc whose code holds ``ip`` (the ExecutionManager contract); AArch64."""
+        if self.target.arch != "aarch64":
+            raise self.unsupported("method desc from ip on x86_64")
+        try:
+            block = self._stack_walker().manager.code_block(ip)
+        except ContractError:
+            return None
+        return block.method_desc if block is not None else None
 
     def register_name(self, register: int) -> str | None:
         if self.target.arch != "aarch64":
