@@ -8,7 +8,7 @@ linux-arm64 and run under qemu with the core's own arm64 DAC is the second opini
 
 What needs no runtime reader (threads, registers, modules, sosstatus) is asserted outright.
 What needs one (the heap, objects, roots, managed threads and stacks) can only be read by the
-contracts reader here (the DAC is arm64 code): until sosext answers, those tests xfail with
+contracts reader here (the DAC is arm64 code): where it cannot answer, a test xfails with
 sosext's own one-line error as the reason; any other failure fails.
 """
 from __future__ import annotations
