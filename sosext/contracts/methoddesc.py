@@ -19,8 +19,7 @@ stubs, LCG), array methods and generic method instantiations are not named here 
 """
 from __future__ import annotations
 
-from ..clr.metadata import MetadataError
-from ..errors import ContractError
+from ..errors import ContractError, SosError
 from .typeanswers import TypeAnswers
 
 _CLASSIFICATION_MASK = 0x7
@@ -78,7 +77,7 @@ class MethodDescs:
         try:
             method = reader.method(self.token(md))
             params = [self._arg(reader, p, mt, 0) for p in method.signature.params]
-        except (MetadataError, ContractError, KeyError, IndexError):
+        except (SosError, KeyError, IndexError):  # a metadata or contract error: not named
             return None
         text = f"{self.types.names.name(mt)}.{method.name}({', '.join(params)}"
         if method.signature.kind == 5:  # VARARG
