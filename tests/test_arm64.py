@@ -408,3 +408,20 @@ def test_dso_finds_a_worker_stacks_objects(heap: Case, host: str) -> None:
     text = answered(heap.out(host, f"dso {worker['osTid']:#x}"), "dso")
     found = {int(m.group(1), 16) for m in re.finditer(r"^\s+\S+\s+([0-9a-f]{12,16}) ", text, re.M)}
     assert {h(worker["held"]["address"]), h(worker["stackOnly"]["address"])} <= found, text
+
+
+def test_damaged_arm64_cores_say_what_is_wrong_in_one_line(heap: Case, tmp_path: Path) -> None:
+    """qemu's own core (no NT_FILE note) and a core cut short each get one line; the commands
+    that need no runtime still answer."""
+    data = heap.core.core.read_bytes()
+    no_files = tmp_path / "no-nt-file.core"
+    note = (0x46494C45).to_bytes(4, "little") + b"CORE\0"
+    assert data.count(note) == 1
+    no_files.write_bytes(data.replace(note, (0x46494C46).to_bytes(4, "little") + b"CORE\0"))
+    cut = tmp_path / "cut.core"
+    cut.write_bytes(data[: len(data) // 3])
+    for core, expected in ((no_files, "the core has no NT_FILE note"), (cut, "truncated core file")):
+        outs = drivers.run_cli(["dumpheap -stat", "clrstack", "threads"], core=core)
+        for out in outs[:2]:
+            assert len(out.errors) == 1 and expected in out.errors[0], out.text
+        assert f"({main_tid(heap.truth)})" in outs[2].text

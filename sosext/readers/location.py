@@ -18,7 +18,13 @@ class RuntimeLocation:
 
 
 def find_runtime(target: Target) -> Module:
-    for m in target.modules():
+    modules = target.modules()
+    for m in modules:
         if m.name == RUNTIME_MODULE:
             return m
+    core = target.core_file() if hasattr(target, "core_file") else None
+    if core is not None and not modules and not core.file_mappings:
+        # A core without an NT_FILE note names no file at all (qemu-user writes such cores).
+        raise NotDotNetError(f"no .NET runtime found in {target.describe()}: the core has no NT_FILE note "
+                             "listing its mapped files (qemu-user writes such cores; see docs/readers.md)")
     raise NotDotNetError(f"no .NET runtime ({RUNTIME_MODULE}) is loaded in {target.describe()}")
