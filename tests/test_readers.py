@@ -68,6 +68,7 @@ TEMPLATES = [
     "gchandles",
     "gchandles -stat",
     "finalizequeue",
+    "dumplog",
 ]
 
 

@@ -277,6 +277,13 @@ class ContractReader:
             yield addr, data
             addr = data.next_thread
 
+    def stress_log_address(self) -> int | None:
+        """Where ``StressLog::theLog`` is: the descriptor's StressLog global points at it (.NET 10;
+        .NET 9's descriptor has no stress log)."""
+        if not self.descriptor.has_global("StressLog"):
+            raise self.unsupported("the stress log (this runtime's descriptor does not locate it)")
+        return self._global_pointer("StressLog") or None
+
     # -- roots ------------------------------------------------------------------------------
 
     def handles(self) -> list[rec.HandleData]:
