@@ -79,6 +79,7 @@ TEMPLATES = [
     "name2ee *!SosextDebuggee.HeapItemA",
     "dumpdomain",
     "gcroot {tail}",
+    "dumplog",
 ]
 
 

@@ -82,7 +82,7 @@ class ContractReader:
             return getattr(self.types, name)
 
         def missing(*_args, **_kwargs):  # type: ignore[no-untyped-def]
-            raise self.unsupported(name.replace("_", " "))
+            raise self.unsupported(_need_of(name))
         return missing
 
     @property
@@ -295,6 +295,13 @@ class ContractReader:
             yield addr, data
             addr = data.next_thread
 
+    def stress_log_address(self) -> int | None:
+        """Where ``StressLog::theLog`` is: the descriptor's StressLog global points at it (.NET 10;
+        .NET 9's descriptor has no stress log)."""
+        if not self.descriptor.has_global("StressLog"):
+            raise self.unsupported("the stress log (this runtime's descriptor does not locate it)")
+        return self._global_pointer("StressLog") or None
+
     # -- roots ------------------------------------------------------------------------------
 
     def stack_references(self, os_tid: int) -> list[rec.StackRefData]:
@@ -375,3 +382,23 @@ class ContractReader:
     def handles(self) -> list[rec.HandleData]:
         from .handles import handle_table_handles
         return handle_table_handles(self)
+
+
+# What a missing method is about, in the user's words (the prefix of the DAC reader's name).
+_NEEDS = (
+    (("method_table", "field_desc", "object_", "eeclass", "useful"), "type names, sizes and fields (MethodTables)"),
+    (("app_domain", "assembly", "module", "pe_file", "traverse_module", "domain_", "il_address"),
+     "modules and assemblies"),
+    (("method_desc", "code_header", "jit_", "traverse_eh", "tiered", "rejit", "pending_rejit", "code_heaps"),
+     "methods and jitted code"),
+    (("stack_", "frame_", "register_", "nested_exception", "exception_object"), "stacks and exceptions"),
+    (("sync_block",), "sync blocks"), (("threadpool",), "the thread pool"),
+    (("static_base", "thread_static"), "statics"), (("loader_", "traverse_loader"), "loader heaps"),
+)
+
+
+def _need_of(method: str) -> str:
+    for prefixes, need in _NEEDS:
+        if method.startswith(prefixes):
+            return f"{need} ({method})"
+    return method.replace("_", " ")
