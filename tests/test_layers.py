@@ -28,6 +28,9 @@ RANKS = {
     "commands": 5, "session": 5,
     "hosts": 6, "api": 6, "cli": 6, "repl": 6, "install": 6, "__main__": 6, "__init__": 6,
 }
+# Packages ranked apart from their folder: the ECMA-335 metadata reader is a pure parser the
+# contracts reader reads modules with (it imports only errors).
+SUBPART_RANKS = {"clr.metadata": 1.5}
 NO_DAC = ("commands", "render", "report", "hosts", "cli", "repl", "session", "api")
 
 
@@ -82,11 +85,19 @@ def test_every_module_has_a_layer() -> None:
     assert sorted({part(m) for m in all_modules()} - set(RANKS)) == []
 
 
+def rank(dotted: str) -> float:
+    bits = dotted.split(".")
+    for sub, r in SUBPART_RANKS.items():
+        if ".".join(bits[1:1 + sub.count(".") + 1]) == sub:
+            return r
+    return RANKS[part(dotted)]
+
+
 def test_imports_point_down() -> None:
     wrong = []
     for mod, deps in all_modules().items():
         for dep in deps:
-            if RANKS[part(dep)] > RANKS[part(mod)]:
+            if rank(dep) > rank(mod):
                 wrong.append(f"{mod} imports {dep}")
     assert wrong == []
 

@@ -22,11 +22,11 @@ ELEMENT_TYPE_STRING, ELEMENT_TYPE_OBJECT = 0x0E, 0x1C
 ELEMENT_TYPE_CLASS, ELEMENT_TYPE_VALUETYPE = 0x12, 0x11
 ELEMENT_TYPE_PTR, ELEMENT_TYPE_BYREF, ELEMENT_TYPE_VAR = 0x0F, 0x10, 0x13
 ELEMENT_TYPE_ARRAY, ELEMENT_TYPE_GENERICINST, ELEMENT_TYPE_FNPTR, ELEMENT_TYPE_SZARRAY = 0x14, 0x15, 0x1B, 0x1D
-ELEMENT_TYPE_U = 0x19
+ELEMENT_TYPE_VOID, ELEMENT_TYPE_I, ELEMENT_TYPE_U = 0x01, 0x18, 0x19
 AUX_IS_NOT_FULLY_LOADED = 0x0040  # MethodTableAuxiliaryData flag (methodtable.h)
 # CorElementType -> the CoreLib type whose MethodTable stands for it.
 PRIMITIVES = {
-    0x02: "System.Boolean", 0x03: "System.Char", 0x04: "System.SByte", 0x05: "System.Byte",
+    0x01: "System.Void", 0x02: "System.Boolean", 0x03: "System.Char", 0x04: "System.SByte", 0x05: "System.Byte",
     0x06: "System.Int16", 0x07: "System.UInt16", 0x08: "System.Int32", 0x09: "System.UInt32",
     0x0A: "System.Int64", 0x0B: "System.UInt64", 0x0C: "System.Single", 0x0D: "System.Double",
     0x18: "System.IntPtr", 0x19: "System.UIntPtr",
@@ -55,6 +55,7 @@ class FieldTypes:
         self.metadata = metadata
         self._primitive_mts: dict[int, int] = {}
         self._constructed: dict[tuple, int] | None = None
+        self._by_assembly: dict[str, int] | None = None
 
     # -- what is loaded ---------------------------------------------------------------------
 
@@ -120,7 +121,57 @@ class FieldTypes:
         if token >> 24 == 0x02:
             return self.loader.lookup(module, "TypeDefToMethodTableMap", token & 0xFFFFFF)
         if token >> 24 == 0x01:
-            return self.loader.lookup(module, "TypeRefToMethodTableMap", token & 0xFFFFFF)
+            found = self.loader.lookup(module, "TypeRefToMethodTableMap", token & 0xFFFFFF)
+            return found or self._resolve_type_ref(module, token)
+        return 0
+
+    def _modules_by_assembly(self) -> dict[str, int]:
+        if self._by_assembly is None:
+            found: dict[str, int] = {}
+            for module in self.loader.all_modules():
+                md = self.metadata.metadata(module)
+                asm = md.assembly() if md is not None else None
+                if asm is not None:
+                    found.setdefault(asm.name.lower(), module)
+            self._by_assembly = found
+        return self._by_assembly
+
+    def _resolve_type_ref(self, module: int, token: int) -> int:
+        """A TypeRef the module's map lacks, as the DAC's no-load lookup answers it: the
+        referenced assembly's TypeDef of that name (through type forwarders) if its
+        MethodTable is loaded, else -- measured on .NET 10 -- System.Void's MethodTable."""
+        md = self.metadata.metadata(module)
+        if md is None:
+            return 0
+        try:
+            names: list[str] = []
+            ref = md.type_ref(token)
+            while ref.resolution_scope and ref.resolution_scope >> 24 == 0x01 and len(names) < 16:
+                names.append(ref.name)  # nested: the scope is the enclosing TypeRef
+                ref = md.type_ref(ref.resolution_scope)
+            full = (f"{ref.namespace}.{ref.name}" if ref.namespace else ref.name) + \
+                "".join("+" + n for n in reversed(names))
+            scope = ref.resolution_scope or 0
+            if scope >> 24 != 0x23:  # only references to other assemblies are followed
+                return 0
+            target_name = md.assembly_ref(scope).name
+            for _ in range(8):  # facades forward to the assembly that defines the type
+                target = self._modules_by_assembly().get(target_name.lower())
+                tmd = self.metadata.metadata(target) if target else None
+                if tmd is None:
+                    return 0
+                typedef = tmd.find_type(full)
+                if typedef:
+                    mt = self.loader.lookup(target, "TypeDefToMethodTableMap", typedef & 0xFFFFFF)
+                    return mt or self.primitive_mt(ELEMENT_TYPE_VOID)
+                forward = next((e for e in tmd.exported_types() if e.name == ref.name
+                                and e.namespace == ref.namespace and e.implementation
+                                and e.implementation >> 24 == 0x23), None)
+                if forward is None:
+                    return self.primitive_mt(ELEMENT_TYPE_VOID)
+                target_name = tmd.assembly_ref(forward.implementation).name
+        except (MetadataError, SosError, IndexError):
+            return 0
         return 0
 
     def resolve(self, sig: SigType, module: int, context: list[int], depth: int = 0) -> int:
@@ -132,8 +183,11 @@ class FieldTypes:
             return self._token_type(module, sig.token or 0)
         if et == ELEMENT_TYPE_VAR:
             return context[sig.index] if sig.index < len(context) else 0
-        if et in (ELEMENT_TYPE_PTR, ELEMENT_TYPE_FNPTR):
-            return self.primitive_mt(ELEMENT_TYPE_U)
+        if et == ELEMENT_TYPE_PTR:  # only a pointer type the runtime has made
+            elem = self.resolve(sig.element, module, context, depth + 1) if sig.element else 0
+            return self.constructed().get(("param", ELEMENT_TYPE_PTR, elem), 0) if elem else 0
+        if et == ELEMENT_TYPE_FNPTR:
+            return self.primitive_mt(ELEMENT_TYPE_I)
         if et in (ELEMENT_TYPE_SZARRAY, ELEMENT_TYPE_ARRAY):
             elem = self.resolve(sig.element, module, context, depth + 1) if sig.element else 0
             if not elem:
@@ -158,8 +212,10 @@ class FieldTypes:
         kind = self.rts.type_desc_kind(th)
         if kind == ELEMENT_TYPE_VALUETYPE:
             return self.rts.type_param(th)
-        if kind in (ELEMENT_TYPE_PTR, ELEMENT_TYPE_BYREF, ELEMENT_TYPE_FNPTR):
+        if kind in (ELEMENT_TYPE_PTR, ELEMENT_TYPE_BYREF):
             return self.primitive_mt(ELEMENT_TYPE_U)
+        if kind == ELEMENT_TYPE_FNPTR:
+            return self.primitive_mt(ELEMENT_TYPE_I)
         return 0
 
     def type_of_field(self, field_desc: int, enclosing: int, token: int, element_type: int) -> tuple[int, int, int, int]:
