@@ -90,12 +90,20 @@ def _apply_clr_path(args: argparse.Namespace) -> None:
     if getattr(args, "clr_path", None):
         from .clr.runtime import set_clr_path
         set_clr_path(os.path.abspath(os.path.expanduser(args.clr_path)))
+    if getattr(args, "reader", None):
+        # --reader: as setreader; children (diff/leaks baselines) inherit it through the environment.
+        from .clr.runtime import set_reader
+        set_reader(args.reader)
+        os.environ["SOSEXT_READER"] = args.reader
 
 
 def _add_clr_path(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clr-path", metavar="DIR",
                    help="load the DAC (libmscordaccore.so) from DIR, a copy of the target's runtime; "
                         "trusted because you chose it (as setclrpath DIR in LLDB/GDB)")
+    p.add_argument("--reader", choices=("dac", "contracts", "auto"),
+                   help="how to read the runtime: its DAC, or its data contracts in pure Python "
+                        "(loads no DAC); default auto: the DAC when found and trusted (as setreader)")
 
 
 def _analyze_snapshot(args: argparse.Namespace) -> int:

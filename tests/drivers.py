@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = "/usr/bin/python3"
 LLDB = shutil.which("lldb-16") or shutil.which("lldb")
 GDB = shutil.which("gdb")
+GDB_MULTIARCH = shutil.which("gdb-multiarch")  # opens arm64 cores on x86-64 (tests/test_arm64.py)
 MARK = "@@SOSEXT-MARK@@"
 DOTNET_HOST = shutil.which("dotnet") and os.path.realpath(shutil.which("dotnet"))
 # No banner lines and no progress lines in command output: progress shows after 2 s of a walk,
@@ -78,9 +79,11 @@ def run_lldb(commands: list[str], *, pid: int | None = None, core: Path | None =
 
 
 def run_gdb(commands: list[str], *, pid: int | None = None, core: Path | None = None,
-            exe: str | None = None, timeout: float = 600, env: dict | None = None) -> list[Output]:
-    assert GDB, "gdb is not installed"
-    args = [GDB, "-nx", "-q", "-batch"]
+            exe: str | None = None, timeout: float = 600, env: dict | None = None,
+            gdb: str | None = None) -> list[Output]:
+    """``gdb``: another GDB binary (gdb-multiarch for arm64 cores)."""
+    assert gdb or GDB, "gdb is not installed"
+    args = [gdb or GDB, "-nx", "-q", "-batch"]
     pre = ["set pagination off", "set confirm off", f"source {REPO / 'gdbinit' / 'sosext.py'}"]
     if pid is not None:
         args += ["-p", str(pid)]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..dac.loader import clr_path_override
 from ..errors import SosError
+from .readerchoice import reader_choice
 from .typekeys import name_contains, named
 from .typenames import csharp_name
 
@@ -163,8 +164,10 @@ class BaselineJob:
         env = dict(os.environ)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self.core = core
-        # The child loads its own DAC: it must take the user's setclrpath/--clr-path choice too.
+        # The child loads its own DAC: it must take the user's setclrpath/--clr-path choice too,
+        # and the reader chosen with setreader/--reader.
         clr_path = clr_path_override()
+        env["SOSEXT_READER"] = reader_choice() or ""
         argv = [python_for_children(), "-m", "sosext", "snapshot", core] + (["--live"] if live_only else [])
         if clr_path:
             argv += ["--clr-path", clr_path]

@@ -55,7 +55,7 @@ def read_threadpool(runtime: "ClrRuntime") -> ClrThreadPool | None:
         pool = None
     if pool is not None:
         return pool
-    legacy = runtime.dac.threadpool_data()
+    legacy = runtime.reader.threadpool_data()
     if legacy is None:
         return None
     return ClrThreadPool("Legacy", legacy.cpu_utilization, legacy.num_working_worker_threads,
@@ -69,7 +69,7 @@ class _CoreLib:
 
     def __init__(self, runtime: "ClrRuntime") -> None:
         self.runtime = runtime
-        dac = runtime.dac
+        dac = runtime.reader
         mtd = dac.method_table_data(runtime.heap.object_mt)
         if mtd is None:
             raise SosError("cannot find System.Private.CoreLib")
@@ -86,12 +86,12 @@ class _CoreLib:
         if token is None:
             return 0
         if self._type_map is None:
-            self._type_map = dict(self.runtime.dac.traverse_module_map(self.module, 0))
+            self._type_map = dict(self.runtime.reader.traverse_module_map(self.module, 0))
         return self._type_map.get(token & 0xFFFFFF, 0)
 
     def fields(self, mt: int) -> dict[str, "FieldDescData"]:
         """The type's own fields (instance and static) by name."""
-        dac = self.runtime.dac
+        dac = self.runtime.reader
         info = dac.method_table_field_data(mt)
         if info is None:
             return {}
@@ -115,7 +115,7 @@ def _portable_pool(runtime: "ClrRuntime") -> ClrThreadPool | None:
         return None
     fields = corelib.fields(mt)
     instance_field = fields.get("ThreadPoolInstance")
-    static_base = getattr(runtime.dac, "static_base_address", None)
+    static_base = getattr(runtime.reader, "static_base_address", None)
     bases = static_base(mt) if instance_field is not None and static_base is not None else None
     if not bases or not bases[1]:
         return None  # the pool was never created (or this DAC cannot locate statics)
