@@ -378,22 +378,6 @@ class ContractReader:
             if thread.os_thread_id == os_tid:
                 return self._stack_walker().walk(os_tid, thread.frame)
         return []
-
-    def stack_limits(self, thread: int) -> tuple[int, int] | None:
-        """(lowest, highest) address of a thread's stack. The Thread contract of .NET 10 has no
-        cached stack bounds, so on AArch64 cores they are the core's memory segment that holds
-        the thread's stack pointer (the stack's mapping; the runtime's own limit lies a guard
-        page above its start)."""
-        if self.target.arch != "aarch64":
-            raise self.unsupported("stack limits on x86_64")
-        core = self.target.core_file() if hasattr(self.target, "core_file") else None
-        if core is None:
-            raise self.unsupported("stack limits of a live process")
-        tid = self.thread_data(thread).os_thread_id
-        try:
-            sp = self.target.registers(tid).get("sp")
-        except SosError:
-            return None
         for seg in core.segments:
             if sp and seg.start <= sp < seg.end:
                 return seg.start, seg.end
