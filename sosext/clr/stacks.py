@@ -144,8 +144,8 @@ def _walk(runtime: "ClrRuntime", os_tid: int, walk: StackWalk, arch: str, want_a
 
 
 def _contracts_walk(runtime: "ClrRuntime", os_tid: int, max_frames: int) -> ClrStack:
-    """The walk of the contracts reader (contracts/stackwalk.py: AArch64 targets). Arguments,
-    locals and registers are not collected: they need the DebugInfo contract."""
+    """The walk of the contracts reader (contracts/stackwalk.py: x86-64 and AArch64 targets).
+    Arguments, locals and registers are not collected: they need the DebugInfo contract."""
     reader = runtime.reader
     if not any(t.os_thread_id == os_tid for _a, t in reader.threads()):
         raise NotManagedThread(os_tid)
@@ -156,7 +156,9 @@ def _contracts_walk(runtime: "ClrRuntime", os_tid: int, max_frames: int) -> ClrS
                                         reader.method_desc_name(f.method_desc) or ""))
         else:
             # As the DAC's walk: a runtime Frame's stack pointer is the Frame's address.
-            frames.append(ClrStackFrame(FrameKind.RUNTIME, f.frame, f.ip, 0, "", frame_address=f.frame,
+            md = f.frame_method_desc
+            method = (reader.method_desc_name(md) or "<unknown method>") if md else ""
+            frames.append(ClrStackFrame(FrameKind.RUNTIME, f.frame, f.ip, md, method, frame_address=f.frame,
                                         frame_name=f.frame_kind))
     return ClrStack(os_tid, tuple(frames), complete=True)
 

@@ -204,14 +204,18 @@ class ExecutionManager:
             return None
         start = base + d.u32(table + index * self.rf_size)
         # An R2R method's GC info follows its unwind info.
-        unwind = base + d.u32(table + index * self.rf_size + 4)
-        gc_info = unwind + self.unwind_data_size(unwind) if not d.u32(table + index * self.rf_size + 4) & 3 else 0
+        unwind_rva = d.field_u32(table + index * self.rf_size, "RuntimeFunction", "UnwindData")
+        gc_info = base + unwind_rva + self.unwind_data_size(base + unwind_rva) if not unwind_rva & 3 else 0
         return CodeBlock(start, md, ip - start, base, table + covering * self.rf_size, True, gc_info)
 
     def unwind_data_size(self, xdata: int) -> int:
-        """Bytes of an ARM64 .xdata record (header, extension word, epilog scopes, unwind code
-        words, the handler word) — what an R2R method's GC info follows."""
+        """Bytes of a method's unwind data in an R2R image, which its GC info follows
+        (GetUnwindDataBlob): on x86-64 the UNWIND_INFO header, its 16-bit code slots and the
+        personality routine's 32 bits, rounded up to 4 bytes; on arm64 the .xdata record
+        (header, extension word, epilog scopes, unwind code words, the handler word)."""
         d = self.data
+        if d.has("RuntimeFunction", "EndAddress"):  # x64's RUNTIME_FUNCTION; arm64's has none
+            return (4 + 2 * d.u8(xdata + 2) + 4 + 3) & ~3
         header = d.u32(xdata)
         size = 4
         code_words, epilogs = header >> 27, (header >> 22) & 0x1F
@@ -224,19 +228,28 @@ class ExecutionManager:
         return size + 4 * code_words + 4
 
     def _runtime_function(self, table: int, count: int, rva: int) -> int | None:
-        """Index of the RUNTIME_FUNCTION (sorted by BeginAddress) covering ``rva``."""
+        """Index of the RUNTIME_FUNCTION (sorted by BeginAddress) covering ``rva``, searched
+        as the runtime searches (NativeUnwindInfoLookupTable::LookupUnwindInfoForMethod:
+        halve the range while it spans more than 10 entries, then scan it). The same entries
+        are read: a heap dump holds the table's pages the runtime's own search touched."""
         if not 0 < count <= _MAX_RUNTIME_FUNCTIONS:
             return None
-        lo, hi = 0, count - 1
-        if rva < self.data.u32(table):
-            return None
-        while lo < hi:  # the last entry whose BeginAddress <= rva
-            mid = (lo + hi + 1) // 2
-            if self.data.u32(table + mid * self.rf_size) <= rva:
-                lo = mid
+
+        def begin(i: int) -> int:
+            return self.data.u32(table + i * self.rf_size)
+
+        low, high = 0, count - 1
+        while high - low > 10:
+            middle = low + (high - low) // 2
+            if rva < begin(middle):
+                high = middle - 1
             else:
-                hi = mid - 1
-        return lo
+                low = middle
+        for i in range(low, high + 1):
+            if i < count - 1 and rva >= begin(i + 1):
+                continue
+            return i if rva >= begin(i) else None
+        return None
 
     def _hash_lookup(self, hash_map: int, key: int) -> int:
         """PtrHashMap lookup (vm/hash.h): double hashing over buckets of HashMapSlotsPerBucket

@@ -349,9 +349,7 @@ class ContractReader:
     # -- roots ------------------------------------------------------------------------------
 
     def stack_references(self, os_tid: int) -> list[rec.StackRefData]:
-        """The references on a thread's managed frames (AArch64: stackwalk.py, stackrefs.py)."""
-        if self.target.arch != "aarch64":
-            raise self.unsupported("stack references on x86_64")
+        """The references on a thread's managed frames (stackwalk.py, stackrefs.py)."""
         from .stackrefs import stack_references
         for _addr, thread in self.threads():
             if thread.os_thread_id == os_tid:
@@ -371,22 +369,14 @@ class ContractReader:
 
     def stack_frames(self, os_tid: int) -> list:  # list[stackwalk.StackFrame]
         """A thread's frames, innermost first: managed methods' and the runtime's Frames
-        (AArch64: stackwalk.py; what the DAC's IXCLRDataStackWalk gives the model)."""
-        if self.target.arch != "aarch64":
-            raise self.unsupported("stack walks on x86_64")
+        (stackwalk.py; what the DAC's IXCLRDataStackWalk gives the model)."""
         for _addr, thread in self.threads():
             if thread.os_thread_id == os_tid:
                 return self._stack_walker().walk(os_tid, thread.frame)
         return []
-        for seg in core.segments:
-            if sp and seg.start <= sp < seg.end:
-                return seg.start, seg.end
-        return None
 
     def method_desc_from_ip(self, ip: int) -> int | None:
-        """The MethodDesc whose code holds ``ip`` (the ExecutionManager contract); AArch64."""
-        if self.target.arch != "aarch64":
-            raise self.unsupported("method desc from ip on x86_64")
+        """The MethodDesc whose code holds ``ip`` (the ExecutionManager contract)."""
         try:
             block = self._stack_walker().manager.code_block(ip)
         except ContractError:
@@ -394,10 +384,8 @@ class ContractReader:
         return block.method_desc if block is not None else None
 
     def register_name(self, register: int) -> str | None:
-        if self.target.arch != "aarch64":
-            raise self.unsupported("register names on x86_64")
         from .stackrefs import register_name
-        return register_name(register)
+        return register_name(register, self.target.arch)
 
     def _stack_walker(self):  # type: ignore[no-untyped-def]
         walker = getattr(self, "_walker", None)
