@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from contextlib import redirect_stderr
@@ -80,15 +81,31 @@ TEMPLATES = [
     "dumpdomain",
     "gcroot {tail}",
     "dumplog",
+    # stacks (contracts/stackwalk.py, stackrefs.py): frames without source lines, the raw
+    # stack scan, and the liveness that starts from the stack roots
+    "clrstack -n -all",
+    "dso",
+    "dumpheap -live",
+    "dumpheap -dead",
+]
+# Equal but for the source lines of managed frames (the contracts reader has no JIT line map
+# yet): compared with the " [file @ line]" suffix cut off. {stack_held} is referenced only
+# from a worker thread's frame and the static array, {stack_only} only from the frame.
+LINE_TEMPLATES = [
+    "clrstack -all",
+    "gcroot {stack_only}",
+    "gcroot {stack_held}",
 ]
 
 
 def commands_for(truth: dict) -> list[str]:
     item = truth["types"]["SosextDebuggee.HeapItemA"]
+    worker = truth["threads"][0]
     return [t.format(obj=item["addresses"][0], mt=item["mt"], string_mt=truth["stringMethodTable"]["mt"],
                      item_e=truth["itemE"]["address"], item_e_mt=truth["types"]["SosextDebuggee.HeapItemE"]["mt"],
-                     root=truth["objects"]["staticRoot"]["address"], tail=truth["rootChain"]["path"][-1]["address"])
-            for t in TEMPLATES]
+                     root=truth["objects"]["staticRoot"]["address"], tail=truth["rootChain"]["path"][-1]["address"],
+                     stack_only=worker["stackOnly"]["address"], stack_held=worker["held"]["address"])
+            for t in TEMPLATES + LINE_TEMPLATES]
 
 
 @dataclass
@@ -131,6 +148,46 @@ def test_contracts_reader_prints_what_the_dac_reader_prints(case: Case, n: int) 
         pytest.skip(f"{command}: needs what the contracts reader does not answer yet "
                     f"({contracts.errors[0].removeprefix('error: ')})")
     assert contracts.text == dac.text, command
+
+
+_SOURCE_LINE = re.compile(r" \[[^\[\]]* @ \d+\]$")
+
+
+@pytest.mark.parametrize("n", range(len(LINE_TEMPLATES)), ids=lambda n: LINE_TEMPLATES[n].split(" {")[0].replace(" ", "_"))
+def test_stacks_are_the_dacs_but_for_source_lines(case: Case, n: int) -> None:
+    """clrstack and gcroot's stack chains: the same frames, roots and objects; the DAC reader
+    alone ends managed frames with their source lines and names the modules without a PDB."""
+    i = len(TEMPLATES) + n
+    dac, contracts = case.outputs["dac"][i], case.outputs["contracts"][i]
+    assert not dac.errors and not contracts.errors, (dac.text[-2000:], contracts.text[-2000:])
+    lines = [_SOURCE_LINE.sub("", line) for line in dac.text.splitlines() if not line.startswith("No source lines")]
+    assert contracts.text.splitlines() == lines, case.commands[i]
+    assert any(_SOURCE_LINE.search(line) for line in dac.text.splitlines())  # there were lines to cut
+    if "gcroot" in case.commands[i]:
+        assert "WorkerMain" in contracts.text, contracts.text  # the chain starts at the worker's frame
+
+
+def test_both_readers_find_the_same_stack_references(case: Case) -> None:
+    """Every thread's stack references (contracts: x64 unwinding, GC info) are the DAC's
+    GetStackReferences records, field for field and in order; and the register names."""
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.reader import ContractReader
+    from sosext.dac.loader import locate_dac
+    from sosext.dac.sos import open_dac
+    from sosext.targets.elfcore import CoreTarget
+    target = CoreTarget(str(case.core))
+    location = locate_dac(target)
+    a, b = open_dac(target, location), ContractReader(target, location.runtime)
+    total = 0
+    for _addr, thread in a.threads():
+        if thread.os_thread_id:
+            refs = a.stack_references(thread.os_thread_id)
+            assert refs == b.stack_references(thread.os_thread_id), hex(thread.os_thread_id)
+            total += len(refs)
+    held = {int(t["held"]["address"], 16) for t in case.truth["threads"]}
+    found = {r.object for _a, t in a.threads() if t.os_thread_id for r in b.stack_references(t.os_thread_id)}
+    assert held <= found and total > 20
+    assert [a.register_name(r) for r in range(-17, 17)] == [b.register_name(r) for r in range(-17, 17)]
 
 
 # -- the GC half alone, under the DAC's type answers -----------------------------------------------
