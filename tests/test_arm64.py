@@ -276,7 +276,7 @@ def test_clrmd_under_qemu_reads_the_truth_from_the_core(heap: Case) -> None:
 
 def test_contracts_stack_walk_equals_clrmd(heap: Case) -> None:
     """The pure-Python AArch64 stack walk (ExecutionManager contract, ARM64 unwind codes,
-    InlinedCallFrames, .eh_frame for native code) finds every managed frame ClrMD finds with the
+    the runtime's Frames for native code) finds every managed frame ClrMD finds with the
     arm64 DAC: the same instruction pointers, stack pointers and MethodDescs, down to Main."""
     from sosext.contracts.descriptor import read_descriptor
     from sosext.contracts.reader import ContractReader
