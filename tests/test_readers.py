@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import subprocess
 import sys
 from contextlib import redirect_stderr
@@ -81,18 +80,15 @@ TEMPLATES = [
     "dumpdomain",
     "gcroot {tail}",
     "dumplog",
-    # stacks (contracts/stackwalk.py, stackrefs.py): frames without source lines, the raw
-    # stack scan, and the liveness that starts from the stack roots
+    # stacks (contracts/stackwalk.py, stackrefs.py, debuginfo.py): frames with and without
+    # source lines, the raw stack scan, the liveness that starts from the stack roots, and
+    # root chains from a frame: {stack_held} is referenced from a worker thread's frame and
+    # the static array, {stack_only} only from the frame
+    "clrstack -all",
     "clrstack -n -all",
     "dso",
     "dumpheap -live",
     "dumpheap -dead",
-]
-# Equal but for the source lines of managed frames (the contracts reader has no JIT line map
-# yet): compared with the " [file @ line]" suffix cut off. {stack_held} is referenced only
-# from a worker thread's frame and the static array, {stack_only} only from the frame.
-LINE_TEMPLATES = [
-    "clrstack -all",
     "gcroot {stack_only}",
     "gcroot {stack_held}",
 ]
@@ -105,7 +101,7 @@ def commands_for(truth: dict) -> list[str]:
                      item_e=truth["itemE"]["address"], item_e_mt=truth["types"]["SosextDebuggee.HeapItemE"]["mt"],
                      root=truth["objects"]["staticRoot"]["address"], tail=truth["rootChain"]["path"][-1]["address"],
                      stack_only=worker["stackOnly"]["address"], stack_held=worker["held"]["address"])
-            for t in TEMPLATES + LINE_TEMPLATES]
+            for t in TEMPLATES]
 
 
 @dataclass
@@ -150,21 +146,46 @@ def test_contracts_reader_prints_what_the_dac_reader_prints(case: Case, n: int) 
     assert contracts.text == dac.text, command
 
 
-_SOURCE_LINE = re.compile(r" \[[^\[\]]* @ \d+\]$")
+def test_stack_commands_have_what_the_truth_says(case: Case) -> None:
+    """The stack commands compared above are not empty agreements: the DAC reader's clrstack
+    has source lines and Main, and gcroot finds the stack-only object from its worker's frame."""
+    out = {c: o.text for c, o in zip(case.commands, case.outputs["dac"])}
+    assert " @ " in out["clrstack -all"] and "DebuggeeHost.Program.Main(System.String[])" in out["clrstack -all"]
+    only = next(c for c in case.commands if c.startswith("gcroot") and
+                c.endswith(case.truth["threads"][0]["stackOnly"]["address"]))
+    assert "WorkerMain" in out[only], out[only]
 
 
-@pytest.mark.parametrize("n", range(len(LINE_TEMPLATES)), ids=lambda n: LINE_TEMPLATES[n].split(" {")[0].replace(" ", "_"))
-def test_stacks_are_the_dacs_but_for_source_lines(case: Case, n: int) -> None:
-    """clrstack and gcroot's stack chains: the same frames, roots and objects; the DAC reader
-    alone ends managed frames with their source lines and names the modules without a PDB."""
-    i = len(TEMPLATES) + n
-    dac, contracts = case.outputs["dac"][i], case.outputs["contracts"][i]
-    assert not dac.errors and not contracts.errors, (dac.text[-2000:], contracts.text[-2000:])
-    lines = [_SOURCE_LINE.sub("", line) for line in dac.text.splitlines() if not line.startswith("No source lines")]
-    assert contracts.text.splitlines() == lines, case.commands[i]
-    assert any(_SOURCE_LINE.search(line) for line in dac.text.splitlines())  # there were lines to cut
-    if "gcroot" in case.commands[i]:
-        assert "WorkerMain" in contracts.text, contracts.text  # the chain starts at the worker's frame
+def test_both_readers_map_code_to_the_same_il_offsets(case: Case) -> None:
+    """The JIT's native-to-IL map (contracts/debuginfo.py) gives what the DAC's
+    GetILOffsetsByAddress gives at every third byte of each JIT-compiled method on the stacks."""
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.reader import ContractReader
+    from sosext.dac.loader import locate_dac
+    from sosext.dac.sos import open_dac
+    from sosext.dac.xclrdata import method_instance_by_address
+    from sosext.targets.elfcore import CoreTarget
+    target = CoreTarget(str(case.core))
+    location = locate_dac(target)
+    dac, contracts = open_dac(target, location), ContractReader(target, location.runtime)
+    walker = contracts._stack_walker()
+    starts = set()
+    for _addr, thread in contracts.threads():
+        for frame in walker.walk(thread.os_thread_id, thread.frame):
+            block = walker.manager.code_block(frame.ip - 1) if frame.method_desc else None
+            if block is not None and not block.ready_to_run:
+                starts.add(block.start)
+    compared = 0
+    for start in sorted(starts):
+        for offset in range(0, 0x400, 3):
+            method = method_instance_by_address(dac, start + offset)
+            if method is None:
+                break
+            with method:
+                theirs = method.il_offsets(start + offset)
+            assert (contracts.il_offsets(start + offset) or []) == (theirs or []), hex(start + offset)
+            compared += 1
+    assert len(starts) >= 3 and compared > 200
 
 
 def test_both_readers_find_the_same_stack_references(case: Case) -> None:

@@ -85,11 +85,15 @@ class SourceLines:
         """The IL offset native ``ip`` belongs to (``return_address``: the call just before it)."""
         addr = ip - 1 if return_address and ip else ip
         self.runtime.refresh()
-        mi = method_instance_by_address(self.runtime.reader, addr)
-        if mi is None:
-            return None
-        with mi:
-            offsets = mi.il_offsets(addr)
+        reader = self.runtime.reader
+        if getattr(reader, "name", "dac") == "contracts":
+            offsets = reader.il_offsets(addr)  # the JIT's map (contracts/debuginfo.py)
+        else:
+            mi = method_instance_by_address(reader, addr)
+            if mi is None:
+                return None
+            with mi:
+                offsets = mi.il_offsets(addr)
         if not offsets:
             return None
         for off in offsets:
@@ -216,12 +220,19 @@ class SourceLines:
         try:
             if not method_desc:
                 method_desc = dac.method_desc_from_ip(ip) or 0
-            mdd = dac.method_desc_data(method_desc) if method_desc else None
+            if not method_desc:
+                return None
+            if getattr(dac, "name", "dac") == "contracts":  # no MethodDescData there
+                module_token = dac.method_module_token(method_desc)
+            else:
+                mdd = dac.method_desc_data(method_desc)
+                module_token = (mdd.module_ptr, mdd.token) if mdd is not None else None
         except ReaderUnsupported:
-            return None  # the contracts reader has no JIT line map yet: a frame without its line
-        if mdd is None:
             return None
-        lookup = self.pdb(mdd.module_ptr)
+        if module_token is None:
+            return None
+        module, token = module_token
+        lookup = self.pdb(module)
         if lookup.pdb is None:
             if missing is not None:
                 missing(lookup)
@@ -230,7 +241,7 @@ class SourceLines:
         if il is None:
             return None
         try:
-            return lookup.pdb.source_location(mdd.token, il)
+            return lookup.pdb.source_location(token, il)
         except MetadataError:
             return None
 

@@ -45,6 +45,7 @@ class CodeBlock:
     runtime_function: int   # address of the RUNTIME_FUNCTION covering the address (0: none)
     ready_to_run: bool      # precompiled (R2R image) rather than JIT-compiled
     gc_info: int = 0        # the method's GC info (RealCodeHeader's, or after an R2R unwind info)
+    code_header: int = 0    # a JIT-compiled method's RealCodeHeader
 
 
 class ExecutionManager:
@@ -121,7 +122,7 @@ class ExecutionManager:
         table = header + d.offset("RealCodeHeader", "UnwindInfos")
         rf = self._runtime_function(table, count, ip - base)
         return CodeBlock(start, md, ip - start, base, table + rf * self.rf_size if rf is not None else 0, False,
-                         d.field_pointer(header, "RealCodeHeader", "GCInfo"))
+                         d.field_pointer(header, "RealCodeHeader", "GCInfo"), header)
 
     def _find_method_code(self, map_base: int, map_start: int, ip: int) -> int:
         """The nibble map lookup (linear in version 1, with version 2's relative pointers)."""

@@ -358,12 +358,8 @@ class ContractReader:
 
     def method_desc_name(self, md: int) -> str | None:
         """GetMethodDescName's text (methoddesc.py); None for kinds it does not name yet."""
-        names = getattr(self, "_method_descs", None)
-        if names is None:
-            from .methoddesc import MethodDescs
-            names = self._method_descs = MethodDescs(self.types)
         try:
-            return names.name(md)
+            return self._method_desc_reader().name(md)
         except ContractError:
             return None
 
@@ -382,6 +378,37 @@ class ContractReader:
         except ContractError:
             return None
         return block.method_desc if block is not None else None
+
+    def _method_desc_reader(self):  # type: ignore[no-untyped-def]
+        names = getattr(self, "_method_descs", None)
+        if names is None:
+            from .methoddesc import MethodDescs
+            names = self._method_descs = MethodDescs(self.types)
+        return names
+
+    def method_module_token(self, md: int) -> tuple[int, int] | None:
+        """A MethodDesc's Module and metadata token (what source lines need of MethodDescData)."""
+        names = self._method_desc_reader()
+        try:
+            return self.types.rts.method_table(names.method_table(md)).module, names.token(md)
+        except SosError:
+            return None
+
+    def il_offsets(self, ip: int) -> list[int] | None:
+        """The IL offsets the JIT mapped code address ``ip`` to (GetILOffsetsByAddress), from
+        a JIT-compiled method's debug info (debuginfo.py); None where it is not read."""
+        from .debuginfo import il_offsets_at, jitted_bounds, jitted_debug_info
+        try:
+            block = self._stack_walker().manager.code_block(ip)
+            if block is None or block.ready_to_run or not block.code_header:
+                return None
+            at = jitted_debug_info(self._stack_walker().data, block.code_header)
+            bounds = jitted_bounds(lambda a, n: bytes(self.target.read_partial(a, n)), at) if at else None
+        except SosError:
+            return None
+        if bounds is None:
+            return None
+        return [o & 0xFFFFFFFF for o in il_offsets_at(bounds, block.relative_offset)]  # as the DAC: unsigned
 
     def register_name(self, register: int) -> str | None:
         from .stackrefs import register_name

@@ -115,7 +115,7 @@ class StackWalker:
             return None
         if not leaf:  # offsets are the return address's
             block = CodeBlock(block.start, block.method_desc, pc - block.start, block.unwind_base,
-                              block.runtime_function, block.ready_to_run, block.gc_info)
+                              block.runtime_function, block.ready_to_run, block.gc_info, block.code_header)
         return block
 
     def unwind(self, block: CodeBlock, regs: dict[str, int], leaf: bool, restored: set[str]) -> dict[str, int]:

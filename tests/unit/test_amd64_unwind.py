@@ -247,3 +247,75 @@ def test_parse_is_bounded(blob: bytes) -> None:
     except SosError:
         return
     assert len(parsed.slots) == blob[2] and 4 + 2 * len(parsed.slots) <= len(blob)
+
+
+# -- the JIT's native-to-IL map (contracts/debuginfo.py) ------------------------------------------
+
+from sosext.contracts.debuginfo import OffsetMapping, il_offsets_at, jitted_bounds, parse_bounds  # noqa: E402
+
+
+def nibbles(*values: int) -> bytes:
+    """Nibble-code unsigned values (3 bits a nibble, high first, bit 3 = more), low nibble first."""
+    out: list[int] = []
+    for v in values:
+        groups = []
+        while True:
+            groups.append(v & 7)
+            v >>= 3
+            if not v:
+                break
+        groups.reverse()
+        out += [g | (8 if i < len(groups) - 1 else 0) for i, g in enumerate(groups)]
+    if len(out) % 2:
+        out.append(0)
+    return bytes(out[i] | out[i + 1] << 4 for i in range(0, len(out), 2))
+
+
+@pytest.mark.parametrize("value, encoded", [(0, "00"), (7, "07"), (8, "09"), (63, "7f"), (64, "8900"),
+                                            (511, "ff07"), (512, "8908")])
+def test_nibble_coding_of_the_format_description(value: int, encoded: str) -> None:
+    # the format's bit layout 1DEF1ABC XXXX0GHI for ABCDEFGHI ("X" nibbles are padding: 0 here)
+    assert nibbles(value).hex() == encoded
+
+
+def bounds_blob(entries: list[tuple[int, int, int]], flag: int = 0) -> bytes:
+    """A JIT debug info blob with these (native offset, IL offset, source type) bounds."""
+    native_bits, il_bits = 8, 12
+    packed, shift, last = 0, 0, 0
+    for native, il, source in entries:
+        packed |= (source | (native - last) << 2 | ((il + 3) & 0xFFF) << (2 + native_bits)) << shift
+        shift += 2 + native_bits + il_bits
+        last = native
+    body = nibbles(len(entries), native_bits - 1, il_bits - 1)
+    body += packed.to_bytes((shift + 7) // 8, "little")
+    return bytes([flag]) + nibbles(len(body), 0) + body
+
+
+def test_bounds_round_trip_and_lookup() -> None:
+    entries = [(0, -2, 0), (0x10, 0, 2), (0x22, 5, 1), (0x22, 7, 0), (0x40, -3, 0)]
+    blob = bounds_blob(entries)
+    got = jitted_bounds(lambda a, n: blob[a:a + n], 0)
+    assert got == [OffsetMapping(n, il, s) for n, il, s in entries]
+    assert il_offsets_at(got, 0x05) == [-2]
+    assert il_offsets_at(got, 0x22) == [7]           # an entry with no native bytes covers nothing
+    assert il_offsets_at(got, 0x21) == [0]
+    assert il_offsets_at(got, 0x1000) == [-3]        # the last range is open
+
+
+def test_rich_info_is_skipped_and_patchpoints_are_not_read() -> None:
+    entries = [(0, 1, 0), (4, 2, 0)]
+    plain = bounds_blob(entries)
+    rich = bytes([2]) + struct.pack("<I", 3) + b"xyz" + plain[1:]
+    assert jitted_bounds(lambda a, n: rich[a:a + n], 0) == [OffsetMapping(n, il, s) for n, il, s in entries]
+    patchpoint = bytes([1]) + plain[1:]
+    assert jitted_bounds(lambda a, n: patchpoint[a:a + n], 0) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=0, max_size=200))
+def test_garbage_debug_info_ends_in_one_error(blob: bytes) -> None:
+    try:
+        parse_bounds(blob)
+        jitted_bounds(lambda a, n: blob[a:a + n], 0)
+    except SosError:
+        pass

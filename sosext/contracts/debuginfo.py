@@ -1,0 +1,150 @@
+"""The JIT's native-to-IL map of a method (what the DAC's GetILOffsetsByAddress answers from
+vm/debuginfostore.cpp; the later DebugInfo contract, docs/design/datacontracts/DebugInfo.md,
+describes the same bounds), which gives clrstack and gcroot their source lines through the
+module's PDB.
+
+Where: a JIT-compiled method's RealCodeHeader starts with its debug info pointer (the field
+two pointers before the GC info, which the .NET 10 descriptor lists but not this one). A
+ReadyToRun method's debug info lives in its image and is not read here (None).
+
+The .NET 10 blob of JIT-compiled code starts with a flag byte (1: patchpoint info follows,
+not read here; 2: rich debug info follows, a 32-bit size then that many bytes, skipped). Then
+a stream of nibble-coded unsigned integers (3 value bits a nibble, the top bit set when more
+follow, high bits first, the low nibble of a byte first): the bounds' and the variables'
+sizes in bytes; the bounds follow: their count, then the bits of a native-offset delta and of
+an IL offset (each stored minus 1), then per entry a packed little-endian bit field of 2
+source-type bits, the native delta and the IL offset + 3 (so that NO_MAPPING -1, PROLOG -2 and
+EPILOG -3 fit). (The contract's later "fat" header, 0 then six sizes, is read as well.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import ContractError
+from .targetdata import TargetData
+
+_DEBUG_INFO_FAT = 0
+_IL_OFFSET_BIAS = -3
+_SOURCE_TYPE_BITS = 2
+_MAX_BOUNDS = 1 << 20
+_MAX_HEADER = 42  # 7 nibble-coded 32-bit values
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetMapping:
+    native_offset: int
+    il_offset: int        # signed: -1 no mapping, -2 prolog, -3 epilog
+    source_type: int
+
+
+class _Nibbles:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0   # pos counts nibbles
+
+    def nibble(self) -> int:
+        byte = self.pos // 2
+        if byte >= len(self.data):
+            raise ContractError("a debug info stream is cut short")
+        value = self.data[byte] >> 4 if self.pos & 1 else self.data[byte] & 0xF
+        self.pos += 1
+        return value
+
+    def unsigned(self) -> int:
+        value = 0
+        for _ in range(11):            # 33 bits at most
+            n = self.nibble()
+            value = value << 3 | (n & 7)
+            if not n & 8:
+                return value & 0xFFFFFFFF
+        raise ContractError("a nibble-coded value in debug info does not end")
+
+    def next_byte(self) -> int:
+        return (self.pos + 1) // 2
+
+
+def bounds_extent(header_bytes: bytes) -> tuple[int, int]:
+    """(offset, size) of the bounds in a debug info blob, from its header."""
+    header = _Nibbles(header_bytes[:_MAX_HEADER])
+    first = header.unsigned()
+    if first == _DEBUG_INFO_FAT:
+        bounds_size = header.unsigned()
+        for _ in range(5):
+            header.unsigned()
+    else:
+        bounds_size = first
+        header.unsigned()
+    return header.next_byte(), bounds_size
+
+
+def parse_bounds(blob: bytes) -> list[OffsetMapping]:
+    """The bounds (native offset → IL offset entries) of a debug info blob."""
+    start, bounds_size = bounds_extent(blob)
+    data = blob[start:start + bounds_size]
+    if not bounds_size:
+        return []
+    if len(data) < bounds_size:
+        raise ContractError("debug info bounds are cut short")
+    r = _Nibbles(data)
+    count = r.unsigned()
+    if count > _MAX_BOUNDS:
+        raise ContractError(f"debug info claims {count} bounds")
+    native_bits, il_bits = r.unsigned() + 1, r.unsigned() + 1
+    if native_bits > 32 or il_bits > 32:
+        raise ContractError("debug info bounds claim entries over 32 bits")
+    per_entry = _SOURCE_TYPE_BITS + native_bits + il_bits
+    bits = int.from_bytes(data[r.next_byte():], "little")
+    available = 8 * (len(data) - r.next_byte())
+    if count * per_entry > available:
+        raise ContractError("debug info bounds are cut short")
+    out = []
+    native = 0
+    for i in range(count):
+        entry = bits >> (i * per_entry)
+        source = entry & ((1 << _SOURCE_TYPE_BITS) - 1)
+        entry >>= _SOURCE_TYPE_BITS
+        native += entry & ((1 << native_bits) - 1)
+        il = ((entry >> native_bits) & ((1 << il_bits) - 1)) + _IL_OFFSET_BIAS
+        il = il - (1 << 32) if il >= 1 << 31 else il
+        out.append(OffsetMapping(native & 0xFFFFFFFF, il, source))
+    return out
+
+
+def il_offsets_at(bounds: list[OffsetMapping], native_offset: int) -> list[int]:
+    """The IL offsets whose native range holds ``native_offset`` (GetILOffsetsByAddress: an
+    entry's range runs to the next entry's native offset; the last one's is open)."""
+    out = []
+    for i, b in enumerate(bounds):
+        end = bounds[i + 1].native_offset if i + 1 < len(bounds) else None
+        if native_offset >= b.native_offset and (end is None or native_offset < end):
+            out.append(b.il_offset)
+    return out
+
+
+def jitted_debug_info(data: TargetData, code_header: int) -> int:
+    """Where a JIT-compiled method's debug info is (RealCodeHeader's first field)."""
+    return data.pointer(code_header + data.offset("RealCodeHeader", "GCInfo") - 2 * data.pointer_size)
+
+
+_PATCHPOINT, _RICH = 0x01, 0x02
+_MAX_BLOB = 1 << 24
+
+
+def jitted_bounds(read: Callable[[int, int], bytes], at: int) -> list[OffsetMapping] | None:
+    """The bounds of the JIT-compiled debug info at ``at`` (flag byte first); None when the
+    blob carries what is not read here (patchpoint info)."""
+    flags = read(at, 1)
+    if len(flags) != 1 or flags[0] & ~(_PATCHPOINT | _RICH):
+        raise ContractError("a debug info flag byte is not one this reader knows")
+    at += 1
+    if flags[0] & _PATCHPOINT:
+        return None
+    if flags[0] & _RICH:
+        size = int.from_bytes(read(at, 4), "little")
+        if size > _MAX_BLOB:
+            raise ContractError("rich debug info claims too many bytes")
+        at += 4 + size
+    start, size = bounds_extent(bytes(read(at, _MAX_HEADER)))
+    if size > _MAX_BLOB:
+        raise ContractError("debug info bounds claim too many bytes")
+    return parse_bounds(bytes(read(at, start + size)))
