@@ -86,6 +86,7 @@ TEMPLATES = [
     # the static array, {stack_only} only from the frame
     "clrstack -all",
     "clrstack -n -all",
+    "clrstack -r -all",
     "dso",
     "dumpheap -live",
     "dumpheap -dead",

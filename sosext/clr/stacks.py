@@ -101,7 +101,7 @@ def walk_stack(runtime: "ClrRuntime", os_tid: int, *, arguments: bool = False, l
     dac = runtime.reader
     arch = runtime.target.arch
     if getattr(dac, "name", "dac") == "contracts":
-        return _contracts_walk(runtime, os_tid, max_frames)
+        return _contracts_walk(runtime, os_tid, max_frames, registers)
     hr, task = task_by_os_thread_id(dac, os_tid)
     if task is None:
         raise NotManagedThread(os_tid, hr)
@@ -143,24 +143,32 @@ def _walk(runtime: "ClrRuntime", os_tid: int, walk: StackWalk, arch: str, want_a
     return ClrStack(os_tid, tuple(frames), complete=not hr & 0x80000000)
 
 
-def _contracts_walk(runtime: "ClrRuntime", os_tid: int, max_frames: int) -> ClrStack:
+def _contracts_walk(runtime: "ClrRuntime", os_tid: int, max_frames: int, registers: bool = False) -> ClrStack:
     """The walk of the contracts reader (contracts/stackwalk.py: x86-64 and AArch64 targets).
-    Arguments, locals and registers are not collected: they need the DebugInfo contract."""
+    Arguments and locals are not collected (their locations are in the JIT's debug info);
+    registers are the walk's on x86-64 (the integer registers of the DAC's CONTEXT)."""
     reader = runtime.reader
     if not any(t.os_thread_id == os_tid for _a, t in reader.threads()):
         raise NotManagedThread(os_tid)
     frames: list[ClrStackFrame] = []
+    want = registers and runtime.target.arch == "x86_64"
     for f in reader.stack_frames(os_tid)[:max_frames or MAX_FRAMES]:
+        regs = {name: f.registers.get(name, 0) for name in _CONTEXT_REGISTERS} if want and f.registers else None
         if f.method_desc:
             frames.append(ClrStackFrame(FrameKind.MANAGED, f.sp, f.ip, f.method_desc,
-                                        reader.method_desc_name(f.method_desc) or ""))
+                                        reader.method_desc_name(f.method_desc) or "", registers=regs))
         else:
             # As the DAC's walk: a runtime Frame's stack pointer is the Frame's address.
             md = f.frame_method_desc
             method = (reader.method_desc_name(md) or "<unknown method>") if md else ""
             frames.append(ClrStackFrame(FrameKind.RUNTIME, f.frame, f.ip, md, method, frame_address=f.frame,
-                                        frame_name=f.frame_kind))
+                                        frame_name=f.frame_kind, registers=regs))
     return ClrStack(os_tid, tuple(frames), complete=True)
+
+
+# The registers context_registers reads from an x86-64 CONTEXT, in its order.
+_CONTEXT_REGISTERS = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13",
+                      "r14", "r15", "rip", "eflags")
 
 
 def _runtime_frame(runtime: "ClrRuntime", walk: StackWalk, frame_addr: int, ip: int) -> ClrStackFrame:

@@ -23,7 +23,7 @@ unwind, and the Frame chain is followed at most ``_MAX_RUNTIME_FRAMES`` links.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..errors import ContractError, SosError
@@ -66,6 +66,7 @@ class StackFrame:
     frame: int = 0            # address of the runtime's Frame (InlinedCallFrame …)
     frame_kind: str = ""      # its identifier's name, "InlinedCallFrame" …
     frame_method_desc: int = 0  # the Frame's method (an InlinedCallFrame's P/Invoke target …)
+    registers: dict[str, int] | None = field(default=None, compare=False)  # the walk's registers here
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,14 +207,14 @@ class StackWalker:
         while count < max_frames:
             if state == "managed":
                 assert block is not None
-                yield Step(StackFrame(regs[a.sp], regs[a.pc], block.method_desc), regs, caller or regs, known,
-                           first, block)
+                yield Step(StackFrame(regs[a.sp], regs[a.pc], block.method_desc, registers=regs), regs, caller or regs,
+                           known, first, block)
                 count += 1
             elif state in ("skipped", "frame"):
                 frame = chain[at]
                 kind = self.frame_kind(frame)
-                yield Step(StackFrame(regs[a.sp], regs[a.pc], 0, frame, kind, self.frame_method_desc(frame, kind)),
-                           regs, regs, known, False)
+                yield Step(StackFrame(regs[a.sp], regs[a.pc], 0, frame, kind, self.frame_method_desc(frame, kind),
+                                      regs), regs, regs, known, False)
                 count += 1
             # Advance (NextRaw), then classify where the walk is now (ProcessCurrentFrame).
             was = state
