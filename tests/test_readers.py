@@ -391,3 +391,34 @@ def test_setreader_in_the_debuggers(case: Case, host: str) -> None:
     assert outs[2].text.strip() == case.outputs["dac"][case.commands.index("eeheap -gc")].text.strip()
     assert "Reader: the contracts reader answers: asked for (setreader, --reader or SOSEXT_READER)" in outs[3].text
     assert "Reader: the DAC reader answers: its DAC is found and trusted" in outs[5].text
+
+
+@pytest.mark.parametrize("scenario", ["threads", "stackvalues"])
+def test_stacks_with_an_exception_in_flight_are_the_dacs(scenario: str, tmp_path: Path) -> None:
+    """A thread blocked inside a catch block (its SoftwareExceptionFrame, the catch funclet,
+    the frames the exception unwound, the funclet's parent): clrstack, its registers, dso and
+    the liveness print the DAC reader's bytes, and every thread's stack references are the
+    DAC's (the unwound frames and the funclet's parent report none)."""
+    from harness import dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    with Debuggee(scenario, dll=build_debuggee(), core_dir=tmp_path) as d:
+        core = d.write_core("heap", tmp_path / f"{scenario}.core")
+    commands = ["clrstack -all", "clrstack -r -all", "dso", "dumpheap -live -stat"]
+    outs = {reader: drivers.run_cli(commands, core=core, timeout=600,
+                                    env={"SOSEXT_READER": reader, "SOSEXT_CLR_PATH": ""})
+            for reader in ("dac", "contracts")}
+    for command, a, b in zip(commands, outs["dac"], outs["contracts"]):
+        assert not a.errors and a.text == b.text, command
+    assert "[SoftwareExceptionFrame: " in outs["dac"][0].text
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.reader import ContractReader
+    from sosext.dac.loader import locate_dac
+    from sosext.dac.sos import open_dac
+    from sosext.targets.elfcore import CoreTarget
+    target = CoreTarget(str(core))
+    location = locate_dac(target)
+    dac, contracts = open_dac(target, location), ContractReader(target, location.runtime)
+    for _addr, thread in dac.threads():
+        if thread.os_thread_id:
+            assert dac.stack_references(thread.os_thread_id) == contracts.stack_references(thread.os_thread_id)

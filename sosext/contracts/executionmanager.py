@@ -46,6 +46,7 @@ class CodeBlock:
     ready_to_run: bool      # precompiled (R2R image) rather than JIT-compiled
     gc_info: int = 0        # the method's GC info (RealCodeHeader's, or after an R2R unwind info)
     code_header: int = 0    # a JIT-compiled method's RealCodeHeader
+    funclet: bool = False   # the address is in a funclet (an EH handler), not the method's main body
 
 
 class ExecutionManager:
@@ -122,7 +123,7 @@ class ExecutionManager:
         table = header + d.offset("RealCodeHeader", "UnwindInfos")
         rf = self._runtime_function(table, count, ip - base)
         return CodeBlock(start, md, ip - start, base, table + rf * self.rf_size if rf is not None else 0, False,
-                         d.field_pointer(header, "RealCodeHeader", "GCInfo"), header)
+                         d.field_pointer(header, "RealCodeHeader", "GCInfo"), header, bool(rf))
 
     def _find_method_code(self, map_base: int, map_start: int, ip: int) -> int:
         """The nibble map lookup (linear in version 1, with version 2's relative pointers)."""
@@ -207,7 +208,8 @@ class ExecutionManager:
         # An R2R method's GC info follows its unwind info.
         unwind_rva = d.field_u32(table + index * self.rf_size, "RuntimeFunction", "UnwindData")
         gc_info = base + unwind_rva + self.unwind_data_size(base + unwind_rva) if not unwind_rva & 3 else 0
-        return CodeBlock(start, md, ip - start, base, table + covering * self.rf_size, True, gc_info)
+        return CodeBlock(start, md, ip - start, base, table + covering * self.rf_size, True, gc_info,
+                         funclet=covering != index)
 
     def unwind_data_size(self, xdata: int) -> int:
         """Bytes of a method's unwind data in an R2R image, which its GC info follows

@@ -58,8 +58,10 @@ def register_name(number: int, arch: str = "aarch64") -> str | None:
     return ("caller." if caller else "") + names[number]
 
 
-def _live_tracked(info: GcInfo, offset: int) -> list[int]:
-    if offset in info.safe_points:
+def _live_tracked(info: GcInfo, offset: int, aborted: bool = False) -> list[int] | None:
+    """Tracked slots live at ``offset``; None: report nothing of the frame (execution was
+    aborted there by an exception, outside the fully interruptible ranges)."""
+    if offset in info.safe_points and not aborted:
         return info.live_at_safe_points[info.safe_points.index(offset)]
     for start, end in info.interruptible_ranges:
         if start <= offset < end:
@@ -72,7 +74,7 @@ def _live_tracked(info: GcInfo, offset: int) -> list[int]:
                 else:
                     live.discard(slot)
             return sorted(live)
-    return []
+    return None if aborted and info.interruptible_ranges else []
 
 
 def stack_references(walker: StackWalker, os_tid: int, first_frame: int) -> list[StackRefData]:
@@ -81,16 +83,32 @@ def stack_references(walker: StackWalker, os_tid: int, first_frame: int) -> list
     abi = _ABIS[target.arch]
     out: list[StackRefData] = []
     infos: dict[int, GcInfo] = {}
+    funclet_of = 0   # after a funclet: its method, whose frames up to the parent's are not reported
     for step in walker.steps(os_tid, first_frame):
         frame, regs, caller, known, block = step.frame, step.regs, step.caller, step.known, step.block
-        if not frame.method_desc or block is None or not block.gc_info:
+        if not frame.method_desc or block is None:
+            continue
+        if funclet_of:
+            # Frames between an EH funclet and its method's frame were unwound by the exception
+            # it handles; the parent's own frame was reported through the funclet (the runtime's
+            # ParentOfFuncletStackFrame: report only the leaf). Filter funclets are not told
+            # apart (their frames below stay live in the runtime): a thread in a filter is rare.
+            if frame.method_desc == funclet_of and not block.funclet:
+                funclet_of = 0
+            continue
+        if block.funclet:
+            funclet_of = frame.method_desc
+        if not block.gc_info:
             continue
         info = infos.get(block.gc_info)
         if info is None:
             info = infos[block.gc_info] = decode_gcinfo(bytes(target.read_partial(block.gc_info, _GC_INFO_BYTES)),
                                                         target.arch, 4)
         tracked = [s for s in info.slots if not s.untracked]
-        live = [(tracked[i], False) for i in _live_tracked(info, block.relative_offset) if i < len(tracked)]
+        indexes = _live_tracked(info, block.relative_offset, step.interrupted)
+        if indexes is None:
+            continue
+        live = [(tracked[i], False) for i in indexes if i < len(tracked)]
         for slot, untracked in live + [(s, True) for s in info.slots if s.untracked]:
             flags = (1 if slot.flags & SLOT_INTERIOR else 0) | (2 if slot.flags & SLOT_PINNED else 0)
             scratch_ok = step.active or untracked

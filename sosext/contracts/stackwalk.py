@@ -42,13 +42,24 @@ class _Arch:
     sp: str
     fp: str
     call_back: int                    # a return address minus this lies in the calling method
-    callee_saved: tuple[str, ...]
+    context: tuple[tuple[str, int], ...]   # the integer registers of the runtime's CONTEXT: offsets
+    callee_saved: tuple[str, ...]          # what a SoftwareExceptionFrame restores besides pc and sp
 
 
 _ARCHES = {
-    "x86_64": _Arch("rip", "rsp", "rbp", 1, ("rbx", "rbp", "r12", "r13", "r14", "r15")),
-    "aarch64": _Arch("pc", "sp", "x29", 4, tuple(f"x{i}" for i in range(19, 31))),
+    # AMD64 CONTEXT (winnt.h, the PAL's copy): Rax 0x78 … R15 0xF0, Rip 0xF8; Rsp 0x98.
+    "x86_64": _Arch("rip", "rsp", "rbp", 1,
+                    tuple(zip(("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12",
+                               "r13", "r14", "r15", "rip"), range(0x78, 0x100, 8))),
+                    ("rbx", "rbp", "r12", "r13", "r14", "r15")),
+    # ARM64 CONTEXT: X0 at 8 … X28, Fp 0xF0, Lr 0xF8, Sp 0x100, Pc 0x108.
+    "aarch64": _Arch("pc", "sp", "x29", 4,
+                     tuple((f"x{i}", 8 + 8 * i) for i in range(31)) + (("sp", 0x100), ("pc", 0x108)),
+                     tuple(f"x{i}" for i in range(19, 30))),
 }
+# Frames holding a whole CONTEXT: inline (field name) or through a pointer (field name, True).
+_CONTEXT_FRAMES = {"SoftwareExceptionFrame": ("TargetContext", False), "FaultingExceptionFrame": ("TargetContext", False),
+                   "ResumableFrame": ("TargetContextPtr", True), "RedirectedThreadFrame": ("TargetContextPtr", True)}
 # Frames after which the next managed frame is again a thread's active frame (FRAME_ATTR_RESUMABLE).
 _RESUMABLE = ("ResumableFrame", "RedirectedThreadFrame", "HijackFrame")
 # Frames whose registers come from a TransitionBlock (TransitionFrame and its kin).
@@ -79,6 +90,7 @@ class Step:
     known: frozenset[str]         # registers whose values the walk knows here
     active: bool                  # a managed frame the thread is executing (not a call site)
     block: CodeBlock | None = None
+    interrupted: bool = False     # reached through an exception's Frame (its code did not return)
 
 
 class StackWalker:
@@ -116,7 +128,8 @@ class StackWalker:
             return None
         if not leaf:  # offsets are the return address's
             block = CodeBlock(block.start, block.method_desc, pc - block.start, block.unwind_base,
-                              block.runtime_function, block.ready_to_run, block.gc_info, block.code_header)
+                              block.runtime_function, block.ready_to_run, block.gc_info, block.code_header,
+                              block.funclet)
         return block
 
     def unwind(self, block: CodeBlock, regs: dict[str, int], leaf: bool, restored: set[str]) -> dict[str, int]:
@@ -139,7 +152,18 @@ class StackWalker:
         if kind in _TRANSITION and d.has("FramedMethodFrame", "TransitionBlockPtr"):
             block = d.field_pointer(frame, "FramedMethodFrame", "TransitionBlockPtr")
             return d.field_pointer(block, "TransitionBlock", "ReturnAddress") if block else 0
+        if kind in ("SoftwareExceptionFrame", "HijackFrame") and d.has(kind, "ReturnAddress"):
+            return d.field_pointer(frame, kind, "ReturnAddress")
+        if kind in _CONTEXT_FRAMES and kind != "SoftwareExceptionFrame":
+            context = self._context(frame, kind)
+            return d.pointer(context + dict(self.arch.context)[self.arch.pc]) if context else 0
         return 0
+
+    def _context(self, frame: int, kind: str) -> int:
+        name, indirect = _CONTEXT_FRAMES[kind]
+        if not self.data.has(kind, name):
+            return 0
+        return self.data.field_pointer(frame, kind, name) if indirect else frame + self.data.offset(kind, name)
 
     def update_from_frame(self, frame: int, kind: str, regs: dict[str, int]) -> tuple[dict[str, int], frozenset[str]]:
         """The registers a Frame records (UpdateRegDisplay) and which of them are known."""
@@ -161,6 +185,25 @@ class StackWalker:
                 register = name.lower().replace("fp", "x29").replace("lr", "x30")
                 out[register] = d.pointer(saved + offset)
                 known.add(register)
+            return out, frozenset(known)
+        if kind in _CONTEXT_FRAMES:
+            # A SoftwareExceptionFrame gives pc, sp and the callee-saved registers of its
+            # CONTEXT; the others all of it.
+            context = self._context(frame, kind)
+            wanted = (a.pc, a.sp) + a.callee_saved if kind == "SoftwareExceptionFrame" else None
+            for name, offset in a.context:
+                if wanted is None or name in wanted:
+                    out[name] = d.pointer(context + offset)
+            return out, frozenset(wanted if wanted is not None else (n for n, _o in a.context))
+        if kind == "HijackFrame" and self.target.arch == "x86_64":
+            args = d.field_pointer(frame, "HijackFrame", "HijackArgsPtr")
+            out[a.pc] = d.field_pointer(frame, "HijackFrame", "ReturnAddress")
+            out[a.sp] = args + d.size("HijackArgs")   # Unix: the arguments end where the caller's stack was
+            saved = args + d.offset("HijackArgs", "CalleeSavedRegisters")
+            known = {a.pc, a.sp}
+            for name, offset in d.desc.types.get("CalleeSavedRegisters", (None, {}))[1].items():
+                out[name.lower()] = d.pointer(saved + offset)
+                known.add(name.lower())
             return out, frozenset(known)
         raise ContractError(f"a {kind} records no registers this walk reads")
 
@@ -197,6 +240,7 @@ class StackWalker:
         at = 0                     # the Frame iterator: chain[at] is the current Frame
         first = True               # CrawlFrame::isFirst: the next managed frame is active
         leaf = True                # the registers are a thread's own, not a call's return
+        interrupted = False        # CrawlFrame::isInterrupted: reached through an exception Frame
         count = 0
         caller: dict[str, int] | None = regs
         restored: set[str] = set()
@@ -208,7 +252,7 @@ class StackWalker:
             if state == "managed":
                 assert block is not None
                 yield Step(StackFrame(regs[a.sp], regs[a.pc], block.method_desc, registers=regs), regs, caller or regs,
-                           known, first, block)
+                           known, first, block, interrupted)
                 count += 1
             elif state in ("skipped", "frame"):
                 frame = chain[at]
@@ -219,7 +263,7 @@ class StackWalker:
             # Advance (NextRaw), then classify where the walk is now (ProcessCurrentFrame).
             was = state
             if state == "managed":
-                first = False
+                first = interrupted = False
                 if caller is None or caller[a.sp] < regs[a.sp] or \
                         (caller[a.sp] == regs[a.sp] and caller[a.pc] == regs[a.pc]):
                     return  # the frame cannot be unwound, or no progress: a damaged stack
@@ -236,6 +280,7 @@ class StackWalker:
                     except ContractError:
                         return
                     leaf = kind in _RESUMABLE
+                    interrupted = kind in ("SoftwareExceptionFrame", "FaultingExceptionFrame")
                 if not (kind == "InlinedCallFrame" and ra):
                     at += 1
                 first = kind in _RESUMABLE
