@@ -380,17 +380,20 @@ def test_net8_has_no_descriptor_and_says_so_in_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("host", [pytest.param("lldb", marks=pytest.mark.skipif(drivers.LLDB is None, reason="no lldb")),
                                   pytest.param("gdb", marks=pytest.mark.skipif(drivers.GDB is None, reason="no gdb"))])
 def test_setreader_in_the_debuggers(case: Case, host: str) -> None:
-    """setreader switches the reader of the debugger's target: eeheap -gc is the DAC's, byte for
-    byte, and sosstatus names the contracts reader."""
+    """setreader switches the reader of the debugger's target: eeheap -gc and clrstack -all are
+    the DAC's, byte for byte, and sosstatus names the contracts reader."""
     if case.truth["runtime"]["serverGC"]:
         pytest.skip("one GC flavour is enough for the host plumbing")
     runner = drivers.run_lldb if host == "lldb" else drivers.run_gdb
-    outs = runner(["setreader", "setreader contracts", "eeheap -gc", "sosstatus", "setreader auto", "eeversion"],
+    outs = runner(["setreader", "setreader contracts", "eeheap -gc", "sosstatus", "setreader auto", "eeversion",
+                   "setreader contracts", "clrstack -all"],
                   core=case.core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
     assert outs[0].lines == ["Runtime reader: auto"] and outs[1].lines == ["Runtime reader set to contracts"]
     assert outs[2].text.strip() == case.outputs["dac"][case.commands.index("eeheap -gc")].text.strip()
     assert "Reader: the contracts reader answers: asked for (setreader, --reader or SOSEXT_READER)" in outs[3].text
     assert "Reader: the DAC reader answers: its DAC is found and trusted" in outs[5].text
+    # the contracts reader's stack walk with the debugger's registers: the CLI's DAC bytes
+    assert outs[7].text.strip() == case.outputs["dac"][case.commands.index("clrstack -all")].text.strip()
 
 
 @pytest.mark.parametrize("scenario", ["threads", "stackvalues"])
