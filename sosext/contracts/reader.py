@@ -417,6 +417,8 @@ class ContractReader:
     def _stack_walker(self):  # type: ignore[no-untyped-def]
         walker = getattr(self, "_walker", None)
         if walker is None or walker.target is not self.target:
+            if not self.descriptor.contract_version("ExecutionManager"):
+                raise self.unsupported("stacks (this runtime's descriptor has no ExecutionManager contract: .NET 9)")
             from .stackwalk import StackWalker
             from .targetdata import TargetData
             walker = self._walker = StackWalker(self.target, TargetData(self.target, self.descriptor))
