@@ -110,8 +110,8 @@ def describe_address(runtime: "ClrRuntime", address: int, slot: int = 0,
     md = dac.method_desc_from_ip(address) or 0
     if md:
         name = dac.method_desc_name(md) or "<unknown method>"
-        mdd = dac.method_desc_data(md)
-        start = mdd.native_code_addr if mdd is not None else address
+        start = runtime.method_code_start(md, address)
+        start = address if start is None else start
         return RawFrame(slot, address, md, name, (address - start) & 0xFFFFFFFFFFFFFFFF)
     module = native_module(runtime.target.modules() if modules is None else modules, address)
     if module is not None:

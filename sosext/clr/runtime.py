@@ -232,6 +232,24 @@ class ClrRuntime:
     def method_desc_name(self, md: int) -> str | None:
         return self.reader.method_desc_name(md)
 
+    def method_code_start(self, md: int, ip: int) -> int | None:
+        """Where the native code a frame of ``md`` at ``ip`` is measured from: the DAC's
+        MethodDescData.NativeCodeAddr (the method's active code version); the contracts reader,
+        which has no MethodDescData, gives the start of the code holding ``ip`` (the same but for
+        a frame still running code a newer tier replaced)."""
+        if getattr(self.reader, "name", "dac") == "contracts":
+            return self.reader.code_start(ip)
+        mdd = self.reader.method_desc_data(md)
+        return mdd.native_code_addr if mdd is not None else None
+
+    def method_module(self, md: int) -> int | None:
+        """The runtime Module of a MethodDesc."""
+        if getattr(self.reader, "name", "dac") == "contracts":
+            found = self.reader.method_module_token(md)
+            return found[0] if found else None
+        mdd = self.reader.method_desc_data(md)
+        return mdd.module_ptr if mdd is not None else None
+
     def method_desc_at(self, ip: int) -> int | None:
         """The MethodDesc of the managed code at instruction pointer ``ip``."""
         return self.reader.method_desc_from_ip(ip) if ip else None

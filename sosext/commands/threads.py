@@ -555,15 +555,15 @@ def call_site(ctx: CommandContext, f: ClrStackFrame, full: bool = False) -> str:
     if not full:
         return f.method_name
     text = _module_prefix(ctx, f.method_desc) + f.method_name
-    mdd = runtime.method_desc_data(f.method_desc)
-    if mdd is not None and f.ip != mdd.native_code_addr:
-        text += f" + {(f.ip - mdd.native_code_addr) & 0xFFFFFFFFFFFFFFFF}"
+    start = runtime.method_code_start(f.method_desc, f.ip)
+    if start is not None and f.ip != start:
+        text += f" + {(f.ip - start) & 0xFFFFFFFFFFFFFFFF}"
     return text
 
 
 def _module_prefix(ctx: CommandContext, md: int) -> str:
-    mdd = ctx.runtime.method_desc_data(md)
-    name = module_file_name(ctx.runtime, mdd.module_ptr) if mdd is not None else ""
+    module = ctx.runtime.method_module(md)
+    name = module_file_name(ctx.runtime, module) if module is not None else ""
     return f"{name}!" if name else ""
 
 

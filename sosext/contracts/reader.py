@@ -373,11 +373,22 @@ class ContractReader:
 
     def method_desc_from_ip(self, ip: int) -> int | None:
         """The MethodDesc whose code holds ``ip`` (the ExecutionManager contract)."""
+        manager = self._stack_walker().manager
         try:
-            block = self._stack_walker().manager.code_block(ip)
-        except ContractError:
+            block = manager.code_block(ip)
+        except SosError:  # a table page the dump left out: as the DAC, no method there
             return None
         return block.method_desc if block is not None else None
+
+    def code_start(self, ip: int) -> int | None:
+        """The first instruction of the managed method whose code holds ``ip`` (a return
+        address just past a method's end counts as its method's)."""
+        manager = self._stack_walker().manager
+        try:
+            block = manager.code_block(ip) or manager.code_block(ip - 1)
+        except SosError:
+            return None
+        return block.start if block is not None else None
 
     def _method_desc_reader(self):  # type: ignore[no-untyped-def]
         names = getattr(self, "_method_descs", None)
