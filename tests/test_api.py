@@ -442,7 +442,7 @@ def test_doc_examples_run(heap_case: Live, tmp_path: Path) -> None:
                          stderr=subprocess.PIPE, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "objects on the heap" in out and "error: 10 is not a valid object" in out
+    assert "objects on the heap" in out and "error: 0x10 is not a valid object" in out
     assert "False\n" in out  # pid= has no stacks
     mine = own_types(heap_case.truth)
     assert f"{sum(t['count'] + t['deadCount'] for t in mine)} objects of my own types" in out

@@ -654,7 +654,7 @@ def test_lldb_sos_names_never_run_another_command(cores: dict[str, Path], debugg
     assert listed and all(re.fullmatch(r"[* ]\d+ 0x[0-9A-F]{4,} \(\d+\)", ln) for ln in listed), threads
     assert_items(sos, debuggee.mt)
     assert ext.strip() == placeholder
-    assert placeholder_u.strip() == "error: 0000000000000000 is not a MethodDesc nor an address in managed code"
+    assert placeholder_u.strip() == "error: 0x0 is not a MethodDesc nor an address in managed code"
 
 
 def test_lldb_help_reads_well_and_names_complete() -> None:

@@ -392,7 +392,7 @@ def check_heap_arguments(heap: ClrHeap, mt: int | None, segment: int | None) -> 
     if segment is not None and not any(segment_matches(s, segment) for s in heap.segments):
         c = classifier(heap.runtime).classify(segment)
         desc = c.description()
-        raise SosError(f"{segment:x} is not a segment of the GC heap (see eeheap -gc)" +
+        raise SosError(f"{segment:#x} is not a segment of the GC heap (see eeheap -gc)" +
                        (f": {desc}{c.hint()}" if desc and c.kind is not AddressKind.HEAP_GAP else ""))
 
 
