@@ -129,7 +129,8 @@ class GcDump:
             acc = types.setdefault(s.name, [0, 0])
             acc[0] += s.count
             acc[1] += s.size
-        return HeapSnapshot(self.source(), {n: TypeTotal(n, c, sz) for n, (c, sz) in types.items()})
+        return HeapSnapshot(self.source(), {n: TypeTotal(n, c, sz) for n, (c, sz) in types.items()},
+                            taken=self.time)
 
     def retention(self, type_name: str, *, exact: bool = False,
                   groups: int = 5) -> tuple[list["RetentionGroup"], int, int]:

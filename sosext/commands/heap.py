@@ -498,7 +498,7 @@ Examples:
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         # A GC filter (a heap, a segment, a range) asks about the GC heap only.
-        gc_filter = args.heap is not None or bool(args.segment) or args.start is not None
+        gc_filter = args.heap is not None or args.segment is not None or args.start is not None
         show_loader = args.loader or not (args.gc or gc_filter)
         show_gc = args.gc or not args.loader
         total = _loader_section(ctx) if show_loader else 0
@@ -515,12 +515,12 @@ Examples:
         if args.heap is not None and not any(sh.index == args.heap for sh in heap.subheaps):
             raise SosError(f"No GC heap with index of {args.heap}")
         check_heap_arguments(heap, None, args.segment)
-        filtered = args.heap is not None or bool(args.segment) or start is not None
+        filtered = args.heap is not None or args.segment is not None or start is not None
 
         def keep(seg: ClrSegment) -> bool:
             if args.heap is not None and seg.heap != args.heap:
                 return False
-            if args.segment and not segment_matches(seg, args.segment):
+            if args.segment is not None and not segment_matches(seg, args.segment):
                 return False
             if start is not None and not (committed_start(seg) < (end or 1 << 64) and seg.committed > start):
                 return False
