@@ -9,6 +9,7 @@ before announcing a collection.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -119,3 +120,34 @@ def test_a_bad_pid_is_one_line_alike_in_collect_counters_and_gcdump(pid: str, tm
         assert said[0] == [f"error: no such process: {pid}"]
     else:
         assert said[0][0].startswith(f"error: invalid process id: {pid} (")
+
+
+def _total_bytes(text: str) -> int:
+    m = re.search(r"^Total [\d,]+ objects?, ([\d,]+) bytes?$", text, re.M)
+    assert m, text
+    return int(m.group(1).replace(",", ""))
+
+
+@slow
+def test_dumpheap_dead_is_free_plus_frozen_plus_gcheapstat_unrooted(cores) -> None:
+    """docs/commands.md (gcheapstat) says why the two totals differ; this is the arithmetic."""
+    sep = "@@SEP@@"
+    res = sosext("analyze", str(cores[1]), "--separator", sep, "-c", "dumpheap -stat -dead", "-c", "gcheapstat -iu",
+                 "-c", "eeheap -gc")
+    dead, gcheapstat, eeheap = res.stdout.split(sep + "\n")[:3]
+    free = next((int(ln.split()[2].replace(",", "")) for ln in dead.splitlines() if ln.endswith(" Free")), 0)
+    lines = gcheapstat.splitlines()
+    unrooted = lines[lines.index("Unrooted objects:"):]
+    unrooted_total = sum(int(x) for x in next(ln for ln in unrooted if ln.startswith("Total")).split()[1:])
+    ee = eeheap.splitlines()
+    frozen_segments = []
+    if "NonGC heap" in ee:
+        for ln in ee[ee.index("NonGC heap") + 2:]:
+            if not ln.startswith("    "):
+                break
+            frozen_segments.append(ln.split()[0])
+    frozen = 0
+    for seg in frozen_segments:
+        frozen += _total_bytes(sosext("analyze", str(cores[1]), "-c", f"dumpheap -stat -dead -segment {seg}").stdout)
+    assert _total_bytes(dead) == free + frozen + unrooted_total, (free, frozen, unrooted_total, dead[-300:])
+    assert free > 0 and unrooted_total >= 0

@@ -219,7 +219,7 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         Option("-heap", "only objects of GC heap number n", parse_count, "n"),
         Option("-segment", "only objects of the segment at (or containing) this address", parse_address, "address"),
         Option("-live", "only objects reachable from a root (not with -dead)"),
-        Option("-dead", "only objects no root reaches (not with -live)"),
+        Option("-dead", "only objects no root reaches (not with -live); Free and frozen objects included"),
         Option("-thinlock", "list objects that hold a thin lock"),
         Option("-bycount", "sort the statistics by count instead of total size"),
         Option("-retained", "with -stat: add each type's retained bytes and sort by them"),
@@ -700,7 +700,9 @@ class GCHeapStat(Command):
     usage = "gcheapstat [-unreachable | -iu]"
     details = """\
 Rows per GC heap and a Total row; columns gen0, gen1, gen2, LOH, POH. Free space counts
-the Free objects; with -iu also the bytes of objects no root reaches.
+the Free objects; with -iu also the bytes of objects no root reaches in the GC heap.
+dumpheap -stat -dead's total is larger: it counts Free objects and the frozen (NonGC) heap's
+unreferenced objects as well (Free row + frozen segment + this Total).
 
 Examples:
   gcheapstat
