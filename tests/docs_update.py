@@ -52,7 +52,7 @@ def _update_block(lines: list[str], fence: int, records: list[dict]) -> list[str
         while j < len(body) and not body[j].startswith(prompt):
             j += 1
         for a, b in zip(_HEX.findall(r["command"]), _HEX.findall(r["ran"])):
-            addresses.setdefault(_key(a), b)
+            addresses[_key(a)] = b   # the last record of a step is its final run (debugger blocks rerun)
         body = body[:i] + [prompt + r["command"]] + _shaped(body[i + 1:j], r["real"]) + body[j:]
     if addresses:
         def sub(m: re.Match) -> str:

@@ -7,7 +7,9 @@ directory, Debian's /usr/bin/python3 first on PATH, a private HOME and /tmp/lk a
 debugger blocks run in lldb-16 / gdb with the block's own command line. A doc address in a typed
 command (an MT, an object) is replaced by the address the run printed on the matching line.
 With SOSEXT_DOCS_DUMP=FILE, each mismatch's exact output is appended to FILE as a JSON line
-(where, command, real), to paste into the doc.
+(where, command, real), to paste into the doc; with SOSEXT_DOCS_DUMP_EVERY=1 too, every step's
+output is, matched or not, so that tests/docs_update.py makes a doc's every number one run's
+(docs/leak-hunting.md is made so: tests/test_doc_consistency.py checks its numbers agree).
 """
 from __future__ import annotations
 
@@ -198,7 +200,8 @@ class Session:
 
 def _check(block: Block, step: Step, real: list[str], session: Session, ran: str | None = None) -> None:
     pairs = match(step.output, real)
-    if pairs is None and os.environ.get("SOSEXT_DOCS_DUMP"):
+    every = bool(os.environ.get("SOSEXT_DOCS_DUMP_EVERY"))
+    if (pairs is None or every) and os.environ.get("SOSEXT_DOCS_DUMP"):
         # For whoever updates the docs (tests/docs_update.py): what this run printed, exactly,
         # one JSON line per mismatch, with the command as typed in this run (its addresses).
         with open(os.environ["SOSEXT_DOCS_DUMP"], "a") as f:
