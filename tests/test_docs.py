@@ -306,6 +306,12 @@ def test_match_masks_addresses_and_numbers_only() -> None:
     assert match([], []) == [] and match([], ["anything"]) is None
 
 
+def test_match_masks_the_grammatical_number_of_a_count() -> None:
+    assert match(["  ... 1 more group (-groups <n> shows more)"], ["  ... 5 more groups (-groups <n> shows more)"])
+    assert match(["1 entry, 2 collections"], ["3 entries, 1 collection"])
+    assert match(["1 more group"], ["2 more grapes"]) is None
+
+
 def test_match_dots_stand_for_any_lines() -> None:
     shown = ["Statistics:", "...", "Total 3 objects"]
     assert match(shown, ["Statistics:", "Total 3 objects"]) is not None
