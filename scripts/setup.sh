@@ -4,14 +4,23 @@
 #                             compiles its kernels ahead of time), tabulate, pygments, pyelftools, plotly (sosext report)
 #   scripts/setup.sh --test   plus pytest and hypothesis, pip and venv (tests/test_packaging.py), and chromium
 #                             (tests/test_report.py opens the HTML report in headless Chromium)
-#                             and tmux (tests/test_tutorial.py plays docs/leak-hunting.md in a terminal)
+#                             and tmux (tests/test_tutorial.py plays docs/leak-hunting.md in a terminal),
+#                             plus everything --arm64 installs
+#   scripts/setup.sh --arm64  only what makes and opens linux-arm64 cores on an x86-64 machine (tests/test_arm64.py,
+#                             docs/readers.md): qemu-user-static, gdb-multiarch, and the arm64 C runtime through
+#                             Debian's multiarch (dpkg --add-architecture arm64; libc6 libstdc++6 libgcc-s1 zlib1g)
+# Then it makes this checkout the sosext of /usr/bin/python3 (scripts/link_checkout.py): the `sosext`
+# command (/usr/local/bin as root, else ~/.local/bin) and `import sosext` from any directory.
 # The .NET SDK (dotnet) is not a Debian package: it must already be installed.
 set -euo pipefail
 
 pkgs=(lldb-16 python3-lldb-16 gdb python3-numpy python3-numba gcc python3-dev python3-tabulate python3-pygments python3-pyelftools python3-plotly)
-if [[ "${1:-}" == "--test" ]]; then
-    pkgs+=(python3-pytest python3-hypothesis python3-pip python3-venv chromium tmux)
-fi
+arm64_pkgs=(qemu-user-static gdb-multiarch libc6:arm64 libstdc++6:arm64 libgcc-s1:arm64 zlib1g:arm64)
+arm64_only=0
+case "${1:-}" in
+    --test) pkgs+=(python3-pytest python3-hypothesis python3-pip python3-venv chromium tmux "${arm64_pkgs[@]}") ;;
+    --arm64) pkgs=("${arm64_pkgs[@]}"); arm64_only=1 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -23,9 +32,14 @@ if ((${#missing[@]})); then
     SUDO=""
     if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
     export DEBIAN_FRONTEND=noninteractive
+    # The arm64 libraries come from Debian's multiarch: dpkg must know the architecture first.
+    if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        $SUDO dpkg --add-architecture arm64
+    fi
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+((arm64_only)) && exit 0
 
 if ! command -v dotnet >/dev/null 2>&1; then
     echo "sosext setup: the .NET SDK (dotnet) is required to build the bundled apps and test debuggees" >&2
@@ -38,3 +52,5 @@ fi
 cd "$(dirname "$0")/.."
 /usr/bin/python3 -m compileall -q sosext lldbinit gdbinit >/dev/null
 /usr/bin/python3 -m sosext.clr.kernels --if-stale >&2 || echo "sosext setup: kernels not compiled; the JIT or numpy path will be used" >&2
+# The `sosext` command and `import sosext` from anywhere, both this checkout (see docs/install.md).
+/usr/bin/python3 scripts/link_checkout.py || echo "sosext setup: the sosext command was not installed; run sosext as '/usr/bin/python3 -m sosext' from this directory" >&2

@@ -1,7 +1,7 @@
 """sosext: SOS-style .NET memory debugging for LLDB, GDB and core files, in Python.
 
 Besides the debugger commands (``soshelp`` in LLDB or GDB) and the command line
-(``python3 -m sosext analyze CORE``), sosext is a library for scripting a hunt:
+(``sosext analyze CORE``), sosext is a library for scripting a hunt:
 
     import sosext
 
@@ -15,6 +15,15 @@ Besides the debugger commands (``soshelp`` in LLDB or GDB) and the command line
             print(path.root.kind, path.root.name, [o.type.name for o in path.objects])
         for thread in rt.threads:
             print(thread.os_id, [f.method for f in thread.frames])
+        for r in heap.dominators(3):            # dominators; heap.retained(obj) is one object's
+            print(r.retained, r.object.type.name)
+        report = sosext.leaks("core.1200", rt)  # sosext leaks OLD NEW; sosext.diff(old, new) too
+        for h in report.holders:
+            print(h.object.type.name, h.retained, h.retained_delta, h.held_by)
+
+Type names are C#'s, as dumpheap prints them (``type.runtime_name`` keeps the runtime's).
+After the README's set-up (scripts/setup.sh), ``import sosext`` works in /usr/bin/python3 from
+any directory.
 
 Everything returned is made of ints, strs and small classes; heap-wide queries are lazy.
 docs/api.md has the full tour.
@@ -22,10 +31,11 @@ docs/api.md has the full tour.
 
 from .version import VERSION as __version__
 
-__all__ = ["open", "current", "Runtime", "Heap", "HeapObject", "ClrType", "TypeStats", "Root", "RootPath",
-           "Thread", "Frame", "Generation", "SosError"]
+__all__ = ["open", "current", "diff", "leaks", "Runtime", "Heap", "HeapObject", "ClrType", "TypeStats", "Root",
+           "RootPath", "Thread", "Frame", "Generation", "Retention", "HeldBy", "HeapDiff", "TypeGrowth", "Holder",
+           "Leaks", "GrownType", "PathGroup", "SosError"]
 
-# The API loads on first use (PEP 562): `python3 -m sosext ps`, `sosext install` and the
+# The API loads on first use (PEP 562): `sosext ps`, `sosext install` and the
 # debugger entry points do not pay for numpy and the DAC bindings they may not need.
 
 

@@ -1,4 +1,4 @@
-"""The standalone command line: ``python3 -m sosext`` (or the ``sosext`` script).
+"""The standalone command line: the ``sosext`` command (``python3 -m sosext`` from a checkout).
 
     sosext analyze CORE [-c CMD]... [--clr-path DIR]   every sosext command over a core file, no debugger
     sosext collect PID [--type heap|full|mini|triage] [-o FILE]
@@ -90,12 +90,20 @@ def _apply_clr_path(args: argparse.Namespace) -> None:
     if getattr(args, "clr_path", None):
         from .clr.runtime import set_clr_path
         set_clr_path(os.path.abspath(os.path.expanduser(args.clr_path)))
+    if getattr(args, "reader", None):
+        # --reader: as setreader; children (diff/leaks baselines) inherit it through the environment.
+        from .clr.runtime import set_reader
+        set_reader(args.reader)
+        os.environ["SOSEXT_READER"] = args.reader
 
 
 def _add_clr_path(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clr-path", metavar="DIR",
                    help="load the DAC (libmscordaccore.so) from DIR, a copy of the target's runtime; "
                         "trusted because you chose it (as setclrpath DIR in LLDB/GDB)")
+    p.add_argument("--reader", choices=("dac", "contracts", "auto"),
+                   help="how to read the runtime: its DAC, or its data contracts in pure Python "
+                        "(loads no DAC); default auto: the DAC when found and trusted (as setreader)")
 
 
 def _analyze_snapshot(args: argparse.Namespace) -> int:
@@ -382,7 +390,8 @@ def cmd_gcdump_stat(args: argparse.Namespace) -> int:
     dump = GcDump.load(args.snapshot)
     rows = dump.stats()
     if args.type:
-        rows = [r for r in rows if args.type in r.name]
+        from .clr.typekeys import name_contains
+        rows = [r for r in rows if args.type in r.name or name_contains(args.type, r.event_name)]
     if args.min_count:
         rows = [r for r in rows if r.count >= args.min_count]
     if args.json:

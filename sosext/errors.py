@@ -52,3 +52,12 @@ class Interrupted(SosError):
 
     def __init__(self) -> None:
         super().__init__("interrupted")
+
+
+class ContractError(SosError):
+    """The runtime's data contracts (its contract descriptor, the GC's DAC globals) are absent,
+    damaged, or lack what a question needs."""
+
+
+class ReaderUnsupported(SosError):
+    """The chosen runtime reader cannot answer this question; the message names the one that can."""

@@ -59,7 +59,8 @@ def problem(host: str = "") -> str | None:
     if _is_debian_python(exe):
         return f"sosext needs {what}: install it with 'apt-get install python3-{missing[0]}'"
     return (f"sosext needs {what}, which {exe} (Python {sys.version.split()[0]}) cannot import: "
-            f"run it with Debian's Python as '{DEBIAN_PYTHON} -m sosext'")
+            f"run it with Debian's Python as '{DEBIAN_PYTHON} -m sosext', or as 'sosext' after scripts/setup.sh "
+            "(that command is pinned to it)")
 
 
 def exit_unless_usable() -> None:

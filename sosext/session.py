@@ -7,6 +7,7 @@ the heap model and its index.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from .clr.indexcache import default_dir
@@ -35,6 +36,9 @@ class Session:
         if rt is None:
             _check_core(target)
             rt = ClrRuntime(target)
+            if rt.reader_fallback:
+                # An automatic change from the DAC reader: say once which reader answers and why.
+                print(f"note: {rt.reader_reason}", file=sys.stderr)
             rt.workers = int(self.settings.get("workers", 1))
             rt.index_dir = self.settings.get("index_dir", default_dir())
             self._runtimes[key] = rt

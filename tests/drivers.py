@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = "/usr/bin/python3"
 LLDB = shutil.which("lldb-16") or shutil.which("lldb")
 GDB = shutil.which("gdb")
+GDB_MULTIARCH = shutil.which("gdb-multiarch")  # opens arm64 cores on x86-64 (tests/test_arm64.py)
 MARK = "@@SOSEXT-MARK@@"
 DOTNET_HOST = shutil.which("dotnet") and os.path.realpath(shutil.which("dotnet"))
 # No banner lines and no progress lines in command output: progress shows after 2 s of a walk,
@@ -78,9 +79,11 @@ def run_lldb(commands: list[str], *, pid: int | None = None, core: Path | None =
 
 
 def run_gdb(commands: list[str], *, pid: int | None = None, core: Path | None = None,
-            exe: str | None = None, timeout: float = 600, env: dict | None = None) -> list[Output]:
-    assert GDB, "gdb is not installed"
-    args = [GDB, "-nx", "-q", "-batch"]
+            exe: str | None = None, timeout: float = 600, env: dict | None = None,
+            gdb: str | None = None) -> list[Output]:
+    """``gdb``: another GDB binary (gdb-multiarch for arm64 cores)."""
+    assert gdb or GDB, "gdb is not installed"
+    args = [gdb or GDB, "-nx", "-q", "-batch"]
     pre = ["set pagination off", "set confirm off", f"source {REPO / 'gdbinit' / 'sosext.py'}"]
     if pid is not None:
         args += ["-p", str(pid)]
@@ -246,3 +249,17 @@ def require_dotnet_and_lldb() -> None:
         pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
     if LLDB is None:
         pytest.skip("lldb-16 is not installed (apt-get install lldb-16 python3-lldb-16)")
+
+
+def link_front_door(home: Path) -> dict[str, str]:
+    """What the README's set-up does for a user who is not root, into a private ``home``: the
+    ``sosext`` command in home/.local/bin and the .pth that lets /usr/bin/python3 import this
+    checkout from anywhere (scripts/link_checkout.py --user). Returns the environment of that
+    user: that HOME, that bin first on PATH, no PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONUSERBASE", "PYTHONNOUSERSITE")}
+    bin_dir = home / ".local" / "bin"
+    dotnet_dir = os.path.dirname(DOTNET_HOST or "/usr/bin/dotnet")
+    env.update(HOME=str(home), PATH=f"{bin_dir}:/usr/bin:/bin:{dotnet_dir}")
+    subprocess.run([PYTHON, str(REPO / "scripts" / "link_checkout.py"), "--user"], env=env, check=True,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    return env

@@ -20,12 +20,14 @@ import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
+from test_typenames import oracle  # noqa: F401 - ClrMD's names, the second opinion (a fixture)
 
 pytestmark = pytest.mark.slow
 
 REPO = drivers.REPO
 sys.path.insert(0, str(REPO))
 import sosext  # noqa: E402
+from sosext.clr.typenames import csharp_name  # noqa: E402
 
 SCRIPTS = REPO / "examples" / "scripts"
 DOC = REPO / "docs" / "api.md"
@@ -115,7 +117,7 @@ def check_stats(rt: sosext.Runtime, truth: dict) -> None:
         got = (row.count, row.total_size) if row else (0, 0)
         assert got == (t["count"] + t["deadCount"], t["unalignedSize"] + t["deadUnalignedSize"]), name
         if row:
-            assert row.type.name == sos_name(t["fullName"]), name
+            assert row.type.runtime_name == sos_name(t["fullName"]), name
             assert (row.type.base_size, row.type.component_size) == (t["baseSize"], t["componentSize"]), name
     totals = [r.total_size for r in rows.values()]
     assert totals == sorted(totals)
@@ -300,10 +302,12 @@ def test_bad_input_is_one_sos_error(tmp_path) -> None:
 def test_help_reads_well() -> None:
     import pydoc
     text = pydoc.render_doc(sosext, renderer=pydoc.plaintext)
-    for name in ("open", "current", "Runtime", "Heap", "HeapObject", "RootPath", "Thread", "sosext.open(\"core.1234\")"):
+    for name in ("open", "current", "diff", "leaks", "Runtime", "Heap", "HeapObject", "RootPath", "Thread",
+                 "sosext.open(\"core.1234\")"):
         assert name in text, name
     for cls in (sosext.Runtime, sosext.Heap, sosext.HeapObject, sosext.ClrType, sosext.TypeStats, sosext.Root,
-                sosext.RootPath, sosext.Thread, sosext.Frame):
+                sosext.RootPath, sosext.Thread, sosext.Frame, sosext.Retention, sosext.HeldBy, sosext.HeapDiff,
+                sosext.TypeGrowth, sosext.Holder, sosext.Leaks, sosext.GrownType, sosext.PathGroup):
         assert cls.__doc__, cls
         for attr, value in vars(cls).items():
             if not attr.startswith("_") and (callable(value) or isinstance(value, property)):
@@ -386,7 +390,7 @@ print("SOSEXT-API-DONE")
 """
 
 
-def run_in_debugger(host: str, pid: int, script: Path, tmp_path: Path) -> str:
+def run_in_debugger(host: str, pid: int, script: Path, tmp_path: Path, env: dict[str, str] | None = None) -> str:
     if host == "lldb":
         cmd = [drivers.LLDB, "--no-lldbinit", "-b", "-p", str(pid), "-o", f"script exec(open({str(script)!r}).read())",
                "-o", "process detach"]
@@ -394,7 +398,8 @@ def run_in_debugger(host: str, pid: int, script: Path, tmp_path: Path) -> str:
         if not drivers.GDB:
             pytest.skip("gdb is not installed")
         cmd = [drivers.GDB, "-nx", "-batch", "-p", str(pid), "-ex", f"source {script}"]
-    proc = subprocess.run(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600)
     return proc.stdout
 
 
@@ -433,11 +438,12 @@ def test_doc_examples_run(heap_case: Live, tmp_path: Path) -> None:
     """The standalone examples in order, as one script, from another directory; the one for
     the debuggers inside LLDB and GDB."""
     blocks = doc_blocks()
-    subst = lambda b: b.replace('"core.1234"', repr(str(heap_case.core))).replace("pid=1234", f"pid={heap_case.pid}")  # noqa: E731
+    subst = lambda b: (b.replace('"core.1234"', repr(str(heap_case.core))).replace("pid=1234", f"pid={heap_case.pid}")  # noqa: E731
+                       .replace('"before.core"', repr(str(heap_case.core))))
     standalone = "\n".join(subst(b) for b in blocks if "sosext.current()" not in b)
     script = tmp_path / "doc_examples.py"
     script.write_text(standalone)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = drivers.link_front_door(tmp_path / "home")  # `import sosext` after the README's set-up, no PYTHONPATH
     res = subprocess.run([drivers.PYTHON, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
@@ -446,11 +452,13 @@ def test_doc_examples_run(heap_case: Live, tmp_path: Path) -> None:
     assert "False\n" in out  # pid= has no stacks
     mine = own_types(heap_case.truth)
     assert f"{sum(t['count'] + t['deadCount'] for t in mine)} objects of my own types" in out
+    # a core compared with itself: every type, none grew
+    assert re.search(rf"^core file {re.escape(str(heap_case.core))} -> core file .* \d+ types, 0 grew$", out, re.M), out
     debugger = next(b for b in blocks if "sosext.current()" in b)
     inside = tmp_path / "doc_debugger.py"
-    inside.write_text(f"import sys\nsys.path.insert(0, {str(REPO)!r})\n" + debugger + "\nprint('SOSEXT-DOC-DONE')\n")
+    inside.write_text(debugger + "\nprint('SOSEXT-DOC-DONE')\n")  # the debuggers' Python imports sosext after set-up
     for host in ("lldb", "gdb") if drivers.GDB else ("lldb",):
-        text = run_in_debugger(host, heap_case.pid, inside, tmp_path)
+        text = run_in_debugger(host, heap_case.pid, inside, tmp_path, env)
         assert "SOSEXT-DOC-DONE" in text and "System.String" in text, (host, text[-3000:])
 
 
@@ -484,8 +492,10 @@ def leak_case(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 def run_script(name: str, *args: str, cwd: Path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    res = subprocess.run([drivers.PYTHON, str(SCRIPTS / name), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+    """``examples/scripts/NAME ARGS`` as docs/api.md types it (the script is executable, pinned to
+    /usr/bin/python3), from another directory, after the README's set-up and without PYTHONPATH."""
+    env = drivers.link_front_door(cwd / "home")
+    res = subprocess.run([str(SCRIPTS / name), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     return res.stdout
@@ -544,10 +554,10 @@ def test_top_types_script(heap_case: Live, tmp_path: Path) -> None:
     live = run_script("top_types.py", str(heap_case.pid), "--top", "40", cwd=tmp_path)
     rows = {ln.split(None, 2)[2]: ln.split(None, 2)[:2] for ln in live.splitlines()[1:41] if ln.strip()}
     for name, t in heap_case.truth["types"].items():
-        if sos_name(t["fullName"]) in rows:
-            assert [int(x) for x in rows[sos_name(t["fullName"])]] == [t["count"] + t["deadCount"],
+        if csharp_name(sos_name(t["fullName"])) in rows:
+            assert [int(x) for x in rows[csharp_name(sos_name(t["fullName"]))]] == [t["count"] + t["deadCount"],
                                                                        t["unalignedSize"] + t["deadUnalignedSize"]], name
-    assert sum(sos_name(t["fullName"]) in rows for t in heap_case.truth["types"].values()) >= 5
+    assert sum(csharp_name(sos_name(t["fullName"])) in rows for t in heap_case.truth["types"].values()) >= 5
 
 
 def test_clr_path_names_the_dac(heap_case: Live, tmp_path: Path) -> None:
@@ -568,3 +578,91 @@ def test_clr_path_names_the_dac(heap_case: Live, tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(sosext.SosError, match="DAC not found"):
         sosext.open(heap_case.core, clr_path=str(empty))
+
+
+# -- the leak commands as records: retained, dominators, diff, leaks ---------------------------------
+
+def test_growth_holders_script(leak_case: LeakCase, tmp_path: Path) -> None:
+    out = run_script("growth_holders.py", str(leak_case.old), str(leak_case.new), "--top", "1", cwd=tmp_path)
+    lines = out.splitlines()
+    a, b = leak_case.after, leak_case.before
+    # the service computes its cache's retained bytes itself
+    assert lines[0].startswith("LeakyService.MemoryCache at 0x")
+    assert lines[0].endswith(f" retains {a['cacheRetained']:,} bytes "
+                             f"({a['cacheRetained'] - b['cacheRetained']:+,} since {leak_case.old})")
+    assert lines[1].startswith("    held by static LeakyService.Program.s_worker (strong handle)")
+    assert f"  {a['cacheEntries']:,} of them held by static LeakyService.Program.s_worker (strong handle):" in lines
+    assert "    -> System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>+Entry[]" in lines
+
+
+def test_retained_dominators_diff_and_leaks_equal_the_services_own_numbers(leak_case: LeakCase) -> None:
+    a, b = leak_case.after, leak_case.before
+    with sosext.open(leak_case.new) as rt, sosext.open(leak_case.old) as old:
+        heap = rt.heap
+        cache = next(heap.objects(type="LeakyService.MemoryCache"))
+        assert heap.retained(cache) == heap.retained(cache.address) == a["cacheRetained"]
+        r = heap.retention(cache)
+        assert (r.object, r.retained) == (cache, a["cacheRetained"])
+        assert [o.type.name for o in r.chain[:2]] == ["LeakyService.MemoryCache", "LeakyService.CacheWarmupWorker"]
+        assert r.held_by[0].label == "static LeakyService.Program.s_worker (strong handle)"
+        assert r.held_by[0].kind == "handle" and r.held_by[0].address
+        # the worker and its cache are the top dominators: nothing else retains the cache's bytes
+        top = heap.dominators(3)
+        assert [t.retained for t in top] == sorted((t.retained for t in top), reverse=True)
+        assert cache in [t.object for t in top]
+        only = heap.dominators(5, type="LeakyService.MemoryCache")
+        assert [(t.object, t.retained) for t in only] == [(cache, a["cacheRetained"])]
+        entry = next(heap.objects(type="LeakyService.CacheEntry"))
+        assert heap.retention(entry).chain[0] == entry and cache in heap.retention(entry).chain
+        with pytest.raises(sosext.SosError):
+            heap.retained(cache.address + 1)
+
+        leaked = a["cacheEntries"] - b["cacheEntries"]
+        for baseline in (str(leak_case.old), old):  # a core's path (a child walks it) or an open runtime
+            d = sosext.diff(baseline, rt)
+            rows = {t.name: t for t in d.types}
+            assert (rows["LeakyService.CacheEntry"].old_count, rows["LeakyService.CacheEntry"].count_delta) == \
+                (b["cacheEntries"], leaked)
+            assert d.grown()[0].name == "System.Byte[]" and d.grown() == [t for t in d.types if t.size_delta > 0]
+            h = d.holders[0]
+            assert (h.object, h.retained, h.retained_delta) == (cache, a["cacheRetained"],
+                                                               a["cacheRetained"] - b["cacheRetained"])
+            assert h.chain[:2] == ("LeakyService.MemoryCache", "LeakyService.CacheWarmupWorker")
+            assert h.held_by[0] == "static LeakyService.Program.s_worker (strong handle)"
+            assert dict((n, c) for n, c, _b in h.types)["LeakyService.CacheEntry"] == a["cacheEntries"]
+        # (type= is a part of the name, as -type: the dictionary's entry array matches too)
+        report = sosext.leaks(old, rt, type="LeakyService.CacheEntry", top=3, groups=1)
+        assert report.holders[0].object == cache
+        assert all("LeakyService.CacheEntry" in g.growth.name for g in report.types)
+        grown = next(g for g in report.types if g.growth.name == "LeakyService.CacheEntry")
+        assert (grown.growth.name, grown.growth.count_delta) == ("LeakyService.CacheEntry", leaked)
+        (path,) = grown.groups
+        assert path.count == a["cacheEntries"] and path.example.type.name == "LeakyService.CacheEntry"
+        assert path.root == "static LeakyService.Program.s_worker (strong handle)"
+        assert path.types[-3:] == ("System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>",
+                                   "System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>+Entry[]",
+                                   "LeakyService.CacheEntry")
+
+
+def test_type_names_are_clrmds_and_every_spelling_finds_them(core_rt, heap_case: Live, oracle) -> None:  # type: ignore[no-untyped-def]
+    """``type.name`` is ClrMD's ``ClrType.Name`` (the second opinion) for every MethodTable;
+    ``runtime_name`` the runtime's, as the debuggee's Type.FullName has it; ``type=`` takes both
+    and a gcdump's spelling."""
+    from sosext.clr.typekeys import event_name
+    from test_typenames import ask
+    clrmd = {int(mt, 16): name for mt, name in
+             (ln.split("\t", 1) for ln in ask(oracle, "heap", str(heap_case.core)).splitlines())}
+    rows = {r.type.method_table: r for r in core_rt.heap.stats()}
+    assert rows.keys() == clrmd.keys()
+    differ = {hex(mt): (r.type.name, clrmd[mt]) for mt, r in rows.items() if r.type.name != clrmd[mt]}
+    assert not differ, differ
+    assert not [r.type.name for r in rows.values() if "`" in r.type.name]
+    for name, t in heap_case.truth["types"].items():
+        row = rows.get(h(t["mt"]))
+        if row:
+            assert row.type.runtime_name == sos_name(t["fullName"]), name
+    generic = [r for r in rows.values() if "`" in r.type.runtime_name and "+" not in r.type.runtime_name][:5]
+    assert generic
+    for r in generic:
+        spellings = (r.type.name, r.type.runtime_name, event_name(r.type.runtime_name))
+        assert {sum(1 for _ in core_rt.heap.objects(type=s)) for s in spellings} == {r.count}, spellings

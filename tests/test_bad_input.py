@@ -53,7 +53,8 @@ def sleeper(tmp_path_factory):
 def test_no_process_in_lldb() -> None:
     out = lldb_raw([], ["dumpheap -stat", "soshelp", "script print('STILL-ALIVE')"])
     assert errors(out) == ["error: no target: attach to a process (process attach -p PID) or load a core "
-                           "(target create -c CORE)"]
+                           "(target create -c CORE; an arm64 core on x86-64 needs its executable too: "
+                           "target create --core CORE EXE, or sosext core CORE)"]
     assert "sosext commands" in out and "STILL-ALIVE" in out
 
 

@@ -133,7 +133,7 @@ def test_readytorun_entry_points_are_the_code_the_runtime_runs(request, tmp_path
             method = rt.methods.from_token(corelib.address, token)
             if method is None or not method.native_code:
                 continue
-            header = rt.dac.code_header_data(method.native_code)
+            header = rt.reader.code_header_data(method.native_code)
             if header is None or header.jit_type != 2:  # 2: ReadyToRun
                 jitted += 1
                 continue

@@ -52,8 +52,8 @@ int CLRDataCreateInstance(void *iid, void *target, void **out) { return 0x800040
 
 def build_id(path: Path) -> bytes:
     sys.path.insert(0, str(drivers.REPO))
-    from sosext.dac.loader import _file_build_id
-    bid = _file_build_id(str(path))
+    from sosext.targets.elfsymbols import file_build_id
+    bid = file_build_id(str(path))
     assert bid, f"{path} has no GNU build id"
     return bid
 
@@ -173,8 +173,10 @@ def world() -> World:
         shutil.rmtree(root, ignore_errors=True)
 
 
-# No explicit choice inherited from the environment: these tests make every choice themselves.
-NO_CHOICE = {"SOSEXT_CLR_PATH": ""}
+# No explicit DAC directory inherited from the environment: these tests make every choice
+# themselves. They ask for the DAC reader: without it an untrusted DAC is not refused but
+# replaced by the contracts reader (test_untrusted_dac_falls_back_to_the_contracts_reader).
+NO_CHOICE = {"SOSEXT_CLR_PATH": "", "SOSEXT_READER": "dac"}
 
 
 def run(host: str, w: World, commands: list[str], live: bool = False) -> list[drivers.Output]:
@@ -347,3 +349,36 @@ def test_foreign_architecture_dac_is_refused(world: World, tmp_path: Path) -> No
     out = drivers.run_cli([f"setclrpath {chosen}", "dumpheap -stat"], core=world.core)
     assert out[1].errors == [f"error: refusing to load {chosen / DAC}: built for ELF machine 183, not x86-64 "
                              "(the DAC must match the debugger's architecture)"]
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_untrusted_dac_falls_back_to_the_contracts_reader(world: World, host: str) -> None:
+    """Without a choice of reader, a DAC in an untrusted place is not loaded and not refused: the
+    contracts reader answers, one note line says so and why, and the GC heap it reports is the
+    one the genuine DAC reports (eeheap -gc, byte for byte)."""
+    auto = {"SOSEXT_CLR_PATH": "", "SOSEXT_READER": ""}
+    with world.planted_dac("plain", mode=0o777) as dac:
+        if host == "cli":
+            outs = drivers.run_cli(["eeheap -gc", "eeversion", "dumpheap -stat"], core=world.core, timeout=300,
+                                   env=auto)
+        else:
+            runner = drivers.run_lldb if host == "lldb" else drivers.run_gdb
+            outs = runner(["eeheap -gc", "eeversion", "dumpheap -stat"], core=world.core, exe=world.exe,
+                          timeout=300, env=auto)
+        notes = [ln for o in outs for ln in o.text.splitlines() if ln.startswith("note: ")]
+        assert len(notes) == 1, [o.text[-800:] for o in outs]
+        assert notes[0].startswith("note: the contracts reader answers: the DAC cannot be used: refusing to load "
+                                   f"the DAC {dac} "), notes[0]
+        assert "is world-writable" in notes[0]
+        assert "Reader: the contracts reader answers" in outs[1].text
+        # The types half may not be there yet: then one line naming the DAC reader, else the truth.
+        if outs[2].errors:
+            assert len(outs[2].errors) == 1 and "--reader dac" in outs[2].errors[0], outs[2].text[-2000:]
+        else:
+            assert_stat_is_truth(outs[2], world.truth)
+        world.no_marker()
+    genuine = drivers.run_cli([f"setclrpath {world.genuine_dir}", "eeheap -gc"], core=world.core, timeout=300,
+                              env=auto)
+    strip = lambda o: "\n".join(ln for ln in o.text.splitlines() if not ln.startswith("note: ")).strip()  # noqa: E731
+    assert strip(outs[0]) == strip(genuine[1]) and "GC Allocated Heap Size" in genuine[1].text
+    world.no_marker()

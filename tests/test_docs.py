@@ -3,7 +3,8 @@
 The conventions for the docs (block kinds, `<!-- not-run: reason -->`, what the comparison masks)
 are in tests/docblocks.py. Each doc's session blocks run in order, as a reader would type them,
 in one shell (so `pid=$!` in one block is `$pid` in the next) with the checkout as the working
-directory, Debian's /usr/bin/python3 first on PATH, a private HOME and /tmp/lk a private directory;
+directory, Debian's /usr/bin/python3 first on PATH, a private HOME where the README's set-up ran
+as for a user who is not root (the `sosext` command in ~/.local/bin) and /tmp/lk a private directory;
 debugger blocks run in lldb-16 / gdb with the block's own command line. A doc address in a typed
 command (an MT, an object) is replaced by the address the run printed on the matching line.
 With SOSEXT_DOCS_DUMP=FILE, each mismatch's exact output is appended to FILE as a JSON line
@@ -78,6 +79,8 @@ class Session:
                     "DOTNET_CLI_HOME": real_home, "NUGET_PACKAGES": os.path.join(real_home, ".nuget", "packages"),
                     "DOTNET_CLI_TELEMETRY_OPTOUT": "1", "DOTNET_NOLOGO": "1", "TERM": "dumb"}
         self.env.pop("PYTHONPATH", None)
+        # The README's set-up, as a user who is not root: `sosext` on PATH, `import sosext` anywhere.
+        self.env = drivers.link_front_door(home) | {k: v for k, v in self.env.items() if k not in ("HOME", "PATH")}
         self.mapping: dict[str, str] = {}
         self.cores: dict[tuple[str, ...], tuple[Path, str]] = {}
         self.shell = subprocess.Popen(["bash", "--norc", "--noprofile"], stdin=subprocess.PIPE,
@@ -145,7 +148,7 @@ class Session:
     def analyze(self, core: Path, commands: list[str]) -> list[list[str]]:
         """One `sosext analyze CORE` run of these commands; each command's output lines. An
         unknown command between two commands marks where one output ends (its one error line)."""
-        argv = ["/usr/bin/python3", "-m", "sosext", "analyze", str(core)]
+        argv = ["sosext", "analyze", str(core)]
         for c in commands:
             argv += ["-c", c, "-c", MARK]
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,

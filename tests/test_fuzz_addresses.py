@@ -88,8 +88,8 @@ def find_places(core: Path, truth: dict) -> dict[str, int]:
     domain = next(d for d in rt.app_domains() if any(a.address == mod.assembly for a in d.assemblies))
     md = next(s.method_desc for s in rt.methods.slots(item_mt) if s.method_desc)
     stack = 0
-    for addr, t in rt.dac.threads():
-        lim = rt.dac.stack_limits(addr)
+    for addr, t in rt.reader.threads():
+        lim = rt.reader.stack_limits(addr)
         regs = rt.target.registers(t.os_thread_id) if t.os_thread_id else {}
         sp_ = regs.get("rsp", regs.get("sp"))
         if lim and sp_ and min(lim) <= sp_ < max(lim):  # the DAC answers (base, limit)

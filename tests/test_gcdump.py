@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from sosext.clr.gcdumpsnap import GcDump, GcDumpError
+from sosext.clr.typekeys import key
+from test_typenames import ask, oracle  # noqa: F401 - ClrMD's names, the second opinion (a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -41,7 +43,7 @@ def heap_dump(request, debuggee_factory, tmp_path):  # type: ignore[no-untyped-d
 
 
 @pytest.mark.slow
-def test_counts_and_sizes_equal_truth(heap_dump) -> None:  # type: ignore[no-untyped-def]
+def test_counts_and_sizes_equal_truth(heap_dump, oracle) -> None:  # type: ignore[no-untyped-def]
     d, path = heap_dump
     assert (os.stat(path).st_mode & 0o777) == 0o600
     dump = GcDump.load(str(path))
@@ -58,11 +60,21 @@ def test_counts_and_sizes_equal_truth(heap_dump) -> None:  # type: ignore[no-unt
         assert (stats[mt].count, stats[mt].size) == (t["count"], t["unalignedSize"]), name
         # The runtime names a nested type without its enclosing type (Dictionary`2+Entry[...] -> Entry[...]).
         if "+" in name.split("[")[0]:
-            assert name.endswith("+" + stats[mt].name), (name, stats[mt].name)
+            assert name.endswith("+" + stats[mt].event_name), (name, stats[mt].event_name)
         else:
-            assert stats[mt].name == name
+            assert stats[mt].event_name == name
+        # Shown in C#'s spelling, as a core's types are (typekeys.key: without the enclosing types).
+        assert stats[mt].name == key(name) and "`" not in stats[mt].name, (name, stats[mt].name)
         checked += 1
     assert checked >= 10
+    # ClrMD names the same MethodTables (on a core of the process): the snapshot shows its names
+    # with a nested type's enclosing types left out, as the events leave them out.
+    clrmd = {int(mt, 16): n for mt, n in (ln.split("\t", 1) for ln in
+                                          ask(oracle, "heap", str(d.write_core("heap"))).splitlines())}
+    differ = {f"{s.type_id:x}": (s.name, clrmd[s.type_id]) for s in stats.values()
+              if s.type_id in clrmd and s.name != key(clrmd[s.type_id])}
+    assert not differ, differ
+    assert sum(s.type_id in clrmd for s in stats.values()) >= 20
     # References: every node's edge count adds up, and the static root holds a node.
     assert int(dump.node_edges.sum()) == dump.edge_target.size
     assert dump.root_address.size > 0
@@ -80,7 +92,7 @@ def test_gcdump_stat_prints_the_snapshot(heap_dump) -> None:  # type: ignore[no-
         if t["count"]:
             row = by_mt[int(t["mt"], 16)]
             assert (row["count"], row["size"]) == (t["count"], t["unalignedSize"])
-            assert row["name"] == name or name.endswith("+" + row["name"])
+            assert row["name"] == key(name)
     assert doc["total_objects"] == sum(t["count"] for t in doc["types"])
 
     text = sosext("gcdump-stat", str(path), "-type", "SosextDebuggee.HeapItemA").stdout.splitlines()
@@ -127,7 +139,7 @@ def test_diff_of_two_snapshots_sees_the_growth(debuggee_factory, tmp_path) -> No
     assert grown["name"] == "DebuggeeHost.CounterBlock" and grown["count_delta"] == 5000
     top = grown["groups"][0]
     assert top["root"] == "static s_kept" and top["count"] == kept0 + 5000
-    assert top["path"] == ["System.Collections.Generic.List`1[DebuggeeHost.CounterBlock]",
+    assert top["path"] == ["System.Collections.Generic.List<DebuggeeHost.CounterBlock>",
                            "DebuggeeHost.CounterBlock[]", "DebuggeeHost.CounterBlock"]
     assert grown["unreachable_instances"] == 0
     text = sosext("leaks", str(old), str(new), "-top", "1", "-type", "DebuggeeHost.CounterBlock").stdout
@@ -232,7 +244,7 @@ _TINY: dict[str, bytes] = {}
 def test_a_core_and_a_snapshot_compare_both_ways(debuggee_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """diff/leaks take a gcdump snapshot where they take a core: the core's side counts its
     live objects (what the snapshot's GC leaves), and type names are matched across the two
-    spellings (the DAC's List`1[[T, Asm]] and the events' List`1[T])."""
+    spellings (the DAC's List`1[[T, Asm]] and the events' List`1[T]), both shown in C#'s."""
     d = debuggee_factory("counters")
     kept0 = d.truth["counters"]["kept"]
     first = d.write_core("heap", tmp_path / "first.core")
@@ -243,7 +255,7 @@ def test_a_core_and_a_snapshot_compare_both_ways(debuggee_factory, tmp_path) -> 
     last = d.write_core("heap", tmp_path / "last.core")
     block = next(s for s in GcDump.load(str(middle)).stats() if s.name == "DebuggeeHost.CounterBlock")
     each = block.size // block.count
-    lists = "System.Collections.Generic.List`1[[DebuggeeHost.CounterBlock, SosextDebuggee]]"
+    lists = "System.Collections.Generic.List<DebuggeeHost.CounterBlock>"  # static List<CounterBlock> s_kept
 
     for old, new, before, after in ((first, middle, kept0, kept0 + 5000), (middle, last, kept0 + 5000, kept0 + 8000)):
         proc = sosext("diff", str(old), str(new), "--json")
@@ -255,11 +267,11 @@ def test_a_core_and_a_snapshot_compare_both_ways(debuggee_factory, tmp_path) -> 
         assert (cb["old_count"], cb["new_count"], cb["size_delta"]) == (before, after, (after - before) * each)
         text = sosext("diff", str(old), str(new), "-type", "CounterBlock").stdout.splitlines()
         assert text[1] == doc["note"]
-        # The List<CounterBlock> is the same object on both sides, under both spellings of its name.
-        same = [r for r in doc["types"] if r["name"] in (lists, "System.Collections.Generic.List`1[DebuggeeHost.CounterBlock]")]
+        # The List<CounterBlock> is the same object on both sides, whichever spelling each side read.
+        same = [r for r in doc["types"] if "CounterBlock>" in r["name"]]
         assert len(same) == 1 and (same[0]["old_count"], same[0]["new_count"]) == (1, 1), same
-        # The name shown is the side's whose paths leaks follows: the snapshot's when it is newer.
-        assert same[0]["name"] == (lists if new == last else "System.Collections.Generic.List`1[DebuggeeHost.CounterBlock]")
+        assert same[0]["name"] == lists
+        assert not [r["name"] for r in doc["types"] if "`" in r["name"]]
 
     # leaks: with the snapshot newer, its own retention paths; with the core newer, the core's.
     doc = json.loads(sosext("leaks", str(first), str(middle), "-top", "1", "-type", "DebuggeeHost.CounterBlock",
@@ -279,7 +291,8 @@ def test_a_core_and_a_snapshot_compare_both_ways(debuggee_factory, tmp_path) -> 
         assert proc.returncode == 0, proc.stderr
         rows = {t["name"]: t for t in json.loads(proc.stdout)["types"]}
         assert rows["DebuggeeHost.CounterBlock"]["count_delta"] == delta
-        assert rows["System.Collections.Generic.List`1[DebuggeeHost.CounterBlock]"]["count_delta"] == 0
+        assert rows[lists]["count_delta"] == 0
+        assert not [n for n in rows if "`" in n]
 
 
 @pytest.mark.slow

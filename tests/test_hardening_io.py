@@ -209,7 +209,8 @@ def test_another_python_names_the_one_to_use():
     exe = run([other, "-c", "import sys; print(sys.executable)"]).stdout.strip()
     line = one_line(run([other, "-m", "sosext", "ps"], env={"PYTHONPATH": ""}))
     assert line.startswith(f"error: sosext needs numpy, which {exe} (Python ")
-    assert line.endswith("cannot import: run it with Debian's Python as '/usr/bin/python3 -m sosext'")
+    assert line.endswith("cannot import: run it with Debian's Python as '/usr/bin/python3 -m sosext', or as "
+                         "'sosext' after scripts/setup.sh (that command is pinned to it)")
 
 
 @pytest.mark.parametrize("debugger", ["lldb", "gdb"])

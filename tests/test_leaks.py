@@ -16,6 +16,7 @@ import pytest
 
 import drivers
 from harness.debuggee import dotnet_path, work_dir
+from test_typenames import ask, oracle  # noqa: F401 - ClrMD's names, the second opinion (a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -165,8 +166,9 @@ def test_leaks_names_the_chain_with_the_exact_count(case: Case) -> None:
     worker, cache, dictionary, entries, entry = top["path"][-5:]
     assert (worker, cache, entry) == ("LeakyService.CacheWarmupWorker", "LeakyService.MemoryCache",
                                       "LeakyService.CacheEntry")
-    assert dictionary.startswith("System.Collections.Generic.Dictionary`2[[System.String")
-    assert entries.startswith("System.Collections.Generic.Dictionary`2+Entry[[System.String")
+    # MemoryCache's Dictionary<string, CacheEntry>, named as dumpheap and C# name it
+    assert dictionary == "System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>"
+    assert entries == "System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>+Entry[]"
 
 
 def test_leaks_text_report(case: Case) -> None:
@@ -233,7 +235,7 @@ def test_the_other_two_leaks_are_named_by_their_holders(case: Case) -> None:
     a, b = case.after, case.before
     customers = next(h for h in holders
                      if h["held_by"][0]["root"] == "static LeakyService.CustomerStore.s_customers (strong handle)")
-    assert customers["name"].startswith("System.Collections.Generic.List`1[[LeakyService.Customer, LeakyService]]")
+    assert customers["name"] == "System.Collections.Generic.List<LeakyService.Customer>"
     assert customers["retained"] == a["customersRetained"]
     assert customers["retained_delta"] == a["customersRetained"] - b["customersRetained"]
     assert {t["name"]: t["count"] for t in customers["types"]}["LeakyService.Customer"] == a["customers"]
@@ -310,3 +312,62 @@ def test_next_step_hints_only_when_asked_for_a_terminal(case: Case) -> None:
     first = next(m.group(1) for ln in leaks if (m := re.match(r"^(\S.*): \+[\d,]+ objects, ", ln)))
     assert leaks[-1].startswith(f"Next: dumpheap -type {first} -stat"), leaks[-3:]
     assert "Next:" not in sosext("leaks", old, new, "-top", "1").stdout
+
+
+# -- one spelling of type names: C#'s, as dumpheap prints them and ClrMD names them ------------------
+
+def _type_names(doc: object, keys: tuple[str, ...] = ("name", "type")) -> set[str]:
+    """Every type name in a command's JSON: "name"/"type" values and the "path"/"chain" lists."""
+    out: set[str] = set()
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if k in keys and isinstance(v, str):
+                out.add(v)
+            elif k in ("path", "chain") and isinstance(v, list) and all(isinstance(x, str) for x in v):
+                out.update(v)
+            else:
+                out |= _type_names(v, keys)
+    elif isinstance(doc, list):
+        for v in doc:
+            out |= _type_names(v, keys)
+    return out
+
+
+def test_own_commands_name_types_as_clrmd_does(case: Case, oracle) -> None:  # type: ignore[no-untyped-def]
+    """diff, leaks, dominators, retained and report print C#'s names (no generic arity, no
+    assembly): each one ClrMD 4.2 gives a type of those heaps."""
+    clrmd = {name for core in (case.old_core, case.new_core)
+             for ln in ask(oracle, "heap", str(core)).splitlines() for name in [ln.split("\t", 1)[1]]}
+    old, new = str(case.old_core), str(case.new_core)
+    texts = {"diff": sosext("diff", old, new, "--json"), "leaks": sosext("leaks", old, new, "-holders", "6", "--json"),
+             "diff text": sosext("diff", old, new), "leaks text": sosext("leaks", old, new, "-holders", "6")}
+    dictionary = "System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>+Entry[]"
+    holder = next(h for h in json.loads(texts["leaks"].stdout)["holders"] if h["name"] == "LeakyService.MemoryCache")
+    for command in ("dominators -top 5", f"retained {holder['address']}"):
+        for form in ("", " --json"):
+            texts[command + form] = subprocess.run(
+                [drivers.PYTHON, "-m", "sosext", "analyze", new, "-c", command + form], cwd=drivers.REPO,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    texts["report"] = sosext("report", new, "--baseline", old, "--format", "json", "-o", "-")
+    texts["folded"] = sosext("report", new, "--format", "folded", "-o", "-")
+    for what, res in texts.items():
+        assert res.returncode == 0, (what, res.stderr)
+        assert "`" not in res.stdout, (what, [ln for ln in res.stdout.splitlines() if "`" in ln][:5])
+    names = set()
+    for what in ("diff", "leaks", "dominators -top 5 --json", f"retained {holder['address']} --json"):
+        names |= _type_names(json.loads(texts[what].stdout))
+    report = json.loads(texts["report"].stdout)
+    names |= {t["name"] for t in report["types"]} | {h["type"] for h in report["holders"]}
+    assert dictionary in names and "System.Collections.Generic.List<LeakyService.Customer>" in names
+    assert names <= clrmd, names - clrmd
+    assert f";{dictionary};" in texts["folded"].stdout
+
+
+def test_type_option_takes_every_spelling(case: Case) -> None:
+    """-type finds a type by C#'s name (dumpheap's), the runtime's (dumpobj's) or a gcdump's."""
+    old, new = str(case.old_core), str(case.new_core)
+    want = "System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>+Entry[]"
+    for spelling in (want, "Dictionary`2+Entry[[System.String, System.Private.CoreLib],[LeakyService.CacheEntry",
+                     "Entry[System.String,LeakyService.CacheEntry][]"):
+        doc = json.loads(sosext("diff", old, new, "-type", spelling, "--json").stdout)
+        assert [t["name"] for t in doc["types"]] == [want], spelling

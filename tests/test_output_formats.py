@@ -104,6 +104,7 @@ def json_commands(truth: dict) -> dict[str, str]:
         "name2ee": "name2ee * SosextDebuggee.HeapItemA",
         "token2ee": None,  # needs a module and token: covered by test_types
         "setclrpath": "setclrpath",
+        "setreader": "setreader",
         "setsymbolserver": "setsymbolserver -directory /tmp",
         "soshelp": "soshelp",
         "dumpgen": "dumpgen gen2",

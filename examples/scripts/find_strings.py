@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Strings by content: every System.String whose text matches a regular expression.
 
-    python3 find_strings.py CORE|PID 'customer-\\d+' [--live] [--stat]
+    examples/scripts/find_strings.py CORE|PID 'customer-\\d+' [--live] [--stat]
 
 Prints address, size and text (cut to 80 characters) of each match; with --stat, how many
 strings carry each distinct text instead (duplicates are a classic waste).

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Which types grew between two dumps of one process, and what keeps a new instance alive.
 
-    python3 grown_types.py OLD.core NEW.core [--top 5] [--type LeakyService.]
+    examples/scripts/grown_types.py OLD.core NEW.core [--top 5] [--type LeakyService.]
 
 Types are matched by name (MethodTable addresses differ between processes). For the type
 that grew most in bytes, one instance that is new (its address held no such object in the

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The types that take the most bytes, and why the biggest object of the top type is alive.
 
-    python3 top_types.py CORE|PID [--top 10] [--live]
+    examples/scripts/top_types.py CORE|PID [--top 10] [--live]
 """
 from __future__ import annotations
 

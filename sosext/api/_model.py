@@ -9,6 +9,9 @@ the index layout costs one edit here:
 * ``heap.live()`` (a bool mask over the index), ``heap.roots(include_stacks)``
 * ``gcroot.PathFinder(heap, position).path_from(root)``
 * ``heap.get_object(address)``, ``heap.types.get(mt)``, ``heap.types.name_of(mt)``
+* ``heap.dominators()`` (``retained``, ``chain``, ``root_of``, ``top``), ``index.mask_type_ids``
+
+(growth.py calls ``clr/growth.py`` with the model heap: the leak commands' own model code.)
 """
 from __future__ import annotations
 
@@ -107,3 +110,12 @@ def count(heap: "ClrHeap") -> int:
 def path_finder(heap: "ClrHeap", position: int):  # type: ignore[no-untyped-def]
     from ..clr.gcroot import PathFinder
     return PathFinder(heap, position)
+
+
+def dominators(heap: "ClrHeap"):  # type: ignore[no-untyped-def]
+    """The dominator tree (``clr/dominators.py``): ``retained``, ``chain``, ``root_of``, ``top``."""
+    return heap.dominators()
+
+
+def mask_of_type_ids(heap: "ClrHeap", type_ids: np.ndarray) -> np.ndarray:
+    return heap.index().mask_type_ids(type_ids.tolist())

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
 from ..clr.metadata.signatures import ElementType as ET
 from ..clr.objects import string_text
 from ..clr.segments import GENERATION_NAMES, Generation
+from ..clr.typekeys import key
 from ..clr.types import unknown_type_name
 from ..errors import SosError, UsageError
 from . import _model
 
 if TYPE_CHECKING:
     from ..clr.heap import ClrHeap
+    from .growth import Retention
     from .roots import RootPath
 
 TypeFilter = Union[str, Callable[[str], bool], "ClrType", None]
@@ -28,9 +30,12 @@ GenerationFilter = Union[int, str, Generation, None]
 class ClrType:
     """A MethodTable: the runtime's type of an object.
 
-    ``name`` is the full name as SOS prints it (``System.Collections.Generic.List`1[[System.String,
-    System.Private.CoreLib]]``); ``base_size`` and ``component_size`` give an object's size:
-    ``base_size + component_size * length`` (strings count their terminator in ``base_size``).
+    ``name`` is the full name in C#'s spelling, as ``dumpheap`` and sosext's own commands print it
+    (``System.Collections.Generic.Dictionary<System.String, MyApp.Entry>+Entry[]``);
+    ``runtime_name`` is the runtime's own (``System.Collections.Generic.Dictionary`2+Entry[[System.String,
+    System.Private.CoreLib],[MyApp.Entry, MyApp]][]``), as ``dumpobj`` and ``dumpmt`` print it.
+    ``base_size`` and ``component_size`` give an object's size: ``base_size + component_size * length``
+    (strings count their terminator in ``base_size``).
     """
 
     method_table: int
@@ -42,6 +47,7 @@ class ClrType:
     is_array: bool
     is_free: bool  # the GC's filler between objects ("Free" in dumpheap)
     module: int  # the runtime Module that defines it (0 when unknown)
+    runtime_name: str  # the runtime's spelling of the name (generic arity and assemblies: List`1[[...]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,12 +161,13 @@ class Heap:
         if t is None:
             types = self._model.types
             m = types.get(method_table)
-            name = types.name_of(method_table) if m is not None else unknown_type_name(method_table)
             if m is None:
-                t = ClrType(method_table, name, 0, 0, False, False, False, False, 0)
+                name = unknown_type_name(method_table)
+                t = ClrType(method_table, name, 0, 0, False, False, False, False, 0, name)
             else:
-                t = ClrType(method_table, name, m.base_size, m.component_size, m.contains_pointers,
-                            m.is_string, m.is_array, m.is_free, m.module)
+                t = ClrType(method_table, types.csharp_name_of(method_table), m.base_size, m.component_size,
+                            m.contains_pointers, m.is_string, m.is_array, m.is_free, m.module,
+                            types.name_of(method_table))
             self._types[method_table] = t
         return t
 
@@ -177,8 +184,15 @@ class Heap:
                 return False
             if type is None:
                 return True
-            name = self.type_of(m).name
-            return name == type if isinstance(type, str) else bool(type(name))
+            t = self.type_of(m)
+            if isinstance(type, str):
+                return (type in (t.name, t.runtime_name)
+                        or (wanted_key is not None and key(t.runtime_name) == wanted_key))
+            return bool(type(t.name))
+
+        # A name in a gcdump's spelling (Entry[System.String,MyApp.Entry][]) names a nested type
+        # without its enclosing types: it matches the types whose key (typekeys.py) is its own.
+        wanted_key = key(type) if isinstance(type, str) and "[[" not in type and "<" not in type else None
         return _model.type_ids_where(self._model, keep)
 
     # -- queries -----------------------------------------------------------------------
@@ -205,8 +219,10 @@ class Heap:
                 max_size: int | None = None) -> Iterator[HeapObject]:
         """Every object that passes all the given filters, in address order, lazily.
 
-        ``type``: the exact full type name, a predicate on names (``lambda n: n.startswith("MyApp.")``)
-        or a :class:`ClrType`; ``mt``: a MethodTable address; ``gen``: 0, 1, 2, "loh", "poh",
+        ``type``: the exact full type name in any spelling (C#'s as ``type.name`` and dumpheap
+        print it, the runtime's as ``type.runtime_name``, or a gcdump's), a predicate on the C#
+        name (``lambda n: n.startswith("MyApp.")``) or a :class:`ClrType`; ``mt``: a MethodTable
+        address; ``gen``: 0, 1, 2, "loh", "poh",
         "foh" (or a :class:`Generation`); ``live``: True for objects reachable from a root, False
         for unreachable (dead) ones; ``min_size``/``max_size``: bytes.
 
@@ -271,6 +287,41 @@ class Heap:
         if pos is None:
             raise SosError(self._model.explain_non_object(address))
         yield from paths_to(self, pos, stacks=stacks, limit=limit)
+
+
+    def _position(self, obj: "HeapObject | int") -> int:
+        address = obj.address if isinstance(obj, HeapObject) else int(obj)
+        pos = _model.find(self._model, address)
+        if pos is None:
+            raise SosError(self._model.explain_non_object(address))
+        return pos
+
+    # -- what freeing an object would free ------------------------------------------------
+
+    def retained(self, obj: HeapObject | int) -> int:
+        """Bytes a GC would free if nothing referenced ``obj`` any more: its own size plus that
+        of everything only it keeps alive (0 when no root reaches it), as ``retained`` prints.
+
+        >>> heap.retained(obj)
+        """
+        from .growth import retained
+        return retained(self, obj)
+
+    def retention(self, obj: HeapObject | int) -> "Retention":
+        """``obj``'s retained size, dominator chain and roots: what the ``retained`` command
+        prints (a :class:`Retention`)."""
+        from .growth import retention
+        return retention(self, obj)
+
+    def dominators(self, top: int = 10, *, type: TypeFilter = None) -> list["Retention"]:
+        """The ``top`` objects retaining the most, largest first, each a :class:`Retention`:
+        what the ``dominators`` command prints. ``type`` as for :meth:`objects`.
+
+        >>> for r in heap.dominators(3):
+        ...     print(r.retained, r.object.type.name, [o.type.name for o in r.chain[1:]])
+        """
+        from .growth import dominators
+        return dominators(self, top, type)
 
 
 def _generation(gen: GenerationFilter) -> int | None:

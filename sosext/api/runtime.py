@@ -62,6 +62,16 @@ class Runtime:
         return self._model.info.dac_path
 
     @property
+    def reader(self) -> str:
+        """Which reader answers: "dac" or "contracts" (``reader_reason`` says why)."""
+        return self._model.reader_name
+
+    @property
+    def reader_reason(self) -> str:
+        """One line: which reader answers and why it was chosen."""
+        return self._model.reader_reason
+
+    @property
     def is_live(self) -> bool:
         """True for a running process, False for a core."""
         return bool(self._model.target.is_live)
@@ -107,7 +117,8 @@ class Runtime:
 
 
 def open(core: str | os.PathLike[str] | None = None, *, pid: int | None = None,
-         clr_path: str | None = None, search_dirs: Sequence[str] = (), snapshot: bool = False) -> Runtime:
+         clr_path: str | None = None, search_dirs: Sequence[str] = (), snapshot: bool = False,
+         reader: str | None = None) -> Runtime:
     """Open a core file, or a running local process, for reading.
 
     ``sosext.open("core.1234")``: a core written by createdump, ``sosext collect`` or the
@@ -125,24 +136,29 @@ def open(core: str | os.PathLike[str] | None = None, *, pid: int | None = None,
 
     ``clr_path`` is a directory holding the target's runtime (libcoreclr.so and
     libmscordaccore.so), as ``setclrpath``: for a core from another machine.
+
+    ``reader`` chooses how the runtime is read (docs/readers.md): ``"dac"`` (the runtime's
+    own DAC, native code), ``"contracts"`` (pure Python from the runtime's data contracts;
+    loads no DAC), or None (``SOSEXT_READER``, else automatic: the DAC when it is found and
+    trusted, the contracts reader otherwise). ``rt.reader`` says which one answers.
     """
     if (core is None) == (pid is None):
         raise UsageError("sosext.open() takes a core file or pid=, not both or neither")
     if pid is not None and snapshot:
-        return _open_snapshot(int(pid), clr_path)
+        return _open_snapshot(int(pid), clr_path, reader)
     if pid is not None:
         from ..targets.procfs import ProcessTarget
         try:
             target: "Target" = ProcessTarget(int(pid))
         except OSError as e:
             raise TargetError(f"cannot read process {pid}: {e.strerror or e}") from None
-        return _runtime(target, clr_path, has_registers=False)
+        return _runtime(target, clr_path, has_registers=False, reader=reader)
     from ..targets.elfcore import CoreTarget
     path = os.fspath(core)
     from ..targets.elfcore import check_core_file
     check_core_file(path)  # in analyze's words
     target = CoreTarget(path, search_dirs=list(search_dirs) or None)
-    return _runtime(target, clr_path, has_registers=True, workers=_workers())
+    return _runtime(target, clr_path, has_registers=True, workers=_workers(), reader=reader)
 
 
 def _workers() -> int:
@@ -166,20 +182,19 @@ def _keep_lldb_output() -> None:
 
 
 def _runtime(target: "Target", clr_path: str | None, *, has_registers: bool, workers: int = 1,
-             cleanup: str | None = None) -> Runtime:
-    from ..clr.runtime import ClrRuntime, clr_path as chosen_clr_path, locate_runtime, set_clr_path
+             cleanup: str | None = None, reader: str | None = None) -> Runtime:
+    from ..clr.runtime import ClrRuntime, clr_path as chosen_clr_path, set_clr_path
     _keep_lldb_output()
     try:
         if clr_path is not None:
             previous = chosen_clr_path()
             set_clr_path(os.fspath(clr_path))
             try:
-                location = locate_runtime(target)
+                model = ClrRuntime(target, reader=reader)
             finally:
                 set_clr_path(previous)
         else:
-            location = locate_runtime(target)
-        model = ClrRuntime(target, location)
+            model = ClrRuntime(target, reader=reader)
     except BaseException:
         close = getattr(target, "close", None)
         if close is not None:
@@ -191,7 +206,7 @@ def _runtime(target: "Target", clr_path: str | None, *, has_registers: bool, wor
     return Runtime(model, has_registers=has_registers, owned=True, cleanup=cleanup)
 
 
-def _open_snapshot(pid: int, clr_path: str | None) -> Runtime:
+def _open_snapshot(pid: int, clr_path: str | None, reader: str | None = None) -> Runtime:
     from ..ipc import DumpType, collect_dump
     from ..targets.elfcore import CoreTarget
     directory = tempfile.mkdtemp(prefix=f"sosext-{pid}-")
@@ -201,7 +216,7 @@ def _open_snapshot(pid: int, clr_path: str | None) -> Runtime:
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
-    return _runtime(target, clr_path, has_registers=True, workers=_workers(), cleanup=directory)
+    return _runtime(target, clr_path, has_registers=True, workers=_workers(), cleanup=directory, reader=reader)
 
 
 def current() -> Runtime:

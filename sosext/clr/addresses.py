@@ -198,7 +198,7 @@ class AddressClassifier:
     def stacks(self) -> list[tuple[int, int, int]]:
         """(low, high, OS thread id) of every managed thread's stack."""
         if self._stacks is None:
-            dac = self.runtime.dac
+            dac = self.runtime.reader
             out = []
             for addr, t in dac.threads():
                 lim = dac.stack_limits(addr)
@@ -229,7 +229,7 @@ class AddressClassifier:
         cannot describe are left out, as long as two remain."""
         if self._module_offset is False:
             g = self.runtime.globals
-            dac = self.runtime.dac
+            dac = self.runtime.reader
             found = None
             mts = [mt for mt in (g.string_method_table, g.object_method_table, g.exception_method_table,
                                  g.array_method_table) if mt]
@@ -271,7 +271,7 @@ class AddressClassifier:
                 return False
         else:
             return False  # cannot check the header without the DAC: refuse rather than risk it
-        d = self.runtime.dac.method_table_data(mt)
+        d = self.runtime.reader.method_table_data(mt)
         return d is not None and d.module in modules and 0 < d.base_size < 1 << 31
 
     def is_method_desc(self, md: int) -> bool:
@@ -286,7 +286,7 @@ class AddressClassifier:
             return False
         if self._on_stack(md) is not None or self.is_method_table(md):
             return False
-        d = self.runtime.dac.method_desc_data(md)
+        d = self.runtime.reader.method_desc_data(md)
         return d is not None and d.module_ptr in self.module_addresses() and self.is_method_table(d.method_table_ptr)
 
     def eeclass_method_table(self, addr: int) -> int | None:
@@ -394,7 +394,7 @@ class AddressClassifier:
         if self.is_method_table(address):
             return AddressClass(address, AddressKind.METHOD_TABLE, address, 0, self.runtime.types.name_of(address))
         if self.is_method_desc(address):
-            name = self.runtime.dac.method_desc_name(address) or ""
+            name = self.runtime.reader.method_desc_name(address) or ""
             return AddressClass(address, AddressKind.METHOD_DESC, address, 0, name)
         mt = self.eeclass_method_table(address)
         if mt is not None:

@@ -85,7 +85,7 @@ class _Tasks:
     """Which MethodTables are tasks (System.Threading.Tasks.Task or derived)."""
 
     def __init__(self, runtime: "ClrRuntime") -> None:
-        self.dac = runtime.dac
+        self.reader = runtime.reader
         self.types = runtime.heap.types
         self._is: dict[int, bool] = {}
         self.task_mt = 0  # System.Threading.Tasks.Task's own MethodTable, once met
@@ -104,7 +104,7 @@ class _Tasks:
                 self.task_mt = cur
                 found = True
                 break
-            data = self.dac.method_table_data(cur)
+            data = self.reader.method_table_data(cur)
             cur = data.parent_method_table if data is not None else 0
         for m in chain:
             self._is[m] = found
@@ -196,7 +196,7 @@ def _delegate_method(r: ObjectReader, delegate: int) -> str:
         code = r.read(delegate, name, dmt)
         md = method_desc_of_code(r.runtime, code) if code else 0
         if md:
-            return r.runtime.dac.method_desc_name(md) or ""
+            return r.runtime.reader.method_desc_name(md) or ""
         if code and name == "_methodPtr":
             continue  # a shuffle thunk (static method): the real target is in _methodPtrAux
         break

@@ -174,7 +174,7 @@ def native_code(runtime: "ClrRuntime", md: int) -> int:
 
 def compile_method_address(target: Target) -> int | None:
     """Where the JIT's compileMethod is (None: no JIT loaded, or its getJit not understood)."""
-    from ..dac.trust import exported_symbol
+    from ..targets.elfsymbols import exported_symbol
     jit = target.find_module(JIT_MODULE)
     if jit is None or target.arch != "x86_64":
         return None
@@ -204,7 +204,7 @@ def _return_slot(target: Target, hit: BreakpointHit) -> int:
     """Where the return address of the getJit call ``hit`` stopped in is. A debugger may have put
     its by-name breakpoint after the prologue (GDB does): then, behind ``push rbp; mov rbp, rsp``,
     it is at rbp + 8."""
-    from ..dac.trust import exported_symbol
+    from ..targets.elfsymbols import exported_symbol
     jit = target.find_module(JIT_MODULE)
     sym = exported_symbol(jit.path, JIT_EXPORT) if jit is not None else None
     rip = hit.register("rip")
@@ -235,7 +235,7 @@ def il_offset_code(runtime: "ClrRuntime", code: int, il_offset: int) -> list[int
     exactly there, the next IL offset that has one."""
     from ..dac.xclrdata import method_instance_by_address
     runtime.refresh()
-    mi = method_instance_by_address(runtime.dac, code)
+    mi = method_instance_by_address(runtime.reader, code)
     if mi is None:
         return []
     with mi:

@@ -53,7 +53,7 @@ def read_concurrent_dictionary(runtime: "ClrRuntime", address: int) -> Iterator[
     buckets = r.read(tables, p + "buckets")
     if not r.is_object(buckets):
         raise SosError(f"ConcurrentDictionary tables at {tables:#x} has no {p}buckets")
-    arr = runtime.dac.object_data(buckets)
+    arr = runtime.reader.object_data(buckets)
     if arr is None or arr.object_type != 3:
         raise SosError(f"{buckets:#x} is not an array")
     element_mt = arr.element_type_handle
@@ -118,7 +118,7 @@ def read_concurrent_queue(runtime: "ClrRuntime", address: int) -> Iterator[ClrVa
     while seg and seg not in seen and r.is_object(seg):
         seen.add(seg)
         slots = r.read(seg, "_slots")
-        arr = runtime.dac.object_data(slots) if slots and r.is_object(slots) else None
+        arr = runtime.reader.object_data(slots) if slots and r.is_object(slots) else None
         if arr is None or arr.object_type != 3:
             raise SosError(f"ConcurrentQueue segment {seg:#x} has no slots array")
         smt = r.method_table(seg)

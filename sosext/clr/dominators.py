@@ -22,6 +22,7 @@ import numpy as np
 from .index import SIZE_OVERFLOW
 from .roots import HANDLE_KIND_TEXT, ClrRoot, RootKind
 from .statics import static_name_between
+from .typenames import csharp_member_name
 
 # The heap façade builds this tree (``heap.dominators()``), so this module names it only as
 # ``Any``: importing it, even for a type hint, would make the model one circle (parts.py).
@@ -290,7 +291,7 @@ class DominatorTree:
 def root_label(heap: "ClrHeap", r: ClrRoot | None, root_obj: int, below: int | None = None) -> str:
     """How leaks, retained and dominators name root ``r`` of object row ``root_obj``: the
     handle kind as gcroot words it, and when the root object is a statics array and
-    ``below`` the object in one of its slots, the static field's name."""
+    ``below`` the object in one of its slots, the static field's name; names in C#'s spelling."""
     if r is None:
         return "dependent handle"
     if r.kind is RootKind.HANDLE:
@@ -299,12 +300,12 @@ def root_label(heap: "ClrHeap", r: ClrRoot | None, root_obj: int, below: int | N
             ix = heap.index()
             static = static_name_between(heap.runtime, int(ix.addresses[root_obj]), int(ix.addresses[below]))
             if static:
-                return f"static {static} ({kind})"
+                return f"static {csharp_member_name(static)} ({kind})"
         return kind
     if r.kind is RootKind.FINALIZER:
         return "finalizer queue"
     method = heap.runtime.method_name_at(r.source) if r.source and not r.source_is_frame else None
-    return f"thread {r.thread_os_id:x}" + (f": {method}" if method else "")
+    return f"thread {r.thread_os_id:x}" + (f": {csharp_member_name(method)}" if method else "")
 
 
 def _unique(held: list[HeldBy]) -> list[HeldBy]:

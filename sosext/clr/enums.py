@@ -80,9 +80,9 @@ def enum_info(runtime: "ClrRuntime", enum_mt: int) -> EnumInfo | None:
     if enum_mt in cache:
         return cache[enum_mt]
     info = None
-    data = runtime.dac.method_table_data(enum_mt)
+    data = runtime.reader.method_table_data(enum_mt)
     is_enum = data is not None and data.parent_method_table != 0 and \
-        runtime.dac.method_table_name(data.parent_method_table) == "System.Enum"
+        runtime.reader.method_table_name(data.parent_method_table) == "System.Enum"
     md = runtime.catalog.metadata(data.module) if is_enum else None
     if data is not None and md is not None:
         try:

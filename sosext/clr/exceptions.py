@@ -106,7 +106,7 @@ def is_exception(runtime: "ClrRuntime", mt: int) -> bool:
 def read_exception(runtime: "ClrRuntime", address: int) -> ClrExceptionInfo:
     """Everything SOS's printexception shows about the exception object at ``address``."""
     types = runtime.types
-    dac = runtime.dac
+    dac = runtime.reader
     # Without a GC heap (a triage dump) there is nothing to check the address against: the
     # runtime's own object data (which validates the MethodTable) has to do.
     checks = classifier(runtime) if runtime.has_gc_heap else None
@@ -142,7 +142,7 @@ def _string(runtime: "ClrRuntime", address: int) -> str | None:
     the frozen (NonGC) heap, where string literals live: those are read from memory."""
     if not address:
         return None
-    text = runtime.dac.object_string(address)
+    text = runtime.reader.object_string(address)
     if text is None and _method_table_of(runtime, address) == runtime.globals.string_method_table:
         text = string_text(runtime.target, address, max_chars=MAX_STRING_CHARS)
     return text
@@ -158,7 +158,7 @@ def _method_table_of(runtime: "ClrRuntime", obj: int) -> int:
 def _stack_trace(runtime: "ClrRuntime", obj: int, is_async: bool) -> tuple[StackTraceState, tuple[StackTraceFrame, ...]]:
     if not obj:
         return StackTraceState.NONE, ()
-    dac = runtime.dac
+    dac = runtime.reader
     checks = classifier(runtime) if runtime.has_gc_heap else None
 
     def object_data(address: int):  # type: ignore[no-untyped-def]
@@ -201,7 +201,7 @@ def _stack_trace(runtime: "ClrRuntime", obj: int, is_async: bool) -> tuple[Stack
 
 
 def _frame(runtime: "ClrRuntime", sp: int, ip: int, md: int, flags: int) -> StackTraceFrame | None:
-    dac = runtime.dac
+    dac = runtime.reader
     # The MethodDesc comes from the trace's bytes in target memory: validate it first.
     mdd = dac.method_desc_data(md) if md and classifier(runtime).is_method_desc(md) else None
     if mdd is None:

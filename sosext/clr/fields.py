@@ -105,7 +105,7 @@ class FieldCatalog:
 
     def __init__(self, runtime: "_Runtime") -> None:
         self.runtime = runtime
-        self.dac = runtime.dac
+        self.reader = runtime.reader
         self._own: dict[int, list[ClrField] | None] = {}
         self._statics: dict[int, StaticBases | None] = {}
 
@@ -126,7 +126,7 @@ class FieldCatalog:
         while cur and cur not in seen and len(chain) < 256:
             seen.add(cur)
             chain.append(cur)
-            data = self.dac.method_table_data(cur)
+            data = self.reader.method_table_data(cur)
             if data is None:
                 return None
             cur = data.parent_method_table
@@ -149,7 +149,7 @@ class FieldCatalog:
         return None
 
     def _load(self, mt: int) -> list[ClrField] | None:
-        dac = self.dac
+        dac = self.reader
         data = dac.method_table_data(mt)
         fdata = dac.method_table_field_data(mt)
         if data is None or fdata is None:
@@ -201,7 +201,7 @@ class FieldCatalog:
         return self._statics[mt]
 
     def _load_statics(self, mt: int) -> StaticBases | None:
-        dac = self.dac
+        dac = self.reader
         if dac.sos14 is not None:
             bases = dac.static_base_address(mt)
             if bases is None:
@@ -237,7 +237,7 @@ class FieldCatalog:
     def thread_static_addresses(self, mt: int, field: ClrField) -> list[tuple[int, int]] | None:
         """(OS thread id, address) of a thread static on every thread that has its storage;
         None when the runtime cannot tell (before .NET 9)."""
-        dac = self.dac
+        dac = self.reader
         out: list[tuple[int, int]] = []
         if dac.sos14 is not None:
             for thread, t in dac.threads():

@@ -101,7 +101,7 @@ def frame_variables(runtime: "ClrRuntime", frame: ClrStackFrame, *, leaf: bool =
     reader = None
     method = None
     module = 0
-    dac = runtime.dac
+    dac = runtime.reader
     mdd = dac.method_desc_data(frame.method_desc) if frame.method_desc else None
     if mdd is not None:
         module = mdd.module_ptr
@@ -144,7 +144,7 @@ def _local_types(runtime: "ClrRuntime", reader: "MetadataReader | None", module:
     """The LocalVarSig of the method body at ``rva``: a fat IL header's LocalVarSigTok."""
     if reader is None or not rva:
         return ()
-    address = runtime.dac.il_address(module, rva)
+    address = runtime.reader.il_address(module, rva)
     if not address:
         return ()
     try:
@@ -254,7 +254,7 @@ def _exact_type_name(runtime: "ClrRuntime", address: int) -> str | None:
 def _object(runtime: "ClrRuntime", address: int, string: bool) -> tuple[str, "str | None"]:
     """(kind, a string's text) of a reference to ``address``."""
     if string and address:
-        text = runtime.dac.object_string(address)
+        text = runtime.reader.object_string(address)
         if text is not None:
             return "string", text[:_MAX_STRING]
     return "reference", None
@@ -381,7 +381,7 @@ def icordebug_method(runtime: "ClrRuntime", method_desc: int) -> tuple[str, str]
     from .metadata.ilasm import ilasm_method
     from .stacks import module_path
 
-    mdd = runtime.dac.method_desc_data(method_desc) if method_desc else None
+    mdd = runtime.reader.method_desc_data(method_desc) if method_desc else None
     if mdd is None:
         return "", ""
     reader = runtime.catalog.metadata(mdd.module_ptr)

@@ -91,7 +91,7 @@ def out_of_memory(heap: "ClrHeap") -> list[OutOfMemoryInfo]:
     """Every GC heap's recorded OOM (none when no allocation on the GC heap failed)."""
     out = []
     for number, address in _heap_addresses(heap):
-        d = heap.dac.oom_data(address)
+        d = heap.reader.oom_data(address)
         if d is None or d.reason == 0:
             continue
         out.append(OutOfMemoryInfo(number, d.reason, d.fgm, d.alloc_size, d.size, d.gc_index,
@@ -103,7 +103,7 @@ def gc_counters(heap: "ClrHeap") -> list[GCCounters] | None:
     """Each GC heap's GC_CONFIG_DRIVEN counters; None when the runtime keeps none."""
     out = []
     for number, address in _heap_addresses(heap):
-        d = heap.dac.gc_interesting_info(address)
+        d = heap.reader.gc_interesting_info(address)
         if d is None:
             return None
         out.append(GCCounters(number, d.interesting_data_points, d.compact_reasons, d.expand_mechanisms,
@@ -113,4 +113,4 @@ def gc_counters(heap: "ClrHeap") -> list[GCCounters] | None:
 
 def gc_global_mechanisms(heap: "ClrHeap") -> tuple[int, ...] | None:
     """The GC's global mechanism counters (workstation only: the DAC has them per process)."""
-    return None if heap.is_server else heap.dac.gc_global_mechanisms()
+    return None if heap.is_server else heap.reader.gc_global_mechanisms()

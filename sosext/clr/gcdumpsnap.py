@@ -21,8 +21,11 @@ read with ``allow_pickle=False``)::
     root_kind     uint8[r]  GCRootKind: 0 stack, 1 finalizer queue, 2 handle, 3 older generation,
                             4 sized ref (unused), 5 overflow; static variables are kind 6 (ours)
 
-Types are keyed by TypeID (the MethodTable address in that process); names are the runtime's
-(generic arguments appended from the type's parameters).
+Types are keyed by TypeID (the MethodTable address in that process); the file keeps the names
+as the runtime's events spell them (``Entry[System.String,MyApp.Entry][]``: arguments in single
+brackets, a nested type without the types enclosing it). Loaded, ``type_names`` are in C#'s
+spelling, as sosext's other commands print names (``Entry<System.String, MyApp.Entry>[]``),
+and ``event_names`` keep the file's.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from ..errors import SosError
 from ..files import create_private
 from .gcdumpformat import is_gcdump  # noqa: F401 - where callers have always found it
 from .snapshot import HeapSnapshot, TypeTotal
+from .typekeys import name_contains, named, shown_name
 
 FORMAT = "sosext-gcdump"
 VERSION = 1
@@ -54,9 +58,10 @@ class GcDumpError(SosError):
 @dataclass(frozen=True, slots=True)
 class GcTypeStat:
     type_id: int
-    name: str
+    name: str  # C#'s spelling
     count: int
     size: int
+    event_name: str = ""  # as the runtime's events spell it
 
 
 @dataclass
@@ -77,6 +82,13 @@ class GcDump:
     root_kind: np.ndarray
     root_names: dict[int, str] = field(default_factory=dict)  # root index -> a static root's field name
     path: str | None = field(default=None)
+    event_names: list[str] = field(default_factory=list)  # the events' spelling of type_names
+
+    def __post_init__(self) -> None:
+        # Built from the events' names: keep them, and name every type in C#'s spelling.
+        if not self.event_names:
+            self.event_names = list(self.type_names)
+            self.type_names = [shown_name(n) for n in self.type_names]
 
     @classmethod
     def collect(cls, pid: int, *, timeout: float = 300.0, stop_flag=lambda: False) -> "GcDump":  # type: ignore[no-untyped-def]
@@ -115,7 +127,7 @@ class GcDump:
         rows = []
         for i in np.nonzero(counts)[0].tolist():
             total = int(sizes[i]) if sizes[i] < 2**52 else int(self.node_size[self.node_type == i].sum(dtype=np.uint64))
-            rows.append(GcTypeStat(self.type_ids[i], self.type_names[i], int(counts[i]), total))
+            rows.append(GcTypeStat(self.type_ids[i], self.type_names[i], int(counts[i]), total, self.event_names[i]))
         rows.sort(key=lambda r: (r.size, r.count, r.name))
         return rows
 
@@ -124,12 +136,13 @@ class GcDump:
 
     def heap_snapshot(self) -> HeapSnapshot:
         """Per-type totals keyed by name, the input of heapdiff's comparison."""
-        types: dict[str, list[int]] = {}
+        types: dict[str, list] = {}
         for s in self.stats():
-            acc = types.setdefault(s.name, [0, 0])
+            acc = types.setdefault(s.name, [0, 0, ()])
             acc[0] += s.count
             acc[1] += s.size
-        return HeapSnapshot(self.source(), {n: TypeTotal(n, c, sz) for n, (c, sz) in types.items()},
+            acc[2] = tuple(dict.fromkeys((*acc[2], s.event_name)))
+        return HeapSnapshot(self.source(), {n: TypeTotal(n, c, sz, None, raw) for n, (c, sz, raw) in types.items()},
                             taken=self.time)
 
     def retention(self, type_name: str, *, exact: bool = False,
@@ -175,7 +188,10 @@ class GcDump:
                 parent[dst] = src[keep][first]
                 frontier = dst
 
-        wanted = [i for i, name in enumerate(self.type_names) if (name == type_name if exact else type_name in name)]
+        # Any spelling: C#'s, the runtime's, the events'.
+        wanted = [i for i, (name, raw) in enumerate(zip(self.type_names, self.event_names))
+                  if (type_name == name or named(type_name, raw) if exact
+                      else type_name in name or name_contains(type_name, raw))]
         instances = np.nonzero(np.isin(self.node_type, wanted))[0]
         memo: dict[int, tuple[int, tuple[int, ...]]] = {}  # node -> (root node, collapsed type path)
         types = self.node_type
@@ -231,7 +247,7 @@ class GcDump:
         """Write to a new private file (0600); never follows a symlink or overwrites."""
         meta = {"format": FORMAT, "version": VERSION, "pid": self.pid, "time": self.time, "runtime": self.runtime,
                 "pointer_size": self.pointer_size, "gc_number": self.gc_number,
-                "type_ids": [f"{t:x}" for t in self.type_ids], "type_names": self.type_names,
+                "type_ids": [f"{t:x}" for t in self.type_ids], "type_names": self.event_names,
                 "root_names": {str(k): v for k, v in self.root_names.items()}}
         f = create_private(path, binary=True, error=GcDumpError,
                            exists=f"{path} exists; choose another name (snapshots are never overwritten)")

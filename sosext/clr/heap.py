@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from ..errors import DacError, NoGcHeap, SosError
+from ..errors import ContractError, DacError, NoGcHeap, SosError
 from . import parallel
 from .graph import ReferenceGraph, build_graph
 from .index import HeapIndex, SegmentSlice
@@ -40,8 +40,8 @@ CORDBG_E_READVIRTUAL_FAILURE = 0x80131C49
 class ClrHeap:
     def __init__(self, runtime: "RuntimeParts") -> None:
         self.runtime = runtime
-        dac = runtime.dac
-        self.dac = dac
+        dac = runtime.reader
+        self.reader = dac
         try:
             data = dac.gc_heap_data()
             self.is_server = bool(data.server_mode)
@@ -49,10 +49,11 @@ class ClrHeap:
             gens = self.subheaps[0].generations
             self.uses_regions = gens[0].start_segment != gens[1].start_segment
             self.segments = self._load_segments()
-        except DacError as e:
-            # CORDBG_E_READVIRTUAL_FAILURE on the GC's own globals and segments: the dump left
-            # the heap out (a triage dump).
-            if e.hr == CORDBG_E_READVIRTUAL_FAILURE and not runtime.target.is_live:
+        except (DacError, ContractError) as e:
+            # CORDBG_E_READVIRTUAL_FAILURE on the GC's own globals and segments (the contracts
+            # reader: memory it needs is missing): the dump left the heap out (a triage dump).
+            missing = getattr(e, "hr", 0) == CORDBG_E_READVIRTUAL_FAILURE or getattr(e, "missing_memory", False)
+            if missing and not runtime.target.is_live:
                 raise NoGcHeap() from None
             raise
         self.can_walk = bool(data.gc_structures_valid)
@@ -84,8 +85,13 @@ class ClrHeap:
 
     # -- discovery ----------------------------------------------------------------------
 
+    @property
+    def dac(self):  # type: ignore[no-untyped-def]
+        """The former name of ``reader`` (kept while branches that use it merge)."""
+        return self.reader
+
     def _load_subheaps(self, count: int) -> list[ClrSubHeap]:
-        dac = self.dac
+        dac = self.reader
         heaps: list[ClrSubHeap] = []
         if self.is_server:
             addresses = dac.gc_heap_list(count)
@@ -105,7 +111,7 @@ class ClrHeap:
         seg = first
         while seg and seg not in seen:
             seen.add(seg)
-            data = self.dac.heap_segment_data(seg)
+            data = self.reader.heap_segment_data(seg)
             yield seg, data
             seg = data.next
 
@@ -153,14 +159,14 @@ class ClrHeap:
     def _load_alloc_contexts(self) -> list[tuple[int, int]]:
         """Every [ptr, limit) the runtime is allocating into: not yet objects."""
         ctx: set[tuple[int, int]] = set()
-        for _addr, t in self.dac.threads():
+        for _addr, t in self.reader.threads():
             if t.alloc_context_ptr:
                 ctx.add((t.alloc_context_ptr, t.alloc_context_limit))
         for heap in self.subheaps:
             g0 = heap.generations[0]
             if g0.alloc_context_ptr:
                 ctx.add((g0.alloc_context_ptr, g0.alloc_context_limit))
-        glob = self.dac.global_allocation_context()
+        glob = self.reader.global_allocation_context()
         if glob and glob[0]:
             ctx.add(glob)
         return sorted(ctx)

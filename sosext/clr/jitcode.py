@@ -77,7 +77,7 @@ def method_of(rt: "ClrRuntime", address: int) -> tuple[ClrMethod, int]:
         m = rt.methods.get(md) if md else None
         if m is not None:
             return m, address
-        ch = rt.dac.code_header_data(address)
+        ch = rt.reader.code_header_data(address)
         m = rt.methods.get(ch.method_desc_ptr) if ch is not None and ch.method_desc_ptr else None
         if m is not None:  # a precode stub of a method (the DAC knows its MethodDesc)
             return m, 0
@@ -87,10 +87,10 @@ def method_of(rt: "ClrRuntime", address: int) -> tuple[ClrMethod, int]:
 
 def code_of(rt: "ClrRuntime", method: ClrMethod, ip: int = 0) -> MethodCode | None:
     """The code holding ``ip``, or the method's current code; None if it has none."""
-    ch = rt.dac.code_header_data(ip) if ip else None
+    ch = rt.reader.code_header_data(ip) if ip else None
     if ch is None:
         native = method.native_code
-        ch = rt.dac.code_header_data(native) if native else None
+        ch = rt.reader.code_header_data(native) if native else None
     if ch is None or not ch.method_start:
         return None
     return MethodCode(method, ch.method_start, ch.method_size, ch.jit_type, ch.gc_info,
@@ -99,7 +99,7 @@ def code_of(rt: "ClrRuntime", method: ClrMethod, ip: int = 0) -> MethodCode | No
 
 def eh_clauses(rt: "ClrRuntime", code: MethodCode) -> list[EHClause] | None:
     """The code's exception clauses, in the runtime's order; None if the runtime refuses."""
-    raw = rt.dac.traverse_eh_info(code.start)
+    raw = rt.reader.traverse_eh_info(code.start)
     if raw is None:
         return None
     out = []
@@ -137,7 +137,7 @@ def il_body_address(rt: "ClrRuntime", method: ClrMethod) -> tuple[int, int]:
     rva = md.method(method.token).rva
     if not rva:
         raise SosError(f"{method.name} has no IL body (abstract, extern or runtime-implemented)")
-    addr = rt.dac.il_address(method.module, rva)
+    addr = rt.reader.il_address(method.module, rva)
     if not addr:
         raise SosError(f"Unable to retrieve IL for this method (ilAddr is {0:016x}).")
     return addr, rva
@@ -151,12 +151,12 @@ def callee_name(rt: "ClrRuntime", target: int) -> str | None:
         return None
     md = rt.method_desc_at(target)
     if not md:
-        ch = rt.dac.code_header_data(target)
+        ch = rt.reader.code_header_data(target)
         md = ch.method_desc_ptr if ch is not None else 0
     m = rt.methods.get(md) if md else None
     if m is not None:
         return f"{m.name}, mdToken: {m.token:016x}"
-    helper = rt.dac.jit_helper_name(target)
+    helper = rt.reader.jit_helper_name(target)
     if helper:
         return f"JitHelp: {helper}"
     return None
@@ -190,7 +190,7 @@ def il_native_map(rt: "ClrRuntime", code: MethodCode) -> list[tuple[int, int, in
     code has none. None when the runtime keeps no map for it."""
     from ..dac.xclrdata import method_instance_by_address
     rt.refresh()
-    mi = method_instance_by_address(rt.dac, code.start)
+    mi = method_instance_by_address(rt.reader, code.start)
     if mi is None:
         return None
     with mi:

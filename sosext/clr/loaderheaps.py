@@ -70,7 +70,7 @@ def _actual_size(runtime: "ClrRuntime", address: int, size: int) -> int:
 def _blocks(runtime: "ClrRuntime", heap: int, kind: int) -> tuple[NativeHeapBlock, ...]:
     if not heap:
         return ()
-    found = runtime.dac.traverse_loader_heap(heap, kind)
+    found = runtime.reader.traverse_loader_heap(heap, kind)
     if not found:
         return ()
     out = []
@@ -81,14 +81,14 @@ def _blocks(runtime: "ClrRuntime", heap: int, kind: int) -> tuple[NativeHeapBloc
 
 
 def domain_loader_allocator(runtime: "ClrRuntime", domain: "ClrAppDomain") -> int | None:
-    return runtime.dac.domain_loader_allocator(domain.address)
+    return runtime.reader.domain_loader_allocator(domain.address)
 
 
 def domain_heaps(runtime: "ClrRuntime", domain: "ClrAppDomain") -> list[NativeHeap]:
     """A domain's loader heaps in SOS's order: its LoaderAllocator's (.NET 8+), else the three
     heaps the domain record names."""
     la = domain_loader_allocator(runtime, domain)
-    named = runtime.dac.loader_allocator_heaps(la) if la else None
+    named = runtime.reader.loader_allocator_heaps(la) if la else None
     if named is None:
         d = domain.data
         named = [("LowFrequencyHeap", d.low_frequency_heap, LOADER_HEAP_NORMAL),
@@ -105,9 +105,9 @@ def code_heaps(runtime: "ClrRuntime") -> list[JitManagerHeaps]:
     """Every JIT manager with its code heaps: a LoaderCodeHeap is walked as the explicit-control
     loader heap it is; a HostCodeHeap (dynamic methods) is one range up to its current end."""
     out = []
-    for m in runtime.dac.jit_managers():
+    for m in runtime.reader.jit_managers():
         heaps = []
-        for c in runtime.dac.code_heaps(m.manager_addr):
+        for c in runtime.reader.code_heaps(m.manager_addr):
             if c.code_heap_type == CODE_HEAP_LOADER:
                 heaps.append(NativeHeap("LoaderCodeHeap", c.base,
                                         _blocks(runtime, c.base, LOADER_HEAP_EXPLICIT_CONTROL)))

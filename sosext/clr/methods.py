@@ -94,7 +94,7 @@ class CodeVersions:
 class MethodCatalog:
     def __init__(self, runtime: "RuntimeParts") -> None:
         self.runtime = runtime
-        self.dac = runtime.dac
+        self.reader = runtime.reader
         self._methods: dict[int, ClrMethod | None] = {}
 
     def get(self, method_desc: int) -> ClrMethod | None:
@@ -102,9 +102,9 @@ class MethodCatalog:
         if method_desc not in self._methods:
             m = None
             if method_desc and not method_desc & 7:
-                data = self.dac.method_desc_data(method_desc)
+                data = self.reader.method_desc_data(method_desc)
                 if data is not None:
-                    m = ClrMethod(method_desc, data, self.dac.method_desc_name(method_desc) or "UNKNOWN")
+                    m = ClrMethod(method_desc, data, self.reader.method_desc_name(method_desc) or "UNKNOWN")
             self._methods[method_desc] = m
         return self._methods[method_desc]
 
@@ -113,7 +113,7 @@ class MethodCatalog:
 
         The module's MethodDef map is filled lazily (ReadyToRun images especially), so a
         method missing there is also looked for among ``method_table``'s slots."""
-        md = self.dac.method_desc_from_token(module, token)
+        md = self.reader.method_desc_from_token(module, token)
         if md:
             return md
         if method_table:
@@ -129,7 +129,7 @@ class MethodCatalog:
 
     def slots(self, mt: int) -> list[MethodSlot]:
         """Every slot of ``mt``: virtuals (inherited ones too) first, then its own methods."""
-        dac = self.dac
+        dac = self.reader
         entries = dac.method_table_slots(mt)
         if entries is not None:
             return [MethodSlot(e.slot, e.entry_point, e.method_desc, e.token, e.defining_module,
@@ -151,7 +151,7 @@ class MethodCatalog:
 
     def jit_kind(self, entry_point: int, method_desc: int) -> str:
         """SOS's JIT column: JIT, PreJIT, FCALL (code inside the runtime) or NONE."""
-        dac = self.dac
+        dac = self.reader
         kind = 0
         if entry_point:
             ch = dac.code_header_data(entry_point)
@@ -172,7 +172,7 @@ class MethodCatalog:
         return "NONE"
 
     def code_versions(self, method: ClrMethod) -> CodeVersions:
-        dac = self.dac
+        dac = self.reader
         rejit_id = method.data.rejit_data_current.rejit_id
         info = dac.rejit_information(method.method_desc, rejit_id)
         pending = None

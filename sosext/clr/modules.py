@@ -96,7 +96,7 @@ class ModuleCatalog:
 
     def __init__(self, runtime: "RuntimeParts") -> None:
         self.runtime = runtime
-        self.dac = runtime.dac
+        self.reader = runtime.reader
         self._domains: list[ClrAppDomain] | None = None
         self._modules: dict[int, ClrModule] = {}
         self._typedef_maps: dict[int, dict[int, int]] = {}
@@ -107,7 +107,7 @@ class ModuleCatalog:
     def app_domains(self) -> list[ClrAppDomain]:
         """The system domain (and shared domain on old runtimes) first, then the others."""
         if self._domains is None:
-            store = self.dac.app_domain_store_data()
+            store = self.reader.app_domain_store_data()
             found: list[ClrAppDomain] = []
             if store.system_domain:
                 d = self._domain(store.system_domain, "system")
@@ -117,7 +117,7 @@ class ModuleCatalog:
                 d = self._domain(store.shared_domain, "shared")
                 if d is not None:
                     found.append(d)
-            for addr in self.dac.app_domain_list(max(store.domain_count, 0)):
+            for addr in self.reader.app_domain_list(max(store.domain_count, 0)):
                 d = self._domain(addr, "domain")
                 if d is not None:
                     found.append(d)
@@ -132,26 +132,26 @@ class ModuleCatalog:
         return self._domain(address, kind)
 
     def _domain(self, address: int, kind: str) -> ClrAppDomain | None:
-        data = self.dac.app_domain_data(address)
+        data = self.reader.app_domain_data(address)
         if data is None:
             return None
-        name = self.dac.app_domain_name(address) or ""
+        name = self.reader.app_domain_name(address) or ""
         assemblies: list[ClrAssembly] = []
         if data.assembly_count > 0:
-            for a in self.dac.assembly_list(address, data.assembly_count):
+            for a in self.reader.assembly_list(address, data.assembly_count):
                 asm = self.assembly(a, address)
                 if asm is not None:
                     assemblies.append(asm)
         return ClrAppDomain(address, kind, name, data, tuple(assemblies))
 
     def assembly(self, address: int, domain: int = 0) -> ClrAssembly | None:
-        data = self.dac.assembly_data(domain, address)
+        data = self.reader.assembly_data(domain, address)
         if data is None:
             return None
-        name = self.dac.assembly_name(address) or ""
+        name = self.reader.assembly_name(address) or ""
         mods = []
         if data.module_count > 0:
-            for m in self.dac.assembly_module_list(address, data.module_count):
+            for m in self.reader.assembly_module_list(address, data.module_count):
                 mod = self.module(m)
                 if mod is not None:
                     mods.append(mod)
@@ -172,7 +172,7 @@ class ModuleCatalog:
         """The module at ``address`` (any module the DAC knows, listed or not)."""
         mod = self._modules.get(address)
         if mod is None:
-            data = self.dac.module_data(address)
+            data = self.reader.module_data(address)
             if data is None:
                 return None
             mod = ClrModule(address, data, self._module_path(data), data.assembly)
@@ -184,7 +184,7 @@ class ModuleCatalog:
         # is what SOS shows first.
         if not data.pe_assembly:
             return ""
-        return self.dac.pe_file_name(data.pe_assembly) or ""
+        return self.reader.pe_file_name(data.pe_assembly) or ""
 
     def find(self, name: str) -> list[ClrModule]:
         """Modules matching ``name`` as name2ee/token2ee match them; ``*`` is every module."""
@@ -197,7 +197,7 @@ class ModuleCatalog:
         """TypeDef token -> MethodTable for the module's loaded types, in token order."""
         m = self._typedef_maps.get(module)
         if m is None:
-            m = {0x02000000 | rid: mt for rid, mt in self.dac.traverse_module_map(module, 0) if mt}
+            m = {0x02000000 | rid: mt for rid, mt in self.reader.traverse_module_map(module, 0) if mt}
             self._typedef_maps[module] = m
         return m
 
@@ -205,7 +205,7 @@ class ModuleCatalog:
         """TypeRef token -> MethodTable for the TypeRefs the module has resolved."""
         m = self._typeref_maps.get(module)
         if m is None:
-            m = {0x01000000 | rid: mt for rid, mt in self.dac.traverse_module_map(module, 1) if mt}
+            m = {0x01000000 | rid: mt for rid, mt in self.reader.traverse_module_map(module, 1) if mt}
             self._typeref_maps[module] = m
         return m
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from ..dac.loader import DacLocation
-    from ..dac.sos import SosDac
+    from ..readers.protocol import RuntimeReader
     from ..dac.structs import UsefulGlobals
     from ..targets.base import Target
     from .gcdesc import GCDesc
@@ -27,10 +27,10 @@ T = TypeVar("T")
 
 
 class RuntimeParts(Protocol):
-    """The runtime as its pieces see it: the target, the DAC, caches and settings."""
+    """The runtime as its pieces see it: the target, the runtime reader, caches and settings."""
 
     target: "Target"
-    dac: "SosDac"
+    reader: "RuntimeReader"
     location: "DacLocation"
     workers: int  # processes a heap walk may use
     index_dir: str | None  # where a core's heap index is cached on disk
@@ -56,7 +56,7 @@ class HeapParts(Protocol):
     """The heap as its pieces see it: segments, types, scratch memory, per-type GCDescs."""
 
     runtime: RuntimeParts
-    dac: "SosDac"
+    reader: "RuntimeReader"
     types: "TypeCache"
     segments: "list[ClrSegment]"
     subheaps: "list[ClrSubHeap]"

@@ -83,7 +83,7 @@ def is_call_before(code: bytes, arch: str) -> bool:
 
 
 def stack_top(runtime: "ClrRuntime", os_tid: int, sp: int) -> int:
-    dac = runtime.dac
+    dac = runtime.reader
     for addr, t in dac.threads():
         if t.os_thread_id == os_tid:
             lim = dac.stack_limits(addr)
@@ -106,7 +106,7 @@ def native_module(modules: list, address: int):  # type: ignore[no-untyped-def]
 def describe_address(runtime: "ClrRuntime", address: int, slot: int = 0,
                      modules: list | None = None) -> RawFrame | None:
     """The code at ``address``: a managed method, a native module, or None."""
-    dac = runtime.dac
+    dac = runtime.reader
     md = dac.method_desc_from_ip(address) or 0
     if md:
         name = dac.method_desc_name(md) or "<unknown method>"

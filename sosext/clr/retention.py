@@ -164,7 +164,7 @@ class RetentionTree:
         for g in range(len(uniq)):
             example = int(inst[first[g]])
             path = self.path(example)
-            types, repeated = _collapse([self.heap.type_name_at(p) for p in path])
+            types, repeated = _collapse([self.heap.csharp_type_name_at(p) for p in path])
             label = labels[(int(root_obj[first[g]]), int(below_root[first[g]]))]
             out.append(RetentionGroup(label, tuple(types), tuple(repeated),
                                       int(counts[g]), int(sizes[g]), int(ix.addresses[example]),

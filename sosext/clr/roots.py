@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..dac.sos import HANDLE_TYPES  # the runtime's names of handle types (HNDTYPE_*), re-exported
-from ..errors import DacError, SosError
+from ..errors import ContractError, DacError, SosError
 
 if TYPE_CHECKING:
     from .parts import HeapParts
@@ -82,7 +82,7 @@ class ClrRoot:
 def read_handles(heap: "HeapParts") -> list[ClrHandle]:
     target = heap.runtime.target
     out = []
-    for h in heap.dac.handles():
+    for h in heap.reader.handles():
         try:
             obj = target.read_pointer(h.handle)
         except SosError:
@@ -144,7 +144,7 @@ def finalizer_roots(heap: "HeapParts") -> list[ClrRoot]:
 
 def stack_roots(heap: "HeapParts", errors: list[str] | None = None) -> list[ClrRoot]:
     """Precise stack roots of every managed thread that is running on an OS thread."""
-    dac = heap.dac
+    dac = heap.reader
     out = []
     known_tids = {t.tid for t in heap.runtime.target.threads()}
     reg_names: dict[int, str] = {}
@@ -153,7 +153,7 @@ def stack_roots(heap: "HeapParts", errors: list[str] | None = None) -> list[ClrR
             continue
         try:
             refs = dac.stack_references(t.os_thread_id)
-        except DacError as e:
+        except (DacError, ContractError) as e:  # either reader: one thread's walk failed
             if errors is not None:
                 errors.append(f"thread {t.os_thread_id:#x}: {e}")
             continue

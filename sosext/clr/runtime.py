@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from ..dac import loader
 from ..dac.loader import DacLocation, file_version, locate_dac
-from ..dac.sos import SosDac, open_dac
 from ..dac.structs import (MethodDescData, MethodTableCollectibleData, MethodTableData, MethodTableFieldData,
                            ObjectData, ThreadData)
 from ..targets.base import Target
+from .readerchoice import open_reader, reader_choice, set_reader
 
 if TYPE_CHECKING:
+    from ..readers.protocol import RuntimeReader
     from ..dac.structs import UsefulGlobals
     from .heap import ClrHeap
     from .types import TypeCache
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ClrRuntime", "RuntimeInfo", "ObjectData", "MethodDescData", "MethodTableData",
            "MethodTableFieldData", "MethodTableCollectibleData", "ThreadData", "set_clr_path", "clr_path",
-           "locate_runtime"]
+           "locate_runtime", "set_reader", "reader_choice"]
 
 
 def set_clr_path(directory: str | None) -> None:
@@ -49,15 +50,20 @@ def locate_runtime(target: Target) -> DacLocation:
 class RuntimeInfo:
     version: str  # file version of the runtime, e.g. "10.0.1226.42308"
     runtime_path: str
-    dac_path: str
+    dac_path: str  # "" when the contracts reader answers
     runtime_base: int
 
 
 class ClrRuntime:
-    def __init__(self, target: Target, location: DacLocation | None = None) -> None:
+    def __init__(self, target: Target, location: DacLocation | None = None, reader: str | None = None) -> None:
+        """``reader``: "dac" or "contracts" (None: the user's setreader/SOSEXT_READER choice, else
+        automatic, see readerchoice.py); ``location``: a DAC already located for ``target``."""
         self.target = target
-        self.location = location or locate_dac(target)
-        self.dac: SosDac = open_dac(target, self.location)
+        chosen = open_reader(target, reader, location)
+        self.location = chosen.location
+        self.reader: "RuntimeReader" = chosen.reader
+        self.reader_reason = chosen.reason  # one line: which reader answers and why
+        self.reader_fallback = chosen.fallback  # the DAC was wanted but could not run
         self._generation = target.generation
         self._heap: "ClrHeap | None" = None
         self._caches: dict[str, object] = {}
@@ -69,22 +75,33 @@ class ClrRuntime:
         self.metadata_cache: dict[tuple[int, int], object] = {}
 
     @property
+    def dac(self) -> "RuntimeReader":
+        """The former name of ``reader`` (kept while branches that use it merge)."""
+        return self.reader
+
+    @property
+    def reader_name(self) -> str:
+        """"dac" or "contracts": which reader answers for this runtime."""
+        return self.reader.name
+
+    @property
     def info(self) -> RuntimeInfo:
         loc = self.location
-        version = file_version(loc.runtime.path) or loc.version
+        version = file_version(loc.runtime.path) or loc.version or "unknown"
         return RuntimeInfo(version, loc.runtime.path, loc.dac_path, loc.runtime.base)
 
     def version_marker(self) -> str | None:
         """The runtime build's ``@(#)Version x @Commit: y`` text (from its file), or None."""
         from ..dac.loader import runtime_marker
-        marker = runtime_marker(self.location.runtime.path) or runtime_marker(self.location.dac_path)
+        marker = runtime_marker(self.location.runtime.path) or (
+            runtime_marker(self.location.dac_path) if self.location.dac_path else None)
         return marker.removeprefix("@(#)Version ") if marker else None
 
     def flush(self) -> None:
         """Forget everything read from the target (sosflush): it is read again when asked."""
         if self._heap is not None and self._heap.background is not None:
             self._heap.background.cancel()  # it would build from what is being forgotten
-        self.dac.flush()
+        self.reader.flush()
         self._heap = None
         self._caches.clear()
 
@@ -92,14 +109,14 @@ class ClrRuntime:
         """Read through ``target`` from now on: a new host wrapper of the same process."""
         if target is not self.target:
             self.target = target
-            self.dac.data_target.target = target
+            self.reader.rebind(target)
 
     def refresh(self) -> None:
         """Forget everything derived from target memory if the process has run since."""
         gen = self.target.generation
         if gen != self._generation:
             self._generation = gen
-            self.dac.flush()
+            self.reader.flush()
             self._heap = None
             self._caches.clear()
 
@@ -118,14 +135,14 @@ class ClrRuntime:
     @property
     def globals(self) -> "UsefulGlobals":
         """The runtime's well-known MethodTables (String, Object, Exception, Free ...)."""
-        return self.cache("globals", self.dac.useful_globals)
+        return self.cache("globals", self.reader.useful_globals)
 
     @property
     def types(self) -> "TypeCache":
         """MethodTable -> type, without the GC heap (triage dumps have types but no heap)."""
         from .types import TypeCache
         g = self.globals
-        return self.cache("types", lambda: TypeCache(self.dac, g.string_method_table, g.free_method_table))
+        return self.cache("types", lambda: TypeCache(self.reader, g.string_method_table, g.free_method_table))
 
     @property
     def has_gc_heap(self) -> bool:
@@ -179,55 +196,55 @@ class ClrRuntime:
         """How the runtime laid the module's image out, in ClrMD's words (SOS's clrmodules -v
         Layout): "Flat" (the file as it is on disk), "Mapped" (section by section) or "Unknown"."""
         from ..dac.xclrdata import module_load_data
-        data = module_load_data(self.dac, module)
+        data = module_load_data(self.reader, module)
         if data is None:
             return "Unknown"
         return "Flat" if data.is_file_layout else "Mapped"
 
     def object_data(self, address: int) -> ObjectData | None:
         """The runtime's view of the object at ``address`` (classify the address first)."""
-        return self.dac.object_data(address)
+        return self.reader.object_data(address)
 
     def object_type_name(self, address: int) -> str | None:
         """The object's class name as the runtime prints it (never ask for a Free object)."""
-        return self.dac.object_class_name(address)
+        return self.reader.object_class_name(address)
 
     def method_table_data(self, mt: int) -> MethodTableData | None:
-        return self.dac.method_table_data(mt)
+        return self.reader.method_table_data(mt)
 
     def field_counts(self, mt: int) -> MethodTableFieldData | None:
         """Instance and static field counts of a MethodTable (None: the runtime did not answer)."""
-        return self.dac.method_table_field_data(mt)
+        return self.reader.method_table_field_data(mt)
 
     def canonical_method_table(self, eeclass: int) -> int | None:
         """The MethodTable the runtime reports for an EEClass (.NET 9+: the canonical MT itself)."""
-        return self.dac.method_table_for_eeclass(eeclass)
+        return self.reader.method_table_for_eeclass(eeclass)
 
     def collectible_data(self, mt: int) -> MethodTableCollectibleData | None:
-        return self.dac.method_table_collectible_data(mt)
+        return self.reader.method_table_collectible_data(mt)
 
     def assembly_load_context(self, mt: int) -> int | None:
-        return self.dac.assembly_load_context(mt)
+        return self.reader.assembly_load_context(mt)
 
     def method_desc_data(self, md: int) -> MethodDescData | None:
-        return self.dac.method_desc_data(md)
+        return self.reader.method_desc_data(md)
 
     def method_desc_name(self, md: int) -> str | None:
-        return self.dac.method_desc_name(md)
+        return self.reader.method_desc_name(md)
 
     def method_desc_at(self, ip: int) -> int | None:
         """The MethodDesc of the managed code at instruction pointer ``ip``."""
-        return self.dac.method_desc_from_ip(ip) if ip else None
+        return self.reader.method_desc_from_ip(ip) if ip else None
 
     def method_name_at(self, ip: int) -> str | None:
         """The name of the managed method whose code holds ``ip`` (None: not managed code)."""
         md = self.method_desc_at(ip)
-        return self.dac.method_desc_name(md) if md else None
+        return self.reader.method_desc_name(md) if md else None
 
     def frame_method_name(self, frame: int) -> str | None:
         """The method an explicit Frame (a runtime transition frame) stands for, if any."""
-        md = self.dac.method_desc_from_frame(frame)
-        return self.dac.method_desc_name(md) if md else None
+        md = self.reader.method_desc_from_frame(frame)
+        return self.reader.method_desc_name(md) if md else None
 
     def frame_name(self, frame: int) -> str:
         """The kind of an explicit Frame ("InlinedCallFrame" …), from its first word."""
@@ -238,31 +255,31 @@ class ClrRuntime:
             vtable = self.target.read_pointer(frame)
         except SosError:
             return "Frame"
-        return self.dac.frame_name(vtable) or "Frame"
+        return self.reader.frame_name(vtable) or "Frame"
 
     def nested_exception(self, exception: int) -> tuple[int, int] | None:
-        return self.dac.nested_exception(exception)
+        return self.reader.nested_exception(exception)
 
     def gc_dynamic_adaptation_mode(self) -> int | None:
         """DATAS (dynamic adaptation to application sizes): the mode, None when not reported."""
-        return self.dac.gc_dynamic_adaptation_mode()
+        return self.reader.gc_dynamic_adaptation_mode()
 
     def thread_records(self) -> "list[tuple[int, ThreadData]]":
         """(Thread address, the runtime's record) of every managed thread, in the runtime's order."""
-        return list(self.dac.threads())
+        return list(self.reader.threads())
 
     def thread_with_lock_id(self, thin_id: int) -> tuple[int, int] | None:
         """(Thread address, OS thread id) of the managed thread a thin lock names."""
-        for addr, t in self.dac.threads():
+        for addr, t in self.reader.threads():
             if t.cor_thread_id == thin_id:
                 return addr, t.os_thread_id
         return None
 
     def stack_range(self, os_tid: int, sp: int) -> tuple[int, int] | None:
         """The (low, high) stack range of managed thread ``os_tid`` that holds ``sp``, if known."""
-        for addr, t in self.dac.threads():
+        for addr, t in self.reader.threads():
             if t.os_thread_id == os_tid:
-                lim = self.dac.stack_limits(addr)
+                lim = self.reader.stack_limits(addr)
                 if lim:
                     low, high = sorted(lim[:2])  # the DAC answers (base, limit): high end first on x64
                     if low <= sp < high:
@@ -271,7 +288,7 @@ class ClrRuntime:
 
     def stress_log_address(self) -> int | None:
         """Where ``StressLog::theLog`` is (None: the runtime does not say)."""
-        return self.dac.stress_log_address()
+        return self.reader.stress_log_address()
 
     def is_method_table(self, mt: int) -> bool:
         """Whether ``mt`` is a MethodTable, checked before the DAC is asked anything about it."""

@@ -1,7 +1,9 @@
 """Heap snapshots and their differences: which types grew between two dumps.
 
 A snapshot is the per-type statistics of one heap keyed by type *name* (MethodTable
-addresses differ between processes and runtimes). A baseline snapshot of another core is
+addresses differ between processes and runtimes), in C#'s spelling (typenames.py), the one
+sosext's own commands print; each type keeps the runtime's (or a gcdump's) spelling beside it,
+so that ``-type`` finds it by any of them (typekeys.py). A baseline snapshot of another core is
 computed in a child process (``python3 -m sosext snapshot CORE``): it gets its own DAC
 instance, and it runs on the second core while this process walks the current heap.
 """
@@ -18,6 +20,9 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..dac.loader import clr_path_override
 from ..errors import SosError
+from .readerchoice import reader_choice
+from .typekeys import name_contains, named
+from .typenames import csharp_name
 
 if TYPE_CHECKING:
     from .heap import ClrHeap
@@ -27,10 +32,11 @@ SNAPSHOT_SCHEMA = 1
 
 @dataclass(frozen=True, slots=True)
 class TypeTotal:
-    name: str
+    name: str  # C#'s spelling
     count: int
     size: int
     retained: int | None = None  # dominators.DominatorTree.retained_by_type's figure; None: not computed
+    raw_names: tuple[str, ...] = ()  # the names it was read under: the runtime's, a gcdump's events'
 
 
 @dataclass
@@ -68,20 +74,22 @@ class HeapSnapshot:
         else:
             rows = [(st.method_table, st.count, st.total_size) for st in ix.stats()]
         types: dict[str, list[int]] = {}
+        raw: dict[str, str] = {}
         for mt, count, size in rows:
-            name = heap.types.name_of(mt)
+            name = heap.types.csharp_name_of(mt)
             if name == "Free" and not include_free:
                 continue
             acc = types.setdefault(name, [0, 0, 0])  # same name, several MTs (collectible, dynamic)
+            raw.setdefault(name, heap.types.name_of(mt))
             acc[0] += count
             acc[1] += size
             acc[2] += held.get(mt, 0)
-        return cls(source, {n: TypeTotal(n, c, s, r if retained else None) for n, (c, s, r) in types.items()},
-                   taken=taken_of(heap.runtime.target))
+        return cls(source, {n: TypeTotal(n, c, s, r if retained else None, (raw[n],))
+                            for n, (c, s, r) in types.items()}, taken=taken_of(heap.runtime.target))
 
     def to_json(self) -> dict:
         return {"schema": SNAPSHOT_SCHEMA, "source": self.source, "taken": self.taken,
-                "types": [{"name": t.name, "count": t.count, "size": t.size,
+                "types": [{"name": t.name, "count": t.count, "size": t.size, "raw_names": list(t.raw_names),
                            **({} if t.retained is None else {"retained": t.retained})}
                           for t in sorted(self.types.values(), key=lambda t: t.name)]}
 
@@ -89,8 +97,23 @@ class HeapSnapshot:
     def from_json(cls, doc: dict) -> "HeapSnapshot":
         if doc.get("schema") != SNAPSHOT_SCHEMA:
             raise SosError("not a sosext heap snapshot (schema mismatch)")
-        return cls(doc["source"], {t["name"]: TypeTotal(t["name"], t["count"], t["size"], t.get("retained"))
-                                   for t in doc["types"]}, taken=doc.get("taken"))
+        types: dict[str, TypeTotal] = {}
+        for t in doc["types"]:
+            name = csharp_name(t["name"])  # an earlier version's file: the runtime's spelling
+            raw = tuple(t.get("raw_names") or ([t["name"]] if name != t["name"] else []))
+            was = types.get(name)
+            if was is not None:
+                types[name] = _merged(was, TypeTotal(name, t["count"], t["size"], t.get("retained"), raw))
+            else:
+                types[name] = TypeTotal(name, t["count"], t["size"], t.get("retained"), raw)
+        return cls(doc["source"], types, taken=doc.get("taken"))
+
+
+def _merged(a: TypeTotal, b: TypeTotal) -> TypeTotal:
+    """Two entries of one name (several MethodTables, or two spellings of one type) summed."""
+    retained = None if a.retained is None or b.retained is None else a.retained + b.retained
+    return TypeTotal(a.name, a.count + b.count, a.size + b.size, retained,
+                     tuple(dict.fromkeys(a.raw_names + b.raw_names)))
 
 
 def taken_of(target: object) -> float | None:
@@ -136,11 +159,13 @@ def align(core: HeapSnapshot, events: HeapSnapshot, prefer_core: bool = True) ->
         for t in snap.types.values():
             name = display[key(t.name)]
             was = out.get(name)
-            out[name] = TypeTotal(name, t.count + (was.count if was else 0), t.size + (was.size if was else 0))
+            mine = TypeTotal(name, t.count, t.size, None, t.raw_names)
+            out[name] = _merged(was, mine) if was else mine
         return out
 
     note = (f"A core compared with a gcdump snapshot: the core counts only the objects a root reaches (the "
-            f"snapshot's GC collected the rest); types are matched by the events' spelling of their names; "
+            f"snapshot's GC collected the rest); types are matched as the events name them (a nested type "
+            f"without the types enclosing it); "
             f"{SNAPSHOT_LIMITS}.")
     return (HeapSnapshot(core.source, rekeyed(core), note, core.taken),
             HeapSnapshot(events.source, rekeyed(events), note, events.taken))
@@ -164,8 +189,10 @@ class BaselineJob:
         env = dict(os.environ)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self.core = core
-        # The child loads its own DAC: it must take the user's setclrpath/--clr-path choice too.
+        # The child loads its own DAC: it must take the user's setclrpath/--clr-path choice too,
+        # and the reader chosen with setreader/--reader.
         clr_path = clr_path_override()
+        env["SOSEXT_READER"] = reader_choice() or ""
         argv = [python_for_children(), "-m", "sosext", "snapshot", core] + (["--live"] if live_only else [])
         if clr_path:
             argv += ["--clr-path", clr_path]
@@ -188,13 +215,22 @@ class BaselineJob:
 
 @dataclass(frozen=True, slots=True)
 class TypeDelta:
-    name: str
+    name: str  # C#'s spelling
     old_count: int
     old_size: int
     new_count: int
     new_size: int
     old_retained: int | None = None  # None: a snapshot without retained sizes
     new_retained: int | None = None
+    raw_names: tuple[str, ...] = ()  # the runtime's (or a gcdump's) spellings of the name
+
+    def is_named(self, text: str) -> bool:
+        """Whether ``text`` spells this type's name: C#'s, the runtime's or a gcdump's."""
+        return text == self.name or any(named(text, raw) for raw in self.raw_names)
+
+    def name_contains(self, text: str) -> bool:
+        """Whether some spelling of this type's name contains ``text`` (``-type``)."""
+        return text in self.name or any(name_contains(text, raw) for raw in self.raw_names)
 
     @property
     def retained_delta(self) -> int | None:
@@ -219,7 +255,9 @@ def diff_snapshots(old: HeapSnapshot, new: HeapSnapshot) -> list[TypeDelta]:
     rows = [TypeDelta(n, old.types.get(n, zero).count, old.types.get(n, zero).size,
                       new.types.get(n, zero).count, new.types.get(n, zero).size,
                       old.types.get(n, zero).retained if with_retained else None,
-                      new.types.get(n, zero).retained if with_retained else None) for n in names]
+                      new.types.get(n, zero).retained if with_retained else None,
+                      tuple(dict.fromkeys(old.types.get(n, zero).raw_names + new.types.get(n, zero).raw_names)))
+            for n in names]
     rows.sort(key=lambda r: (-r.size_delta, -r.count_delta, r.name))
     return rows
 
@@ -227,7 +265,7 @@ def diff_snapshots(old: HeapSnapshot, new: HeapSnapshot) -> list[TypeDelta]:
 def filter_deltas(rows: Iterable[TypeDelta], *, type_substring: str | None = None,
                   min_delta: int | None = None, top: int | None = None) -> list[TypeDelta]:
     """``top``: the n types that grew most, never padded with types that did not grow."""
-    out = [r for r in rows if (type_substring is None or type_substring in r.name)
+    out = [r for r in rows if (type_substring is None or r.name_contains(type_substring))
            and (min_delta is None or r.size_delta >= min_delta)]
     if top is None:
         return out

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..dac.xclrdata import IL_OFFSET_EPILOG, IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG, method_instance_by_address
-from ..errors import SosError
+from ..errors import ReaderUnsupported, SosError
 from .metadata.errors import MetadataError
 from .metadata.pdb import CodeViewInfo, PortablePdb, SourceLocation, codeview, debug_directory, embedded_pdb
 
@@ -85,7 +85,7 @@ class SourceLines:
         """The IL offset native ``ip`` belongs to (``return_address``: the call just before it)."""
         addr = ip - 1 if return_address and ip else ip
         self.runtime.refresh()
-        mi = method_instance_by_address(self.runtime.dac, addr)
+        mi = method_instance_by_address(self.runtime.reader, addr)
         if mi is None:
             return None
         with mi:
@@ -212,10 +212,13 @@ class SourceLines:
                  missing: Callable[[PdbLookup], None] | None = None) -> SourceLocation | None:
         """Source file and line of code address ``ip`` (in ``method_desc`` if known); None when
         the JIT's map or the PDB cannot tell. ``missing`` hears about a module without a PDB."""
-        dac = self.runtime.dac
-        if not method_desc:
-            method_desc = dac.method_desc_from_ip(ip) or 0
-        mdd = dac.method_desc_data(method_desc) if method_desc else None
+        dac = self.runtime.reader
+        try:
+            if not method_desc:
+                method_desc = dac.method_desc_from_ip(ip) or 0
+            mdd = dac.method_desc_data(method_desc) if method_desc else None
+        except ReaderUnsupported:
+            return None  # the contracts reader has no JIT line map yet: a frame without its line
         if mdd is None:
             return None
         lookup = self.pdb(mdd.module_ptr)

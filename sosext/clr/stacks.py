@@ -98,8 +98,10 @@ def walk_stack(runtime: "ClrRuntime", os_tid: int, *, arguments: bool = False, l
     volatile ones are whatever unwinding left); ``max_frames`` (0: all) stops early. Raises
     NotManagedThread when the runtime has no thread on ``os_tid``."""
     runtime.refresh()
-    dac = runtime.dac
+    dac = runtime.reader
     arch = runtime.target.arch
+    if getattr(dac, "name", "dac") == "contracts":
+        return _contracts_walk(runtime, os_tid, max_frames)
     hr, task = task_by_os_thread_id(dac, os_tid)
     if task is None:
         raise NotManagedThread(os_tid, hr)
@@ -141,8 +143,26 @@ def _walk(runtime: "ClrRuntime", os_tid: int, walk: StackWalk, arch: str, want_a
     return ClrStack(os_tid, tuple(frames), complete=not hr & 0x80000000)
 
 
+def _contracts_walk(runtime: "ClrRuntime", os_tid: int, max_frames: int) -> ClrStack:
+    """The walk of the contracts reader (contracts/stackwalk.py: AArch64 targets). Arguments,
+    locals and registers are not collected: they need the DebugInfo contract."""
+    reader = runtime.reader
+    if not any(t.os_thread_id == os_tid for _a, t in reader.threads()):
+        raise NotManagedThread(os_tid)
+    frames: list[ClrStackFrame] = []
+    for f in reader.stack_frames(os_tid)[:max_frames or MAX_FRAMES]:
+        if f.method_desc:
+            frames.append(ClrStackFrame(FrameKind.MANAGED, f.sp, f.ip, f.method_desc,
+                                        reader.method_desc_name(f.method_desc) or ""))
+        else:
+            # As the DAC's walk: a runtime Frame's stack pointer is the Frame's address.
+            frames.append(ClrStackFrame(FrameKind.RUNTIME, f.frame, f.ip, 0, "", frame_address=f.frame,
+                                        frame_name=f.frame_kind))
+    return ClrStack(os_tid, tuple(frames), complete=True)
+
+
 def _runtime_frame(runtime: "ClrRuntime", walk: StackWalk, frame_addr: int, ip: int) -> ClrStackFrame:
-    dac = runtime.dac
+    dac = runtime.reader
     try:
         vtable = runtime.target.read_pointer(frame_addr)
     except SosError:
@@ -166,7 +186,7 @@ def _runtime_frame(runtime: "ClrRuntime", walk: StackWalk, frame_addr: int, ip: 
 
 def _managed_frame(runtime: "ClrRuntime", walk: StackWalk, sp: int, ip: int, want_args: bool,
                    want_locals: bool) -> ClrStackFrame:
-    dac = runtime.dac
+    dac = runtime.reader
     md = dac.method_desc_from_ip(ip) or 0
     name = (dac.method_desc_name(md) or "") if md else ""
     args: tuple[FrameValue, ...] | None = None
@@ -212,7 +232,7 @@ def module_path(runtime: "ClrRuntime", module: int) -> str:
     cache: dict[int, str] = runtime.cache("stacks.module_paths", dict)
     path = cache.get(module)
     if path is None:
-        dac = runtime.dac
+        dac = runtime.reader
         data = dac.module_data(module) if module else None
         path = (dac.pe_file_name(data.pe_assembly) if data is not None and data.pe_assembly else None) or ""
         cache[module] = path

@@ -101,7 +101,7 @@ def _statics_base_in(fields: Any, mt: int, lo: int, hi: int) -> int | None:
         return -1  # let the full path decide, as the whole map would
     if bases is None or not bases.gc or bases.gc >= hi:
         return None
-    if fields.dac.sos14 is None:
+    if fields.reader.sos14 is None:
         return -1
     return bases.gc if bases.gc >= lo else None
 

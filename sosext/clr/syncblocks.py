@@ -47,7 +47,7 @@ class SyncBlockTable:
 def sync_block_table(runtime: "ClrRuntime", only: int = 0) -> SyncBlockTable:
     """Every sync block entry (or just entry ``only``), in index order."""
     runtime.refresh()
-    dac = runtime.dac
+    dac = runtime.reader
     first = dac.sync_block_data(1)
     if first is None:
         raise SosError("Error requesting SyncBlk data")

@@ -62,7 +62,7 @@ def read_threadpool_or_reason(runtime: "ClrRuntime") -> ClrThreadPool | str:
         pool = f"{PORTABLE_POOL} cannot be read ({e})"
     if isinstance(pool, ClrThreadPool):
         return pool
-    legacy = runtime.dac.threadpool_data()
+    legacy = runtime.reader.threadpool_data()
     if legacy is None:
         return (f"{pool}, and the DAC gives no native thread-pool data (GetThreadpoolData; .NET 8 and later "
                 "DACs refuse it)")
@@ -77,7 +77,7 @@ class _CoreLib:
 
     def __init__(self, runtime: "ClrRuntime") -> None:
         self.runtime = runtime
-        dac = runtime.dac
+        dac = runtime.reader
         mtd = dac.method_table_data(runtime.heap.object_mt)
         if mtd is None:
             raise SosError("cannot find System.Private.CoreLib")
@@ -94,12 +94,12 @@ class _CoreLib:
         if token is None:
             return 0
         if self._type_map is None:
-            self._type_map = dict(self.runtime.dac.traverse_module_map(self.module, 0))
+            self._type_map = dict(self.runtime.reader.traverse_module_map(self.module, 0))
         return self._type_map.get(token & 0xFFFFFF, 0)
 
     def fields(self, mt: int) -> dict[str, "FieldDescData"]:
         """The type's own fields (instance and static) by name."""
-        dac = self.runtime.dac
+        dac = self.runtime.reader
         info = dac.method_table_field_data(mt)
         if info is None:
             return {}
@@ -126,7 +126,7 @@ def _portable_pool(runtime: "ClrRuntime") -> ClrThreadPool | str:
     instance_field = fields.get("ThreadPoolInstance")
     if instance_field is None:
         return f"{PORTABLE_POOL} has no ThreadPoolInstance field in this runtime"
-    static_base = getattr(runtime.dac, "static_base_address", None)
+    static_base = getattr(runtime.reader, "static_base_address", None)
     bases = static_base(mt) if static_base is not None else None
     if not bases or not bases[1]:
         return f"the statics of {PORTABLE_POOL} are not allocated (its class constructor has not run)"

@@ -112,7 +112,7 @@ class ClrThread:
 
 def thread_store(runtime: "ClrRuntime") -> ThreadStoreInfo:
     runtime.refresh()
-    d = runtime.dac.thread_store_data()
+    d = runtime.reader.thread_store_data()
     return ThreadStoreInfo(d.thread_count, d.unstarted_thread_count, d.background_thread_count,
                            d.pending_thread_count, d.dead_thread_count, d.first_thread,
                            d.finalizer_thread, d.gc_thread, d.host_config)
@@ -121,7 +121,7 @@ def thread_store(runtime: "ClrRuntime") -> ThreadStoreInfo:
 def clr_threads(runtime: "ClrRuntime") -> list[ClrThread]:
     """Every runtime Thread, in the thread store's order."""
     runtime.refresh()
-    dac = runtime.dac
+    dac = runtime.reader
     store = thread_store(runtime)
     out = []
     for addr, t in dac.threads():

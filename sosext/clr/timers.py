@@ -96,7 +96,7 @@ def _callback_name(reader: ObjectReader, delegate: int) -> str:
 
 def method_desc_of_code(runtime: "ClrRuntime", code: int) -> int:
     """The MethodDesc whose jitted code, or whose precode stub, is at ``code``; 0 if none."""
-    dac = runtime.dac
+    dac = runtime.reader
     md = dac.method_desc_from_ip(code)
     if not md:
         header = dac.code_header_data(code)  # GetCodeHeaderData also resolves a precode stub
@@ -106,7 +106,7 @@ def method_desc_of_code(runtime: "ClrRuntime", code: int) -> int:
 
 def method_of_code(runtime: "ClrRuntime", code: int) -> tuple[str, str] | None:
     """(declaring type name, method name) of the method whose code or stub is at ``code``."""
-    dac = runtime.dac
+    dac = runtime.reader
     md = method_desc_of_code(runtime, code)
     if not md:
         return None

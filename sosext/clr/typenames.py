@@ -123,3 +123,30 @@ def _assembly_end(s: str, i: int) -> int:
             raise _Unreadable(s)
         i += 1
     return i
+
+
+# A generic arity just before an argument list the DAC already wrote in angle brackets:
+# the parameters of a method name, ``Read(System.Span`1<Byte>)``.
+_ARITY_BEFORE_ARGS = re.compile(r"`\d+(?=<)")
+
+
+def csharp_member_name(text: str) -> str:
+    """A method's or static field's name as the DAC gives it (``Type.Method(parameters)``,
+    ``Type.s_field``) with its declaring type in C#'s spelling and no generic arity left in the
+    parameters: ``System.ConsolePal.Read(System.Span<Byte>)``. What sosext's own commands (leaks,
+    retained, dominators, report) print; gcroot and clrstack keep SOS's text."""
+    paren = text.find("(")
+    head, params = (text, "") if paren < 0 else (text[:paren], text[paren:])
+    depth, cut = 0, -1
+    for i, c in enumerate(head):  # the member's name follows the last '.' outside brackets
+        if c in "[<":
+            depth += 1
+        elif c in "]>":
+            depth -= 1
+        elif c == "." and depth == 0:
+            cut = i
+    if cut > 0 and head[cut - 1] == ".":  # .ctor, .cctor
+        cut -= 1
+    if cut > 0:
+        head = csharp_name(head[:cut]) + head[cut:]
+    return _ARITY_BEFORE_ARGS.sub("", head + params)

@@ -65,7 +65,7 @@ class TypeCache:
     """MethodTable address -> ClrType, filled from the DAC on first use."""
 
     def __init__(self, dac: "SosDac", string_mt: int, free_mt: int) -> None:
-        self.dac = dac
+        self.reader = dac
         self.string_mt = string_mt
         self.free_mt = free_mt
         self._types: dict[int, ClrType | None] = {}
@@ -85,7 +85,7 @@ class TypeCache:
     def _load(self, mt: int) -> ClrType | None:
         if mt == 0 or mt & 7:
             return None
-        d = self.dac.method_table_data(mt)
+        d = self.reader.method_table_data(mt)
         if d is None:
             return None
         base = d.base_size
@@ -105,7 +105,7 @@ class TypeCache:
             if mt == self.free_mt:
                 name = "Free"
             else:
-                name = self.dac.method_table_name(mt) or unknown_type_name(mt)
+                name = self.reader.method_table_name(mt) or unknown_type_name(mt)
             self._names[mt] = name
         return name
 

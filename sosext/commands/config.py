@@ -1,9 +1,9 @@
-"""Commands that configure sosext itself: setclrpath."""
+"""Commands that configure sosext itself: setclrpath, setreader, setsymbolserver."""
 from __future__ import annotations
 
 import os
 
-from ..clr.runtime import clr_path, set_clr_path
+from ..clr.runtime import clr_path, reader_choice, set_clr_path, set_reader
 from .base import Command, Option, Parsed, Positional, register
 from .context import CommandContext
 
@@ -34,6 +34,30 @@ class SetClrPath(Command):
         set_clr_path(path)
         ctx.session.forget()
         ctx.out.record_line(f"Set load path for DAC/DBI to '{path}'")
+
+
+@register
+class SetReader(Command):
+    names = ("setreader",)
+    summary = "Choose (or show) how the runtime is read: its DAC, or its data contracts."
+    usage = "setreader [dac|contracts|auto]"
+    details = ("dac: the runtime's own DAC (libmscordaccore.so), native code for its build and this\n"
+               "machine's architecture. contracts: sosext reads the runtime's data contracts (.NET 9 and\n"
+               "later) in Python and loads no DAC: for a core of another architecture, a DAC that is\n"
+               "missing or untrusted; it answers the GC heap commands (docs/readers.md says which).\n"
+               "auto (the default): the DAC when it is found and trusted, the contracts reader otherwise.\n"
+               "From the shell: sosext analyze CORE --reader contracts (or SOSEXT_READER=contracts).\n"
+               "Example:\n  setreader contracts")
+    positionals = (Positional("reader", "dac, contracts or auto"),)
+    needs_runtime = False
+
+    def run(self, ctx: CommandContext, args: Parsed) -> None:
+        if args.reader is None:
+            ctx.out.record_line(f"Runtime reader: {reader_choice() or 'auto'}")
+            return
+        set_reader(args.reader)
+        ctx.session.forget()
+        ctx.out.record_line(f"Runtime reader set to {reader_choice() or 'auto'}")
 
 
 @register

@@ -1,16 +1,11 @@
 """Heap growth between two dumps: heapdiff (which types grew) and leaks (what holds the growth)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shlex
 
-import numpy as np
-
-from ..clr.dominators import GrowthHolder
-from ..clr.progress import polled
-from ..clr.retention import RetentionTree
-from ..clr.roots import RootKind
-from ..clr.snapshot import (BaselineJob, HeapSnapshot, TypeDelta, align, diff_snapshots, filter_deltas,
-                             swapped_note)
+from ..clr import growth
+from ..clr.growth import HolderReport, grown_types, heap_snapshot
+from ..clr.snapshot import HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas, swapped_note
 from ..render.json import emit_json
 from ..render.output import hint
 from ..render.numbers import count as fmt_count
@@ -20,112 +15,23 @@ from .base import Command, Option, Parsed, Positional, parse_count, register
 from .context import CommandContext
 
 
+def typed(name: str) -> str:
+    """A type name as one argument of a typed command: quoted when it holds a blank (C#'s
+    generic arguments, ``Dictionary<System.String, X>``)."""
+    return shlex.quote(name) if any(c.isspace() for c in name) else name
+
+
 def _signed(v: object) -> str:
     return "" if v is None else f"{int(v):+,}"
 
 
 def current_snapshot(ctx: CommandContext, live_only: bool = False) -> HeapSnapshot:
-    heap = ctx.heap
-    heap.index(ctx.progress)
-    return HeapSnapshot.of_heap(heap, ctx.runtime.target.describe(), retained=not live_only, live_only=live_only)
-
-
-# A collection's internals (a Dictionary's entry array, a List's items) belong to whoever owns
-# the collection: a holder is looked for above them, where the code that fills it lives.
-PASSED_OVER = ("System.Collections.",)
-
-
-@dataclass
-class HolderReport:
-    """Holders of the growth that look alike (same type, dominator chain and roots: the
-    wrappers behind a thousand leaked handles) are one report."""
-
-    holder: GrowthHolder  # the first of them
-    address: int
-    name: str
-    retained: int  # what they retain now, together
-    retained_delta: int | None  # growth of their type's retained bytes since the baseline
-    chain: list[str]  # type names, the holder first, up its dominator chain
-    held_by: list[tuple[str, str]]  # (root kind, root label)
-    types: list[tuple[str, int, int]]  # growing types under them: (name, objects, bytes)
-    instances: int = 1
-    objects: int = 0  # growing objects under them, together
-    size: int = 0  # their bytes
-    rows: set = None  # type: ignore[assignment]  # the holders' rows
+    return heap_snapshot(ctx.heap, ctx.progress, live_only=live_only)
 
 
 def growth_holders(ctx: CommandContext, grown: list[TypeDelta], limit: int,
                    every: list[TypeDelta]) -> list[HolderReport]:
-    """The objects holding the growth, ranked by how much their retained bytes grew (known
-    when the holder is its type's only instance), else by the growing bytes they hold. A growing
-    object's holder is the first object up its dominator chain whose type did not grow and
-    is not a collection's internals. ``grown``: the types whose growth is explained;
-    ``every``: all types' deltas (a holder's type need not be among ``grown``)."""
-    heap = ctx.heap
-    ix = heap.index()
-    names = [heap.types.name_of(mt) for mt in ix.method_tables.tolist()]
-    grown_names = {r.name for r in grown if r.size_delta > 0}
-    growing = np.array([n in grown_names for n in names], dtype=bool)
-    if not growing.any():
-        return []
-    passed = np.array([n.startswith(PASSED_OVER) for n in names], dtype=bool)
-    tree = heap.dominators(ctx.progress)
-    by_name = {r.name: r for r in every}
-
-    def delta(row: int) -> int | None:
-        # A growing object can be its own holder (nothing above it did not grow): its type's
-        # growth is then not this object's, and it ranks by what it holds.
-        if growing[ix.type_ids[row]]:
-            return None
-        # Snapshots know retained bytes per type: that is this object's growth only when it is
-        # its type's one instance in both dumps.
-        d = by_name.get(names[ix.type_ids[row]])
-        return d.retained_delta if d is not None and d.new_count == 1 and d.old_count <= 1 else None
-
-    roots_of = tree.root_rows()
-    groups: dict[tuple, HolderReport] = {}
-    below_of: dict[tuple, int | None] = {}
-    for g in polled(tree.growth_holders(growing, passed)):
-        # A root object holding growth through one of its references (a statics array's
-        # slot) is shown as that reference: the object the static refers to.
-        row = g.via if g.via >= 0 else g.row
-        chain = tree.chain(row)
-        under = tree.chain(g.example)
-        k = under.index(row) if row in under else 0
-        below = under[k - 1] if k > 0 else None
-        names_up = [names[ix.type_ids[r]] for r in chain]
-        # Alike: same types up the chain and a top held by the same kinds of long-lived roots
-        # (a thousand wrappers behind a thousand strong handles); else each holder on its own.
-        top_roots = roots_of.get(chain[-1], [])
-        kinds = tuple(sorted({(r.kind.value, r.handle.handle_type if r.handle else -1) for r in top_roots}))
-        alike = bool(top_roots) and len(chain) == 1 and all(r.kind is not RootKind.STACK for r in top_roots)
-        key = (tuple(names_up), kinds if alike else row)
-        rep = groups.get(key)
-        if rep is None:
-            rep = groups[key] = HolderReport(g, int(ix.addresses[row]), names_up[0], 0, delta(row), names_up,
-                                             [], [], 0)
-            below_of[key] = below
-            rep.rows = set()
-        if row not in rep.rows:
-            rep.rows.add(row)
-            rep.instances += 1
-            rep.retained += int(tree.retained[row])
-        rep.objects += g.objects
-        rep.size += g.size
-        rep.types.extend((names[t], c, b) for t, c, b in g.types)
-    out = list(groups.values())
-    out.sort(key=lambda r: (-(r.retained_delta if r.retained_delta is not None else r.size), -r.size, r.address))
-    below_by_rep = {id(groups[k]): b for k, b in below_of.items()}
-    for rep in out[:limit]:
-        merged: dict[str, list[int]] = {}
-        for n, c, b in rep.types:
-            acc = merged.setdefault(n, [0, 0])
-            acc[0] += c
-            acc[1] += b
-        rep.types = sorted(((n, c, b) for n, (c, b) in merged.items()), key=lambda x: (-x[2], x[0]))
-        first = rep.holder.via if rep.holder.via >= 0 else rep.holder.row
-        rep.held_by = [(h.kind, h.label) for h in tree.root_of(first, limit=3, below=below_by_rep[id(rep)])]
-    return out[:limit]
+    return growth.growth_holders(ctx.heap, grown, limit, every, ctx.progress)
 
 
 def holders_json(holders: list[HolderReport]) -> list[dict]:
@@ -160,18 +66,7 @@ def write_holders(ctx: CommandContext, holders: list[HolderReport]) -> None:
 def baseline_and_current(ctx: CommandContext, baseline: str) -> tuple[HeapSnapshot, HeapSnapshot]:
     """Walk the current heap here while a child process walks the baseline core. A gcdump
     snapshot as the baseline is read instead, and compared with the live objects here."""
-    from ..clr.gcdumpsnap import GcDump, is_gcdump
-    if is_gcdump(baseline):
-        snap = GcDump.load(baseline).heap_snapshot()
-        new, old = align(current_snapshot(ctx, live_only=True), snap)
-        return old, new
-    job = BaselineJob(baseline)
-    try:
-        new = current_snapshot(ctx)
-        old = job.result()
-    finally:
-        job.cancel()
-    return old, new
+    return growth.baseline_and_current(ctx.heap, baseline, ctx.progress)
 
 
 def write_deltas(ctx: CommandContext, old: HeapSnapshot, new: HeapSnapshot, rows: list[TypeDelta]) -> None:
@@ -231,7 +126,8 @@ Examples:
   heapdiff /tmp/core.before
   heapdiff /tmp/core.before -top 10 -min-delta 100000"""
     options = (Option("-top", "only the n types that grew most", parse_count, "n"),
-               Option("-type", "only types whose name contains this text", str, "partial name"),
+               Option("-type", "only types whose name contains this text (C#'s, the runtime's or a gcdump's "
+                      "spelling)", str, "partial name"),
                Option("-min-delta", "only types that grew by at least this many bytes", int, "bytes",
                       dest="min_delta"),
                Option("-holders", "holders of the growth shown (default 3)", parse_count, "n"),
@@ -256,7 +152,7 @@ Examples:
         if rows:
             write_holders(ctx, holders)
         if rows and rows[0].size_delta > 0:
-            hint(ctx.out, f"dumpheap -type {rows[0].name} -stat, then dumpheap -mt <MT> and gcroot <address> "
+            hint(ctx.out, f"dumpheap -type {typed(rows[0].name)} -stat, then dumpheap -mt <MT> and gcroot <address> "
                           "(leaks traces the top types)")
 
 
@@ -280,7 +176,8 @@ Examples:
   leaks /tmp/core.before
   leaks /tmp/core.before -top 1 --json"""
     options = (Option("-top", "how many growing types to explain (default 3)", parse_count, "n"),
-               Option("-type", "only types whose name contains this text", str, "partial name"),
+               Option("-type", "only types whose name contains this text (C#'s, the runtime's or a gcdump's "
+                      "spelling)", str, "partial name"),
                Option("-groups", "retention groups shown per type (default 5)", parse_count, "n"),
                Option("-holders", "holders of the growth shown (default 3)", parse_count, "n"),
                Option("--json", "print the result as JSON", dest="json"))
@@ -291,17 +188,9 @@ Examples:
         every = diff_snapshots(old, new)
         matching = filter_deltas(every, type_substring=args.type)
         holders = growth_holders(ctx, matching, args.holders or 3, every)
-        grown = [r for r in matching if r.size_delta > 0 and r.count_delta > 0][: args.top or 3]
-        heap = ctx.heap
-        ix = heap.index()
-        tree = RetentionTree(heap) if grown else None
-        report = []
-        for r in grown:
-            ids = [i for i, mt in enumerate(ix.method_tables.tolist()) if heap.types.name_of(mt) == r.name]
-            instances = np.nonzero(ix.mask_type_ids(ids))[0]
-            groups = tree.groups(instances)
-            unreached = len(instances) - sum(g.count for g in groups)
-            report.append((r, groups[: args.groups or 5], len(groups), unreached))
+        report = [(g.delta, list(g.groups), g.group_count, g.unreachable)
+                  for g in grown_types(ctx.heap, matching, args.top or 3, args.groups or 5)]
+        grown = [r for r, *_ in report]
         if args.json:
             emit_json(ctx.out, {"command": "leaks", "old": old.source, "new": new.source,
                                 **({"note": new.note} if new.note else {}),
@@ -335,7 +224,7 @@ Examples:
                 out.line(f"  ... {counted(ngroups - len(groups), 'more group')} (-groups <n> shows more)")
             if unreached:
                 out.line(f"  {counted(unreached, 'object')} no root reaches (garbage not yet collected)")
-        hint(out, f"dumpheap -type {grown[0].name} -stat gives its MethodTable, dumpheap -mt <MT> "
+        hint(out, f"dumpheap -type {typed(grown[0].name)} -stat gives its MethodTable, dumpheap -mt <MT> "
                   "lists every instance, gcroot <address> shows one's full chain")
 
 

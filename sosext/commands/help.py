@@ -27,8 +27,8 @@ FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Code", ("clru", "ip2md", "dumpil", "gcinfo", "ehinfo", "dumpsig", "dumpsigelem", "bpmd")),
     ("Diagnostics and set-up", ("eeversion", "runtimes", "sosstatus", "sosflush", "modules", "crashinfo", "clrma",
                                 "dumplog", "histinit", "histroot", "histobj", "histobjfind", "histstats",
-                                "histclear", "setclrpath", "setsymbolserver", "loadsymbols", "logging", "logopen",
-                                "logclose", "dbgout", "soshelp")),
+                                "histclear", "setclrpath", "setreader", "setsymbolserver", "loadsymbols",
+                                "logging", "logopen", "logclose", "dbgout", "soshelp")),
     ("sosext's own (not in SOS)", ("heapdiff", "leaks", "retained", "dominators", "report", "heapsnapshot",
                                    "sosext")),
 )

@@ -24,6 +24,8 @@ class SosextSettings(Command):
     details = ("sosext reads core files itself, so it needs the path of the core the debugger opened.\n"
                "It normally finds it; when it cannot, it says so and asks for this command.\n"
                "Without a path, shows the core file named so far.\n"
+               "In LLDB with no target, it also opens the core with the executable the core names\n"
+               "(lldb-16 opens an arm64 core on x86-64 only with its executable).\n"
                "Example:\n  sosext core /tmp/core.12345")
     options = (Option("-clear", "forget the named core file and use the one the debugger reports"),)
     positionals = (Positional("action", "what to set: core"),

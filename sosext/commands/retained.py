@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..clr.dominators import DominatorTree, HeldBy
 from ..clr.heap import ClrHeap
+from ..clr.typekeys import name_contains
 from ..clr.segments import Generation
 from ..errors import UsageError
 from ..render.json import emit_json
@@ -14,7 +15,7 @@ from .roots import parse_object_address, require_object
 
 def type_name(heap: ClrHeap, row: int) -> str:
     ix = heap.index()
-    return heap.types.name_of(int(ix.method_tables[ix.type_ids[row]]))
+    return heap.types.csharp_name_of(int(ix.method_tables[ix.type_ids[row]]))  # dumpheap's spelling
 
 
 def chain_json(heap: ClrHeap, tree: DominatorTree, chain: list[int]) -> list[dict]:
@@ -107,8 +108,9 @@ class Dominators(Command):
     details = """\
 Ranks every reachable object by retained size (its own size plus everything only it keeps
 alive) and shows the largest, each with its dominator chain up to the roots and the roots
-holding it. -type keeps objects whose type name contains the text (case-sensitive). Sizes
-are dumpheap's.
+holding it. -type keeps objects whose type name contains the text (case-sensitive), in any
+spelling: C#'s as printed (Dictionary<System.String, MyApp.Entry>+Entry[]), the runtime's
+(Dictionary`2+Entry[[...]]) or a gcdump's (Entry[System.String,MyApp.Entry][]). Sizes are dumpheap's.
 
 Examples:
   dominators
@@ -126,7 +128,7 @@ Examples:
             raise UsageError(f"-top must be at least 1: {args.top}")
         tree = heap.dominators(ctx.progress)
         if args.type is not None:
-            ids = [i for i, m in enumerate(ix.method_tables.tolist()) if args.type in heap.types.name_of(m)]
+            ids = [i for i, m in enumerate(ix.method_tables.tolist()) if name_contains(args.type, heap.types.name_of(m))]
             rows = tree.top(n, mask=ix.mask_type_ids(ids)) if ids else []
         else:
             rows = tree.top(n)

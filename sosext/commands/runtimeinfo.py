@@ -12,7 +12,9 @@ import sys
 from ..version import VERSION as __version__
 from ..clr.sourcelines import symbol_directories
 from ..render.json import emit_json
+from ..errors import SosError
 from ..render.text import safe_line as escape
+from ..targets.elfcore import host_arch
 from .base import Command, Option, Parsed, register
 from .context import CommandContext
 
@@ -32,7 +34,8 @@ class EEVersion(Command):
     details = """\
 As SOS: the runtime's file version (x.y.z.w: the build number is the patch release times 100
 plus a revision), the version text its build embeds (with the source commit), the GC mode
-(`Workstation mode` or `Server mode with N gc heaps`), and the extension's version.
+(`Workstation mode` or `Server mode with N gc heaps`), the extension's version, and which
+runtime reader answers and why (the DAC, or the contracts reader: docs/readers.md).
 
 Example:
   eeversion"""
@@ -46,13 +49,15 @@ Example:
         if args.json:
             emit_json(ctx.out, {"command": "eeversion", "version": info.version, "marker": marker,
                                 "server_gc": ctx.heap.is_server, "gc_heaps": len(ctx.heap.subheaps),
-                                "sosext_version": __version__})
+                                "sosext_version": __version__, "reader": rt.reader_name,
+                                "reader_reason": rt.reader_reason})
             return
         ctx.out.line(info.version)
         if marker:
             ctx.out.line(escape(marker))
         ctx.out.line(mode)
         ctx.out.line(f"SOS Version: sosext {__version__} (Python {sys.version.split()[0]})")
+        ctx.out.line(escape(f"Reader: {rt.reader_reason}"))
 
 
 @register
@@ -83,13 +88,16 @@ Example:
         if args.json:
             emit_json(ctx.out, {"command": "runtimes", "runtimes": [{
                 "id": 0, "kind": ".NET Core", "version": rt.info.version, "base": f"0x{module.base:x}",
-                "size": module.size, "build_id": build_id, "path": module.path, "dac": rt.location.dac_path,
-                "dac_trusted_by": rt.location.trusted_by}]})
+                "size": module.size, "build_id": build_id, "path": module.path, "dac": rt.location.dac_path or None,
+                "dac_trusted_by": rt.location.trusted_by or None, "reader": rt.reader_name}]})
             return
         index = f" index {build_id}" if build_id else ""
         ctx.out.line(f"#0 .NET Core runtime {rt.info.version} at {module.base:016X} size {module.size:08X}{index}")
         ctx.out.line(escape(f"    Runtime module path: {module.path}"))
         ctx.out.line(escape(f"    Runtime module directory: {os.path.dirname(module.path)}"))
+        if not rt.location.dac_path:
+            ctx.out.line(escape(f"    DAC: none loaded ({rt.reader_reason})"))
+            return
         why = "your setclrpath" if rt.location.trusted_by == "setclrpath" else "its location"
         ctx.out.line(escape(f"    DAC: {rt.location.dac_path} (trusted by {why})"))
 
@@ -116,9 +124,21 @@ Example:
             ctx.runtime.flush()
             ctx.out.line("Internal cached state reset")
             return
-        rt = ctx.runtime
-        ctx.out.line(escape(f"Target: {rt.target.describe()}"))
+        target = ctx.session.target()
+        ctx.out.line(escape(f"Target: {target.describe()}"))
+        arch, here = getattr(target, "arch", "x86_64"), host_arch()
+        if arch != here:
+            ctx.out.line(f"Architecture: {arch} (this machine: {here})")
+        try:
+            rt = ctx.runtime
+        except SosError as e:
+            # What needs no runtime reader still works (modules, threads, registers): say why
+            # the runtime is not read, instead of failing the status command itself.
+            ctx.out.line(escape(f"Runtime: not read: {e}"))
+            ctx.out.line(f"Python: {sys.version.split()[0]} ({os.path.dirname(os.__file__)}); sosext {__version__}")
+            return
         Runtimes.run(self, ctx, Runtimes.parse([]))  # type: ignore[arg-type]
+        ctx.out.line(escape(f"Reader: {rt.reader_reason}"))
         dirs = symbol_directories()
         ctx.out.line(escape("Symbol directories: " + (", ".join(dirs) if dirs else "none (setsymbolserver -directory adds one)")))
         ctx.out.line(escape(f"Heap index cache: {rt.index_dir or 'off'}"))

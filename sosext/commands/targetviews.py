@@ -21,6 +21,9 @@ from .threads import current_thread
 _ORDER = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
           "r14", "r15", "rip", "rflags", "cs", "ss")
 _ALIASES = {"eflags": "rflags"}
+# AArch64: the kernel's user_pt_regs (what an arm64 core's NT_PRSTATUS holds), x29 and x30
+# being the frame pointer and the link register.
+_ORDER_AARCH64 = tuple(f"x{i}" for i in range(31)) + ("sp", "pc", "pstate")
 
 
 @register
@@ -57,6 +60,8 @@ class Registers(Command):
 The registers of the current thread (the debugger's selected thread; in the CLI the one
 chosen with setthread), one "name = 0x<value>" line each: the general-purpose registers, rip,
 rflags, cs and ss (the debugger's own `register read` / `info registers` show the rest).
+On an AArch64 target (an arm64 core): x0-x30 (x29 is the frame pointer, x30 the link
+register), sp, pc and pstate, under the same names in every host.
 
 Example:
   registers"""
@@ -66,8 +71,10 @@ Example:
         thread = current_thread(ctx)
         if thread is None:
             raise SosError("the target has no threads")
-        regs = {_ALIASES.get(n, n): v for n, v in ctx.session.target().registers(thread.tid).items()}
-        names = [n for n in _ORDER if n in regs]
+        target = ctx.session.target()
+        regs = {_ALIASES.get(n, n): v for n, v in target.registers(thread.tid).items()}
+        order = _ORDER_AARCH64 if getattr(target, "arch", "x86_64") == "aarch64" else _ORDER
+        names = [n for n in order if n in regs]
         rows = ctx.out.table("registers", Cells((), ()), ("name", "value"))
         for n in names:
             rows.row(f"{n} = 0x{regs[n]:016x}", data=(n, regs[n]))

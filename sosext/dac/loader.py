@@ -14,14 +14,14 @@ import os
 import re
 import struct
 import threading
-from dataclasses import dataclass
 
-from ..errors import DacError, NotDotNetError
+from ..errors import DacError
+from ..readers.location import RUNTIME_MODULE, RuntimeLocation, find_runtime
 from ..targets.base import Module, Target
-from .elfsections import read_section, sections
+from ..targets.elfsections import read_section, sections
+from ..targets.elfsymbols import elf_build_id, file_build_id
 from .trust import check_elf_image, declared_runtime_info, printable, untrusted_reason
 
-RUNTIME_MODULE = "libcoreclr.so"
 DAC_NAME = "libmscordaccore.so"
 _VERSION_MARKER = re.compile(rb"@\(#\)Version ([0-9][0-9.]*)")
 _MARKER = re.compile(rb"@\(#\)Version [0-9][0-9.]*(?: @Commit: [0-9a-f]+)?")
@@ -46,19 +46,8 @@ def clr_path_override() -> str | None:
     return _clr_path_override
 
 
-@dataclass(frozen=True, slots=True)
-class DacLocation:
-    dac_path: str
-    runtime: Module  # libcoreclr.so as mapped in the target
-    version: str  # the DAC's file version, e.g. "10.0.1226.42308"
-    trusted_by: str = "location"  # "location" (judged safe) or "setclrpath" (the user's choice)
-
-
-def find_runtime(target: Target) -> Module:
-    for m in target.modules():
-        if m.name == RUNTIME_MODULE:
-            return m
-    raise NotDotNetError(f"no .NET runtime ({RUNTIME_MODULE}) is loaded in {target.describe()}")
+# The DAC reader's name for where the runtime and its DAC are (readers/location.py).
+DacLocation = RuntimeLocation
 
 
 # A runtime binary is a few MB; a path a core names could be anything (a huge sparse file).
@@ -92,51 +81,6 @@ def file_version(path: str) -> str | None:
     """The ``@(#)Version x.y.z.w`` marker the runtime's build embeds in every native binary."""
     m = _marker_match(path, _VERSION_MARKER)
     return m.group(1).decode() if m else None
-
-
-def elf_build_id(data: bytes | memoryview) -> bytes | None:
-    """The GNU build id from an ELF image's program headers (file or memory layout)."""
-    mv = memoryview(data)
-    if len(mv) < 64 or bytes(mv[:4]) != b"\x7fELF" or mv[4] != 2:
-        return None
-    phoff, = struct.unpack_from("<Q", mv, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", mv, 0x36)
-    for i in range(phnum):
-        off = phoff + i * phentsize
-        if off + 56 > len(mv):
-            return None
-        p_type, _flags, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from("<IIQQQQ", mv, off)
-        if p_type != 4:  # PT_NOTE
-            continue
-        # In a file p_offset locates the notes; in memory it is p_vaddr (relative to base for PIC).
-        for start in (p_offset, p_vaddr):
-            bid = _scan_notes(mv, start, p_filesz)
-            if bid:
-                return bid
-    return None
-
-
-def _scan_notes(mv: memoryview, start: int, size: int) -> bytes | None:
-    pos, end = start, min(start + size, len(mv))
-    while pos + 12 <= end:
-        namesz, descsz, ntype = struct.unpack_from("<III", mv, pos)
-        name_end = pos + 12 + ((namesz + 3) & ~3)
-        desc_end = name_end + ((descsz + 3) & ~3)
-        if desc_end > len(mv) or namesz > 256 or descsz > 4096:
-            return None
-        if ntype == 3 and bytes(mv[pos + 12:pos + 12 + namesz]).rstrip(b"\0") == b"GNU":
-            return bytes(mv[name_end:name_end + descsz])
-        pos = desc_end
-    return None
-
-
-def _file_build_id(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-    except OSError:
-        return None
-    return elf_build_id(head)
 
 
 def _target_build_id(target: Target, runtime: Module) -> bytes | None:
@@ -196,14 +140,14 @@ def _locate(target: Target) -> DacLocation:
 
     want = _target_build_id(target, runtime)
     local_runtime = os.path.join(directory, RUNTIME_MODULE)
-    have = _file_build_id(local_runtime)
+    have = file_build_id(local_runtime)
     if want and have and want != have:
         raise DacError(
             f"DAC mismatch: the target's {RUNTIME_MODULE} has build id {want.hex()}, "
             f"but {local_runtime} has {have.hex()}; setclrpath <dir> to the target's runtime")
     same_build = _same_build_file(want, (local_runtime, runtime.path))
 
-    dac_id = _file_build_id(real_dac)
+    dac_id = file_build_id(real_dac)
     declared = declared_runtime_info(target, runtime, same_build)
     if declared is not None and declared.dac_build_id and dac_id != declared.dac_build_id:
         raise DacError(f"DAC mismatch: {dac_path} has build id {dac_id.hex() if dac_id else 'none'}, but the "
@@ -223,7 +167,7 @@ def _locate(target: Target) -> DacLocation:
 def _same_build_file(build_id: bytes | None, candidates: tuple[str, ...]) -> str | None:
     """The first candidate file that is the target's runtime build (any, if its id is unknown)."""
     for path in candidates:
-        if os.path.isfile(path) and (build_id is None or _file_build_id(path) == build_id):
+        if os.path.isfile(path) and (build_id is None or file_build_id(path) == build_id):
             return path
     return None
 

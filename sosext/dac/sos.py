@@ -98,7 +98,10 @@ HANDLE_TYPES = {
 
 
 class SosDac:
-    """One DAC instance bound to one target. Create with :func:`open_dac`."""
+    """One DAC instance bound to one target (a readers/protocol.py RuntimeReader). Create with
+    :func:`open_dac`."""
+
+    name = "dac"
 
     def __init__(self, location: DacLocation, data_target: DataTarget, process: ComPtr) -> None:
         self.location = location
@@ -185,6 +188,10 @@ class SosDac:
     def flush(self) -> None:
         """Drop the DAC's cached view of target memory (after a live process ran)."""
         self._try(self.process, XCLR_PROCESS_FLUSH, ())
+
+    def rebind(self, target: Any) -> None:
+        """Read through ``target`` from now on (a new host wrapper of the same process)."""
+        self.data_target.target = target
 
     # -- GC heap ----------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from ..errors import DacError
 from ..targets.base import Module, Target
-from .elfsections import read_section, sections
+from ..targets.elfsymbols import exported_symbol
 
 RUNTIME_INFO_SYMBOL = "DotNetRuntimeInfo"
 _RUNTIME_INFO_SIGNATURE = b"DotNetRuntimeInfo\0"
@@ -217,77 +217,6 @@ def parse_runtime_info(blob: bytes) -> RuntimeInfo | None:
         return None
     version, = struct.unpack_from("<i", blob, 20)
     return RuntimeInfo(version, _module_index(blob, 24), _module_index(blob, 48), _module_index(blob, 72))
-
-
-_ELF64_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
-_ELF64_SEGMENT = struct.Struct("<IIQQQQQQ")
-_ELF64_SYMBOL = struct.Struct("<IBBHQQ")
-_SHT_DYNSYM = 11
-_PT_LOAD = 1
-_SHN_UNDEF = 0
-_MAX_SEGMENTS = 256
-
-
-def exported_symbol(image_path: str, name: str) -> tuple[int, int] | None:
-    """(st_value, lowest PT_LOAD p_vaddr) of a defined dynamic symbol in an ELF64 file, or None.
-
-    The file may be hostile (it sits where a core says): every offset is bounds-checked and any
-    parse failure means "not found". Reads only the headers, ``.dynsym`` and its string table
-    (elfsections.py), and looks for the name in the string table first: most runtimes do not
-    export it. Reading the whole 7 MB runtime cost ~30 ms, a pyelftools parse ~75 ms."""
-    try:
-        fd = os.open(image_path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return _find_dynamic_symbol(fd, name.encode())
-    except (OSError, struct.error, ValueError, IndexError, OverflowError):  # offsets from a hostile file
-        return None
-    finally:
-        os.close(fd)
-
-
-def _lowest_load(fd: int) -> int | None:
-    head = os.pread(fd, _ELF64_HEADER.size, 0)
-    (ident, _type, _machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum,
-     _shentsize, _shnum, _shstrndx) = _ELF64_HEADER.unpack(head)
-    if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
-        return None  # only little-endian ELF64, the hosts sosext runs on
-    if phentsize != _ELF64_SEGMENT.size or not 0 < phnum <= _MAX_SEGMENTS:
-        return None
-    table = os.pread(fd, phnum * phentsize, phoff)
-    loads = [vaddr for ptype, _fl, _off, vaddr, *_rest in _ELF64_SEGMENT.iter_unpack(table) if ptype == _PT_LOAD]
-    return min(loads) if loads else None
-
-
-def _find_dynamic_symbol(fd: int, name: bytes) -> tuple[int, int] | None:
-    first_load = _lowest_load(fd)
-    found = sections(fd) if first_load is not None else None
-    if found is None:
-        return None
-    for dynsym in found:
-        if dynsym.type != _SHT_DYNSYM or dynsym.entsize != _ELF64_SYMBOL.size or not 0 <= dynsym.link < len(found):
-            continue
-        strtab = read_section(fd, found[dynsym.link])
-        if strtab is None:
-            return None
-        # A linker may share a name's bytes with the tail of a longer one ("__libc_malloc"
-        # holds "malloc"), so every place the name ends a string is a candidate.
-        wanted, at = set(), strtab.find(name + b"\0")
-        while at >= 0:
-            wanted.add(at)
-            at = strtab.find(name + b"\0", at + 1)
-        if not wanted:
-            return None
-        table = read_section(fd, dynsym)
-        if table is None:
-            return None
-        table = table[:(len(table) // _ELF64_SYMBOL.size) * _ELF64_SYMBOL.size]
-        for st_name, _info_, _other, shndx, value, _size in _ELF64_SYMBOL.iter_unpack(table):
-            if st_name in wanted and shndx != _SHN_UNDEF and value:
-                return value, first_load
-        return None
-    return None
 
 
 def declared_runtime_info(target: Target, runtime: Module, image_path: str | None) -> RuntimeInfo | None:

@@ -337,8 +337,17 @@ IL_OFFSET_PROLOG = 0xFFFFFFFE
 IL_OFFSET_EPILOG = 0xFFFFFFFD
 
 
+def _require_dac(reader: object) -> None:
+    """These interfaces exist only in the DAC: another reader says so in one line."""
+    if getattr(reader, "name", "dac") != "dac":
+        from ..errors import ReaderUnsupported
+        raise ReaderUnsupported("stack walks, source lines and module images need the DAC: "
+                                "--reader dac (or setreader dac) answers them")
+
+
 def method_instance_by_address(dac: "SosDac", address: int) -> MethodInstance | None:
     """The (first) method instance whose native code holds ``address``, or None."""
+    _require_dac(dac)
     handle = ctypes.c_uint64(0)
     with dac.lock:
         hr = dac.process.call(PROCESS["StartEnumMethodInstancesByAddress"], (_A, _P, ctypes.POINTER(ctypes.c_uint64)),
@@ -360,6 +369,7 @@ def method_instance_by_address(dac: "SosDac", address: int) -> MethodInstance | 
 
 def task_by_os_thread_id(dac: "SosDac", os_tid: int) -> tuple[int, Task | None]:
     """The managed task running on OS thread ``os_tid``: (HRESULT, task or None)."""
+    _require_dac(dac)
     out = _P()
     with dac.lock:
         hr = dac.process.call(PROCESS["GetTaskByOSThreadID"], (_U32, _PP), os_tid, ctypes.byref(out))
@@ -371,6 +381,7 @@ def task_by_os_thread_id(dac: "SosDac", os_tid: int) -> tuple[int, Task | None]:
 def module_load_data(dac: "SosDac", module: int) -> st.GetModuleData | None:
     """How the runtime loaded module ``module`` (flat file or mapped image, its extent), through
     ISOSDacInterface::GetModule's IXCLRDataModule; None when the DAC does not say."""
+    _require_dac(dac)
     out = _P()
     with dac.lock:
         hr = dac.sos.call(SOS["GetModule"], (_A, _PP), module, ctypes.byref(out))

@@ -75,7 +75,7 @@ def type_table(heap: "ClrHeap", ret: Retention) -> list[dict[str, Any]]:
     rows = []
     for t in np.nonzero(counts)[0].tolist():
         mt = int(ix.method_tables[t])
-        row = {"name": heap.types.name_of(mt), "mt": mt, "count": int(counts[t]), "size": int(totals[t])}
+        row = {"name": heap.types.csharp_name_of(mt), "mt": mt, "count": int(counts[t]), "size": int(totals[t])}
         row["retained"] = int(ret.retained_by_type[t])
         rows.append(row)
     rows.sort(key=lambda r: (-r["size"], r["name"], r["mt"]))
@@ -97,7 +97,7 @@ def node_labels(heap: "ClrHeap", ret: Retention, tree: PathTree) -> list[str]:
         elif t == OTHER:
             out.append(f"other ({other:,} paths)")
         else:
-            out.append(heap.types.name_of(int(ix.method_tables[t])))
+            out.append(heap.types.csharp_name_of(int(ix.method_tables[t])))
     return out
 
 
@@ -134,7 +134,8 @@ def chain_records(heap: "ClrHeap", ret: Retention, row: int, limit: int = 40) ->
         if r < 0:
             out.append({"skipped": skipped})
             continue
-        rec = {"address": int(ix.addresses[r]), "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[r]]))}
+        rec = {"address": int(ix.addresses[r]),
+               "type": heap.types.csharp_name_of(int(ix.method_tables[ix.type_ids[r]]))}
         rec["retained"] = int(ret.retained[r])
         out.append(rec)
     return out
@@ -147,7 +148,7 @@ def holders(heap: "ClrHeap", ret: Retention, n: int = HOLDERS) -> list[dict[str,
     out = []
     for row in ret.top(n):
         out.append({"address": int(ix.addresses[row]),
-                    "type": heap.types.name_of(int(ix.method_tables[ix.type_ids[row]])),
+                    "type": heap.types.csharp_name_of(int(ix.method_tables[ix.type_ids[row]])),
                     "retained": int(ret.retained[row]), "size": int(sizes[row]),
                     "root": ret.held_by(row), "chain": chain_records(heap, ret, row)})
     return out
@@ -215,7 +216,7 @@ def growing_holders(heap: "ClrHeap", ret: Retention, types: list[dict[str, Any]]
     ``growth_holders``): for each object of a type whose bytes grew, the first object up its
     dominator chain whose type did not grow and is not a collection's internals."""
     ix = heap.index()
-    names = [heap.types.name_of(mt) for mt in ix.method_tables.tolist()]
+    names = [heap.types.csharp_name_of(mt) for mt in ix.method_tables.tolist()]
     grown = {t["name"] for t in types if t["size_delta"] > 0}
     growing = np.array([nm in grown for nm in names], dtype=bool)
     if not growing.any():

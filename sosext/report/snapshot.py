@@ -4,7 +4,7 @@ references and roots the runtime reported over EventPipe.
 The dominator tree is the core's own computation (``clr.dominators.compute``) over the
 snapshot's reference rows. What a snapshot lacks shows as such: no heap layout (segments,
 committed memory, free space), every object is live (its GC collected the rest), a root is
-named by its kind or a static's field name only, and type names are the events' spelling.
+named by its kind or a static's field name only, and type names are the events' (in C#'s spelling: a nested type without its enclosing types).
 """
 from __future__ import annotations
 
@@ -155,8 +155,9 @@ def folded_lines(dump: "GcDump") -> list[str]:
 
 
 def with_event_names(doc: dict[str, Any]) -> dict[str, Any]:
-    """A core's report document with its type names in the events' spelling (typekeys.py), so
-    a snapshot's report can take it as a baseline (and the other way round)."""
+    """A core's report document with its type names as a snapshot has them (typekeys.py: a nested
+    type without its enclosing types), so a snapshot's report can take it as a baseline (and the
+    other way round)."""
     for t in doc["types"]:
         t["name"] = key(t["name"])
     for p in doc["paths"]:

@@ -24,8 +24,20 @@ class Module:
     build_id: bytes | None = None
 
 
-# Register names follow Linux x86_64 user_regs_struct (lowercase); ARM64 uses x0..x30, sp, pc.
+# Register names follow Linux x86_64 user_regs_struct (lowercase); AArch64 those of the kernel's
+# user_pt_regs: x0..x30, sp, pc, pstate (normalize_registers maps LLDB's and GDB's own names).
 Registers = dict[str, int]
+
+# What LLDB (fp, lr, cpsr) and GDB (cpsr) call some AArch64 registers, and the kernel's names.
+_AARCH64_ALIASES = {"fp": "x29", "lr": "x30", "cpsr": "pstate"}
+
+
+def normalize_registers(arch: str, regs: Registers) -> Registers:
+    """``regs`` under the names the Target protocol uses for ``arch`` (a debugger's own names
+    for AArch64's frame pointer, link register and flags become x29, x30 and pstate)."""
+    if arch != "aarch64":
+        return regs
+    return {_AARCH64_ALIASES.get(n, n): v for n, v in regs.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,4 +282,4 @@ def modules_from_mappings(mappings: Iterable[tuple]) -> list[Module]:
 
 
 __all__ = ["Module", "ThreadInfo", "BreakpointHit", "Breakpoints", "OnHit", "MemoryRange", "Registers", "Target", "TargetBase",
-           "ProcessState", "STATE_ERRORS", "CHANGED_ERRORS", "modules_from_mappings"]
+           "ProcessState", "STATE_ERRORS", "CHANGED_ERRORS", "modules_from_mappings", "normalize_registers"]

@@ -1,4 +1,4 @@
-"""Native unwinding with a module's call frame information (.eh_frame), x86_64.
+"""Native unwinding with a module's call frame information (.eh_frame), x86_64 and AArch64.
 
 Every function of a native library compiled for Linux carries unwind rules in .eh_frame: for
 each instruction, how to compute the frame's canonical frame address (CFA: the stack pointer
@@ -22,12 +22,31 @@ from typing import Callable
 from .base import Module
 from .symbols import symbol_table
 
-# DWARF register numbers of x86_64 (System V psABI) and the return-address column.
-_X64 = {0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi", 6: "rbp", 7: "rsp",
-        8: "r8", 9: "r9", 10: "r10", 11: "r11", 12: "r12", 13: "r13", 14: "r14", 15: "r15"}
-_RA = 16
-_CALLEE_SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
 _DATAREL_SDATA4 = 0x3B
+
+
+@dataclass(frozen=True, slots=True)
+class _Abi:
+    """What unwinding needs of an architecture's DWARF register numbering (its psABI)."""
+
+    registers: dict[int, str]  # DWARF number -> the Target protocol's register name
+    ra_column: int             # the return-address column of its CIEs
+    ip: str
+    sp: str
+    callee_saved: tuple[str, ...]
+    ra_is_register: bool       # AArch64: the return address is x30 itself (kept when not saved)
+
+
+_ABIS = {
+    # System V x86-64 psABI: rax rdx rcx rbx rsi rdi rbp rsp r8-r15, return address column 16.
+    "x86_64": _Abi({0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi", 6: "rbp", 7: "rsp",
+                    8: "r8", 9: "r9", 10: "r10", 11: "r11", 12: "r12", 13: "r13", 14: "r14", 15: "r15"},
+                   16, "rip", "rsp", ("rbx", "rbp", "r12", "r13", "r14", "r15"), False),
+    # AArch64 DWARF: x0-x30 are 0-30, sp 31; the CIEs name x30 (the link register) as the
+    # return-address column; x19-x29 are callee-saved (AAPCS64).
+    "aarch64": _Abi({**{i: f"x{i}" for i in range(31)}, 31: "sp"},
+                    30, "pc", "sp", tuple(f"x{i}" for i in range(19, 31)), True),
+}
 
 
 class _Cfi:
@@ -120,29 +139,63 @@ class Step:
 
 
 def unwind_step(module: Module, regs: dict[str, int], read_pointer: Callable[[int], int],
-                leaf: bool) -> Step | None:
-    """The caller's registers, from the CFI of the function at regs["rip"] in ``module``; None
-    where the rules are missing or use DWARF expressions. ``leaf``: rip is the current
-    instruction (not a return address, which would be looked up one byte back)."""
-    found = cfi_for(module)
+                leaf: bool, arch: str = "x86_64") -> Step | None:
+    """The caller's registers, from the CFI of the function at the instruction pointer (rip,
+    or pc on AArch64) in ``module``; None where the rules are missing or use DWARF expressions.
+    ``leaf``: the pointer is the current instruction (not a return address, which would be
+    looked up one byte back)."""
+    abi = _ABIS.get(arch)
+    found = cfi_for(module) if abi is not None else None
     if found is None:
         return None
     cfi, link_base = found
-    ip = regs["rip"]
+    ip = regs[abi.ip]
     row = cfi.row(ip - (0 if leaf else 1) - module.base + link_base)
     if row is None:
         return None
     rule = row["cfa"]
-    if rule.expr is not None or rule.reg not in _X64 or _X64[rule.reg] not in regs:
+    names = abi.registers
+    if rule.expr is not None or rule.reg not in names or names[rule.reg] not in regs:
         return None
-    cfa = regs[_X64[rule.reg]] + rule.offset
-    ra_rule = row.get(_RA)
-    if ra_rule is None or ra_rule.type != "OFFSET":
-        return None
+    cfa = regs[names[rule.reg]] + rule.offset
     caller = dict(regs)
-    caller["rip"] = read_pointer(cfa + ra_rule.arg)
-    caller["rsp"] = cfa
-    for number, name in _X64.items():
-        if name in _CALLEE_SAVED and number in row and row[number].type == "OFFSET":
+    for number, name in names.items():
+        if (name in abi.callee_saved or number == abi.ra_column) and number in row \
+                and row[number].type == "OFFSET":
             caller[name] = read_pointer(cfa + row[number].arg)
-    return Step(cfa, caller["rip"], caller)
+    ra_rule = row.get(abi.ra_column)
+    if ra_rule is not None and ra_rule.type == "OFFSET":
+        return_address = read_pointer(cfa + ra_rule.arg)
+    elif abi.ra_is_register and (ra_rule is None or ra_rule.type == "SAME_VALUE"):
+        return_address = regs.get(names[abi.ra_column], 0)  # a leaf: lr was never saved
+    else:
+        return None
+    caller[abi.ip] = return_address
+    caller[abi.sp] = cfa
+    return Step(cfa, return_address, caller)
+
+
+def unwind_native(modules: list[Module], regs: dict[str, int], read_pointer: Callable[[int], int],
+                  arch: str, max_frames: int = 256) -> list[Step]:
+    """The thread's native frames from ``regs`` (its leaf frame first) while each lies in a
+    module with call frame information and the stack pointer rises; what a debugger's CFI
+    unwinder gives for the native part of a stack."""
+    abi = _ABIS.get(arch)
+    if abi is None or abi.ip not in regs or abi.sp not in regs:
+        return []
+    by_base = sorted(modules, key=lambda m: m.base)
+    bases = [m.base for m in by_base]
+    frames = [Step(regs[abi.sp], regs[abi.ip], dict(regs))]
+    leaf = True
+    while len(frames) < max_frames:
+        ip = frames[-1].ip
+        i = bisect.bisect_right(bases, ip) - 1
+        module = by_base[i] if i >= 0 and ip < by_base[i].base + by_base[i].size else None
+        if module is None:
+            break
+        step = unwind_step(module, frames[-1].regs, read_pointer, leaf, arch)
+        if step is None or step.sp < frames[-1].sp or (step.sp == frames[-1].sp and step.ip == ip) or not step.ip:
+            break
+        frames.append(step)
+        leaf = False
+    return frames

@@ -64,6 +64,9 @@ _REG_NAMES: dict[str, tuple[str, ...]] = {
 _REG_STRUCTS = {arch: struct.Struct(f"<{len(names)}Q") for arch, names in _REG_NAMES.items()}
 _ARCHES = {EM_X86_64: "x86_64", EM_AARCH64: "aarch64"}
 
+# Auxiliary vector keys (elf.h): where the executable's program headers and entry point are.
+_AT_PHDR, _AT_ENTRY = 3, 9
+
 # elf_prpsinfo (136 bytes on both 64-bit Linux ABIs).
 _PRPSINFO_SIZE = 136
 _PRPSINFO_PID = 24
@@ -691,6 +694,18 @@ class ElfCore:
         out.sort(key=lambda r: r.start)
         return out
 
+    def executable(self) -> str | None:
+        """The path of the process's executable: the file NT_FILE maps where the auxiliary
+        vector's AT_PHDR (its program headers) or AT_ENTRY lies; None when the core cannot tell."""
+        aux = dict(self.auxv)
+        for key in (_AT_PHDR, _AT_ENTRY):
+            address = aux.get(key)
+            if address:
+                for m in self.file_mappings:
+                    if m.start <= address < m.end:
+                        return m.path
+        return None
+
     def diag_info(self) -> DiagInfo | None:
         """createdump's DIAGINFOHEADER page, when the core has one."""
         data = bytes(self.read_partial(SPECIAL_DIAGINFO_ADDRESS, 40))
@@ -837,11 +852,10 @@ class CoreTarget(TargetBase):
         return self.core.truncation
 
     def unusable(self) -> str | None:
-        """One line saying why no runtime can be read from this core (truncated, another
-        architecture), or None. Checked before the DAC is asked, whose own error would mislead."""
-        note = foreign_arch_note(self.arch)
-        if note is not None:
-            return f"unsupported core file: {self.path} ({note})"
+        """One line saying why no runtime can be read from this core (truncated), or None.
+        Checked before a reader is asked, whose own error would mislead. A core of another
+        architecture is usable: the contracts reader reads it (clr/readerchoice.py), and the DAC
+        reader refuses a DAC of another machine before loading it (dac/trust.py)."""
         return self.truncation
 
     def describe(self) -> str:

@@ -27,7 +27,8 @@ import gdb  # type: ignore[import-not-found]
 
 from .. import interrupts
 from ..errors import Interrupted, TargetError
-from .base import STATE_ERRORS, Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
+from .base import (STATE_ERRORS, Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo,
+                   modules_from_mappings, normalize_registers)
 from .corefind import find_open_core
 from .disasm import Instruction
 from .procfs import W_X_HINT, ProcMemory, process_gone, read_maps, shared_mapping_at
@@ -86,12 +87,15 @@ def generation() -> int:
 
 # -- what GDB says about the selected inferior -------------------------------------------------
 
-def arch_of(inferior: "gdb.Inferior") -> str:
+def _gdb_arch_name(inferior: "gdb.Inferior") -> str:
     try:
-        name = inferior.architecture().name()
+        return inferior.architecture().name()
     except (gdb.error, AttributeError):
-        name = ""
-    return "aarch64" if name.startswith("aarch64") else "x86_64"
+        return ""
+
+
+def arch_of(inferior: "gdb.Inferior") -> str:
+    return "aarch64" if _gdb_arch_name(inferior).startswith("aarch64") else "x86_64"
 
 
 def connection_type(inferior: "gdb.Inferior") -> str:
@@ -209,6 +213,12 @@ class GdbTarget(TargetBase):
         if path is None:
             raise TargetError("cannot tell which core file GDB opened; name it with: sosext core <path>")
         core = CoreTarget(path)
+        if core.arch == "aarch64" and not _gdb_arch_name(self.inferior).startswith("aarch64"):
+            # A GDB built for x86-64 alone (Debian's gdb) reads an AArch64 core as i386 with
+            # no registers and process 1: say what to run instead of a mismatch of pids.
+            core.close()
+            raise TargetError(f"core file {path} is an AArch64 core, which this GDB cannot read "
+                              "(it has no AArch64 support): open it with gdb-multiarch EXE CORE")
         pid = _core_pid(core)
         if pid is not None and pid != self.pid:
             core.close()
@@ -404,7 +414,7 @@ class GdbTarget(TargetBase):
                 frame = gdb.newest_frame()
             except gdb.error:
                 return {}
-            return _read_frame_registers(frame, names)
+            return normalize_registers(self.arch, _read_frame_registers(frame, names))
 
     def selected_thread_tid(self) -> int | None:
         try:

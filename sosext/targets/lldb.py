@@ -13,7 +13,7 @@ import os
 import lldb  # type: ignore[import-not-found]
 
 from ..errors import TargetError
-from .base import Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings
+from .base import Module, OnHit, ProcessState, Registers, TargetBase, ThreadInfo, modules_from_mappings, normalize_registers
 from .corefind import find_open_core
 from .disasm import Instruction
 from .procfs import W_X_HINT, ProcMemory, process_gone, read_maps, shared_mapping_at
@@ -22,11 +22,39 @@ _RUNNING = (lldb.eStateRunning, lldb.eStateStepping, lldb.eStateLaunching, lldb.
 _GONE = (lldb.eStateInvalid, lldb.eStateExited, lldb.eStateUnloaded, lldb.eStateConnected)
 
 
+def _target_for_core(debugger: "lldb.SBDebugger", core_path: str) -> "lldb.SBTarget | None":
+    """A target for a core named with ``sosext core PATH`` when LLDB has none: LLDB 16 opens an
+    AArch64 core on x86-64 only together with its executable, which the core itself names
+    (the file NT_FILE maps at the auxiliary vector's AT_PHDR)."""
+    from .elfcore import ElfCore
+    try:
+        with ElfCore(core_path) as core:
+            exe = core.executable()
+    except TargetError:
+        return None
+    if exe is None or not os.path.isfile(exe):
+        return None
+    error = lldb.SBError()
+    target = debugger.CreateTarget(exe, None, None, False, error)
+    if not target or not target.IsValid():
+        return None
+    process = target.LoadCore(core_path)
+    if not process or not process.IsValid():
+        debugger.DeleteTarget(target)
+        return None
+    return target
+
+
 class LldbTarget(TargetBase):
     def __init__(self, debugger: "lldb.SBDebugger", core_path: str | None = None) -> None:
         target = debugger.GetSelectedTarget()
+        if (not target or not target.IsValid()) and core_path:
+            target = _target_for_core(debugger, core_path)
         if not target or not target.IsValid():
-            raise TargetError("no target: attach to a process (process attach -p PID) or load a core (target create -c CORE)")
+            # LLDB 16 makes no target of an AArch64 core on x86-64 without its executable
+            # ("Unsupported OS": it learns Linux from the executable), hence the second hint.
+            raise TargetError("no target: attach to a process (process attach -p PID) or load a core (target create -c CORE; "
+                              "an arm64 core on x86-64 needs its executable too: target create --core CORE EXE, or sosext core CORE)")
         process = target.GetProcess()
         if not process or not process.IsValid() or process.GetState() in (lldb.eStateInvalid, lldb.eStateExited,
                                                                            lldb.eStateDetached):
@@ -168,7 +196,7 @@ class LldbTarget(TargetBase):
                 if value is not None:
                     regs[reg.GetName()] = value
             break  # the first set holds the general-purpose registers
-        return regs
+        return normalize_registers(self.arch, regs)
 
     def selected_tid(self) -> int | None:
         """The thread selected with ``thread select`` (LLDB's current thread)."""

@@ -128,7 +128,7 @@ def runtime() -> NS:
     module = NS(address=MODULE, path="/app/App.dll")
     domain = NS(address=DOMAIN, name="clrhost",
                 assemblies=[NS(address=ASSEMBLY, name="/app/App.dll", modules=[module])])
-    rt = NS(target=mem, dac=Dac(), heap=Heap(), catalog=NS(app_domains=lambda: [domain]), has_gc_heap=True,
+    rt = NS(target=mem, reader=Dac(), heap=Heap(), catalog=NS(app_domains=lambda: [domain]), has_gc_heap=True,
             types=Heap.types, globals=NS(free_method_table=FREE_MT, string_method_table=STRING_MT,
                                          object_method_table=OBJECT_MT, array_method_table=0,
                                          exception_method_table=0))
@@ -171,10 +171,10 @@ def test_the_dac_only_sees_checked_addresses(address: int) -> None:
     rt = runtime()
     c = AddressClassifier(rt).classify(address)
     mem = rt.target
-    for mt in rt.dac.mt_calls:
+    for mt in rt.reader.mt_calls:
         raw = mem.read_partial(mt + MODULE_OFFSET, 8)
         assert mt in MTS or int.from_bytes(raw, "little") == MODULE, f"MethodTable query for {mt:x}"
-    for md in rt.dac.md_calls:
+    for md in rt.reader.md_calls:
         assert not (SEGMENT[0] <= md < SEGMENT[1] or STACK[0] <= md < STACK[1]) and md not in (MODULE, DOMAIN, ASSEMBLY)
         assert md not in MTS and not md & 7
     if c.kind is AddressKind.METHOD_TABLE:

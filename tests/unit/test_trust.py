@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from sosext.dac import loader  # noqa: E402
+from sosext.targets import elfsymbols  # noqa: E402
 from sosext.dac.trust import (check_elf_image, declared_runtime_info, parse_runtime_info,  # noqa: E402
                               untrusted_reason)
 from sosext.errors import DacError  # noqa: E402
@@ -145,7 +146,7 @@ class MappedFile(TargetBase):
         with open(path, "rb") as fh:
             self.loads = [(s["p_vaddr"], s["p_offset"], s["p_filesz"]) for s in ELFFile(fh).iter_segments()
                           if s["p_type"] == "PT_LOAD"]
-        self.build_id = loader.elf_build_id(self.data)
+        self.build_id = elfsymbols.elf_build_id(self.data)
 
     def read_partial(self, address: int, size: int) -> bytes:
         rva = address - self.base
@@ -248,7 +249,7 @@ def _pyelftools_symbol(path: str, name: str) -> tuple[int, int] | None:
 
 def test_exported_symbol_agrees_with_pyelftools() -> None:
     import glob
-    from sosext.dac.trust import exported_symbol
+    from sosext.targets.elfsymbols import exported_symbol
     runtime = os.path.dirname(os.path.realpath(shutil.which("dotnet") or "/usr/bin/dotnet"))
     libs = glob.glob(f"{runtime}/shared/Microsoft.NETCore.App/*/lib*.so")
     libc = [p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6") if os.path.exists(p)]
@@ -266,7 +267,7 @@ def test_exported_symbol_agrees_with_pyelftools() -> None:
 
 
 def test_exported_symbol_on_damaged_files(tmp_path: Path) -> None:
-    from sosext.dac.trust import exported_symbol
+    from sosext.targets.elfsymbols import exported_symbol
     libc = "/lib/x86_64-linux-gnu/libc.so.6"
     if not os.path.exists(libc):
         pytest.skip("needs an x86-64 libc to damage")

@@ -1,0 +1,432 @@
+"""ContractReader: the runtime read from its own data contracts, in pure Python.
+
+It answers the model's questions with the same records as the DAC reader (readers/records.py),
+field for field as the .NET 10 DAC fills them (dotnet/runtime ``src/coreclr/debug/daccess/
+request.cpp`` and ``request_svr.cpp``, as of .NET 10), quirks included, so that every command prints the same
+bytes whichever reader answers. What it reads:
+
+* the contract descriptor (descriptor.py): the Thread contract's types and the runtime's
+  globals (ThreadStore, AppDomain, the well-known MethodTables);
+* the GC's DAC variables (gcvars.py): heaps, generations, segments, finalization queues;
+* the GC's handle table (handles.py);
+* types, objects, fields, domains, assemblies and modules (typeanswers.py over the
+  RuntimeTypeSystem, Object, Exception, Loader and EcmaMetadata contracts).
+
+A question it cannot answer yet raises ``ReaderUnsupported`` naming ``--reader dac``. It loads
+no native code, so it reads cores of any architecture and runtimes whose DAC is missing or
+untrusted.
+"""
+from __future__ import annotations
+
+import itertools
+import struct
+from typing import Iterator
+
+from ..errors import ContractError, ReaderUnsupported, SosError
+from ..readers import records as rec
+from ..targets.base import Module, Target
+from .descriptor import ContractDescriptor, read_descriptor
+from .gcvars import GC_HEAP_SVR, GcDacVars, GcHeapView, runtime_gc_globals
+from .typeanswers import TypeAnswers
+
+# What typeanswers.py answers, under the DAC reader's method names.
+_TYPE_ANSWERS = frozenset(n for n in vars(TypeAnswers) if not n.startswith("_") and n != "forget")
+
+_MAX_THREADS = 100_000
+_FILL_POINTERS = 7  # DacpGcHeapDetails: NUMBERGENERATIONS + 3
+_DAC_GENERATIONS = 4  # DacpGcHeapDetails.generation_table
+_ALL_ONES = (1 << 64) - 1
+
+
+class ContractReader:
+    """One target's runtime, read through its contract descriptor and the GC's DAC variables."""
+
+    name = "contracts"
+    sos14 = True  # the statics questions of the DAC's ISOSDacInterface14 are answered (typeanswers.py)
+
+    def __init__(self, target: Target, runtime: Module, descriptor: ContractDescriptor | None = None) -> None:
+        self.target = target
+        self.runtime = runtime
+        self.descriptor = descriptor or read_descriptor(target, runtime)
+        self._gc: GcDacVars | None = None
+        self._gc_globals = None
+        self._types: TypeAnswers | None = None
+        self._stack_offset: int | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Forget what was read (a live process ran): everything is read again."""
+        self._gc = None
+        self._gc_globals = None
+        self._types = None
+        self._method_descs = None
+
+    @property
+    def types(self) -> TypeAnswers:
+        """The type-system and loader half (built on first use)."""
+        if self._types is None:
+            self._types = TypeAnswers(self.target, self.descriptor)
+        return self._types
+
+    def rebind(self, target: Target) -> None:
+        self.target = target
+        self.flush()
+
+    def unsupported(self, what: str) -> ReaderUnsupported:
+        return ReaderUnsupported(f"the contracts reader cannot answer {what} yet; --reader dac (or setreader dac) does")
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        # A DAC-reader method this reader lacks: a one-line error when called, not an AttributeError.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in _TYPE_ANSWERS:
+            return getattr(self.types, name)
+
+        def missing(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+            raise self.unsupported(_need_of(name))
+        return missing
+
+    @property
+    def gc_globals(self):  # type: ignore[no-untyped-def]
+        if self._gc_globals is None:
+            self._gc_globals = runtime_gc_globals(self.target, self.runtime, self.descriptor)
+        return self._gc_globals
+
+    @property
+    def gc(self) -> GcDacVars:
+        if self._gc is None:
+            self._gc = GcDacVars(self.target, self.gc_globals.gc_dac_vars)
+        return self._gc
+
+    @property
+    def is_server(self) -> bool:
+        return self.gc_globals.heap_type == GC_HEAP_SVR
+
+    @property
+    def uses_regions(self) -> bool:
+        gc = self.gc
+        if gc.uses_regions is None:
+            # Before build_variant said so: regions when generations 0 and 1 start apart.
+            view = self._view(gc.server_heaps()[0] if self.is_server else None)
+            gc.uses_regions = gc.generation(view, 0)[0] != gc.generation(view, 1)[0]
+        return gc.uses_regions
+
+    def _pointer(self, address: int, what: str) -> int:
+        return self.gc.read_pointer(address, what)
+
+    def _global_pointer(self, name: str) -> int:
+        """The pointer stored at the variable the descriptor's global ``name`` locates."""
+        return self._pointer(self.descriptor.global_value(name), name)
+
+    def _view(self, heap: int | None) -> GcHeapView:
+        if self.is_server:
+            if not heap or heap not in self.gc.server_heaps():
+                raise ContractError(f"{heap or 0:#x} is not a server GC heap")
+            return self.gc.heap_view(heap)
+        return self.gc.heap_view(0)
+
+    # -- GC heap ----------------------------------------------------------------------------
+
+    def gc_heap_data(self) -> rec.GcHeapData:
+        gc = self.gc
+        count = len(gc.server_heaps()) if self.is_server else 1
+        valid = gc.int_value("gc_structures_invalid_cnt") == 0
+        return rec.GcHeapData(int(self.is_server), int(valid), count, gc.read_u32(gc.var("max_gen"), "max_gen"))
+
+    def gc_heap_list(self, count: int) -> list[int]:
+        if not self.is_server:
+            raise ContractError("a workstation GC has no heap list")
+        return self.gc.server_heaps()[:count]
+
+    def gc_heap_details(self, heap: int) -> rec.GcHeapDetails:
+        if not self.is_server:
+            raise ContractError("a workstation GC has no per-heap details")
+        return self._details(self._view(heap))
+
+    def gc_heap_static_data(self) -> rec.GcHeapDetails:
+        if self.is_server:
+            raise ContractError("a server GC has no static heap data")
+        return self._details(self.gc.heap_view(0))
+
+    def _details(self, view: GcHeapView) -> rec.GcHeapDetails:
+        gc, g = self.gc, self.gc_globals
+        # The background GC's fields are reported only when the GC says it was built with it
+        # (build_variant), whatever the heap holds; with regions the saved-sweep pair is gone
+        # and the DAC marks that with -1.
+        if gc.background_gc:
+            state = gc.read_i32(gc.var("current_c_gc_state"), "c_gc_state") if gc.var("current_c_gc_state") else 0
+            mark_array, next_sweep = view.pointer("mark_array"), view.pointer("next_sweep_obj")
+            low, high = view.pointer("background_saved_lowest_address"), view.pointer("background_saved_highest_address")
+        else:
+            state, mark_array, next_sweep, low, high = 0, _ALL_ONES, 0, 0, 0
+        card_table = view.pointer("card_table") if view.heap else g.card_table
+        if self.uses_regions:
+            saved_seg, saved_start = _ALL_ONES, 0
+        elif gc.background_gc:
+            saved_seg, saved_start = view.pointer("saved_sweep_ephemeral_seg"), view.pointer("saved_sweep_ephemeral_start")
+        else:
+            saved_seg, saved_start = 0, 0
+        gens = tuple(rec.GenerationData(*gc.generation(view, i)) for i in range(_DAC_GENERATIONS))
+        fill = self._fill_pointers(view, _FILL_POINTERS) or (0,) * _FILL_POINTERS
+        return rec.GcHeapDetails(view.heap, view.pointer("alloc_allocated"), mark_array & _ALL_ONES, state, next_sweep,
+                                 saved_seg, saved_start, low, high, gens, view.pointer("ephemeral_heap_segment"),
+                                 tuple(fill), g.lowest_address, g.highest_address, card_table)
+
+    def _fill_pointers(self, view: GcHeapView, count: int) -> list[int] | None:
+        queue = view.pointer("finalize_queue")
+        if not queue:
+            return None
+        ps = self.target.pointer_size
+        raw = self.gc_bytes(queue, count * ps, "finalization queue")
+        return list(struct.unpack(f"<{count}{'Q' if ps == 8 else 'I'}", raw))
+
+    def gc_bytes(self, address: int, size: int, what: str) -> bytes:
+        from .gcvars import _read
+        return _read(self.target, address, size, f"the GC's {what}")
+
+    def heap_segment_data(self, segment: int) -> rec.HeapSegmentData:
+        gc = self.gc
+        s = gc.segment(segment)
+        view = gc.heap_view(s["heap"] if self.is_server else 0)
+        if self.is_server and not s["heap"]:
+            raise ContractError(f"heap segment {segment:#x} names no GC heap")
+        # The ephemeral segment's objects end where its heap allocates, not at its own mark.
+        eph = view.pointer("ephemeral_heap_segment")
+        mark = view.pointer("alloc_allocated") if segment == eph else s["allocated"]
+        return rec.HeapSegmentData(segment, s["allocated"], s["committed"], s["reserved"], s["used"], s["mem"],
+                                   s["next"], s["heap"] if self.is_server else 0, mark, s["flags"],
+                                   s["background_allocated"])
+
+    def number_generations(self) -> int | None:
+        return self.gc.total_generation_count
+
+    def generation_table(self, heap: int | None = None) -> list[rec.GenerationData] | None:
+        view = self._view(heap)
+        return [rec.GenerationData(*self.gc.generation(view, i)) for i in range(self.gc.total_generation_count)]
+
+    def finalization_fill_pointers(self, heap: int | None = None) -> list[int] | None:
+        return self._fill_pointers(self._view(heap), self.gc.total_generation_count + 2)
+
+    def global_allocation_context(self) -> tuple[int, int] | None:
+        at = self.gc_globals.global_alloc_context
+        if not at:
+            return None
+        d = self.descriptor
+        if d.has_field("EEAllocContext", "GCAllocationContext"):
+            at += d.field_offset("EEAllocContext", "GCAllocationContext")
+        ptr = self._pointer(at + d.field_offset("GCAllocContext", "Pointer"), "global allocation context")
+        limit = self._pointer(at + d.field_offset("GCAllocContext", "Limit"), "global allocation context")
+        return ptr, limit
+
+    def gc_dynamic_adaptation_mode(self) -> int | None:
+        gc = self.gc
+        if gc.minor < 4:
+            return None  # a GC from before DATAS was published (.NET 9: its DAC has no such question)
+        if not gc.dynamic_heap_count or not gc.var("dynamic_adaptation_mode"):
+            return -1  # the DAC's answer when the GC was built without DATAS
+        return gc.int_value("dynamic_adaptation_mode")
+
+    def oom_data(self, heap: int | None = None) -> rec.OomData | None:
+        view = self._view(heap)
+        at = view.field_address("oom_info") if view.heap else self.gc.var("oom_info")
+        if not at:
+            return None
+        raw = self.gc_bytes(at, 72, "out-of-memory record")
+        reason, alloc_size, _reserved, _allocated, gc_index, fgm, size, pagefile, loh_p = \
+            struct.unpack_from("<i4xQQQQi4xQQi", raw)
+        return rec.OomData(reason, alloc_size, pagefile, gc_index, fgm, size, loh_p)
+
+    def useful_globals(self) -> rec.UsefulGlobals:
+        return rec.UsefulGlobals(self._global_pointer("ObjectArrayMethodTable"), self._global_pointer("StringMethodTable"),
+                                 self._global_pointer("ObjectMethodTable"), self._global_pointer("ExceptionMethodTable"),
+                                 self._global_pointer("FreeObjectMethodTable"))
+
+    # -- threads (the Thread contract) -----------------------------------------------------------
+
+    def thread_store_data(self) -> rec.ThreadStoreData:
+        d = self.descriptor
+        store = self._global_pointer("ThreadStore")
+        if not store:
+            raise ContractError("the runtime has no thread store yet")
+
+        def i32(field: str) -> int:
+            return struct.unpack("<i", self.gc_bytes(store + d.field_offset("ThreadStore", field), 4, "thread store"))[0]
+        first_link = self._pointer(store + d.field_offset("ThreadStore", "FirstThreadLink"), "thread store")
+        first = self._thread_of_link(first_link)
+        return rec.ThreadStoreData(i32("ThreadCount"), i32("UnstartedCount"), i32("BackgroundCount"),
+                                   i32("PendingCount"), i32("DeadCount"), first,
+                                   self._global_pointer("FinalizerThread"), self._global_pointer("GCThread"), 0)
+
+    def _thread_of_link(self, link: int) -> int:
+        return link - self.descriptor.field_offset("Thread", "LinkNext") if link else 0
+
+    def thread_data(self, thread: int) -> rec.ThreadData:
+        d = self.descriptor
+
+        def off(field: str) -> int:
+            return thread + d.field_offset("Thread", field)
+
+        def u32(field: str) -> int:
+            return struct.unpack("<I", self.gc_bytes(off(field), 4, "Thread"))[0]
+        ptr, limit = 0, 0
+        locals_ = self._pointer(off("RuntimeThreadLocals"), "Thread")
+        if locals_:
+            ctx = locals_ + d.field_offset("RuntimeThreadLocals", "AllocContext")
+            if d.has_field("EEAllocContext", "GCAllocationContext"):
+                ctx += d.field_offset("EEAllocContext", "GCAllocationContext")
+            ptr = self._pointer(ctx + d.field_offset("GCAllocContext", "Pointer"), "allocation context")
+            limit = self._pointer(ctx + d.field_offset("GCAllocContext", "Limit"), "allocation context")
+        domain = self._global_pointer("AppDomain")
+        nested = 0
+        tracker = self._pointer(off("ExceptionTracker"), "Thread") if d.has_field("Thread", "ExceptionTracker") else 0
+        if tracker and d.has_field("ExceptionInfo", "PreviousNestedInfo"):
+            nested = self._pointer(tracker + d.field_offset("ExceptionInfo", "PreviousNestedInfo"), "exception info")
+        next_link = self._pointer(off("LinkNext"), "Thread")
+        return rec.ThreadData(u32("Id"), u32("OSId"), u32("State"), u32("PreemptiveGCDisabled"), ptr, limit,
+                              domain, domain, self._pointer(off("Frame"), "Thread"), 0xFFFFFFFF, nested, 0, 0,
+                              self._pointer(off("LastThrownObject"), "Thread"), self._thread_of_link(next_link))
+
+    def stack_limits(self, thread: int) -> tuple[int, int] | None:
+        """(base, limit) of the thread's stack, as the DAC answers (base above limit).
+
+        The Thread contract does not publish them; the runtime keeps them in
+        ``m_CacheStackBase``/``m_CacheStackLimit`` (threads.h), which follow ``m_Link`` (the
+        contract's LinkNext) directly in .NET 9 and 10 and after a 4-byte field in older
+        builds. Which, is measured once: the pair must bracket each thread's stack pointer
+        (from the core's registers), be page-aligned and span at most 1 GiB."""
+        if self._stack_offset is None:
+            self._stack_offset = self._measure_stack_offset()
+        at = thread + self.descriptor.field_offset("Thread", "LinkNext") + self._stack_offset
+        ps = self.target.pointer_size
+        return self._pointer(at, "Thread"), self._pointer(at + ps, "Thread")
+
+    def _measure_stack_offset(self) -> int:
+        ps = self.target.pointer_size
+        link = self.descriptor.field_offset("Thread", "LinkNext")
+        threads = [(addr, t.os_thread_id) for addr, t in itertools.islice(self.threads(), 16)]
+        sp_name = "sp" if getattr(self.target, "arch", "x86_64") == "aarch64" else "rsp"
+        for offset in (ps, 2 * ps):
+            confirmed, contradicted = 0, False
+            for addr, os_tid in threads:
+                base = self._pointer(addr + link + offset, "Thread")
+                limit = self._pointer(addr + link + offset + ps, "Thread")
+                if base == limit == 0:
+                    continue  # a thread that has not started
+                if not (limit < base <= limit + (1 << 30)) or (base | limit) & 0xFFF:
+                    contradicted = True
+                    break
+                try:
+                    sp = self.target.registers(os_tid).get(sp_name) if os_tid else None
+                except (SosError, NotImplementedError):
+                    sp = None
+                if sp is not None:
+                    if not limit <= sp < base:
+                        contradicted = True
+                        break
+                    confirmed += 1
+            if confirmed and not contradicted:
+                return offset
+        raise self.unsupported("stack limits (the Thread's cached stack bounds could not be located)")
+
+    def threads(self) -> Iterator[tuple[int, rec.ThreadData]]:
+        """Every runtime Thread with its data, following the store's list (bounded, cycle-safe)."""
+        addr = self.thread_store_data().first_thread
+        seen: set[int] = set()
+        while addr and addr not in seen and len(seen) < _MAX_THREADS:
+            seen.add(addr)
+            data = self.thread_data(addr)
+            yield addr, data
+            addr = data.next_thread
+
+    def stress_log_address(self) -> int | None:
+        """Where ``StressLog::theLog`` is: the descriptor's StressLog global points at it (.NET 10;
+        .NET 9's descriptor has no stress log)."""
+        if not self.descriptor.has_global("StressLog"):
+            raise self.unsupported("the stress log (this runtime's descriptor does not locate it)")
+        return self._global_pointer("StressLog") or None
+
+    # -- roots ------------------------------------------------------------------------------
+
+    def stack_references(self, os_tid: int) -> list[rec.StackRefData]:
+        """The references on a thread's managed frames (AArch64: stackwalk.py, stackrefs.py)."""
+        if self.target.arch != "aarch64":
+            raise self.unsupported("stack references on x86_64")
+        from .stackrefs import stack_references
+        for _addr, thread in self.threads():
+            if thread.os_thread_id == os_tid:
+                return stack_references(self._stack_walker(), os_tid, thread.frame)
+        raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
+
+    def method_desc_name(self, md: int) -> str | None:
+        """GetMethodDescName's text (methoddesc.py); None for kinds it does not name yet."""
+        names = getattr(self, "_method_descs", None)
+        if names is None:
+            from .methoddesc import MethodDescs
+            names = self._method_descs = MethodDescs(self.types)
+        try:
+            return names.name(md)
+        except ContractError:
+            return None
+
+    def stack_frames(self, os_tid: int) -> list:  # list[stackwalk.StackFrame]
+        """A thread's frames, innermost first: managed methods' and the runtime's Frames
+        (AArch64: stackwalk.py; what the DAC's IXCLRDataStackWalk gives the model)."""
+        if self.target.arch != "aarch64":
+            raise self.unsupported("stack walks on x86_64")
+        for _addr, thread in self.threads():
+            if thread.os_thread_id == os_tid:
+                return self._stack_walker().walk(os_tid, thread.frame)
+        return []
+        for seg in core.segments:
+            if sp and seg.start <= sp < seg.end:
+                return seg.start, seg.end
+        return None
+
+    def method_desc_from_ip(self, ip: int) -> int | None:
+        """The MethodDesc whose code holds ``ip`` (the ExecutionManager contract); AArch64."""
+        if self.target.arch != "aarch64":
+            raise self.unsupported("method desc from ip on x86_64")
+        try:
+            block = self._stack_walker().manager.code_block(ip)
+        except ContractError:
+            return None
+        return block.method_desc if block is not None else None
+
+    def register_name(self, register: int) -> str | None:
+        if self.target.arch != "aarch64":
+            raise self.unsupported("register names on x86_64")
+        from .stackrefs import register_name
+        return register_name(register)
+
+    def _stack_walker(self):  # type: ignore[no-untyped-def]
+        walker = getattr(self, "_walker", None)
+        if walker is None or walker.target is not self.target:
+            from .stackwalk import StackWalker
+            from .targetdata import TargetData
+            walker = self._walker = StackWalker(self.target, TargetData(self.target, self.descriptor))
+        return walker
+
+    def handles(self) -> list[rec.HandleData]:
+        from .handles import handle_table_handles
+        return handle_table_handles(self)
+
+
+# What a missing method is about, in the user's words (the prefix of the DAC reader's name).
+_NEEDS = (
+    (("method_table", "field_desc", "object_", "eeclass", "useful"), "type names, sizes and fields (MethodTables)"),
+    (("app_domain", "assembly", "module", "pe_file", "traverse_module", "domain_", "il_address"),
+     "modules and assemblies"),
+    (("method_desc", "code_header", "jit_", "traverse_eh", "tiered", "rejit", "pending_rejit", "code_heaps"),
+     "methods and jitted code"),
+    (("stack_", "frame_", "register_", "nested_exception", "exception_object"), "stacks and exceptions"),
+    (("sync_block",), "sync blocks"), (("threadpool",), "the thread pool"),
+    (("static_base", "thread_static"), "statics"), (("loader_", "traverse_loader"), "loader heaps"),
+)
+
+
+def _need_of(method: str) -> str:
+    for prefixes, need in _NEEDS:
+        if method.startswith(prefixes):
+            return f"{need} ({method})"
+    return method.replace("_", " ")
