@@ -143,9 +143,21 @@ def _analyze_snapshot(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _not_a_pid(path: str) -> None:
+    """``analyze 1234``: a process id where a core file belongs gets the way to a core."""
+    if not path.isdigit() or os.path.lexists(path):
+        return
+    from .ipc.client import pid_exists
+    if pid_exists(int(path)):
+        raise SosError(f"cannot open core file {path}: No such file or directory; {path} is a running process: "
+                       f"analyze takes a core file: write one with 'sosext collect {path}', or attach a debugger "
+                       f"(lldb-16 -p {path}, gdb -p {path})")
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from . import interrupts
     from .clr.gcdumpformat import is_gcdump
+    _not_a_pid(args.core)
     if is_gcdump(args.core):
         return _analyze_snapshot(args)
     _apply_clr_path(args)
@@ -321,8 +333,10 @@ def cmd_ps(args: argparse.Namespace) -> int:
 
 def cmd_counters(args: argparse.Namespace) -> int:
     """sosext counters PID: System.Runtime counters over an EventPipe session (no .NET tool)."""
+    from .ipc.client import parse_pid
     from .ipc.counters import monitor
     from .render.counters import CounterWriter
+    args.pid = parse_pid(args.pid)  # a bad pid in collect's words
     if args.duration is not None and not args.duration > 0:
         raise SosError(f"invalid duration {args.duration!r} (seconds, > 0)")
     from . import interrupts
@@ -347,6 +361,8 @@ def cmd_counters(args: argparse.Namespace) -> int:
 def cmd_gcdump(args: argparse.Namespace) -> int:
     """sosext gcdump PID -o FILE: a GC heap snapshot over EventPipe (like dotnet-gcdump)."""
     from .clr.gcdumpsnap import GcDump
+    from .ipc.client import check_not_stopped, find_socket, parse_pid
+    args.pid = parse_pid(args.pid)  # a bad pid in collect's words
     out = args.output or f"{args.pid}_{_stamp()}.gcdump.npz"
     if os.path.lexists(out):
         raise SosError(f"{out} exists; choose another name (snapshots are never overwritten)")
@@ -356,6 +372,8 @@ def cmd_gcdump(args: argparse.Namespace) -> int:
     def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
         interrupts.request()
     signal.signal(signal.SIGINT, on_sigint)
+    find_socket(args.pid)  # no such process, no socket, stopped: said before announcing a collection
+    check_not_stopped(args.pid)
     _eprint(f"Collecting a GC heap dump of process {args.pid} (this runs a full blocking GC)...")
     dump = GcDump.collect(args.pid, timeout=args.timeout, stop_flag=interrupts.recorded)
     dump.save(out)
@@ -455,6 +473,7 @@ def cmd_gcdump_leaks(args: argparse.Namespace) -> int:
     from .clr.snapshot import diff_snapshots, filter_deltas
     from .commands.diff import deltas_json
     from .render.counters import clean
+    from .render.numbers import counted
     opts = argparse.ArgumentParser(prog="sosext leaks", add_help=False)
     opts.add_argument("-top", type=int, default=3)
     opts.add_argument("-type")
@@ -477,23 +496,26 @@ def cmd_gcdump_leaks(args: argparse.Namespace) -> int:
             for r, groups, ngroups, unreached in report]}, indent=2))
         return 0
     _print(f"Growth from {old.source} to {new.source}:")
-    if new.note:
-        _print(new.note)
+    from .clr.snapshot import swapped_note
+    for note in (swapped_note(old, new), new.note):
+        if note:
+            _print(note)
     if not grown:
         _print("No type grew.")
     for r, groups, ngroups, unreached in report:
         _print("")
-        _print(f"{clean(r.name)}: {r.count_delta:+,} objects, {r.size_delta:+,} bytes "
-               f"(now {r.new_count:,} objects, {r.new_size:,} bytes)")
+        _print(f"{clean(r.name)}: {counted(r.count_delta, 'object', signed=True)}, "
+               f"{counted(r.size_delta, 'byte', signed=True)} "
+               f"(now {counted(r.new_count, 'object')}, {counted(r.new_size, 'byte')})")
         for g in groups:
-            _print(f"  {g.count:,} objects, {g.size:,} bytes, held by {clean(g.root)}:")
+            _print(f"  {counted(g.count, 'object')}, {counted(g.size, 'byte')}, held by {clean(g.root)}:")
             for k, name in enumerate(g.types):
                 _print(f"      {'   ' if k == 0 else '-> '}{clean(name)}")
             _print(f"      e.g. {g.example:x}")
         if ngroups > len(groups):
-            _print(f"  ... {ngroups - len(groups):,} more groups (-groups <n> shows more)")
+            _print(f"  ... {counted(ngroups - len(groups), 'more group')} (-groups <n> shows more)")
         if unreached:
-            _print(f"  {unreached:,} objects with no path from a reported root (the runtime holds some itself "
+            _print(f"  {counted(unreached, 'object')} with no path from a reported root (the runtime holds some itself "
                    "without reporting a root: interned strings, System.RuntimeType objects)")
     return 0
 
@@ -590,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  in MB, gen-N-gc-count as increments per interval. 'auto' picks metrics on .NET 9+.\n\n"
         "examples:\n  sosext counters 1234\n  sosext counters 1234 --interval 5 --format csv > counters.csv\n"
         "  sosext counters 1234 --duration 10 --format json | jq '.counters[]'")
-    ct.add_argument("pid", type=int)
+    ct.add_argument("pid", help="process id")  # checked as collect checks it, in one line
     ct.add_argument("--interval", type=float, default=1.0, help="seconds between readings (default 1)")
     ct.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
     ct.add_argument("--format", choices=["table", "csv", "json"], default="table")
@@ -605,7 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
         "field values, no strings' contents and no stacks either.",
         epilog="examples:\n  sosext gcdump 1234 -o before.gcdump.npz\n  sosext gcdump-stat before.gcdump.npz\n"
         "  sosext diff before.gcdump.npz after.gcdump.npz -top 10")
-    g.add_argument("pid", type=int)
+    g.add_argument("pid", help="process id")  # checked as collect checks it, in one line
     g.add_argument("-o", "--output", help="snapshot file (default <pid>_<time>.gcdump.npz here); never overwritten")
     g.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the dump (default 300)")
     g.set_defaults(func=cmd_gcdump)

@@ -25,7 +25,8 @@ the address found (an interior pointer).
 
 Output shown is compared line by line after normalising both sides: hex numbers (0x…, or six
 digits or more: addresses, MethodTables), decimal numbers (counts, sizes, pids, times) and
-short hex (thread ids) all become N, runs of blanks one blank, and trailing blank lines are dropped. Type names, command
+short hex (thread ids) all become N, the noun after a number its singular (1 group, 2 groups), runs of
+blanks one blank, and trailing blank lines are dropped. Type names, command
 names, messages and the number of lines must match. A line that is just `...` stands for any
 number of lines (the docs cut long output there). Paths: /tmp/lk (the tutorial's directory) is
 a private directory in the test, /path/to/sosext the checkout. The counts that matter (the
@@ -121,6 +122,9 @@ def steps(block: Block) -> list[Step]:
 
 
 _THREAD = re.compile(r"^(\s*Thread )[0-9a-fA-F]+:")  # gcroot's OS thread id, e.g. "fde": no digit
+# A masked count's noun, in the singular: sosext's own sentences agree with the number ("1 more
+# group", "2 more groups", "1 collection"), and the number is masked, so its grammar is too.
+_COUNTED = re.compile(r"\bN ((?:more |growing )?)([A-Za-z]+?)(ies|s)?\b")
 
 
 def normalise(line: str) -> str:
@@ -128,6 +132,7 @@ def normalise(line: str) -> str:
     line = _THREAD.sub(r"\1N:", line)
     line = _HEX.sub("N", line)
     line = _NUM.sub("N", line)
+    line = _COUNTED.sub(lambda m: f"N {m.group(1)}{m.group(2)}{'y' if m.group(3) == 'ies' else ''}", line)
     return " ".join(line.split())
 
 

@@ -17,7 +17,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from docblocks import _HEX, REPO, _key
+from docblocks import _HEX, REPO, _key, match
 
 
 def main(dump: str) -> int:
@@ -52,7 +52,7 @@ def _update_block(lines: list[str], fence: int, records: list[dict]) -> list[str
         while j < len(body) and not body[j].startswith(prompt):
             j += 1
         for a, b in zip(_HEX.findall(r["command"]), _HEX.findall(r["ran"])):
-            addresses.setdefault(_key(a), b)
+            addresses[_key(a)] = b   # the last record of a step is its final run (debugger blocks rerun)
         body = body[:i] + [prompt + r["command"]] + _shaped(body[i + 1:j], r["real"]) + body[j:]
     if addresses:
         def sub(m: re.Match) -> str:
@@ -70,11 +70,17 @@ def _update_block(lines: list[str], fence: int, records: list[dict]) -> list[str
 
 
 def _shaped(shown: list[str], real: list[str]) -> list[str]:
-    """The real output, cut where the doc cut it: a doc that shows the first few lines, `...`
-    and the last few keeps that shape (`…` alone on a line counts as a cut too)."""
+    """The real output, cut where the doc cut it. When the doc's lines still match the run's
+    (numbers masked), each shown line becomes the run's line it matched and every `...` stays
+    where it was (a doc that picks a row out of the middle keeps it); else the first few lines,
+    `...` and the last few (`…` alone on a line counts as a cut too)."""
     cuts = [k for k, ln in enumerate(shown) if ln.strip() in ("...", "…")]
     if not cuts:
         return real
+    pairs = match(shown, real)
+    if pairs is not None:
+        it = iter(pairs)
+        return ["..." if ln.strip() in ("...", "…") else next(it)[1] for ln in shown]
     head, tail = cuts[0], len(shown) - cuts[-1] - 1
     if head + tail >= len(real):
         return real

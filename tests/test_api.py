@@ -287,7 +287,7 @@ def test_a_live_process_has_no_stack_roots(heap_case: Live) -> None:
 
 
 def test_bad_input_is_one_sos_error(tmp_path) -> None:
-    with pytest.raises(sosext.SosError, match="no such core file"):
+    with pytest.raises(sosext.SosError, match="cannot open core file .*: No such file or directory"):
         sosext.open(tmp_path / "nothing.core")
     with pytest.raises(sosext.SosError, match="not both or neither"):
         sosext.open()
@@ -448,7 +448,7 @@ def test_doc_examples_run(heap_case: Live, tmp_path: Path) -> None:
                          stderr=subprocess.PIPE, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "objects on the heap" in out and "error: 10 is not a valid object" in out
+    assert "objects on the heap" in out and "error: 0x10 is not a valid object" in out
     assert "False\n" in out  # pid= has no stacks
     mine = own_types(heap_case.truth)
     assert f"{sum(t['count'] + t['deadCount'] for t in mine)} objects of my own types" in out

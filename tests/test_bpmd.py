@@ -78,7 +78,7 @@ def test_bpmd_stops_in_jitted_and_pending_methods(host: str, request, tmp_path: 
     assert len(lines[15]) == 2
     assert lines[16] == [f"error: No method '{FRESH}.NoSuch' in SosextDebuggee"]
     assert lines[17] == ["error: Failed to find module matching 'NoSuchModule.dll'."]
-    assert lines[18] == ["error: 1234 is not a MethodDesc"]
+    assert lines[18] == ["error: 0x1234 is not a MethodDesc"]
     assert lines[19][0].startswith("error: usage: bpmd [-nofuturemodule] <module name>")
     # -md finds the same method and breaks at the same code as the name did.
     assert lines[20][-2:] == [f"MethodDesc = {md['jittedMd']:016x}", lines[1][-1]]

@@ -8,7 +8,9 @@ as for a user who is not root (the `sosext` command in ~/.local/bin) and /tmp/lk
 debugger blocks run in lldb-16 / gdb with the block's own command line. A doc address in a typed
 command (an MT, an object) is replaced by the address the run printed on the matching line.
 With SOSEXT_DOCS_DUMP=FILE, each mismatch's exact output is appended to FILE as a JSON line
-(where, command, real), to paste into the doc.
+(where, command, real), to paste into the doc; with SOSEXT_DOCS_DUMP_EVERY=1 too, every step's
+output is, matched or not, so that tests/docs_update.py makes a doc's every number one run's
+(docs/leak-hunting.md is made so: tests/test_doc_consistency.py checks its numbers agree).
 """
 from __future__ import annotations
 
@@ -201,7 +203,8 @@ class Session:
 
 def _check(block: Block, step: Step, real: list[str], session: Session, ran: str | None = None) -> None:
     pairs = match(step.output, real)
-    if pairs is None and os.environ.get("SOSEXT_DOCS_DUMP"):
+    every = bool(os.environ.get("SOSEXT_DOCS_DUMP_EVERY"))
+    if (pairs is None or every) and os.environ.get("SOSEXT_DOCS_DUMP"):
         # For whoever updates the docs (tests/docs_update.py): what this run printed, exactly,
         # one JSON line per mismatch, with the command as typed in this run (its addresses).
         with open(os.environ["SOSEXT_DOCS_DUMP"], "a") as f:
@@ -304,6 +307,12 @@ def test_match_masks_addresses_and_numbers_only() -> None:
     assert match(shown, real + ["one line more"]) is None
     assert match(shown, real[:1]) is None
     assert match([], []) == [] and match([], ["anything"]) is None
+
+
+def test_match_masks_the_grammatical_number_of_a_count() -> None:
+    assert match(["  ... 1 more group (-groups <n> shows more)"], ["  ... 5 more groups (-groups <n> shows more)"])
+    assert match(["1 entry, 2 collections"], ["3 entries, 1 collection"])
+    assert match(["1 more group"], ["2 more grapes"]) is None
 
 
 def test_match_dots_stand_for_any_lines() -> None:

@@ -139,7 +139,7 @@ def misuse(truth: dict, places: dict[str, int]) -> list[tuple[str, list[str]]]:
         ("threadstate -1", ["error: invalid thread state: -1 (a hex number, the State column of clrthreads)"]),
         (f"dumpdomain {p['string']:x}", [f"error: {p['string']:016X} is not an AppDomain: it is an object "
                                          f"(System.String) (try dumpobj {p['string']:x})"]),
-        (f"verifyheap -segment {mt:x}", [f"error: {mt:x} is not a segment of the GC heap (see eeheap -gc): it is a "
+        (f"verifyheap -segment {mt:x}", [f"error: {mt:#x} is not a segment of the GC heap (see eeheap -gc): it is a "
                                          f"MethodTable (SosextDebuggee.HeapItemA) (try dumpmt {mt:x})"]),
     ]
 
@@ -249,7 +249,7 @@ def test_wrong_kinds_name_what_the_address_is(case: Case, host: str) -> None:
         assert len(e) == 1, (cmd, out[cmd].text)
         return e[0]
 
-    assert err(f"dumpobj {mt:x}").startswith(f"error: {mt:x} is not a valid object: it is a MethodTable "
+    assert err(f"dumpobj {mt:x}").startswith(f"error: {mt:#x} is not a valid object: it is a MethodTable "
                                              "(SosextDebuggee.HeapItemA) (try dumpmt")
     assert err(f"dumpdomain {mt:x}") == (f"error: {mt:016X} is not an AppDomain: it is a MethodTable "
                                          f"(SosextDebuggee.HeapItemA) (try dumpmt {mt:x})")
@@ -257,16 +257,16 @@ def test_wrong_kinds_name_what_the_address_is(case: Case, host: str) -> None:
         f"error: {p['string']:016X} is not an Assembly: it is an object (System.String) (try dumpobj {p['string']:x})")
     assert "is a Free object" in err(f"dumpassembly {p['free']:x}")
     assert "is a Free object" in err(f"dumpdomain {p['free']:x}")
-    assert err(f"dumpheap -mt {p['string']:x}").startswith(f"error: {p['string']:x} is not a MethodTable: it is an object")
+    assert err(f"dumpheap -mt {p['string']:x}").startswith(f"error: {p['string']:#x} is not a MethodTable: it is an object")
     assert err(f"dumpmt {p['methoddesc']:x}").startswith(f"error: {p['methoddesc']:016X} is not a MethodTable: "
                                                          "it is a MethodDesc")
     assert err(f"dumpmd {p['module']:x}").startswith(f"error: {p['module']:016X} is not a MethodDesc: it is a Module")
-    assert err(f"verifyheap -segment {mt:x}").startswith(f"error: {mt:x} is not a segment of the GC heap")
-    assert err(f"objsize -mt {p['string']:x}").startswith(f"error: {p['string']:x} is not a MethodTable")
+    assert err(f"verifyheap -segment {mt:x}").startswith(f"error: {mt:#x} is not a segment of the GC heap")
+    assert err(f"objsize -mt {p['string']:x}").startswith(f"error: {p['string']:#x} is not a MethodTable")
     inside = p["inside"]
-    assert err(f"dumpobj {inside:x}").startswith(f"error: {inside:x} is not a valid object: it is inside "
-                                                 f"{inside - 8:x} (System.Collections.Generic.List")
-    assert err(f"dumpobj {p['unmapped']:x}") == f"error: {p['unmapped']:x} is not a valid object: it is not readable in the target"
+    assert err(f"dumpobj {inside:x}").startswith(f"error: {inside:#x} is not a valid object: it is inside "
+                                                 f"{inside - 8:#x} (System.Collections.Generic.List")
+    assert err(f"dumpobj {p['unmapped']:x}") == f"error: {p['unmapped']:#x} is not a valid object: it is not readable in the target"
     # The right kinds still answer.
     assert out[f"dumpobj --json {p['free']:x}"].text.count('"name": "Free"') == 1
     assert out[f"dumpdomain {p['domain']:x}"].lines[1].startswith("Domain 1:")

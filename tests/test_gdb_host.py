@@ -606,9 +606,13 @@ def test_gdb_bang_do_and_sos_names(cores: dict[str, Path], debuggee: Debuggee) -
 
 def test_gdb_clashes_are_one_line_at_load() -> None:
     head: list[str] = []
-    out, = run_gdb(["sos u 0"], env={"SOSEXT_QUIET": "1"}, head=head)
+    out, = run_gdb(["sos u 0"], env={"SOSEXT_QUIET": "0"}, head=head)
     lines = head[0].splitlines()
-    assert lines == ["sosext: GDB keeps its own u; run sosext's as: sos <name> (e.g. sos u)"], head[0]
+    assert lines[1:] == ["sosext: GDB keeps its own u; run sosext's as: sos <name> (e.g. sos u)"], head[0]
+    assert lines[0].startswith("sosext ") and "loaded in GDB" in lines[0], head[0]
+    quiet: list[str] = []
+    run_gdb(["sos u 0"], env={"SOSEXT_QUIET": "1"}, head=quiet)
+    assert quiet[0] == "", quiet[0]  # SOSEXT_QUIET=1: not a line at load
     # `sos u` reaches sosext's clru, which needs a process (here there is none)
     assert out.strip() == "error: no process: attach to a process (attach PID) or load a core (gdb EXE CORE)"
 
@@ -654,7 +658,7 @@ def test_lldb_sos_names_never_run_another_command(cores: dict[str, Path], debugg
     assert listed and all(re.fullmatch(r"[* ]\d+ 0x[0-9A-F]{4,} \(\d+\)", ln) for ln in listed), threads
     assert_items(sos, debuggee.mt)
     assert ext.strip() == placeholder
-    assert placeholder_u.strip() == "error: 0000000000000000 is not a MethodDesc nor an address in managed code"
+    assert placeholder_u.strip() == "error: 0x0 is not a MethodDesc nor an address in managed code"
 
 
 def test_lldb_help_reads_well_and_names_complete() -> None:

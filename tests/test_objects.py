@@ -76,9 +76,9 @@ def bad_inputs(truth: dict) -> list[tuple[str, str]]:
         ("dumpobj zzz", "error: Invalid parameter zzz"),
         ("dumpobj 0", "error: Invalid parameter 0"),
         (f"dumpobj {holder + 0x10:x}",
-         f"error: {holder + 0x10:x} is not a valid object: it is inside {holder:x} (SosextDebuggee.FieldsHolder, "
+         f"error: {holder + 0x10:#x} is not a valid object: it is inside {holder:#x} (SosextDebuggee.FieldsHolder, "
          f"{truth['holder']['size']} bytes) at offset 0x10 (try dumpobj {holder:x})"),
-        (f"dumpobj {mt:x}", f"error: {mt:x} is not a valid object: it is a MethodTable (SosextDebuggee.FieldsHolder) "
+        (f"dumpobj {mt:x}", f"error: {mt:#x} is not a valid object: it is a MethodTable (SosextDebuggee.FieldsHolder) "
                             f"(try dumpmt {mt:x})"),
         ("name2ee NoSuchModule.dll NoSuch.Type", "error: Failed to find module matching 'NoSuchModule.dll'."),
         (f"name2ee {MODULE_FILE} NoSuch.Type",

@@ -643,7 +643,7 @@ def test_verifyobj_and_listnearobj(case: Case, host: str) -> None:
     assert lines[-1] == "Heap local consistency confirmed."
     inside = f"{a + 8:x}"
     assert case.out(host, f"verifyobj {inside}").errors == [
-        f"error: {inside} is not a valid object: it is inside {a:x} ({g['itemType']}, {item['size']} bytes) at offset 0x8"]
+        f"error: 0x{inside} is not a valid object: it is inside {a:#x} ({g['itemType']}, {item['size']} bytes) at offset 0x8"]
     near = case.out(host, f"listnearobj {inside}").text.splitlines()
     assert [ln.split()[:2] for ln in near[:2]] == [["Before:", f"{a:x}"], ["Next:", rows["Next:"][1]]]
     assert case.out(host, "verifyobj").errors == ["error: Missing object address"]

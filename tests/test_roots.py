@@ -281,9 +281,9 @@ def test_verifyheap_is_clean(case: Case, host: str) -> None:
 
 
 def test_bad_addresses_give_one_line(case: Case, host: str) -> None:
-    assert case.out(host, "gcroot 0x10").errors == ["error: 10 is not a valid object"]
+    assert case.out(host, "gcroot 0x10").errors == ["error: 0x10 is not a valid object"]
     start = int(case.truth['wrapperLeak']['chain'][0], 16)
     inside = case.out(host, f"gcroot {start + 8:x}").errors
-    assert len(inside) == 1 and f"is not a valid object: it is inside {start:x} (" in inside[0]
+    assert len(inside) == 1 and f"is not a valid object: it is inside {start:#x} (" in inside[0]
     assert inside[0].endswith(f"at offset 0x8 (try dumpobj {start:x})")
     assert case.out(host, "gcroot").errors == ["error: Could not parse target object address: 0"]

@@ -155,8 +155,8 @@ def open(core: str | os.PathLike[str] | None = None, *, pid: int | None = None,
         return _runtime(target, clr_path, has_registers=False, reader=reader)
     from ..targets.elfcore import CoreTarget
     path = os.fspath(core)
-    if not os.path.isfile(path):
-        raise TargetError(f"no such core file: {path}")
+    from ..targets.elfcore import check_core_file
+    check_core_file(path)  # in analyze's words
     target = CoreTarget(path, search_dirs=list(search_dirs) or None)
     return _runtime(target, clr_path, has_registers=True, workers=_workers(), reader=reader)
 

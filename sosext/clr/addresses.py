@@ -131,7 +131,7 @@ class AddressClass:
         if k is AddressKind.FREE:
             return f"it is a Free object (free space of {self.size} bytes in the GC heap)"
         if k is AddressKind.INTERIOR:
-            return (f"it is inside {self.start:x} ({self.name}, {self.size} bytes) "
+            return (f"it is inside {self.start:#x} ({self.name}, {self.size} bytes) "
                     f"at offset 0x{self.address - self.start:x}")
         if k is AddressKind.ALLOC_CONTEXT:
             return "it is in an allocation context (GC heap memory that holds no objects yet)"
@@ -152,7 +152,7 @@ class AddressClass:
 
     def error(self, wanted: str, show: str | None = None) -> SosError:
         """``<address> is not <wanted>: it is ... (try ...)``; ``show`` replaces the address text."""
-        text = f"{show or f'{self.address:x}'} is not {wanted}"
+        text = f"{show or f'{self.address:#x}'} is not {wanted}"
         desc = self.description()
         return SosError(f"{text}: {desc}{self.hint()}" if desc else text)
 

@@ -158,10 +158,10 @@ def is_ready_to_run(runtime: "ClrRuntime", module: int) -> bool:
 def method_by_desc(runtime: "ClrRuntime", md: int) -> MethodMatch:
     from .addresses import classifier
     if not classifier(runtime).is_method_desc(md):
-        raise SosError(f"{md:x} is not a MethodDesc")
+        raise SosError(f"{md:#x} is not a MethodDesc")
     data = runtime.method_desc_data(md)
     if data is None:
-        raise SosError(f"{md:x} is not a MethodDesc")
+        raise SosError(f"{md:#x} is not a MethodDesc")
     module = next((m for m in runtime.modules() if m.address == data.module_ptr), None)
     return MethodMatch(md, runtime.method_desc_name(md) or f"<MethodDesc {md:x}>",
                        module.file_name if module else "", data.module_ptr, data.token)

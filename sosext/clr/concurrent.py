@@ -49,13 +49,13 @@ def read_concurrent_dictionary(runtime: "ClrRuntime", address: int) -> Iterator[
     p = "_" if r.has_field(address, "_tables") else "m_"
     tables = r.read(address, p + "tables")
     if not r.is_object(tables):
-        raise SosError(f"ConcurrentDictionary at {address:x} has no {p}tables")
+        raise SosError(f"ConcurrentDictionary at {address:#x} has no {p}tables")
     buckets = r.read(tables, p + "buckets")
     if not r.is_object(buckets):
-        raise SosError(f"ConcurrentDictionary tables at {tables:x} has no {p}buckets")
+        raise SosError(f"ConcurrentDictionary tables at {tables:#x} has no {p}buckets")
     arr = runtime.reader.object_data(buckets)
     if arr is None or arr.object_type != 3:
-        raise SosError(f"{buckets:x} is not an array")
+        raise SosError(f"{buckets:#x} is not an array")
     element_mt = arr.element_type_handle
     wrapped = arr.element_type == ET.VALUETYPE  # .NET 8+: VolatileNode structs
     target = runtime.target
@@ -68,7 +68,7 @@ def read_concurrent_dictionary(runtime: "ClrRuntime", address: int) -> Iterator[
             seen.add(node)
             count += 1
             if count > _MAX_ITEMS:
-                raise SosError(f"ConcurrentDictionary at {address:x} has more than {_MAX_ITEMS} items: corrupt?")
+                raise SosError(f"ConcurrentDictionary at {address:#x} has more than {_MAX_ITEMS} items: corrupt?")
             yield DictionaryItem(_value(r, node, p + "key"), _value(r, node, p + "value"))
             node = r.read(node, p + "next")
 
@@ -120,7 +120,7 @@ def read_concurrent_queue(runtime: "ClrRuntime", address: int) -> Iterator[ClrVa
         slots = r.read(seg, "_slots")
         arr = runtime.reader.object_data(slots) if slots and r.is_object(slots) else None
         if arr is None or arr.object_type != 3:
-            raise SosError(f"ConcurrentQueue segment {seg:x} has no slots array")
+            raise SosError(f"ConcurrentQueue segment {seg:#x} has no slots array")
         smt = r.method_table(seg)
         ht = r.field(smt, "_headAndTail")
         if ht is None or not ht.type_mt:
@@ -132,11 +132,11 @@ def read_concurrent_queue(runtime: "ClrRuntime", address: int) -> Iterator[ClrVa
         if n and r.field(smt, "_frozenForEnqueues") is not None and r.read(seg, "_frozenForEnqueues"):
             tail -= 2 * n
         if n == 0 or n & (n - 1) or not 0 <= tail - head <= n:
-            raise SosError(f"ConcurrentQueue segment {seg:x} has an impossible head {head} and tail {tail}")
+            raise SosError(f"ConcurrentQueue segment {seg:#x} has an impossible head {head} and tail {tail}")
         for i in range(head, tail):
             count += 1
             if count > _MAX_ITEMS:
-                raise SosError(f"ConcurrentQueue at {address:x} has more than {_MAX_ITEMS} items: corrupt?")
+                raise SosError(f"ConcurrentQueue at {address:#x} has more than {_MAX_ITEMS} items: corrupt?")
             slot = arr.array_data_ptr + (i & (n - 1)) * arr.component_size
             yield _value(r, slot, "Item", arr.element_type_handle, value_class=True)
         seg = r.read(seg, "_nextSegment")

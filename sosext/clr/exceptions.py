@@ -121,7 +121,7 @@ def read_exception(runtime: "ClrRuntime", address: int) -> ClrExceptionInfo:
         raise NotAnException(address)
     data = dac.exception_object_data(address)
     if data is None:
-        raise SosError(f"the runtime gives no exception data for {address:x}")
+        raise SosError(f"the runtime gives no exception data for {address:#x}")
     message = _string(runtime, data.message)
     inner_type = None
     if data.inner_exception:

@@ -59,7 +59,7 @@ def parse_gcdesc(read, mt: int) -> GCDesc:
     """Read the GCDesc that precedes MethodTable ``mt``; ``read(addr, size)`` -> bytes."""
     n = struct.unpack("<q", bytes(read(mt - 8, 8)))[0]
     if n == 0 or abs(n) > _MAX_SERIES:
-        raise SosError(f"invalid GCDesc series count {n} for MethodTable {mt:x}")
+        raise SosError(f"invalid GCDesc series count {n} for MethodTable {mt:#x}")
     if n > 0:
         raw = bytes(read(mt - 8 - 16 * n, 16 * n))
         vals = struct.unpack(f"<{2 * n}Q", raw)

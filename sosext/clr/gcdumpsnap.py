@@ -142,7 +142,8 @@ class GcDump:
             acc[0] += s.count
             acc[1] += s.size
             acc[2] = tuple(dict.fromkeys((*acc[2], s.event_name)))
-        return HeapSnapshot(self.source(), {n: TypeTotal(n, c, sz, None, raw) for n, (c, sz, raw) in types.items()})
+        return HeapSnapshot(self.source(), {n: TypeTotal(n, c, sz, None, raw) for n, (c, sz, raw) in types.items()},
+                            taken=self.time)
 
     def retention(self, type_name: str, *, exact: bool = False,
                   groups: int = 5) -> tuple[list["RetentionGroup"], int, int]:

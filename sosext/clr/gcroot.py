@@ -79,7 +79,7 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
     ix = heap.index()
     target = ix.find(address)
     if target is None:
-        raise SosError(f"{address:x} is not a valid object")
+        raise SosError(f"{address:#x} is not a valid object")
     finder = PathFinder(heap, target)
     out: list[RootChain] = []
     for r in roots:

@@ -301,16 +301,16 @@ class ClrHeap:
         """One line saying why ``address`` is not an object: inside another object (the
         walk knows where objects are), outside the GC heap, or just not an object."""
         if self.segment_of(address) is None:
-            return f"{address:x} is not a valid object (the address is not in the GC heap)"
+            return f"{address:#x} is not a valid object (the address is not in the GC heap)"
         ix = self.index()
         i = ix.containing(address)
         if i is not None:
             start = int(ix.addresses[i])
             if start != address:
                 mt = ix.method_table_at(i)
-                return (f"{address:x} is not a valid object: it is inside {start:x} ({self.types.name_of(mt)}, "
+                return (f"{address:#x} is not a valid object: it is inside {start:#x} ({self.types.name_of(mt)}, "
                         f"{int(ix.sizes[i])} bytes) at offset 0x{address - start:x}")
-        return f"{address:x} is not a valid object"
+        return f"{address:#x} is not a valid object"
 
     def pieces(self, seg: ClrSegment) -> list[tuple[int, int]]:
         """The segment's object range minus the allocation contexts inside it."""

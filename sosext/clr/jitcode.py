@@ -81,7 +81,7 @@ def method_of(rt: "ClrRuntime", address: int) -> tuple[ClrMethod, int]:
         m = rt.methods.get(ch.method_desc_ptr) if ch is not None and ch.method_desc_ptr else None
         if m is not None:  # a precode stub of a method (the DAC knows its MethodDesc)
             return m, 0
-    raise SosError(f"{address:016x} is not a MethodDesc nor an address in managed code"
+    raise SosError(f"{address:#x} is not a MethodDesc nor an address in managed code"
                    + (f" ({c.description()})" if c.description() else ""))
 
 

@@ -226,7 +226,7 @@ class ModuleCatalog:
         md = self.metadata(module)
         if md is None:
             addr = module if isinstance(module, int) else module.address
-            raise SosError(f"the metadata of module {addr:016x} cannot be read from the target or its file")
+            raise SosError(f"the metadata of module {addr:#x} cannot be read from the target or its file")
         return md
 
     def _read_metadata(self, mod: ClrModule) -> MetadataReader | None:

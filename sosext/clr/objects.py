@@ -110,7 +110,7 @@ class ClrObject:
         if self._type is None:
             t = self.heap.types.get(self.method_table)
             if t is None:
-                raise SosError(f"{self.address:x} is not a valid object")
+                raise SosError(f"{self.address:#x} is not a valid object")
             self._type = t
         return self._type
 

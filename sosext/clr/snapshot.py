@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
@@ -43,6 +44,7 @@ class HeapSnapshot:
     source: str  # what was walked: "core file /x", "process 123"
     types: dict[str, TypeTotal]
     note: str = ""  # what the comparison of this snapshot with the other one cannot see, if anything
+    taken: float | None = None  # when the heap was as counted (a core's mtime, a gcdump's time), if known
 
     @property
     def total_count(self) -> int:
@@ -83,10 +85,10 @@ class HeapSnapshot:
             acc[1] += size
             acc[2] += held.get(mt, 0)
         return cls(source, {n: TypeTotal(n, c, s, r if retained else None, (raw[n],))
-                            for n, (c, s, r) in types.items()})
+                            for n, (c, s, r) in types.items()}, taken=taken_of(heap.runtime.target))
 
     def to_json(self) -> dict:
-        return {"schema": SNAPSHOT_SCHEMA, "source": self.source,
+        return {"schema": SNAPSHOT_SCHEMA, "source": self.source, "taken": self.taken,
                 "types": [{"name": t.name, "count": t.count, "size": t.size, "raw_names": list(t.raw_names),
                            **({} if t.retained is None else {"retained": t.retained})}
                           for t in sorted(self.types.values(), key=lambda t: t.name)]}
@@ -104,7 +106,7 @@ class HeapSnapshot:
                 types[name] = _merged(was, TypeTotal(name, t["count"], t["size"], t.get("retained"), raw))
             else:
                 types[name] = TypeTotal(name, t["count"], t["size"], t.get("retained"), raw)
-        return cls(doc["source"], types)
+        return cls(doc["source"], types, taken=doc.get("taken"))
 
 
 def _merged(a: TypeTotal, b: TypeTotal) -> TypeTotal:
@@ -112,6 +114,28 @@ def _merged(a: TypeTotal, b: TypeTotal) -> TypeTotal:
     retained = None if a.retained is None or b.retained is None else a.retained + b.retained
     return TypeTotal(a.name, a.count + b.count, a.size + b.size, retained,
                      tuple(dict.fromkeys(a.raw_names + b.raw_names)))
+
+
+def taken_of(target: object) -> float | None:
+    """When a target's heap was as it is: now for a live process, a core file's mtime (the
+    dump's end; a copy made with cp -p keeps it)."""
+    if getattr(target, "is_live", False):
+        return time.time()
+    core = getattr(target, "core", None)
+    path = getattr(core, "path", None) or getattr(target, "path", None)
+    try:
+        return os.stat(path).st_mtime if path else None
+    except OSError:
+        return None
+
+
+def swapped_note(old: HeapSnapshot, new: HeapSnapshot) -> str | None:
+    """One line when the baseline was taken after the heap it is compared with: growth then
+    reads as shrinking, and nothing else in the output says why."""
+    if old.taken is None or new.taken is None or old.taken <= new.taken:
+        return None
+    return (f"Note: the baseline {old.source} was written after {new.source}: are OLD and NEW swapped? "
+            "(sosext diff OLD NEW: the older dump first)")
 
 
 SNAPSHOT_LIMITS = ("a GC heap snapshot holds each live object's type and size and who references it: "
@@ -143,7 +167,8 @@ def align(core: HeapSnapshot, events: HeapSnapshot, prefer_core: bool = True) ->
             f"snapshot's GC collected the rest); types are matched as the events name them (a nested type "
             f"without the types enclosing it); "
             f"{SNAPSHOT_LIMITS}.")
-    return (HeapSnapshot(core.source, rekeyed(core), note), HeapSnapshot(events.source, rekeyed(events), note))
+    return (HeapSnapshot(core.source, rekeyed(core), note, core.taken),
+            HeapSnapshot(events.source, rekeyed(events), note, events.taken))
 
 
 def python_for_children() -> str:
@@ -158,8 +183,8 @@ class BaselineJob:
     """A baseline snapshot being computed by a child process."""
 
     def __init__(self, core: str, live_only: bool = False) -> None:
-        if not os.path.isfile(core):
-            raise SosError(f"no such core file: {core}")
+        from ..targets.elfcore import check_core_file
+        check_core_file(core)  # in analyze's words: "not a core file: X is a directory"
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")

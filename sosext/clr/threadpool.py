@@ -48,16 +48,24 @@ class ClrThreadPool:
 
 def read_threadpool(runtime: "ClrRuntime") -> ClrThreadPool | None:
     """The pool's state, or None when neither the managed pool nor the DAC can tell."""
+    found = read_threadpool_or_reason(runtime)
+    return found if isinstance(found, ClrThreadPool) else None
+
+
+def read_threadpool_or_reason(runtime: "ClrRuntime") -> ClrThreadPool | str:
+    """The pool's state, or why neither the managed pool nor the DAC can tell (one clause
+    each, for SOS's "Failed to obtain ThreadPool data." to say why)."""
     runtime.refresh()
     try:
         pool = _portable_pool(runtime)
-    except (SosError, MetadataError):
-        pool = None
-    if pool is not None:
+    except (SosError, MetadataError) as e:
+        pool = f"{PORTABLE_POOL} cannot be read ({e})"
+    if isinstance(pool, ClrThreadPool):
         return pool
     legacy = runtime.reader.threadpool_data()
     if legacy is None:
-        return None
+        return (f"{pool}, and the DAC gives no native thread-pool data (GetThreadpoolData; .NET 8 and later "
+                "DACs refuse it)")
     return ClrThreadPool("Legacy", legacy.cpu_utilization, legacy.num_working_worker_threads,
                          legacy.num_working_worker_threads + legacy.num_idle_worker_threads,
                          legacy.num_retired_worker_threads, legacy.min_limit_total_worker_threads,
@@ -107,21 +115,24 @@ class _CoreLib:
         return out
 
 
-def _portable_pool(runtime: "ClrRuntime") -> ClrThreadPool | None:
+def _portable_pool(runtime: "ClrRuntime") -> ClrThreadPool | str:
+    """The managed pool, or why it cannot be read."""
     corelib = _CoreLib(runtime)
     target = runtime.target
     mt = corelib.method_table(PORTABLE_POOL)
     if not mt:
-        return None
+        return f"{PORTABLE_POOL} is not loaded (the process has not used the thread pool yet)"
     fields = corelib.fields(mt)
     instance_field = fields.get("ThreadPoolInstance")
+    if instance_field is None:
+        return f"{PORTABLE_POOL} has no ThreadPoolInstance field in this runtime"
     static_base = getattr(runtime.reader, "static_base_address", None)
-    bases = static_base(mt) if instance_field is not None and static_base is not None else None
+    bases = static_base(mt) if static_base is not None else None
     if not bases or not bases[1]:
-        return None  # the pool was never created (or this DAC cannot locate statics)
+        return f"the statics of {PORTABLE_POOL} are not allocated (its class constructor has not run)"
     pool = target.read_pointer(bases[1] + instance_field.offset)
     if not pool:
-        return None
+        return f"{PORTABLE_POOL}.ThreadPoolInstance is null (the pool has not been created yet)"
 
     def field_address(obj_data: int, flds: dict[str, FieldDescData], name: str) -> int:
         f = flds.get(name)

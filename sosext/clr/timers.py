@@ -56,7 +56,7 @@ def _chain(reader: ObjectReader, head: int) -> Iterator[int]:
     cur = head
     while cur and cur not in seen and len(seen) < _MAX_TIMERS:
         if not reader.is_object(cur):
-            raise SosError(f"timer list leads to {cur:x}, which is not an object")
+            raise SosError(f"timer list leads to {cur:#x}, which is not an object")
         seen.add(cur)
         yield cur
         cur = reader.read(cur, "_next" if reader.has_field(cur, "_next") else "m_next")

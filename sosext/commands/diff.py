@@ -5,10 +5,11 @@ import shlex
 
 from ..clr import growth
 from ..clr.growth import HolderReport, grown_types, heap_snapshot
-from ..clr.snapshot import HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas
+from ..clr.snapshot import HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas, swapped_note
 from ..render.json import emit_json
 from ..render.output import hint
 from ..render.numbers import count as fmt_count
+from ..render.numbers import counted
 from ..render.table import Column, Integer, Table, TypeName
 from .base import Command, Option, Parsed, Positional, parse_count, register
 from .context import CommandContext
@@ -52,8 +53,9 @@ def write_holders(ctx: CommandContext, holders: list[HolderReport]) -> None:
         who = f"{h.name} {h.address:x}" if h.instances == 1 else f"{h.instances:,} x {h.name} (e.g. {h.address:x})"
         out.line(f"  {who}: retain{'s' if h.instances == 1 else ''} {h.retained:,} bytes{grew}")
         parts = ", ".join(f"{n} {c:,} ({b:,} bytes)" for n, c, b in h.types[:3])
-        more = f", {len(h.types) - 3} more types" if len(h.types) > 3 else ""
-        out.line(f"      hold{'s' if h.instances == 1 else ''} {h.objects:,} growing objects, {h.size:,} bytes: "
+        more = f", {counted(len(h.types) - 3, 'more type')}" if len(h.types) > 3 else ""
+        out.line(f"      hold{'s' if h.instances == 1 else ''} {counted(h.objects, 'growing object')}, "
+                 f"{counted(h.size, 'byte')}: "
                  f"{parts}{more}")
         if len(h.chain) > 1:
             out.line(f"      dominated by {' <- '.join(h.chain[1:])}")
@@ -70,8 +72,9 @@ def baseline_and_current(ctx: CommandContext, baseline: str) -> tuple[HeapSnapsh
 def write_deltas(ctx: CommandContext, old: HeapSnapshot, new: HeapSnapshot, rows: list[TypeDelta]) -> None:
     out = ctx.out
     out.line(f"Heap growth from {old.source} to {new.source}:")
-    if new.note:
-        out.line(new.note)
+    for note in (swapped_note(old, new), new.note):
+        if note:
+            out.line(note)
     signed = lambda: Column(14, True, _signed)  # noqa: E731
     if old.has_retained and new.has_retained:
         t = out.table("types", Table(Integer(), Integer(), signed(), Integer(), Integer(), signed(), signed(),
@@ -199,26 +202,28 @@ Examples:
             return
         out = ctx.out
         out.line(f"Growth from {old.source} to {new.source}:")
-        if new.note:
-            out.line(new.note)
+        for note in (swapped_note(old, new), new.note):
+            if note:
+                out.line(note)
         if not grown:
             out.line("No type grew.")
             return
         write_holders(ctx, holders)
         for r, groups, ngroups, unreached in report:
             out.line()
-            out.line(f"{r.name}: {r.count_delta:+,} objects, {r.size_delta:+,} bytes "
-                     f"(now {fmt_count(r.new_count)} objects, {fmt_count(r.new_size)} bytes)")
+            out.line(f"{r.name}: {counted(r.count_delta, 'object', signed=True)}, "
+                     f"{counted(r.size_delta, 'byte', signed=True)} "
+                     f"(now {counted(r.new_count, 'object')}, {counted(r.new_size, 'byte')})")
             for g in groups:
-                out.line(f"  {fmt_count(g.count)} objects, {fmt_count(g.size)} bytes, held by {g.root}:")
+                out.line(f"  {counted(g.count, 'object')}, {counted(g.size, 'byte')}, held by {g.root}:")
                 for k, (name, rep) in enumerate(zip(g.types, g.repeated)):
                     mark = " (repeated)" if rep else ""
                     out.line(f"      {'   ' if k == 0 else '-> '}{name}{mark}")
                 out.line(f"      e.g. {g.example:x} (gcroot {g.example:x} shows its full chain)")
             if ngroups > len(groups):
-                out.line(f"  ... {fmt_count(ngroups - len(groups))} more groups (-groups <n> shows more)")
+                out.line(f"  ... {counted(ngroups - len(groups), 'more group')} (-groups <n> shows more)")
             if unreached:
-                out.line(f"  {fmt_count(unreached)} objects no root reaches (garbage not yet collected)")
+                out.line(f"  {counted(unreached, 'object')} no root reaches (garbage not yet collected)")
         hint(out, f"dumpheap -type {typed(grown[0].name)} -stat gives its MethodTable, dumpheap -mt <MT> "
                   "lists every instance, gcroot <address> shows one's full chain")
 

@@ -219,7 +219,7 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         Option("-heap", "only objects of GC heap number n", parse_count, "n"),
         Option("-segment", "only objects of the segment at (or containing) this address", parse_address, "address"),
         Option("-live", "only objects reachable from a root (not with -dead)"),
-        Option("-dead", "only objects no root reaches (not with -live)"),
+        Option("-dead", "only objects no root reaches (not with -live); Free and frozen objects included"),
         Option("-thinlock", "list objects that hold a thin lock"),
         Option("-bycount", "sort the statistics by count instead of total size"),
         Option("-retained", "with -stat: add each type's retained bytes and sort by them"),
@@ -392,7 +392,7 @@ def check_heap_arguments(heap: ClrHeap, mt: int | None, segment: int | None) -> 
     if segment is not None and not any(segment_matches(s, segment) for s in heap.segments):
         c = classifier(heap.runtime).classify(segment)
         desc = c.description()
-        raise SosError(f"{segment:x} is not a segment of the GC heap (see eeheap -gc)" +
+        raise SosError(f"{segment:#x} is not a segment of the GC heap (see eeheap -gc)" +
                        (f": {desc}{c.hint()}" if desc and c.kind is not AddressKind.HEAP_GAP else ""))
 
 
@@ -498,7 +498,7 @@ Examples:
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         # A GC filter (a heap, a segment, a range) asks about the GC heap only.
-        gc_filter = args.heap is not None or bool(args.segment) or args.start is not None
+        gc_filter = args.heap is not None or args.segment is not None or args.start is not None
         show_loader = args.loader or not (args.gc or gc_filter)
         show_gc = args.gc or not args.loader
         total = _loader_section(ctx) if show_loader else 0
@@ -515,12 +515,12 @@ Examples:
         if args.heap is not None and not any(sh.index == args.heap for sh in heap.subheaps):
             raise SosError(f"No GC heap with index of {args.heap}")
         check_heap_arguments(heap, None, args.segment)
-        filtered = args.heap is not None or bool(args.segment) or start is not None
+        filtered = args.heap is not None or args.segment is not None or start is not None
 
         def keep(seg: ClrSegment) -> bool:
             if args.heap is not None and seg.heap != args.heap:
                 return False
-            if args.segment and not segment_matches(seg, args.segment):
+            if args.segment is not None and not segment_matches(seg, args.segment):
                 return False
             if start is not None and not (committed_start(seg) < (end or 1 << 64) and seg.committed > start):
                 return False
@@ -700,7 +700,9 @@ class GCHeapStat(Command):
     usage = "gcheapstat [-unreachable | -iu]"
     details = """\
 Rows per GC heap and a Total row; columns gen0, gen1, gen2, LOH, POH. Free space counts
-the Free objects; with -iu also the bytes of objects no root reaches.
+the Free objects; with -iu also the bytes of objects no root reaches in the GC heap.
+dumpheap -stat -dead's total is larger: it counts Free objects and the frozen (NonGC) heap's
+unreferenced objects as well (Free row + frozen segment + this Total).
 
 Examples:
   gcheapstat

@@ -329,7 +329,7 @@ Example:
         except UsageError:
             raise UsageError(f"Could not parse end address: {args.end or ''}") from None
         if end - start > RANGE_MAX:
-            raise UsageError(f"range {start:x}-{end:x} is larger than {RANGE_MAX >> 20} MiB")
+            raise UsageError(f"range {start:#x}-{end:#x} is larger than {RANGE_MAX >> 20} MiB")
         heap = ctx.heap
         ix = heap.index(ctx.progress)
         live = live_without_finalizer_queue(heap) if args.nofinalizer else heap.live(ctx.progress)

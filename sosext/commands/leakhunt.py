@@ -556,6 +556,9 @@ Examples:
             emit_json(ctx.out, {"command": "dumpasync", "stacks": [self._stack_json(graph, o) for o in tops]})
             return
         out = ctx.out
+        if not tops:
+            # SOS prints nothing here; an empty answer reads like a failure, so say what was looked for.
+            out.line(self._nothing_found(args))
         for n, top in enumerate(tops, 1):
             out.line(f"STACK {n}")
             depth = 0
@@ -574,6 +577,15 @@ Examples:
                     if args.fields:
                         self._fields(ctx, o, d + 4)
             out.line()
+
+    @staticmethod
+    def _nothing_found(args: Parsed) -> str:
+        what = "async stacks" if not args.tasks else "async or task stacks"
+        filtered = args.address is not None or args.methodtable is not None or args.type is not None
+        more = [] if args.tasks else ["--tasks adds chains of tasks alone"]
+        more += [] if args.completed else ["--completed adds completed tasks"]
+        return (f"No {what}{' match the filter' if filtered else ' on the heap'}"
+                + (f" ({'; '.join(more)})." if more else "."))
 
     @staticmethod
     def _fields(ctx: CommandContext, o, depth: int) -> None:  # type: ignore[no-untyped-def]

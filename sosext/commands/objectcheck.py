@@ -43,7 +43,7 @@ Example:
         ix = heap.index(ctx.progress)
         for e in ix.errors:
             if e.address == address:
-                raise SosError(f"object 0x{address:x} does not have valid method table ({e.method_table:x})")
+                raise SosError(f"object 0x{address:x} does not have valid method table ({e.method_table:#x})")
         i = ix.find(address)
         if i is None:
             raise SosError(heap.explain_non_object(address))

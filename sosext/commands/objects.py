@@ -104,7 +104,7 @@ def checked_object(ctx: CommandContext, address: int) -> ObjectData:
     classifier(ctx.runtime).require_object(address)
     data = ctx.runtime.object_data(address)
     if data is None or (data.object_type != OBJ_FREE and ctx.heap.types.get(data.method_table) is None):
-        raise SosError(f"{address:x} is not a valid object")
+        raise SosError(f"{address:#x} is not a valid object")
     return data
 
 
@@ -537,7 +537,7 @@ Example:
         if mt == ctx.heap.free_mt:
             raise SosError("Free MethodTable")
         if not cls.readable(address, 1):
-            raise SosError(f"{address:x} is not readable in the target")
+            raise SosError(f"{address:#x} is not readable in the target")
         ctx.out.record(valuetype_lines(ctx, mt, address))
 
 

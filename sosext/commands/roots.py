@@ -114,7 +114,7 @@ def require_object(heap: ClrHeap, address: int) -> int:
     classifier(heap.runtime).require_object(address)
     i = heap.index().find(address)
     if i is None:
-        raise SosError(f"{address:x} is not a valid object")
+        raise SosError(f"{address:#x} is not a valid object")
     return i
 
 

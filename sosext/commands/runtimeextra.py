@@ -286,7 +286,7 @@ Example:
             return
         alc_data = rt.object_data(alc) if classifier(rt).object_or_none(alc) is not None else None
         if alc_data is None:
-            raise SosError(f"the AssemblyLoadContext {alc:x} of {address:x} is not a valid object")
+            raise SosError(f"the AssemblyLoadContext {alc:#x} of {address:#x} is not a valid object")
         ctx.out.record(object_lines(ctx, alc, alc_data))
 
 

@@ -15,7 +15,7 @@ from ..clr.objects import method_table_of
 from ..clr.rawstack import RawFrame
 from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.stacks import ClrStack, ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
-from ..clr.threadpool import read_threadpool
+from ..clr.threadpool import read_threadpool_or_reason
 from ..clr.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id, thread_store
 from ..errors import SosError, UsageError
 from ..render.text import safe_line
@@ -779,10 +779,12 @@ Example:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         if args.ti or args.wi or args.stat:
             raise SosError("threadpool -ti, -wi and -stat are not supported by sosext yet")
-        pool = read_threadpool(ctx.runtime)
+        pool = read_threadpool_or_reason(ctx.runtime)
         out = ctx.out
-        if pool is None:
+        if isinstance(pool, str):
+            # SOS's line, then why: a bare failure leaves the user guessing.
             out.record_line("Failed to obtain ThreadPool data.")
+            out.record_line(f"Why: {pool}.")
             return
         out.record_line(f"Using the {pool.kind} thread pool.")
         out.record_line()

@@ -34,7 +34,7 @@ from ..session import Session
 from ..targets.gdb import NO_PROCESS, GdbTarget, connection_type, core_file_of_gdb
 from ..commands.complete import option_names, value_completions
 from ..commands.sos_names import all_names
-from .common import execute, load_banner
+from .common import execute, load_banner, quiet
 
 _session: Session | None = None
 _targets: dict[tuple, GdbTarget] = {}
@@ -367,7 +367,7 @@ def gdb_init() -> list[str]:
     banner = load_banner("GDB")
     if banner is not None:
         gdb.write(banner + "\n")
-    if newly_shadowed:
+    if newly_shadowed and not quiet():  # SOSEXT_QUIET=1: nothing at load (soshelp says it too)
         gdb.write("sosext: GDB keeps its own " + ", ".join(sorted(newly_shadowed))
                   + "; run sosext's as: sos <name> (e.g. sos " + sorted(newly_shadowed)[0] + ")\n",
                   gdb.STDERR)

@@ -18,11 +18,34 @@ def clean(text: str) -> str:
 
 
 def number(v: float | None) -> str:
+    """As dotnet-counters writes a value (##,###,##0.###): thousands separators, at most three
+    decimals (36.4326 -> 36.433)."""
     if v is None or not math.isfinite(v):
         return "-" if v is None else str(v)
     if v == int(v) and abs(v) < 1e18:
         return f"{int(v):,}"
-    return f"{v:,.4f}".rstrip("0").rstrip(".")
+    text = f"{v:,.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+# The runtime names units in UCUM (the meter's "By", "s", "{collection}") or in its EventCounters'
+# words ("B", "MB", "%"); a person reads bytes and collections. CSV and JSON keep the runtime's.
+_UNIT_WORDS = {"By": ("byte", "bytes"), "B": ("byte", "bytes"), "count": ("", ""), "1": ("", "")}
+
+
+def human_unit(unit: str, value: float | None = None) -> str:
+    """``By`` -> bytes, ``{collection}`` -> collections, ``{work_item}`` -> work items (singular
+    after a value of 1); the rest as given."""
+    unit = clean(unit)
+    one = value is not None and abs(value) == 1
+    if unit in _UNIT_WORDS:
+        return _UNIT_WORDS[unit][0 if one else 1]
+    if unit.startswith("{") and unit.endswith("}") and len(unit) > 2:
+        word = unit[1:-1].replace("_", " ")
+        if one or word.endswith("s"):
+            return word
+        return word[:-1] + "ies" if word.endswith("y") and word[-2:-1] not in "aeiou" else word + "s"
+    return unit
 
 
 def label(s: CounterSample) -> str:
@@ -49,7 +72,7 @@ class CounterWriter:
         if not self.tty:
             for s in rows:
                 rate = "" if s.rate is None else f"  ({number(s.rate)}/{self.interval:g}s)"
-                unit = f" {clean(s.unit)}" if s.unit else ""
+                unit = f" {human_unit(s.unit, s.value)}" if human_unit(s.unit) else ""
                 self.out.write(f"{_stamp(iv.time)}  {label(s)}  {number(s.value)}{unit}{rate}\n")
             return
         width = max([len(label(s)) for s in rows] + [20])
@@ -58,7 +81,7 @@ class CounterWriter:
         lines.append(f"{'Counter':<{width}}  {'Value':>18}  {'Change':>14}  Unit")
         for s in rows:
             rate = "" if s.rate is None else number(s.rate)
-            lines.append(f"{label(s):<{width}}  {number(s.value):>18}  {rate:>14}  {clean(s.unit)}")
+            lines.append(f"{label(s):<{width}}  {number(s.value):>18}  {rate:>14}  {human_unit(s.unit)}")
         self.out.write("\x1b[H\x1b[J" + "\n".join(lines) + "\n")
 
     def _csv(self, iv: CounterInterval) -> None:

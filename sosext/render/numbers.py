@@ -33,6 +33,14 @@ def count(v: Any) -> str:
     return "" if v is None else f"{int(v):,}"
 
 
+def counted(n: int, noun: str, plural: str | None = None, *, signed: bool = False) -> str:
+    """``1 group``, ``2 groups``, ``+1 object``: sosext's own sentences (SOS's tables keep SOS's
+    "1 objects"). ``noun`` may hold words before the counted one: ``growing object``."""
+    many = plural or (noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s")
+    number = f"{n:+,}" if signed else f"{n:,}"
+    return f"{number} {noun if abs(n) == 1 else many}"
+
+
 def hex_and_dec(value: int) -> str:
     """``0x1000 (4096)`` as eeheap prints sizes."""
     return f"0x{value:x} ({value})"

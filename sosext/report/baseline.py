@@ -14,8 +14,8 @@ from ..errors import SosError
 
 class BaselineReport:
     def __init__(self, core: str) -> None:
-        if not os.path.isfile(core):
-            raise SosError(f"no such core file: {core}")
+        from ..targets.elfcore import check_core_file
+        check_core_file(core)  # in analyze's words
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")

@@ -345,17 +345,7 @@ class ElfCore:
     # -- opening and parsing ------------------------------------------------------------
 
     def _map_core(self) -> tuple[mmap.mmap, memoryview]:
-        try:
-            st = os.stat(self.path)
-        except OSError as e:
-            raise TargetError(f"cannot open core file {self.path}: {e.strerror or e}") from None
-        if stat.S_ISDIR(st.st_mode):
-            raise TargetError(f"not a core file: {self.path} is a directory")
-        if not stat.S_ISREG(st.st_mode):
-            kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
-                    else "a pipe" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-                    else "not a regular file")
-            raise TargetError(f"not a core file: {self.path} is {kind}, not a regular file")
+        st = check_core_file(self.path)
         if st.st_size == 0:
             raise TargetError(f"not an ELF core file: {self.path} (empty file)")
         made = prewarm.take(self.path, st)  # the CLI's, with its page tables filled already
@@ -778,6 +768,23 @@ def foreign_arch_note(arch: str) -> str | None:
         return None
     return (f"an {arch} core; this machine is {here}, and the runtime's DAC, which sosext loads "
             f"as native code, runs only on the core's own architecture: analyze it on an {arch} machine")
+
+
+def check_core_file(path: str) -> os.stat_result:
+    """``path``'s status if it can be a core file; else the one error every command that takes
+    a core (analyze, diff, leaks, report, the API) gives for it."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise TargetError(f"cannot open core file {path}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TargetError(f"not a core file: {path} is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
+                else "a pipe" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "not a regular file")
+        raise TargetError(f"not a core file: {path} is {kind}, not a regular file")
+    return st
 
 
 class CoreTarget(TargetBase):

@@ -156,7 +156,7 @@ def test_each_kind() -> None:
 def test_inside_names_the_object_and_offset() -> None:
     c = AddressClassifier(runtime()).classify(OBJECTS[2][0] + 0x10)
     assert c.error("a valid object").args[0] == (
-        f"{OBJECTS[2][0] + 0x10:x} is not a valid object: it is inside {OBJECTS[2][0]:x} (Item, 32 bytes) "
+        f"{OBJECTS[2][0] + 0x10:#x} is not a valid object: it is inside {OBJECTS[2][0]:#x} (Item, 32 bytes) "
         f"at offset 0x10 (try dumpobj {OBJECTS[2][0]:x})")
 
 
