@@ -12,12 +12,13 @@ from __future__ import annotations
 from ..errors import ContractError, SosError
 from ..readers.records import (AppDomainData, AppDomainStoreData, AssemblyData, ExceptionObjectData,
                                FieldDescData, MethodTableCollectibleData, MethodTableData, MethodTableFieldData,
-                               ModuleData, ObjectData)
+                               MethodSlotData, ModuleData, ObjectData)
 from ..targets.base import Target
 from .descriptor import ContractDescriptor
 from .ecmametadata import EcmaMetadata
 from .fieldtypes import FieldTypes
 from .loader import Loader
+from .methoddescs import MethodDescs
 from .objects import Objects
 from .runtimetypesystem import RuntimeTypeSystem
 from .targetdata import TargetData
@@ -42,6 +43,7 @@ class TypeAnswers:
         self.loader = Loader(self.data, self.metadata)
         self.field_types = FieldTypes(self.rts, self.loader, self.metadata)
         self.threads = ThreadStatics(self.data)
+        self.methods = MethodDescs(self.rts, self.loader, self.metadata, self.names)
 
     # -- types ------------------------------------------------------------------------------
 
@@ -130,6 +132,37 @@ class TypeAnswers:
             return None
         return (MT_INITIALIZED if flags & AUX_INITIALIZED else 0) | \
             (MT_INITIALIZATION_FAILED if flags & AUX_IS_INIT_ERROR else 0)
+
+    # -- methods ------------------------------------------------------------------------------
+
+    def method_table_slots(self, mt: int) -> list[MethodSlotData] | None:
+        try:
+            return self.methods.slots(mt)
+        except SosError:
+            return None
+
+    def method_table_slot(self, mt: int, slot: int) -> int | None:
+        try:
+            if slot < self.methods.num_vtable_slots(mt):
+                return self.methods.slot_value(mt, slot)
+            for md in self.methods.introduced(mt):
+                if md.slot == slot:
+                    return self.methods.entry_point_if_exists(md)
+        except SosError:
+            pass
+        return None
+
+    def method_desc_name(self, md: int) -> str | None:
+        try:
+            return self.methods.name(md)
+        except SosError:
+            return None
+
+    def method_desc_from_token(self, module: int, token: int) -> int | None:
+        try:
+            return self.methods.from_token(module, token) or None
+        except SosError:
+            return None
 
     # -- objects ----------------------------------------------------------------------------
 
