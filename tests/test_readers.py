@@ -38,7 +38,7 @@ GC_HALF = frozenset({
     "gc_heap_data", "gc_heap_list", "gc_heap_details", "gc_heap_static_data", "heap_segment_data",
     "number_generations", "generation_table", "finalization_fill_pointers", "global_allocation_context",
     "gc_dynamic_adaptation_mode", "oom_data", "useful_globals", "thread_store_data", "thread_data", "threads",
-    "handles",
+    "handles", "stack_limits", "stress_log_address",
 })
 
 
@@ -68,6 +68,7 @@ TEMPLATES = [
     "gchandles",
     "gchandles -stat",
     "finalizequeue",
+    "dumplog",
     # the type-system half: {item_e} the HeapItemE instance with one field of each kind,
     # {root} the static Object[] root, {tail} the end of its reference chain
     "dumpobj {obj}",
@@ -250,6 +251,7 @@ def _assert_equal_records(core: Path, truth: dict) -> None:
     assert a.useful_globals().string_method_table == int(truth["stringMethodTable"]["mt"], 16)
     assert a.thread_store_data() == b.thread_store_data()
     assert list(a.threads()) == list(b.threads())
+    assert [a.stack_limits(t) for t, _ in a.threads()] == [b.stack_limits(t) for t, _ in b.threads()]
     handles = a.handles()
     assert handles == b.handles() and len(handles) > 10  # same handles, same order
     os_tids = {t.os_thread_id for _, t in b.threads()}

@@ -18,10 +18,11 @@ untrusted.
 """
 from __future__ import annotations
 
+import itertools
 import struct
 from typing import Iterator
 
-from ..errors import ContractError, ReaderUnsupported
+from ..errors import ContractError, ReaderUnsupported, SosError
 from ..readers import records as rec
 from ..targets.base import Module, Target
 from .descriptor import ContractDescriptor, read_descriptor
@@ -50,6 +51,7 @@ class ContractReader:
         self._gc: GcDacVars | None = None
         self._gc_globals = None
         self._types: TypeAnswers | None = None
+        self._stack_offset: int | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -81,7 +83,7 @@ class ContractReader:
             return getattr(self.types, name)
 
         def missing(*_args, **_kwargs):  # type: ignore[no-untyped-def]
-            raise self.unsupported(name.replace("_", " "))
+            raise self.unsupported(_need_of(name))
         return missing
 
     @property
@@ -284,6 +286,48 @@ class ContractReader:
                               domain, domain, self._pointer(off("Frame"), "Thread"), 0xFFFFFFFF, nested, 0, 0,
                               self._pointer(off("LastThrownObject"), "Thread"), self._thread_of_link(next_link))
 
+    def stack_limits(self, thread: int) -> tuple[int, int] | None:
+        """(base, limit) of the thread's stack, as the DAC answers (base above limit).
+
+        The Thread contract does not publish them; the runtime keeps them in
+        ``m_CacheStackBase``/``m_CacheStackLimit`` (threads.h), which follow ``m_Link`` (the
+        contract's LinkNext) directly in .NET 9 and 10 and after a 4-byte field in older
+        builds. Which, is measured once: the pair must bracket each thread's stack pointer
+        (from the core's registers), be page-aligned and span at most 1 GiB."""
+        if self._stack_offset is None:
+            self._stack_offset = self._measure_stack_offset()
+        at = thread + self.descriptor.field_offset("Thread", "LinkNext") + self._stack_offset
+        ps = self.target.pointer_size
+        return self._pointer(at, "Thread"), self._pointer(at + ps, "Thread")
+
+    def _measure_stack_offset(self) -> int:
+        ps = self.target.pointer_size
+        link = self.descriptor.field_offset("Thread", "LinkNext")
+        threads = [(addr, t.os_thread_id) for addr, t in itertools.islice(self.threads(), 16)]
+        sp_name = "sp" if getattr(self.target, "arch", "x86_64") == "aarch64" else "rsp"
+        for offset in (ps, 2 * ps):
+            confirmed, contradicted = 0, False
+            for addr, os_tid in threads:
+                base = self._pointer(addr + link + offset, "Thread")
+                limit = self._pointer(addr + link + offset + ps, "Thread")
+                if base == limit == 0:
+                    continue  # a thread that has not started
+                if not (limit < base <= limit + (1 << 30)) or (base | limit) & 0xFFF:
+                    contradicted = True
+                    break
+                try:
+                    sp = self.target.registers(os_tid).get(sp_name) if os_tid else None
+                except (SosError, NotImplementedError):
+                    sp = None
+                if sp is not None:
+                    if not limit <= sp < base:
+                        contradicted = True
+                        break
+                    confirmed += 1
+            if confirmed and not contradicted:
+                return offset
+        raise self.unsupported("stack limits (the Thread's cached stack bounds could not be located)")
+
     def threads(self) -> Iterator[tuple[int, rec.ThreadData]]:
         """Every runtime Thread with its data, following the store's list (bounded, cycle-safe)."""
         addr = self.thread_store_data().first_thread
@@ -294,8 +338,35 @@ class ContractReader:
             yield addr, data
             addr = data.next_thread
 
+    def stress_log_address(self) -> int | None:
+        """Where ``StressLog::theLog`` is: the descriptor's StressLog global points at it (.NET 10;
+        .NET 9's descriptor has no stress log)."""
+        if not self.descriptor.has_global("StressLog"):
+            raise self.unsupported("the stress log (this runtime's descriptor does not locate it)")
+        return self._global_pointer("StressLog") or None
+
     # -- roots ------------------------------------------------------------------------------
 
     def handles(self) -> list[rec.HandleData]:
         from .handles import handle_table_handles
         return handle_table_handles(self)
+
+
+# What a missing method is about, in the user's words (the prefix of the DAC reader's name).
+_NEEDS = (
+    (("method_table", "field_desc", "object_", "eeclass", "useful"), "type names, sizes and fields (MethodTables)"),
+    (("app_domain", "assembly", "module", "pe_file", "traverse_module", "domain_", "il_address"),
+     "modules and assemblies"),
+    (("method_desc", "code_header", "jit_", "traverse_eh", "tiered", "rejit", "pending_rejit", "code_heaps"),
+     "methods and jitted code"),
+    (("stack_", "frame_", "register_", "nested_exception", "exception_object"), "stacks and exceptions"),
+    (("sync_block",), "sync blocks"), (("threadpool",), "the thread pool"),
+    (("static_base", "thread_static"), "statics"), (("loader_", "traverse_loader"), "loader heaps"),
+)
+
+
+def _need_of(method: str) -> str:
+    for prefixes, need in _NEEDS:
+        if method.startswith(prefixes):
+            return f"{need} ({method})"
+    return method.replace("_", " ")

@@ -98,6 +98,10 @@ class RuntimeReader(Protocol):
         """Every runtime Thread with its data, in the runtime's list order."""
         ...
 
+    def stack_limits(self, thread: int) -> tuple[int, int] | None:
+        """(base, limit) of a runtime Thread's stack: base is the higher address."""
+        ...
+
     def handles(self) -> list[rec.HandleData]:
         """Every handle of the GC's handle tables, in the DAC's enumeration order."""
         ...
