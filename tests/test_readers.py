@@ -80,6 +80,8 @@ TEMPLATES = [
     "name2ee *!SosextDebuggee.HeapItemA",
     "dumpdomain",
     "gcroot {tail}",
+    "gcroot -nostacks {tail}",
+    "gcroot -nostacks {root}",
 ]
 
 

@@ -4,7 +4,8 @@ Cores of the heap scenario (workstation/regions and server/segments) and of the 
 scenario. Two checks, each against the runtime's own DAC on the same core:
 
 * records: for every MethodTable on the heap, ``method_table_data``, ``method_table_name``,
-  ``method_table_field_data`` and every FieldDesc's ``field_desc_data``; for objects of every
+  ``method_table_field_data``, every FieldDesc's ``field_desc_data``, the slot rows
+  (``method_table_slots``), each slot's method name and token lookup; for objects of every
   kind, ``object_data``, strings and class names; the AppDomain, its assemblies and modules
   (``module_data``, lookup maps, PE names); statics bases. Field for field, name for name.
 * commands: in process, a reader that takes these answers from the contracts reader and
@@ -121,6 +122,21 @@ def test_records_equal_the_dacs(case: Case) -> None:
             fields += 1
             addr = want.next_field
     assert fields > 200
+    # Slots, method names, token lookups.
+    names = 0
+    for mt in mts:
+        if dac.method_table_data(mt).is_free:
+            continue
+        rows = dac.method_table_slots(mt)
+        assert contracts.method_table_slots(mt) == rows, dac.method_table_name(mt)
+        for row in rows or ():
+            assert contracts.method_desc_name(row.method_desc) == dac.method_desc_name(row.method_desc), \
+                hex(row.method_desc)
+            names += 1
+            if row.token:
+                assert contracts.method_desc_from_token(row.defining_module, row.token) == \
+                    dac.method_desc_from_token(row.defining_module, row.token)
+    assert names > 1000
     # Objects: every kind, strings and class names (the DAC's GetObjectClassName is not asked
     # about free blocks: it faults on some).
     addresses = [int(a) for a in index.addresses]
