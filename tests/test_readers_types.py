@@ -5,7 +5,7 @@ scenario. Two checks, each against the runtime's own DAC on the same core:
 
 * records: for every MethodTable on the heap, ``method_table_data``, ``method_table_name``,
   ``method_table_field_data``, every FieldDesc's ``field_desc_data``, the slot rows
-  (``method_table_slots``), each slot's method name and token lookup; for objects of every
+  (``method_table_slots``), each slot's method name, MethodDescData and token lookup; for objects of every
   kind, ``object_data``, strings and class names; the AppDomain, its assemblies and modules
   (``module_data``, lookup maps, PE names); statics bases. Field for field, name for name.
 * commands: in process, a reader that takes these answers from the contracts reader and
@@ -131,6 +131,8 @@ def test_records_equal_the_dacs(case: Case) -> None:
         assert contracts.method_table_slots(mt) == rows, dac.method_table_name(mt)
         for row in rows or ():
             assert contracts.method_desc_name(row.method_desc) == dac.method_desc_name(row.method_desc), \
+                hex(row.method_desc)
+            assert contracts.method_desc_data(row.method_desc) == dac.method_desc_data(row.method_desc), \
                 hex(row.method_desc)
             names += 1
             if row.token:

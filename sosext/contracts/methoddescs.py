@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..clr.metadata import MetadataError, TableIndex
-from ..errors import ContractError
-from ..readers.records import MethodSlotData
+from ..errors import ContractError, ReaderUnsupported
+from ..readers.records import MethodDescData, MethodSlotData, ReJitData
 from .ecmametadata import EcmaMetadata
 from .loader import Loader
 from .runtimetypesystem import RuntimeTypeSystem
@@ -46,6 +46,13 @@ DYNAMIC_IS_LCG, DYNAMIC_IS_IL_STUB = 0x00004000, 0x00008000
 BASE_SIZES = {MC_IL: "MethodDesc", MC_FCALL: "FCallMethodDesc", MC_PINVOKE: "PInvokeMethodDesc",
               MC_EEIMPL: "EEImplMethodDesc", MC_ARRAY: "ArrayMethodDesc",
               MC_INSTANTIATED: "InstantiatedMethodDesc", MC_DYNAMIC: "DynamicMethodDesc"}
+# MethodDesc.Flags3AndTokenRemainder (high bits)
+HAS_STABLE_ENTRY_POINT, HAS_PRECODE, ELIGIBLE_FOR_TIERING = 0x1000, 0x2000, 0x8000
+# Code versioning (codeversion.h): the default native version is the active one / a node is.
+DEFAULT_VERSION_IS_ACTIVE_CHILD, NODE_IS_ACTIVE_CHILD = 0x4, 0x1
+REJIT_ACTIVE = 2  # DacpReJitData: kActive
+MAX_VERSION_NODES = 10_000
+NO_CODE = (1 << 64) - 1  # the DAC's NativeCodeAddr when a method has no code
 NO_SLOT = 0xFFFF
 VTABLE_SLOTS_PER_CHUNK = 8
 MAX_CHUNKS = 100_000
@@ -140,6 +147,72 @@ class MethodDescs:
         if md.slot == NO_SLOT:
             return 0
         return self.slot_value(md.method_table, md.slot)
+
+    def native_code_slot_address(self, md: MethodDesc) -> int:
+        """Where the native code slot is: after the MethodDesc's base, its non-vtable slot and
+        MethodImpl, in that order; 0 without one."""
+        if not md.flags & HAS_NATIVE_CODE_SLOT:
+            return 0
+        d = self.data
+        at = md.address + self.base_size(md)
+        if md.flags & HAS_NON_VTABLE_SLOT:
+            at += d.size("NonVtableSlot")
+        if md.flags & HAS_METHOD_IMPL:
+            at += d.size("MethodImpl")
+        return at
+
+    def default_native_code(self, md: MethodDesc) -> int:
+        """``MethodDesc::GetNativeCode``: the native code slot, else a stable entry point that
+        is not a precode."""
+        slot = self.native_code_slot_address(md)
+        if slot:
+            return self.data.pointer(slot)
+        if not md.flags3 & HAS_STABLE_ENTRY_POINT or md.flags3 & HAS_PRECODE:
+            return 0
+        return self.entry_point_if_exists(md)
+
+    def active_native_code(self, md: MethodDesc) -> int:
+        """The code of the default IL version's active native code version: a tiered method's
+        versioning state may name a NativeCodeVersionNode (tier 1, OSR ...) as active."""
+        d = self.data
+        if not md.flags3 & ELIGIBLE_FOR_TIERING:
+            return self.default_native_code(md)
+        code_data = d.field_pointer(md.address, "MethodDesc", "CodeData")
+        state = d.field_pointer(code_data, "MethodDescCodeData", "VersioningState") if code_data else 0
+        if not state or d.field_u8(state, "MethodDescVersioningState", "Flags") & DEFAULT_VERSION_IS_ACTIVE_CHILD:
+            return self.default_native_code(md)
+        node = d.field_pointer(state, "MethodDescVersioningState", "NativeCodeVersionNode")
+        for _ in range(MAX_VERSION_NODES):
+            if not node:
+                return self.default_native_code(md)
+            if d.field_pointer(node, "NativeCodeVersionNode", "MethodDesc") == md.address and \
+                    d.field_pointer(node, "NativeCodeVersionNode", "ILVersionId") == 0 and \
+                    d.field_u32(node, "NativeCodeVersionNode", "Flags") & NODE_IS_ACTIVE_CHILD:
+                return d.field_pointer(node, "NativeCodeVersionNode", "NativeCode")
+            node = d.field_pointer(node, "NativeCodeVersionNode", "Next")
+        raise ContractError(f"MethodDesc {md.address:#x}: its code version list does not end")
+
+    def data_of(self, address: int) -> MethodDescData:
+        """``GetMethodDescData`` with no IP, for methods of the default IL code version."""
+        md = self.method_desc(address)
+        d = self.data
+        dynamic = md.classification == MC_DYNAMIC and \
+            d.field_u32(md.address, "StoredSigMethodDesc", "ExtendedFlags") & DYNAMIC_IS_LCG
+        if dynamic:
+            raise ReaderUnsupported("the contracts reader cannot answer a dynamic method's data (its "
+                                    "DynamicMethod object) yet; --reader dac (or setreader dac) does")
+        if d.has("Module", "MethodDefToILCodeVersioningStateMap") and md.token & 0xFFFFFF and \
+                self.loader.lookup(self.module(md), "MethodDefToILCodeVersioningStateMap", md.token & 0xFFFFFF):
+            raise ReaderUnsupported("the contracts reader cannot answer a rejitted method's data (its IL "
+                                    "code versions) yet; --reader dac (or setreader dac) does")
+        code = self.active_native_code(md)
+        return MethodDescData(
+            has_native_code=int(bool(code)), is_dynamic=0, slot_number=md.slot,
+            native_code_addr=code or NO_CODE, address_of_native_code_slot=self.native_code_slot_address(md),
+            method_desc_ptr=address, method_table_ptr=md.method_table, module_ptr=self.module(md),
+            token=md.token, gc_info=0, gc_stress_code_copy=0, managed_dynamic_method_object=0, requested_ip=0,
+            rejit_data_current=ReJitData(0, REJIT_ACTIVE, code), rejit_data_requested=ReJitData(0, 0, 0),
+            jitted_rejit_versions=1)
 
     # -- chunks and slots ---------------------------------------------------------------------
 

@@ -9,10 +9,10 @@ EcmaMetadata (domains, assemblies, modules, metadata), and the type-name builder
 """
 from __future__ import annotations
 
-from ..errors import ContractError, SosError
+from ..errors import ContractError, ReaderUnsupported, SosError
 from ..readers.records import (AppDomainData, AppDomainStoreData, AssemblyData, ExceptionObjectData,
                                FieldDescData, MethodTableCollectibleData, MethodTableData, MethodTableFieldData,
-                               MethodSlotData, ModuleData, ObjectData)
+                               MethodDescData, MethodSlotData, ModuleData, ObjectData)
 from ..targets.base import Target
 from .descriptor import ContractDescriptor
 from .ecmametadata import EcmaMetadata
@@ -151,6 +151,14 @@ class TypeAnswers:
         except SosError:
             pass
         return None
+
+    def method_desc_data(self, md: int) -> MethodDescData | None:
+        try:
+            return self.methods.data_of(md)
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            return None
 
     def method_desc_name(self, md: int) -> str | None:
         try:
