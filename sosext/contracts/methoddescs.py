@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ..clr.metadata import MetadataError, TableIndex
 from ..errors import ContractError, ReaderUnsupported
-from ..readers.records import MethodDescData, MethodSlotData, ReJitData
+from ..readers.records import MethodDescData, MethodSlotData, ReJitData, ReJitData2, TieredVersionData
 from .ecmametadata import EcmaMetadata
 from .loader import Loader
 from .runtimetypesystem import RuntimeTypeSystem
@@ -51,6 +51,10 @@ HAS_STABLE_ENTRY_POINT, HAS_PRECODE, ELIGIBLE_FOR_TIERING = 0x1000, 0x2000, 0x80
 # Code versioning (codeversion.h): the default native version is the active one / a node is.
 DEFAULT_VERSION_IS_ACTIVE_CHILD, NODE_IS_ACTIVE_CHILD = 0x4, 0x1
 REJIT_ACTIVE = 2  # DacpReJitData: kActive
+# DacpTieredVersionData::OptimizationTier
+TIER_MIN_OPT_JITTED, TIER_OPTIMIZED, TIER_READY_TO_RUN = 1, 2, 5
+MODULE_ALLOW_JIT_OPTS = 0x00000800  # Module flags: DEBUGGER_ALLOW_JIT_OPTS_PRIV
+METHOD_IMPL_NO_OPTIMIZATION = 0x0040  # MethodImplAttributes.NoOptimization
 MAX_VERSION_NODES = 10_000
 NO_CODE = (1 << 64) - 1  # the DAC's NativeCodeAddr when a method has no code
 NO_SLOT = 0xFFFF
@@ -191,6 +195,65 @@ class MethodDescs:
                 return d.field_pointer(node, "NativeCodeVersionNode", "NativeCode")
             node = d.field_pointer(node, "NativeCodeVersionNode", "Next")
         raise ContractError(f"MethodDesc {md.address:#x}: its code version list does not end")
+
+    def _default_il_version_only(self, md: MethodDesc, rejit_id: int) -> None:
+        """Code-version questions are answered for a method that has only its default IL
+        version (no rejit: no ILCodeVersioningState); the rest need the DAC reader."""
+        if rejit_id != 0 or (self.data.has("Module", "MethodDefToILCodeVersioningStateMap") and md.token & 0xFFFFFF
+                             and self.loader.lookup(self.module(md), "MethodDefToILCodeVersioningStateMap",
+                                                    md.token & 0xFFFFFF)):
+            raise ReaderUnsupported("the contracts reader cannot answer a rejitted method's code versions yet; "
+                                    "--reader dac (or setreader dac) does")
+
+    def il_header(self, md: MethodDesc) -> int:
+        """Where the method's IL header is in the target (0: no IL)."""
+        if not md.token & 0xFFFFFF or md.classification not in (MC_IL, MC_INSTANTIATED):
+            return 0
+        module = self.module(md)
+        reader = self.metadata.metadata(module)
+        if reader is None:
+            raise ContractError(f"MethodDesc {md.address:#x}: its module has no readable metadata")
+        try:
+            rva = reader.raw_row(TableIndex.METHOD_DEF, md.token & 0xFFFFFF)[0]
+        except (MetadataError, ValueError) as e:
+            raise ContractError(f"MethodDesc {md.address:#x}: {e}") from None
+        return self.metadata.rva_to_address(module, rva) if rva else 0
+
+    def rejit_information(self, address: int, rejit_id: int) -> ReJitData2:
+        md = self.method_desc(address)
+        self._default_il_version_only(md, rejit_id)
+        return ReJitData2(0, REJIT_ACTIVE, self.il_header(md), 0)
+
+    def tiered_versions(self, address: int, rejit_id: int) -> list[TieredVersionData]:
+        """The native code versions of the default IL version, for a method the runtime does
+        not tier (a tiered method's versions carry tiers the .NET 10 descriptor does not publish)."""
+        md = self.method_desc(address)
+        self._default_il_version_only(md, rejit_id)
+        if md.flags3 & ELIGIBLE_FOR_TIERING:
+            raise ReaderUnsupported("the contracts reader cannot answer a tiered method's code versions yet; "
+                                    "--reader dac (or setreader dac) does")
+        code = self.default_native_code(md)
+        return [TieredVersionData(code, self._tier(md, code), 0)]
+
+    def _tier(self, md: MethodDesc, code: int) -> int:
+        d = self.data
+        module = self.module(md)
+        if code and d.field_pointer(module, "Module", "ReadyToRunInfo"):
+            base, size = self.metadata.image_range(module)
+            if base <= code < base + size:
+                return TIER_READY_TO_RUN
+        # Optimizations off for the whole module (a debuggable build) or by [MethodImpl]; the
+        # runtime's own switches (DOTNET_JitMinOpts ...) are not in the target's contracts.
+        if not self.loader.module_flags(module) & MODULE_ALLOW_JIT_OPTS:
+            return TIER_MIN_OPT_JITTED
+        reader = self.metadata.metadata(module)
+        if reader is not None and md.token & 0xFFFFFF and md.classification != MC_DYNAMIC:
+            try:
+                if reader.raw_row(TableIndex.METHOD_DEF, md.token & 0xFFFFFF)[1] & METHOD_IMPL_NO_OPTIMIZATION:
+                    return TIER_MIN_OPT_JITTED
+            except (MetadataError, ValueError):
+                pass
+        return TIER_OPTIMIZED
 
     def data_of(self, address: int) -> MethodDescData:
         """``GetMethodDescData`` with no IP, for methods of the default IL code version."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 from ..errors import ContractError, ReaderUnsupported, SosError
 from ..readers.records import (AppDomainData, AppDomainStoreData, AssemblyData, ExceptionObjectData,
                                FieldDescData, MethodTableCollectibleData, MethodTableData, MethodTableFieldData,
-                               MethodDescData, MethodSlotData, ModuleData, ObjectData)
+                               MethodDescData, MethodSlotData, ModuleData, ObjectData, ReJitData2,
+                               TieredVersionData)
 from ..targets.base import Target
 from .descriptor import ContractDescriptor
 from .ecmametadata import EcmaMetadata
@@ -155,6 +156,45 @@ class TypeAnswers:
     def method_desc_data(self, md: int) -> MethodDescData | None:
         try:
             return self.methods.data_of(md)
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            return None
+
+    def rejit_information(self, md: int, rejit_id: int) -> ReJitData2 | None:
+        try:
+            return self.methods.rejit_information(md, rejit_id)
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            return None
+
+    def pending_rejit_id(self, md: int) -> int | None:
+        """No rejit is pending for a method with only its default IL version."""
+        try:
+            self.methods._default_il_version_only(self.methods.method_desc(md), 0)
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            pass
+        return None
+
+    def tiered_versions(self, md: int, rejit_id: int, limit: int = 10) -> list[TieredVersionData] | None:
+        try:
+            return self.methods.tiered_versions(md, rejit_id)[:limit]
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            return None
+
+    def il_address(self, module: int, rva: int) -> int | None:
+        """Where IL at ``rva`` of ``module`` lies in the target (a reflection-emit module's IL is
+        the DAC reader's)."""
+        try:
+            if self.loader.module_flags(module) & 0x40:
+                raise ReaderUnsupported("the contracts reader cannot answer a dynamic module's IL yet; "
+                                        "--reader dac (or setreader dac) does")
+            return self.metadata.rva_to_address(module, rva) or None if rva else None
         except ReaderUnsupported:
             raise
         except SosError:
