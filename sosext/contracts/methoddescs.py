@@ -322,24 +322,25 @@ class MethodDescs:
         array = aux + offset
         return d.pointer(array - (1 + slot - table.num_virtuals) * d.pointer_size)
 
-    def method_desc_for_slot(self, mt: int, slot: int) -> MethodDesc | None:
-        """The MethodDesc of ``slot``: the most derived class's method with that slot number."""
+    def slot_owners(self, mt: int) -> dict[int, MethodDesc]:
+        """Slot number -> the MethodDesc the most derived class of ``mt``'s chain declares for it."""
+        owners: dict[int, MethodDesc] = {}
         cur, seen = mt, set()
         while cur and cur not in seen and len(seen) < 1024:
             seen.add(cur)
             for md in self.introduced(cur):
-                if md.slot == slot:
-                    return md
+                owners.setdefault(md.slot, md)
             cur = self.rts.method_table(cur).parent
-        return None
+        return owners
 
     def slots(self, mt: int) -> list[MethodSlotData]:
         n = self.num_vtable_slots(mt)
         if n > MAX_SLOTS:
             raise ContractError(f"MethodTable {mt:#x} claims {n} slots")
         out: list[MethodSlotData] = []
+        owners = self.slot_owners(mt)
         for slot in range(n):
-            md = self.method_desc_for_slot(mt, slot)
+            md = owners.get(slot)
             if md is None:
                 raise ContractError(f"MethodTable {mt:#x}: no method for slot {slot}")
             out.append(MethodSlotData(md.address, self.slot_value(mt, slot), md.method_table, self.module(md),
