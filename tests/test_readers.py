@@ -94,6 +94,8 @@ TEMPLATES = [
     "dumpheap -dead",
     "gcroot {stack_only}",
     "gcroot {stack_held}",
+    "gcroot -nostacks {tail}",
+    "gcroot -nostacks {root}",
 ]
 
 

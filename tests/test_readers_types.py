@@ -4,14 +4,17 @@ Cores of the heap scenario (workstation/regions and server/segments) and of the 
 scenario. Two checks, each against the runtime's own DAC on the same core:
 
 * records: for every MethodTable on the heap, ``method_table_data``, ``method_table_name``,
-  ``method_table_field_data`` and every FieldDesc's ``field_desc_data``; for objects of every
+  ``method_table_field_data``, every FieldDesc's ``field_desc_data``, the slot rows
+  (``method_table_slots``), each slot's method name, MethodDescData, ReJIT and tier record
+  and token lookup; for objects of every
   kind, ``object_data``, strings and class names; the AppDomain, its assemblies and modules
   (``module_data``, lookup maps, PE names); statics bases. Field for field, name for name.
 * commands: in process, a reader that takes these answers from the contracts reader and
   every other answer (GC heap, threads, handles, code) from the DAC prints byte for byte
   what the DAC reader alone prints: dumpheap -stat/-type/-mt, dumpobj (fields, statics,
-  thread statics), dumparray, dumpvc, dumpmt, dumpclass, name2ee, dumpmodule, dumpdomain,
-  objsize, gcroot. The commands' arguments come from the debuggee's printed truth.
+  thread statics), dumparray, dumpvc, dumpmt, dumpclass, name2ee (types and methods),
+  dumpmd, dumpil, dumpmodule, dumpdomain, objsize, gcroot. The commands' arguments come
+  from the debuggee's printed truth.
 
 tests/test_readers.py runs the whole contracts reader against the DAC reader in the CLI.
 """
@@ -27,6 +30,7 @@ from pathlib import Path
 import pytest
 
 import drivers
+from sosext.errors import ReaderUnsupported
 from harness import Debuggee, build_debuggee
 
 pytestmark = pytest.mark.slow
@@ -57,6 +61,9 @@ def _fields_commands(truth: dict) -> list[str]:
         out.append(f"dumpobj {o['address']}")
     for p in truth["arrays"]["pairs"]:
         out.append(f"dumpvc {pair_mt} {p['address']}")
+    for m in truth["methods"].values():  # one jitted method, one never run
+        out += [f"dumpmd {m['methodDesc']}", f"dumpil {m['methodDesc']}",
+                f"name2ee *!SosextDebuggee.FieldsHolder.{m['name']}"]
     return out
 
 
@@ -121,6 +128,29 @@ def test_records_equal_the_dacs(case: Case) -> None:
             fields += 1
             addr = want.next_field
     assert fields > 200
+    # Slots, method names, token lookups.
+    names = 0
+    for mt in mts:
+        if dac.method_table_data(mt).is_free:
+            continue
+        rows = dac.method_table_slots(mt)
+        assert contracts.method_table_slots(mt) == rows, dac.method_table_name(mt)
+        for row in rows or ():
+            assert contracts.method_desc_name(row.method_desc) == dac.method_desc_name(row.method_desc), \
+                hex(row.method_desc)
+            assert contracts.method_desc_data(row.method_desc) == dac.method_desc_data(row.method_desc), \
+                hex(row.method_desc)
+            assert contracts.rejit_information(row.method_desc, 0) == dac.rejit_information(row.method_desc, 0)
+            try:
+                versions = contracts.tiered_versions(row.method_desc, 0)
+            except ReaderUnsupported:
+                continue  # a tiered method: its versions' tiers are the DAC reader's
+            assert versions == dac.tiered_versions(row.method_desc, 0), hex(row.method_desc)
+            names += 1
+            if row.token:
+                assert contracts.method_desc_from_token(row.defining_module, row.token) == \
+                    dac.method_desc_from_token(row.defining_module, row.token)
+    assert names > 1000
     # Objects: every kind, strings and class names (the DAC's GetObjectClassName is not asked
     # about free blocks: it faults on some).
     addresses = [int(a) for a in index.addresses]

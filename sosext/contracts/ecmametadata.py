@@ -39,6 +39,16 @@ class EcmaMetadata:
             return True
         return bool(d.field_u32(layout, "PEImageLayout", "Flags") & _LAYOUT_MAPPED)
 
+    def image_range(self, module: int) -> tuple[int, int]:
+        """(base, size) of the module's loaded image layout; (0, 0) without one."""
+        d = self.data
+        pe_assembly = d.field_pointer(module, "Module", "PEAssembly")
+        image = d.field_pointer(pe_assembly, "PEAssembly", "PEImage") if pe_assembly else 0
+        layout = d.field_pointer(image, "PEImage", "LoadedImageLayout") if image else 0
+        if not layout:
+            return 0, 0
+        return d.field_pointer(layout, "PEImageLayout", "Base"), d.field_u32(layout, "PEImageLayout", "Size")
+
     def rva_to_address(self, module: int, rva: int) -> int:
         """Where ``rva`` of the module's image is in the target (0: no image)."""
         base, head, sections = self._image(module)

@@ -219,6 +219,8 @@ class Loader:
         rid = 0
         step = d.pointer_size
         for table, count, mask in self._segments(module, field):
+            if rid + count > MAX_MAP_ENTRIES:
+                raise ContractError(f"module {module:#x}: its {field} holds more than {MAX_MAP_ENTRIES} entries")
             raw = d.read(table, count * step) if table and count else b""
             for i in range(0, len(raw), step):
                 value = int.from_bytes(raw[i:i + step], "little") & ~mask

@@ -9,15 +9,17 @@ EcmaMetadata (domains, assemblies, modules, metadata), and the type-name builder
 """
 from __future__ import annotations
 
-from ..errors import ContractError, SosError
+from ..errors import ContractError, ReaderUnsupported, SosError
 from ..readers.records import (AppDomainData, AppDomainStoreData, AssemblyData, ExceptionObjectData,
                                FieldDescData, MethodTableCollectibleData, MethodTableData, MethodTableFieldData,
-                               ModuleData, ObjectData)
+                               MethodDescData, MethodSlotData, ModuleData, ObjectData, ReJitData2,
+                               TieredVersionData)
 from ..targets.base import Target
 from .descriptor import ContractDescriptor
 from .ecmametadata import EcmaMetadata
 from .fieldtypes import FieldTypes
 from .loader import Loader
+from .methoddescs import MethodDescs
 from .objects import Objects
 from .runtimetypesystem import RuntimeTypeSystem
 from .targetdata import TargetData
@@ -42,6 +44,7 @@ class TypeAnswers:
         self.loader = Loader(self.data, self.metadata)
         self.field_types = FieldTypes(self.rts, self.loader, self.metadata)
         self.threads = ThreadStatics(self.data)
+        self.methods = MethodDescs(self.rts, self.loader, self.metadata, self.names)
 
     # -- types ------------------------------------------------------------------------------
 
@@ -130,6 +133,84 @@ class TypeAnswers:
             return None
         return (MT_INITIALIZED if flags & AUX_INITIALIZED else 0) | \
             (MT_INITIALIZATION_FAILED if flags & AUX_IS_INIT_ERROR else 0)
+
+    # -- methods ------------------------------------------------------------------------------
+
+    def method_table_slots(self, mt: int) -> list[MethodSlotData] | None:
+        try:
+            return self.methods.slots(mt)
+        except SosError:
+            return None
+
+    def method_table_slot(self, mt: int, slot: int) -> int | None:
+        try:
+            if slot < self.methods.num_vtable_slots(mt):
+                return self.methods.slot_value(mt, slot)
+            for md in self.methods.introduced(mt):
+                if md.slot == slot:
+                    return self.methods.entry_point_if_exists(md)
+        except SosError:
+            pass
+        return None
+
+    def method_desc_data(self, md: int) -> MethodDescData | None:
+        try:
+            return self.methods.data_of(md)
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            return None
+
+    def rejit_information(self, md: int, rejit_id: int) -> ReJitData2 | None:
+        try:
+            return self.methods.rejit_information(md, rejit_id)
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            return None
+
+    def pending_rejit_id(self, md: int) -> int | None:
+        """No rejit is pending for a method with only its default IL version."""
+        try:
+            self.methods._default_il_version_only(self.methods.method_desc(md), 0)
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            pass
+        return None
+
+    def tiered_versions(self, md: int, rejit_id: int, limit: int = 10) -> list[TieredVersionData] | None:
+        try:
+            return self.methods.tiered_versions(md, rejit_id)[:limit]
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            return None
+
+    def il_address(self, module: int, rva: int) -> int | None:
+        """Where IL at ``rva`` of ``module`` lies in the target (a reflection-emit module's IL is
+        the DAC reader's)."""
+        try:
+            if self.loader.module_flags(module) & 0x40:
+                raise ReaderUnsupported("the contracts reader cannot answer a dynamic module's IL yet; "
+                                        "--reader dac (or setreader dac) does")
+            return self.metadata.rva_to_address(module, rva) or None if rva else None
+        except ReaderUnsupported:
+            raise
+        except SosError:
+            return None
+
+    def method_desc_name(self, md: int) -> str | None:
+        try:
+            return self.methods.name(md)
+        except SosError:
+            return None
+
+    def method_desc_from_token(self, module: int, token: int) -> int | None:
+        try:
+            return self.methods.from_token(module, token) or None
+        except SosError:
+            return None
 
     # -- objects ----------------------------------------------------------------------------
 

@@ -171,6 +171,12 @@ class TypeNames:
         self._append(b, th, fmt, 0)
         return b.text()
 
+    def instantiation_text(self, args: list[int], fmt: int = FORMAT_NAMESPACE | FORMAT_FULL_INST) -> str:
+        """A generic method's instantiation, as the runtime appends it after the method's name."""
+        b = _Builder(angle=bool(fmt & FORMAT_ANGLE_BRACKETS), state=_NAME)
+        self._append_inst(b, args, fmt, 0)
+        return b.text()
+
     def _md(self, module: int):  # type: ignore[no-untyped-def]
         md = self.metadata.metadata(module)
         if md is None:

@@ -301,3 +301,65 @@ def test_type_names_of_random_method_tables(mt_bytes: bytes, class_bytes: bytes)
             call()
         except SosError:
             pass
+
+
+def _method_descs(mem: Memory):  # type: ignore[no-untyped-def]
+    from sosext.contracts.loader import Loader
+    from sosext.contracts.methoddescs import MethodDescs
+    _, data = make_target(mem)
+    data.desc.types.update({
+        "MethodDesc": (16, {"Flags3AndTokenRemainder": 0, "ChunkIndex": 2, "Slot": 4, "Flags": 6, "CodeData": 8}),
+        "MethodDescChunk": (24, {"MethodTable": 0, "Next": 8, "Size": 16, "Count": 17, "FlagsAndTokenRange": 18}),
+        "NonVtableSlot": (8, {}), "MethodImpl": (16, {}), "NativeCodeSlot": (8, {}),
+    })
+    data.desc.globals.update({"MethodDescAlignment": 8, "MethodDescTokenRemainderBitCount": 12})
+    rts = RuntimeTypeSystem(data, EcmaMetadata(data))
+    return MethodDescs(rts, Loader(data, rts.metadata), rts.metadata, TypeNames(rts, rts.metadata))
+
+
+def test_method_desc_token_slot_and_native_code_slot() -> None:
+    mem = Memory()
+    method_table(mem, 0x10000, 0x20000)
+    chunk = 0x70000
+    mem.put(chunk, bytes(24 + 64))
+    mem.ptr(chunk, 0x10000)
+    mem.put(chunk + 16, bytes([7, 1]))  # 8 units of 8 bytes, two MethodDescs
+    mem.u16(chunk + 18, 0x012)  # token range: the RID's high 12 bits
+    md = chunk + 24 + 8 * 3  # ChunkIndex 3
+    mem.put(md, bytes([0x45, 0x03, 3, 0]))  # remainder 0x345
+    mem.u16(md + 4, 7)
+    mem.u16(md + 6, 0x0020 | 0x0008)  # IL, a non-vtable slot then a native code slot
+    mem.ptr(md + 16, 0xAAA0)  # non-vtable slot
+    mem.ptr(md + 24, 0xC0DE)  # native code slot
+    mds = _method_descs(mem)
+    m = mds.method_desc(md)
+    assert (m.token, m.slot, m.method_table) == (0x06012345, 7, 0x10000)
+    assert mds.native_code_slot_address(m) == md + 24 and mds.default_native_code(m) == 0xC0DE
+    assert mds.entry_point_if_exists(m) == 0xAAA0 and mds.size(m) == 32
+    with pytest.raises(ContractError):
+        mds.method_desc(md + 4)  # misaligned
+    mem.put(md + 2, bytes([9]))  # an index past its chunk
+    mds2 = _method_descs(mem)
+    with pytest.raises(SosError):  # its "chunk" is elsewhere: unreadable, or names no MethodTable
+        mds2.method_desc(md)
+
+
+def test_signature_text_of_primitives_and_shapes() -> None:
+    from sosext.contracts.methoddescs import SigText
+    mds = _method_descs(Memory())
+    text = SigText(mds, None, [], [])
+    # HASTHIS DEFAULT, 5 params, returns void: int32, string&, int32[], int32[,], object*, !!0
+    sig = bytes([0x20, 6, 0x01, 0x08, 0x10, 0x0E, 0x1D, 0x08, 0x14, 0x08, 2, 0, 0, 0x0F, 0x1C, 0x1E, 0])
+    assert text.parameters(sig) == "(Int32, System.String ByRef, Int32[], Int32[,], System.Object*, !!0)"
+    assert text.parameters(bytes([0x05, 1, 0x01, 0x08])) == "(Int32, ...)"  # varargs
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=64))
+def test_signature_text_of_random_bytes(sig: bytes) -> None:
+    from sosext.contracts.methoddescs import SigText
+    mds = _method_descs(Memory())
+    try:
+        assert isinstance(SigText(mds, None, [], []).parameters(sig), str)
+    except SosError:
+        pass
