@@ -36,5 +36,5 @@ def test_method_desc_names_equal_the_dacs(scenario: str, tmp_path) -> None:
     named = {md: n for md, n in ours.items() if n is not None}
     print(f"{scenario}: {len(named)} of {len(names)} names compared; unnamed: {[names[md] for md in names if md not in named]}")
     assert {md: names[md] for md in named} == named
-    # Only the kinds methoddesc.py leaves unnamed (IL stubs, generic method instantiations) may be None.
+    # Only the kinds methoddescs.py leaves unnamed (IL stubs, generic method instantiations) may be None.
     assert len(named) >= len(names) - 3 and len(named) >= 8, {hex(md): names[md] for md in names if md not in named}

@@ -60,7 +60,6 @@ class ContractReader:
         self._gc = None
         self._gc_globals = None
         self._types = None
-        self._method_descs = None
 
     @property
     def types(self) -> TypeAnswers:
@@ -356,13 +355,6 @@ class ContractReader:
                 return stack_references(self._stack_walker(), os_tid, thread.frame)
         raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
 
-    def method_desc_name(self, md: int) -> str | None:
-        """GetMethodDescName's text (methoddesc.py); None for kinds it does not name yet."""
-        try:
-            return self._method_desc_reader().name(md)
-        except ContractError:
-            return None
-
     def stack_frames(self, os_tid: int) -> list:  # list[stackwalk.StackFrame]
         """A thread's frames, innermost first: managed methods' and the runtime's Frames
         (stackwalk.py; what the DAC's IXCLRDataStackWalk gives the model)."""
@@ -390,18 +382,12 @@ class ContractReader:
             return None
         return block.start if block is not None else None
 
-    def _method_desc_reader(self):  # type: ignore[no-untyped-def]
-        names = getattr(self, "_method_descs", None)
-        if names is None:
-            from .methoddesc import MethodDescs
-            names = self._method_descs = MethodDescs(self.types)
-        return names
-
     def method_module_token(self, md: int) -> tuple[int, int] | None:
         """A MethodDesc's Module and metadata token (what source lines need of MethodDescData)."""
-        names = self._method_desc_reader()
+        methods = self.types.methods
         try:
-            return self.types.rts.method_table(names.method_table(md)).module, names.token(md)
+            desc = methods.method_desc(md)
+            return methods.module(desc), desc.token
         except SosError:
             return None
 
