@@ -205,7 +205,7 @@ def test_eeheap_totals_are_tiled_by_the_walk(case: Case, host: str) -> None:
     assert f"Number of GC Heaps: {expected_heaps}" in ee
     env = case.truth["runtime"]["env"]
     if case.truth["runtime"]["serverGC"] and not env["DOTNET_GCName"]:
-        # The harness turns DATAS off for server GC; the segments GC (libclrgc.so) has none (-1).
+        # The harness turns DATAS off for server GC; the segments GC (libclrgc.so) has none (blank).
         assert f"DATAS = {case.truth['runtime']['env']['DOTNET_GCDynamicAdaptationMode']}" in ee.splitlines()
     objects = sorted(sp.object_rows(case.out(host, "dumpheap").text), key=lambda r: r.address)
     starts = [o.address for o in objects]

@@ -13,7 +13,7 @@ in `sosext analyze` (tests/sosref.py), and its two outputs must be
 else the pair fails; so does sosext failing where SOS answers. The cores: the `parity` scenario
 under workstation and server GC with regions and with segments, and real programs
 (tests/harness/realapps.py). A table commands x cores is printed and written to
-<work dir>/sos-parity/table.md.
+<work dir>/sos-parity-<checkout>/table.md.
 
 Commands are grouped by family (the command's name); one test per (core, family). Other command
 families add probes to PROBES (round, producer) and entries to LISTED.
@@ -134,7 +134,7 @@ def heap_round1(run: CoreRun) -> list[Probe]:
         "dumpdomain", "name2ee *!System.String", "name2ee System.Private.CoreLib.dll!System.String",
         "name2ee System.Private.CoreLib.dll!System.String.Concat",
         "finalizequeue", "syncblk", "gchandles", "gchandles -stat", "dumpruntimetypes", "verifyheap",
-        "sizestats", "dumpgen gen2", "heapstat", "gcheapstat", "gcheapinfo",
+        "sizestats", "dumpgen gen2", "gcheapstat",
     ]
     return [Probe(c, c) for c in fixed]
 
@@ -217,7 +217,48 @@ class Listed:
         return re.search(self.labels, label) is not None and re.fullmatch(self.cores, core) is not None
 
 
-LISTED: list[Listed] = []
+def _lines_sub(pattern: str, repl: str) -> Callable[[str], str]:
+    rx = re.compile(pattern, re.M)
+    return lambda t: rx.sub(repl, t)
+
+
+def _eeheap_allocators(text: str, sos: bool) -> str:
+    """eeheap with every LoaderAllocator value blanked; on SOS's side also without the "No unique
+    loader heaps found." part it then prints for a domain whose LoaderAllocator it gets wrong."""
+    text = re.sub(r"^(LoaderAllocator:\s+)[0-9a-f]+$", r"\1<LoaderAllocator>", text, flags=re.M)
+    if sos:
+        text = re.sub(r"^(LoaderAllocator:.*\n)No unique loader heaps found\.\n-+\n", r"\1", text, flags=re.M)
+    return text
+
+
+def _typeref_tokens(text: str) -> str:
+    """SOS's dumpmodule -mt with its TypeRef rows' tokens as TypeRefs (0x01…; SOS ORs in 0x02…)."""
+    head, sep, refs = text.partition("Types referenced in this module")
+    return head + sep + re.sub(r"^([0-9a-f]{16}) 0x02", r"\1 0x01", refs, flags=re.M)
+
+
+# The runtime's loader heap names ClrMD has no NativeHeapKind for (SOS prints them as Unknown).
+_UNKNOWN_HEAPS = r"StaticsHeap"
+
+LISTED: list[Listed] = [
+    Listed("Errors are one line that starts with error:", r".*",
+           sos=_lines_sub(r"^ERROR: ", ""), ours=_lines_sub(r"^error: ", "")),
+    Listed("gcroot names the static that holds the object", r"^gcroot ",
+           sos=_lines_sub(r" \(static variable: [^)]*\)$", " (static variable)"),
+           ours=_lines_sub(r" \(static variable: [^)]*\)$", " (static variable)")),
+    Listed("eeheap shows the LoaderAllocator the runtime has", r"^eeheap",
+           sos=lambda t: _eeheap_allocators(t, True), ours=lambda t: _eeheap_allocators(t, False)),
+    Listed("eeheap names every loader heap", r"^eeheap", ours=_lines_sub(rf"^(?:{_UNKNOWN_HEAPS}):( *)", r"Unknown:\1" + " " * 4)),
+    Listed("name2ee prints a field's token", r"^name2ee ",
+           ours=_lines_sub(r"^(Field \S+ \(mdToken )[0-9a-f]{8}(\) of)$", r"\1token\2")),
+    Listed("name2ee never shows -1 as a code address", r"^name2ee ",
+           sos=_lines_sub(r"^(MethodDesc:  ([0-9a-f]{16})\nName: .*\n)JITTED Code Address: ffffffffffffffff$",
+                          r"\1Not JITTED yet. Use !bpmd -md \2 to break on run.")),
+    Listed("dumpmodule -mt prints TypeRef tokens as TypeRefs", r"^dumpmodule -mt ",
+           sos=lambda t: _typeref_tokens(t)),
+    Listed("Statics not initialized yet are marked", r"^(dumpobj|do|dumpvc|dumpclass|dumpmt) ",
+           ours=_lines_sub(r" \(not initialized\)$", "")),
+]
 
 
 # -- comparison -----------------------------------------------------------------------------------
@@ -245,6 +286,13 @@ def judge(core: str, label: str, sos: sosref.Answer, ours: sosref.Answer) -> tup
 RESULTS: dict[str, dict[str, str]] = {}   # core -> label -> verdict
 
 
+def out_dir() -> Path:
+    """<work dir>/sos-parity-<checkout's name>: the table and diffs (several checkouts share a work dir)."""
+    out = work_dir() / f"sos-parity-{Path(__file__).resolve().parents[1].name}"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def write_table() -> str:
     cores = list(RESULTS)
     labels = sorted({lb for r in RESULTS.values() for lb in r})
@@ -261,8 +309,7 @@ def write_table() -> str:
                      f"{sum(v == LISTED_DIFF for v in vs)} listed, {sum(v == FAILS for v in vs)} fail")
     lines.append("| **identical** | " + " | ".join(total) + " |")
     text = "\n".join(lines) + "\n"
-    out = work_dir() / "sos-parity"
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir()
     (out / "table.md").write_text(text)
     return text
 
@@ -284,9 +331,8 @@ def run_core(name: str, core: Path, truth: dict) -> CoreRun:
 
 
 def write_diffs(run: CoreRun) -> None:
-    """<work dir>/sos-parity/<core>.diff: a unified diff (SOS -> sosext) of every pair not identical."""
-    out = work_dir() / "sos-parity"
-    out.mkdir(parents=True, exist_ok=True)
+    """<work dir>/sos-parity-<checkout>/<core>.diff: a unified diff (SOS -> sosext) of every pair not identical."""
+    out = out_dir()
     chunks = []
     for p in run.probes:
         verdict = RESULTS[run.name][p.label]

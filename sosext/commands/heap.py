@@ -18,6 +18,7 @@ from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.output import Address, Output, TableWriter, hint
 from ..render.numbers import count as fmt_count
+from .rootnotices import live_objects
 from ..render.numbers import hex_and_dec, p16
 from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import Command, Option, Parsed, Positional, add_length, parse_address, parse_count, parse_mt, register
@@ -249,13 +250,8 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end, gen=gen,
                               min_size=args.min, max_size=args.max, mt=mt, type_substring=args.type)
         if args.live != args.dead:
-            if not args.short:
-                ctx.out.line("Calculating live objects, this may take a while...")
-            live = heap.live(progress)
+            live = live_objects(ctx, quiet=args.short)
             mask &= live if args.live else ~live
-            if not args.short:
-                ctx.out.line(f"Calculating live objects complete: {fmt_count(int(live.sum()))} objects from "
-                             f"{fmt_count(len(heap.roots().roots))} roots")
         if args.thinlock:
             self._thinlocks(ctx, heap, ix, mask)
             return
@@ -599,7 +595,7 @@ Examples:
         return total_commit
 
 
-DIVIDER = "-" * 120
+DIVIDER = "-" * 40
 
 
 def _size_and_wasted(size: int, wasted: int) -> str:

@@ -51,6 +51,10 @@ Examples:
         out.record_line(f"Name: {mod.path or 'Unknown Module'}")
         attrs = "".join(w for on, w in ((d.is_pe_file, "PEFile "), (d.is_reflection, "Reflection "),
                                         (d.transient_flags & _IS_EDIT_AND_CONTINUE, "EditAndContinue ")) if on)
+        load = rt.module_load_info(addr)
+        if load is not None:
+            attrs += "".join(w for on, w in ((load.is_dynamic, "IsDynamic "), (load.is_in_memory, "IsInMemory "),
+                                            (load.is_file_layout, "IsFileLayout ")) if on)
         out.record_line(f"Attributes:              {attrs}")
         out.record_line(f"Assembly:                {p16(d.assembly)}")
         for label, value in (("BaseAddress:", d.il_base), ("LoaderHeap:", d.loader_allocator),

@@ -21,6 +21,7 @@ from ..render.table import Cells, Column, Pointer, Table, Text, TypeName, fmt_po
 from .base import (Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt,
                    parse_thread_id, register)
 from .context import CommandContext
+from .rootnotices import announce_roots
 from .heap import (DumpHeap, check_heap_arguments, chunks_of, select_objects, type_stats, write_addresses,
                    write_stats)
 
@@ -165,6 +166,8 @@ says so in one line."""
         classifier(heap.runtime).require_object(address)
         if args.gcgen is not None and self._survives(ctx, heap, address, args.gcgen):
             return
+        if not args.json:
+            announce_roots(ctx)
         roots = heap.roots(include_stacks=not args.nostacks).roots
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
