@@ -237,6 +237,14 @@ def _typeref_tokens(text: str) -> str:
     return head + sep + re.sub(r"^([0-9a-f]{16}) 0x02", r"\1 0x01", refs, flags=re.M)
 
 
+def _queue_parts(text: str) -> str:
+    """finalizequeue with each heap's "generation N has …" lines unlabelled, sorted, the empty ones dropped."""
+    def part(m: re.Match) -> str:
+        rows = [r for r in re.findall(r"generation \d has ([\d,]+) objects \((\S+)\)", m.group(0)) if r[0] != "0"]
+        return "".join(f"generation ? has {n} objects ({r})\n" for n, r in sorted(rows, key=lambda x: x[1]))
+    return re.sub(r"(?:^generation \d has [\d,]+ objects \(\S+\)\n)+", part, text, flags=re.M)
+
+
 # The runtime's loader heap names ClrMD has no NativeHeapKind for (SOS prints them as Unknown).
 _UNKNOWN_HEAPS = r"StaticsHeap"
 
@@ -244,8 +252,7 @@ LISTED: list[Listed] = [
     Listed("Errors are one line that starts with error:", r".*",
            sos=_lines_sub(r"^ERROR: ", ""), ours=_lines_sub(r"^error: ", "")),
     Listed("gcroot names the static that holds the object", r"^gcroot ",
-           sos=_lines_sub(r" \(static variable: [^)]*\)$", " (static variable)"),
-           ours=_lines_sub(r" \(static variable: [^)]*\)$", " (static variable)")),
+           sos=_lines_sub(r" \(static variable: [^)]*\)$", ""), ours=_lines_sub(r" \(static variable: [^)]*\)$", "")),
     Listed("eeheap shows the LoaderAllocator the runtime has", r"^eeheap",
            sos=lambda t: _eeheap_allocators(t, True), ours=lambda t: _eeheap_allocators(t, False)),
     Listed("eeheap names every loader heap", r"^eeheap", ours=_lines_sub(rf"^(?:{_UNKNOWN_HEAPS}):( *)", r"Unknown:\1" + " " * 4)),
@@ -256,6 +263,11 @@ LISTED: list[Listed] = [
                           r"\1Not JITTED yet. Use !bpmd -md \2 to break on run.")),
     Listed("dumpmodule -mt prints TypeRef tokens as TypeRefs", r"^dumpmodule -mt ",
            sos=lambda t: _typeref_tokens(t)),
+    Listed("finalizequeue counts no phantom SyncBlock", r"^finalizequeue",
+           sos=lambda t: re.sub(r"^ +SyncBlock +RCW +CCW +ComClassFactory\n(?:(?: +0{12}){4}\n)+"
+                                r"SyncBlocks to be cleaned up: [\d,]+$", "SyncBlocks to be cleaned up: 0", t, flags=re.M)),
+    Listed("finalizequeue labels the queue's generations as the GC does", r"^finalizequeue",
+           sos=lambda t: _queue_parts(t), ours=lambda t: _queue_parts(t)),
     Listed("Statics not initialized yet are marked", r"^(dumpobj|do|dumpvc|dumpclass|dumpmt) ",
            ours=_lines_sub(r" \(not initialized\)$", "")),
 ]
@@ -373,10 +385,8 @@ def core_run(request, tmp_path_factory) -> CoreRun:
         with Debuggee("parity", gc=gc, gc_flavor=flavor, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
             core = d.write_core("full", cores / f"{name}.core")
             truth = d.truth
-        try:
-            return run_core(name, core, truth)
-        finally:
-            core.unlink(missing_ok=True)
+        request.addfinalizer(lambda: core.unlink(missing_ok=True))  # after the module's tests read it
+        return run_core(name, core, truth)
     from harness import realapps
     core = realapps.core(name)
     if core is None:
@@ -402,6 +412,63 @@ def test_family_matches_sos(core_run: CoreRun, family: str) -> None:
                        f"{core_run.ours[p.label].status}; listed entries tried: {used or 'none'}\n"
                        f"SOS:\n{core_run.sos[p.label].text}\nsosext:\n{core_run.ours[p.label].text}")
     assert not bad, f"{len(bad)} of the {family} commands on {core_run.name} differ from SOS:\n" + "\n".join(bad)
+
+
+# -- what the listed entries rest on: the runtime's own answers --------------------------------------
+
+def _runtime_of(core: Path):  # type: ignore[no-untyped-def]
+    from sosext.clr.runtime import ClrRuntime
+    from sosext.targets.elfcore import CoreTarget
+    return ClrRuntime(CoreTarget(core))
+
+
+def _pointer(rt, address: int) -> int:  # type: ignore[no-untyped-def]
+    return int.from_bytes(bytes(rt.target.read_partial(address, 8)), "little")
+
+
+def test_finalizequeue_generations_are_the_gcs(core_run: CoreRun) -> None:
+    """Each finalizable object the debuggee made sits in the part of the finalization queue that
+    sosext's finalizequeue labels with the generation GC.GetGeneration gave it."""
+    finals = core_run.truth.get("generations", {}).get("finalizable")
+    if not finals:
+        pytest.skip("a real program's core: no truth about its finalizable objects")
+    rt = _runtime_of(core_run.core)
+    ranges = [(int(g), int(lo, 16), int(hi, 16)) for g, lo, hi in re.findall(
+        r"^generation (\d) has [\d,]+ objects \(([0-9a-f]+)->([0-9a-f]+)\)$", core_run.ours["finalizequeue"].text, re.M)]
+    assert ranges
+    for o in finals:
+        want = int(o["address"], 16)
+        gens = [g for g, lo, hi in ranges for slot in range(lo, hi, 8) if _pointer(rt, slot) == want]
+        assert gens == [o["generation"]], (o, ranges)
+
+
+def test_eeheap_loader_allocator_is_the_runtimes(core_run: CoreRun) -> None:
+    """The LoaderAllocator eeheap shows starts with a vtable pointer into libcoreclr.so (a C++
+    LoaderAllocator object); the domain address SOS shows there does not."""
+    text = core_run.ours["eeheap -loader"].text
+    allocators = {int(a, 16) for a in re.findall(r"^LoaderAllocator:\s+([0-9a-f]+)$", text, re.M)}
+    domains = {int(a, 16) for a in re.findall(r"^(?:System Domain|Domain \d+):\s+([0-9a-f]+)$", text, re.M)}
+    assert allocators and domains
+    rt = _runtime_of(core_run.core)
+    coreclr = [m for m in rt.target.modules() if m.name.endswith("libcoreclr.so")]
+    assert coreclr
+
+    def in_coreclr(p: int) -> bool:
+        return any(m.base <= p < m.base + m.size for m in coreclr)
+    assert all(in_coreclr(_pointer(rt, a)) for a in allocators)
+    assert not any(in_coreclr(_pointer(rt, d)) for d in domains - allocators)
+
+
+def test_dumpmodule_typerefs_resolve(core_run: CoreRun) -> None:
+    """dumpmodule -mt's referenced types carry TypeRef tokens that resolve, through the module's
+    TypeRef map, to the MethodTable printed beside them."""
+    label = next(lb for lb in core_run.ours if lb.startswith("dumpmodule -mt <"))
+    module = int(next(p.command for p in core_run.probes if p.label == label).split()[-1], 16)
+    refs = core_run.ours[label].text.partition("Types referenced in this module")[2]
+    rows = re.findall(r"^([0-9a-f]{16}) 0x([0-9a-f]{8}) ", refs, re.M)
+    assert rows
+    type_refs = _runtime_of(core_run.core).catalog.type_ref_map(module)
+    assert all(type_refs.get(int(tok, 16)) == int(mt, 16) for mt, tok in rows)
 
 
 def test_listed_entries_are_documented() -> None:

@@ -315,7 +315,8 @@ Examples:
         for e in polled(shown):
             line = f"{e.index:5} "
             if not e.free or e.index != only:
-                line += f"{e.address:016x}  {e.monitor_held:11} {e.recursion:9} {e.holding_thread:016x} "
+                # SOS's %p: upper-case hex (the object, a DML link, stays lower-case).
+                line += f"{e.address:016X}  {e.monitor_held:11} {e.recursion:9} {e.holding_thread:016X} "
                 if e.holding_thread == ORPHANED:
                     line += " orphaned "
                 elif e.holding_thread:

@@ -21,7 +21,7 @@ from ..render.table import Cells, Column, Pointer, Table, Text, TypeName, fmt_po
 from .base import (Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt,
                    parse_thread_id, register)
 from .context import CommandContext
-from .rootnotices import announce_roots
+from .rootnotices import announce_roots, live_objects
 from .heap import (DumpHeap, check_heap_arguments, chunks_of, select_objects, type_stats, write_addresses,
                    write_stats)
 
@@ -385,6 +385,8 @@ Examples:
         if args.mt is not None:
             require_method_table(heap, args.mt)
         ix = heap.index(ctx.progress)
+        # SOS computes the live set first, so its notices come before anything else.
+        live = live_objects(ctx) if args.allready else None
         ready_slots: list[int] = []
         all_objects: list[int] = []
         lines = []
@@ -410,11 +412,11 @@ Examples:
         all_objects.extend(ready_slots)
         idx = [ix.find(o) for o in polled(all_objects)]
         idx = [i for i in idx if i is not None]
-        if args.allready:
-            live = heap.live(ctx.progress)
+        if live is not None:
             ready_set = {ix.find(o) for o in ready_slots}
             idx = [i for i in idx if i in ready_set or not live[i]]
-        sel = np.array(sorted(set(idx)), dtype=np.int64)
+        # In the queue's order (the generations' parts, oldest first, then the ready ones), as SOS lists them.
+        sel = np.array(list(dict.fromkeys(idx)), dtype=np.int64)
         if args.mt is not None and len(sel):
             sel = sel[ix.mask_method_tables([args.mt])[sel]]
         if args.short:
