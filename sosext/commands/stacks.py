@@ -24,7 +24,7 @@ def _where(f: RawFrame) -> str:
 
 
 def _thread_index(ctx: CommandContext, tid: int) -> int:
-    return next((t.index for t in ctx.session.target().threads() if t.tid == tid), 0)
+    return next((t.index for t in ctx.session.target().threads() if t.tid == tid), -1)
 
 
 _RAW_TABLE = Cells((16, 16), (False, False))

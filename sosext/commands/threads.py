@@ -37,7 +37,7 @@ CURRENT_THREAD = "current_thread"  # Session.settings key: the CLI's selected OS
 @dataclass(frozen=True, slots=True)
 class CurrentThread:
     tid: int
-    index: int  # the debugger's thread number (0 when unknown)
+    index: int  # the debugger's thread number (ThreadInfo.index; -1 when unknown)
 
 
 def debugger_selected_tid(ctx: CommandContext) -> int | None:
@@ -69,7 +69,7 @@ def current_thread(ctx: CommandContext) -> CurrentThread | None:
         if not threads:
             return None
         tid = threads[0].tid
-    return CurrentThread(tid, next((t.index for t in threads if t.tid == tid), 0))
+    return CurrentThread(tid, next((t.index for t in threads if t.tid == tid), -1))
 
 
 # -- clrthreads ---------------------------------------------------------------------------------
@@ -168,11 +168,12 @@ def select_exception_thread(ctx: CommandContext) -> None:
 
 
 def _lock_count(n: int) -> str:
-    """SOS's Decimal() of the DWORD lock count: %.*d of the value as a signed int, with the
-    digit count of the unsigned value as precision. .NET 9+ no longer counts locks and
-    reports 0xFFFFFFFF, which SOS therefore prints as -0000000001."""
+    """SOS's Decimal() column of the DWORD lock count: printf's %*.*d of the value as a signed
+    int, 5 wide, its precision the digit count of the unsigned value clamped to the width.
+    .NET 9+ no longer counts locks and reports 0xFFFFFFFF, which SOS prints as -00001 (in
+    dotnet-dump and in LLDB alike)."""
     raw = n & 0xFFFFFFFF
-    precision = max(len(str(raw)), 1)
+    precision = min(max(len(str(raw)), 1), _THREAD_WIDTHS[8])
     signed = raw - (1 << 32) if raw & 0x80000000 else raw
     return ("-" if signed < 0 else "") + f"{abs(signed):0{precision}d}"
 
@@ -302,8 +303,8 @@ Examples:
         found = next((t for t in threads if (t.tid if args.tid else t.index) == n), None)
         if found is None:
             raise SosError(f"no thread {'with OS id ' if args.tid else ''}{args.thread} in the target")
+        # Silent, as dotnet-dump's setthread: `threads` shows the selection.
         ctx.session.settings[CURRENT_THREAD] = found.tid
-        ctx.out.line(f"Current thread is now {found.index} (OS thread id {os_thread_id(found.tid)})")
 
 
 # The instruction, stack and frame pointers under each architecture's register names.
@@ -442,8 +443,9 @@ Examples:
             if not room():
                 break
             printed += 1
-            # With -f SOS leaves a runtime Frame's IP blank (it means little there).
-            ip = "" if args.f and not f.is_managed else _p(f.ip)
+            # SOS prints a runtime Frame's IP in lower case, and with -f leaves it blank (it
+            # means little there).
+            ip = _p(f.ip) if f.is_managed else "" if args.f else _lp(f.ip)
             site = call_site(ctx, f, args.f)
             if lines is not None and f.is_managed and f.method_desc:
                 # Only an active leaf frame stands on its instruction; the others hold return addresses.
