@@ -27,7 +27,7 @@ if drivers.GDB:
     HOSTS += ["gdb-live", "gdb-core"]
 TRIAGE_HOSTS = ["cli-triage", "lldb-triage"]
 
-STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-F]{16}| {16}) (.*)$")
+STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-Fa-f]{16}| {16}) (.*)$")
 
 
 def batch(truth: dict, host: str) -> list[tuple[str, str]]:
