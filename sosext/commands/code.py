@@ -333,11 +333,12 @@ Examples:
                 self.dynamic(ctx, method.data.managed_dynamic_method_object)
                 return
             il_addr, _rva = il_body_address(rt, method)
-            out.field("il_address", Address(il_addr), f"ilAddr is {p16(il_addr)}")
+            # SOS adds "pImport is <its own IMetaDataImport>", an address in the debugger, not the target.
+            out.field("il_address", Address(il_addr), f"ilAddr is {il_addr:016X}")
             names = ILDasmNames(rt.catalog.require_metadata(method.module))
         raw = rt.target.read_partial(il_addr, IL_READ)
         body = parse_body(raw)
-        out.field("il_address", Address(il_addr), f"ilAddr = {p16(il_addr)}")
+        out.field("il_address", Address(il_addr), f"ilAddr = {il_addr:016X}")
         instructions = decode(body.code)
         token_text = names.token_text if names is not None else (lambda t: f"TOKEN {t:x}")
         rows = out.table("instructions", None, ("offset", "opcode", "operand"))
