@@ -4,7 +4,9 @@
 #                             compiles its kernels ahead of time), tabulate, pygments, pyelftools, plotly (sosext report)
 #   scripts/setup.sh --test   plus pytest and hypothesis, pip and venv (tests/test_packaging.py), and chromium
 #                             (tests/test_report.py opens the HTML report in headless Chromium)
-#                             and tmux (tests/test_tutorial.py plays docs/leak-hunting.md in a terminal)
+#                             and tmux (tests/test_tutorial.py plays docs/leak-hunting.md in a terminal),
+#                             and the real SOS, dotnet-dump (pinned, a .NET tool from NuGet) under the tests' work
+#                             directory (tests/test_sos_parity.py compares sosext with it)
 # The .NET SDK (dotnet) is not a Debian package: it must already be installed.
 set -euo pipefail
 
@@ -38,3 +40,16 @@ fi
 cd "$(dirname "$0")/.."
 /usr/bin/python3 -m compileall -q sosext lldbinit gdbinit >/dev/null
 /usr/bin/python3 -m sosext.clr.kernels --if-stale >&2 || echo "sosext setup: kernels not compiled; the JIT or numpy path will be used" >&2
+
+# The real SOS as the tests' second opinion: dotnet-dump, pinned, in the tests' work directory
+# ($SOSEXT_WORK_DIR, else .work/, as tests/harness finds it). Installed once; one line if it cannot be.
+if [[ "${1:-}" == "--test" ]]; then
+    dd_version=10.0.750501
+    dd_dir="${SOSEXT_WORK_DIR:-$PWD/.work}/tools/dotnet-dump-$dd_version"
+    if [[ ! -x "$dd_dir/dotnet-dump" ]]; then
+        DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 dotnet tool install dotnet-dump --tool-path "$dd_dir" \
+            --version "$dd_version" >/dev/null 2>&1 \
+            || echo "sosext setup: dotnet-dump $dd_version not installed (NuGet unreachable?): tests/test_sos_parity.py will skip" >&2
+    fi
+fi
+
