@@ -197,8 +197,85 @@ def heap_round4(run: CoreRun) -> list[Probe]:
     return probes
 
 
+# -- threads, stacks, code and the runtime (the code family) ------------------------------------
+
+THREAD_ROW = re.compile(rf"^ *(\d+|XXXX) +\d+ +({HEX}) {HEX} .*$")
+FRAME_IP = re.compile(r"^[0-9A-F]{16} ([0-9A-F]{16}) [A-Za-z_<]")  # a managed frame of clrstack
+
+
+def code_round1(run: CoreRun) -> list[Probe]:
+    fixed = [
+        "clrthreads", "clrthreads -live", "threads", "clrstack", "clrstack -a", "clrstack -all", "dso",
+        "eeversion", "threadpool", "threadpoolqueue", "timerinfo", "dumpasync", "dumpexceptions", "pe",
+        "assemblies", "clrmodules", "clrmodules -v", "modules", "runtimes", "registers", "parallelstacks",
+        "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
+    ]
+    return [Probe(c, c) for c in fixed]
+
+
+def _thread_roles(text: str) -> dict[str, str]:
+    """role -> SOS's thread number (DBG), from clrthreads: the first thread, the first with an
+    exception, the first thread-pool worker."""
+    roles: dict[str, str] = {}
+    for ln in text.splitlines():
+        m = THREAD_ROW.match(ln)
+        if not m or m.group(1) == "XXXX":
+            continue
+        roles.setdefault("first thread", m.group(1))
+        if re.search(r"\S+ [0-9a-f]{16}( \(nested exceptions\))?$", ln):
+            roles.setdefault("thread with exception", m.group(1))
+        if "(Threadpool Worker)" in ln:
+            roles.setdefault("pool thread", m.group(1))
+    return roles
+
+
+def code_round2(run: CoreRun) -> list[Probe]:
+    probes = []
+    for role, dbg in _thread_roles(run.text("clrthreads")).items():
+        # setthread is silent; the commands after it act on that thread (one session, in order).
+        probes += [Probe(f"setthread <{role}>", f"setthread {dbg}"),
+                   Probe(f"clrstack -a <{role}>", "clrstack -a"), Probe(f"clrstack -f <{role}>", "clrstack -f"),
+                   Probe(f"dso <{role}>", "dso"), Probe(f"pe <{role}>", "pe")]
+    ips = list(dict.fromkeys(m.group(1) for m in map(FRAME_IP.match, run.text("clrstack -all").splitlines()) if m))
+    for i, ip in enumerate(ips[:4]):
+        probes.append(Probe(f"ip2md <frame {i}>", f"ip2md {ip}"))
+    for i, md in enumerate(re.findall(rf"^MethodDesc:\s+({HEX})$",
+                                      run.text("name2ee System.Private.CoreLib.dll!System.String.Concat"), re.M)[:1]):
+        probes += [Probe(f"{c} <String.Concat>", f"{c} {md}") for c in ("dumpmd", "dumpil", "ehinfo", "gcinfo")]
+    exceptions = [ln.split()[0] for ln in run.text("dumpheap -type Exception").splitlines()
+                  if re.fullmatch(rf"\s*{HEX}\s+{HEX}\s+[\d,]+\s*", ln)]
+    for i, e in enumerate(exceptions[:3]):
+        probes.append(Probe(f"pe <exception {i}>", f"pe {e}"))
+    return probes
+
+
+def code_round3(run: CoreRun) -> list[Probe]:
+    probes = []
+    for i in range(4):
+        m = re.search(rf"^MethodDesc:\s+({HEX})$", run.text(f"ip2md <frame {i}>"), re.M)
+        if m:
+            probes += [Probe(f"{c} <method of frame {i}>", f"{c} {m.group(1)}") for c in ("dumpmd", "dumpil", "ehinfo", "gcinfo")]
+    for label in sorted(run.sos):
+        if not label.startswith("dumpmt -md <"):
+            continue
+        kind = label[len("dumpmt -md "):]
+        for m in re.finditer(rf"^{HEX} ({HEX}) +(JIT|PreJIT|NONE) {HEX} (.+)$", run.text(label), re.M):
+            probes.append(Probe(f"dumpmd <{m.group(2)} method of {kind}>", f"dumpmd {m.group(1)}"))
+    objs = first_objects(run.text("dumpheap -short -mt <delegate>"))
+    for o in objs:
+        probes.append(Probe("dumpdelegate <delegate>", f"dumpdelegate {o}"))
+    return probes
+
+
+CODE_FAMILIES = {"clrthreads", "threads", "setthread", "clrstack", "dso", "eeversion", "threadpool",
+                 "threadpoolqueue", "timerinfo", "dumpasync", "dumpexceptions", "pe", "assemblies", "clrmodules",
+                 "modules", "runtimes", "registers", "parallelstacks", "histstats", "analyzeoom", "crashinfo",
+                 "threadstate", "ip2md", "dumpmd", "dumpil", "ehinfo", "gcinfo", "dumpdelegate"}
+
+
 # Rounds in order; each producer sees the SOS answers of the rounds before it.
-PROBES: list[list[Producer]] = [[heap_round1], [heap_round2], [heap_round3], [heap_round4]]
+PROBES: list[list[Producer]] = [[heap_round1, code_round1], [heap_round2, code_round2],
+                                [heap_round3, code_round3], [heap_round4]]
 
 
 # -- listed differences ---------------------------------------------------------------------------
@@ -341,7 +418,7 @@ def core_run(request, tmp_path_factory) -> CoreRun:
 FAMILIES = sorted({p.label.split()[0].lower() for p in
                    heap_round1(CoreRun("", Path(), {}))} | {
     "dumpmt", "dumpmodule", "dumpassembly", "dumpobj", "do", "gcwhere", "gcroot", "objsize", "listnearobj",
-    "dumpobjgcrefs", "dumparray", "dumpvc", "dumpclass"})
+    "dumpobjgcrefs", "dumparray", "dumpvc", "dumpclass"} | CODE_FAMILIES)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

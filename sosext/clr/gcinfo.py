@@ -220,7 +220,7 @@ class GcInfo:
         interruptible range with the offsets where slots become live or dead (what clru
         -gcinfo puts before the instructions)."""
         enc = self.encoding
-        untracked = [s.text(enc, self.frame_register) for s in self.slots if s.untracked]
+        untracked = [s.text(enc, self.frame_register) for s in reversed(self.slots) if s.untracked]
         tracked = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
         out = ["Untracked: " + " ".join(f"+{t}" for t in untracked)] if untracked else []
         by_offset: list[tuple[int, int, str]] = []  # (offset, order at that offset, line)

@@ -466,8 +466,7 @@ Examples:
         elif not stack.complete:
             out.line("<failed>")
             out.line("Stack Walk failed. Reported stack incomplete.")
-        if stack.complete and not stack.truncated and not any(f.is_managed for f in stack.frames):
-            out.line("No managed frames on this thread (it runs native code only)")
+        # A walk of runtime Frames only ends with them, as SOS's does: no note.
         if lines is not None:
             report_missing_pdbs(ctx, lines, missing)
 
