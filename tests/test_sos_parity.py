@@ -319,6 +319,71 @@ def judge(core: str, label: str, sos: sosref.Answer, ours: sosref.Answer) -> tup
     return FAILS, used
 
 
+# The code family's listed differences (threads, stacks, code, the runtime).
+
+def _drop_lines(pattern: str) -> Callable[[str], str]:
+    rx = re.compile(pattern)
+    return lambda t: "\n".join(ln for ln in t.splitlines() if not rx.search(ln))
+
+
+def _mask(pattern: str, repl: str) -> Callable[[str], str]:
+    rx = re.compile(pattern, re.M)
+    return lambda t: rx.sub(repl, t)
+
+
+def _il_operand_types(text: str) -> str:
+    """An IL line's operand type cut to SOS's 24 characters after its assembly ([...]) prefix."""
+    out = []
+    for ln in text.splitlines():
+        i, j = ln.find("]"), ln.rfind("::")
+        if re.match(r"^\s*IL_[0-9a-f]{4}: ", ln) and 0 <= i < j:
+            ln = ln[:i + 1] + ln[i + 1:j][:24] + ln[j:]
+        out.append(ln)
+    return "\n".join(out)
+
+
+def _il_without_blocks(text: str) -> str:
+    """dumpil's instructions without the .try/.catch/.finally structure and its indentation."""
+    keep = [ln.strip() for ln in text.splitlines()
+            if not re.fullmatch(r"\s*(\.try|\.catch|\.finally|\.filter|\.fault|\{|\} // end \.\w+)\s*", ln)]
+    return "\n".join(keep)
+
+
+def _signed_byte_as_sos(text: str) -> str:
+    return re.sub(r"(ldc\.i4\.s) -(\d+)$", lambda m: f"{m.group(1)} {256 - int(m.group(2))}", text, flags=re.M)
+
+
+def _module_paths(text: str) -> str:
+    """The files a modules listing names, once each, sorted; not the dynamic loader (which SOS
+    leaves out although the process maps it)."""
+    return "\n".join(sorted({m.group(1) for m in re.finditer(r"^[0-9A-Fa-f]{16} [0-9A-Fa-f]{8} (.+)$", text, re.M)
+                             if "/ld-linux" not in m.group(1)}))
+
+
+CODE_LISTED: list[Listed] = [
+    Listed("clrstack names the modules it has no PDB for", r"^(clrstack|ip2md|pe|printexception)\b",
+           ours=_drop_lines(r"^No source lines for .*: no matching portable PDB found")),
+    Listed("clrstack -f shows native frames in the CLI too", r"^clrstack -f",
+           ours=_drop_lines(r"^[0-9A-F]{16} [0-9A-F]{16} [^(\[]+$")),
+    Listed("timerinfo names a static callback", r"^timerinfo",
+           sos=_mask(r" -> \S*$", " ->"), ours=_mask(r" -> \S*$", " ->")),
+    Listed("registers shows the values the core holds", r"^registers",
+           sos=_mask(r"^(eflags|r8|r9) = .*$", r"\1 ="), ours=_mask(r"^(eflags|r8|r9) = .*$", r"\1 =")),
+    Listed("dumpil prints whole type names and nests clauses as the IL declares them", r"^dumpil",
+           sos=lambda t: _il_without_blocks(re.sub(r" pImport is [0-9A-F]+$", "", t, flags=re.M)),
+           ours=lambda t: _il_without_blocks(_signed_byte_as_sos(_il_operand_types(t)))),
+    Listed("eeversion names sosext as the SOS version", r"^eeversion",
+           sos=_mask(r"^SOS Version: .*$", "SOS Version:"), ours=_mask(r"^SOS Version: .*$", "SOS Version:")),
+    Listed("runtimes says which DAC was trusted and why", r"^runtimes",
+           sos=lambda t: "\n".join(t.splitlines()[:2]), ours=lambda t: "\n".join(t.splitlines()[:2])),
+    Listed("modules lists every mapping of a file", r"^modules",
+           sos=lambda t: _module_paths(t), ours=lambda t: _module_paths(t)),
+    Listed("clrmodules -v names the assembly and its file version", r"^clrmodules -v",
+           sos=_drop_lines(r"^    (AssemblyName|Version): "), ours=_drop_lines(r"^    (AssemblyName|Version): ")),
+]
+LISTED += CODE_LISTED
+
+
 RESULTS: dict[str, dict[str, str]] = {}   # core -> label -> verdict
 
 

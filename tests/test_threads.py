@@ -48,6 +48,8 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("clrstack", "clrstack"),
         ("clrstack -a", "clrstack -a"),
         ("clrstack -f", "clrstack -f -c 60"),
+        ("registers", "registers"),
+        *([("lldb registers", "register read r8 r9 rflags rip rsp")] if host == "lldb-core" else []),
         ("select-thrower", drivers.select_thread(host, thrower)),
         ("pe", "pe"),
         ("pe exc", f"pe {exc['address']}"),
@@ -404,6 +406,23 @@ def test_threadstate_names_the_bits(case: Case, host: str) -> None:
 
 
 # -- hosts agree -------------------------------------------------------------------------------
+
+
+def test_registers_are_the_cores_as_lldb_reads_them(case: Case) -> None:
+    """registers in dotnet-dump's layout (segment registers and eflags first, upper case), with the
+    values LLDB reads from the same core's notes (dotnet-dump itself swaps r8 and r9 and shows
+    eflags as 0 there)."""
+    ours = dict(ln.split(" = ") for ln in case.outputs["cli-core"]["registers"].lines)
+    assert list(ours)[:7] == ["cs", "ds", "es", "fs", "gs", "ss", "eflags"], list(ours)
+    assert list(ours)[7:] == ["rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11",
+                              "r12", "r13", "r14", "r15", "rip"], list(ours)
+    assert all(re.fullmatch(r"0x[0-9A-F]+", v) for v in ours.values()), ours
+    lldb = {m.group(1): int(m.group(2), 16) for m in
+            re.finditer(r"^\s*(\w+) = (0x[0-9a-f]+)", case.outputs["lldb-core"]["lldb registers"].text, re.M)}
+    assert set(lldb) == {"r8", "r9", "rflags", "rip", "rsp"}, lldb
+    for name in ("r8", "r9", "rip", "rsp"):
+        assert int(ours[name], 16) == lldb[name], name
+    assert int(ours["eflags"], 16) == lldb["rflags"]
 
 
 def test_hosts_print_the_same_text_for_the_same_core(case: Case) -> None:
