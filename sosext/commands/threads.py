@@ -767,19 +767,59 @@ class ThreadPoolCommand(Command):
     details = """\
 Reads the managed thread pool (System.Threading.PortableThreadPool, .NET 6+) the way
 SOS does: its CPU utilization, worker thread counts and limits. Older runtimes answer
-through the DAC's thread-pool data.
+through the DAC's thread-pool data. -wi lists the queued work items (threadpoolqueue tells
+more about each), -stat counts them by type as dumpheap -stat does; -ti (the hill climbing
+log) is accepted and prints nothing more yet.
 
 Example:
   threadpool"""
     options = (
-        Option("-ti", "hill climbing log (not supported)", aliases=("-hc",)),
-        Option("-wi", "queued work items (not supported)"),
-        Option("-stat", "statistics of queued work items (not supported)", aliases=("-summary",)),
+        Option("-ti", "hill climbing log (not read yet: nothing is printed for it)", aliases=("-hc",)),
+        Option("-wi", "the queued work items (as threadpoolqueue finds them)"),
+        Option("-stat", "statistics of the queued work items, as dumpheap -stat", aliases=("-summary",)),
     )
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.ti or args.wi or args.stat:
-            raise SosError("threadpool -ti, -wi and -stat are not supported by sosext yet")
+        self._pool(ctx)
+        if args.wi or args.stat:
+            self._work_items(ctx, args.wi, args.stat)
+
+    @staticmethod
+    def _work_items(ctx: CommandContext, listing: bool, stats: bool) -> None:
+        """SOS's -wi (Queue, Object, Type per item) and -stat (a dumpheap -stat table of them,
+        or "No queued work items.")."""
+        from ..clr.workitems import queued_work_items
+        from .heap import write_stats
+
+        items = queued_work_items(ctx.runtime)
+        heap = ctx.heap
+        if listing and items:
+            rows = ctx.out.table("work_items", Cells((), ()), ("queue", "object", "type"))
+            ctx.out.line(f"{'Queue':<17} {'Object':<16} Type")
+            for w in items:
+                # SOS labels a worker's local queue "[Global]" too.
+                rows.row(f"{'[Global]':<17} {w.address:<16x} {w.type_name}",
+                         data=("local" if w.is_local else "global", Address(w.address), w.type_name))
+        if not stats:
+            return
+        if not items:
+            ctx.out.line("No queued work items.")
+            return
+        ix = heap.index(ctx.progress)
+        per_mt: dict[int, list[int]] = {}
+        for w in items:
+            i = ix.find(w.address)
+            mt = method_table_of(ctx.runtime.target, w.address)
+            if i is None or mt is None:
+                continue
+            entry = per_mt.setdefault(mt, [0, 0])
+            entry[0] += 1
+            entry[1] += ix.size_of(i)
+        order = sorted(per_mt.items(), key=lambda kv: kv[1][1])  # ascending total size, ties in first-seen order
+        write_stats(ctx, heap, [(mt, c, t) for mt, (c, t) in order])
+
+    @staticmethod
+    def _pool(ctx: CommandContext) -> None:
         pool = read_threadpool(ctx.runtime)
         out = ctx.out
         if pool is None:
