@@ -295,6 +295,7 @@ SYNC_HEADER = "Index         SyncBlock MonitorHeld Recursion Owning Thread Info 
 def sync_rows(text: str) -> dict[int, list[str]]:
     lines = text.splitlines()
     assert lines[0] == SYNC_HEADER, text
+    # SOS (dotnet-dump and LLDB) prints the SyncBlock and the owning Thread in upper case.
     return {int(ln.split()[0]): ln.split() for ln in lines[1:] if re.match(r"^ +\d+ [0-9A-F]{16} ", ln)}
 
 

@@ -38,7 +38,7 @@ def commands_for(t: dict, files: Path) -> list[str]:
         "dumpruntimetypes", "dumpruntimetypes --json",
         f"pathto {n['a']} {n['c']}", f"pathto {n['c']} {n['a']}", f"pathto {n['a']} {n['c']} --json",
         f"pathto 10 {n['a']}", f"pathto {n['a']}", "pathto zz 10",
-        "tpq", "threadpoolqueue --json",
+        "tpq", "threadpoolqueue --json", "threadpool -wi", "threadpool -stat",
         "dumpgcdata", "dumpgcdata --json", "analyzeoom", "analyzeoom --json",
         f"notreachableinrange {r['start']} {r['end']}", f"notreachableinrange -short {r['start']} {r['end']}",
         f"notreachableinrange {r['start']} L{int(r['end'], 16) - int(r['start'], 16):x} --json",
@@ -245,6 +245,20 @@ def test_tpq_lists_the_queued_work_items(case: HeapCase, host: str) -> None:
     assert (by_addr[h(tp["globalTask"])]["kind"], by_addr[h(tp["globalTask"])]["local"]) == ("task", False)
     assert (by_addr[h(tp["localTask"])]["kind"], by_addr[h(tp["localTask"])]["local"]) == ("task", True)
     assert by_addr[h(tp["raw"])]["kind"] == "raw"
+
+
+def test_threadpool_wi_and_stat_list_the_queued_work_items(case: HeapCase, host: str) -> None:
+    """threadpool -wi: SOS's Queue/Object/Type rows (a worker's local queue is "[Global]" there too);
+    -stat: the same items in a dumpheap -stat table (both as dotnet-dump prints them)."""
+    tp = x(case)["threadPool"]
+    lines = case.out(host, "threadpool -wi").lines
+    i = lines.index("Queue             Object           Type")
+    rows = {int(ln.split()[1], 16): ln.split()[2] for ln in lines[i + 1:] if ln.startswith("[Global]")}
+    assert rows[h(tp["globalTask"])] == "System.Threading.Tasks.Task"
+    assert rows[h(tp["localTask"])] == "System.Threading.Tasks.Task"
+    assert rows[h(tp["raw"])] == tp["rawType"]
+    total = re.search(r"^Total (\d+) objects, [\d,]+ bytes$", case.out(host, "threadpool -stat").text, re.M)
+    assert total and int(total.group(1)) == len(rows), case.out(host, "threadpool -stat").text
 
 
 # -- dumpgcdata, analyzeoom -------------------------------------------------------------------

@@ -197,8 +197,85 @@ def heap_round4(run: CoreRun) -> list[Probe]:
     return probes
 
 
+# -- threads, stacks, code and the runtime (the code family) ------------------------------------
+
+THREAD_ROW = re.compile(rf"^ *(\d+|XXXX) +\d+ +({HEX}) {HEX} .*$")
+FRAME_IP = re.compile(r"^[0-9A-F]{16} ([0-9A-F]{16}) [A-Za-z_<]")  # a managed frame of clrstack
+
+
+def code_round1(run: CoreRun) -> list[Probe]:
+    fixed = [
+        "clrthreads", "clrthreads -live", "threads", "clrstack", "clrstack -a", "clrstack -all", "dso",
+        "eeversion", "threadpool", "threadpoolqueue", "timerinfo", "dumpasync", "dumpexceptions", "pe",
+        "assemblies", "clrmodules", "clrmodules -v", "modules", "runtimes", "registers", "parallelstacks",
+        "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
+    ]
+    return [Probe(c, c) for c in fixed]
+
+
+def _thread_roles(text: str) -> dict[str, str]:
+    """role -> SOS's thread number (DBG), from clrthreads: the first thread, the first with an
+    exception, the first thread-pool worker."""
+    roles: dict[str, str] = {}
+    for ln in text.splitlines():
+        m = THREAD_ROW.match(ln)
+        if not m or m.group(1) == "XXXX":
+            continue
+        roles.setdefault("first thread", m.group(1))
+        if re.search(r"\S+ [0-9a-f]{16}( \(nested exceptions\))?$", ln):
+            roles.setdefault("thread with exception", m.group(1))
+        if "(Threadpool Worker)" in ln:
+            roles.setdefault("pool thread", m.group(1))
+    return roles
+
+
+def code_round2(run: CoreRun) -> list[Probe]:
+    probes = []
+    for role, dbg in _thread_roles(run.text("clrthreads")).items():
+        # setthread is silent; the commands after it act on that thread (one session, in order).
+        probes += [Probe(f"setthread <{role}>", f"setthread {dbg}"),
+                   Probe(f"clrstack -a <{role}>", "clrstack -a"), Probe(f"clrstack -f <{role}>", "clrstack -f"),
+                   Probe(f"dso <{role}>", "dso"), Probe(f"pe <{role}>", "pe")]
+    ips = list(dict.fromkeys(m.group(1) for m in map(FRAME_IP.match, run.text("clrstack -all").splitlines()) if m))
+    for i, ip in enumerate(ips[:4]):
+        probes.append(Probe(f"ip2md <frame {i}>", f"ip2md {ip}"))
+    for i, md in enumerate(re.findall(rf"^MethodDesc:\s+({HEX})$",
+                                      run.text("name2ee System.Private.CoreLib.dll!System.String.Concat"), re.M)[:1]):
+        probes += [Probe(f"{c} <String.Concat>", f"{c} {md}") for c in ("dumpmd", "dumpil", "ehinfo", "gcinfo")]
+    exceptions = [ln.split()[0] for ln in run.text("dumpheap -type Exception").splitlines()
+                  if re.fullmatch(rf"\s*{HEX}\s+{HEX}\s+[\d,]+\s*", ln)]
+    for i, e in enumerate(exceptions[:3]):
+        probes.append(Probe(f"pe <exception {i}>", f"pe {e}"))
+    return probes
+
+
+def code_round3(run: CoreRun) -> list[Probe]:
+    probes = []
+    for i in range(4):
+        m = re.search(rf"^MethodDesc:\s+({HEX})$", run.text(f"ip2md <frame {i}>"), re.M)
+        if m:
+            probes += [Probe(f"{c} <method of frame {i}>", f"{c} {m.group(1)}") for c in ("dumpmd", "dumpil", "ehinfo", "gcinfo")]
+    for label in sorted(run.sos):
+        if not label.startswith("dumpmt -md <"):
+            continue
+        kind = label[len("dumpmt -md "):]
+        for m in re.finditer(rf"^{HEX} ({HEX}) +(JIT|PreJIT|NONE) {HEX} (.+)$", run.text(label), re.M):
+            probes.append(Probe(f"dumpmd <{m.group(2)} method of {kind}>", f"dumpmd {m.group(1)}"))
+    objs = first_objects(run.text("dumpheap -short -mt <delegate>"))
+    for o in objs:
+        probes.append(Probe("dumpdelegate <delegate>", f"dumpdelegate {o}"))
+    return probes
+
+
+CODE_FAMILIES = {"clrthreads", "threads", "setthread", "clrstack", "dso", "eeversion", "threadpool",
+                 "threadpoolqueue", "timerinfo", "dumpasync", "dumpexceptions", "pe", "assemblies", "clrmodules",
+                 "modules", "runtimes", "registers", "parallelstacks", "histstats", "analyzeoom", "crashinfo",
+                 "threadstate", "ip2md", "dumpmd", "dumpil", "ehinfo", "gcinfo", "dumpdelegate"}
+
+
 # Rounds in order; each producer sees the SOS answers of the rounds before it.
-PROBES: list[list[Producer]] = [[heap_round1], [heap_round2], [heap_round3], [heap_round4]]
+PROBES: list[list[Producer]] = [[heap_round1, code_round1], [heap_round2, code_round2],
+                                [heap_round3, code_round3], [heap_round4]]
 
 
 # -- listed differences ---------------------------------------------------------------------------
@@ -293,6 +370,71 @@ def judge(core: str, label: str, sos: sosref.Answer, ours: sosref.Answer) -> tup
             if a == b:
                 return LISTED_DIFF, used
     return FAILS, used
+
+
+# The code family's listed differences (threads, stacks, code, the runtime).
+
+def _drop_lines(pattern: str) -> Callable[[str], str]:
+    rx = re.compile(pattern)
+    return lambda t: "\n".join(ln for ln in t.splitlines() if not rx.search(ln))
+
+
+def _mask(pattern: str, repl: str) -> Callable[[str], str]:
+    rx = re.compile(pattern, re.M)
+    return lambda t: rx.sub(repl, t)
+
+
+def _il_operand_types(text: str) -> str:
+    """An IL line's operand type cut to SOS's 24 characters after its assembly ([...]) prefix."""
+    out = []
+    for ln in text.splitlines():
+        i, j = ln.find("]"), ln.rfind("::")
+        if re.match(r"^\s*IL_[0-9a-f]{4}: ", ln) and 0 <= i < j:
+            ln = ln[:i + 1] + ln[i + 1:j][:24] + ln[j:]
+        out.append(ln)
+    return "\n".join(out)
+
+
+def _il_without_blocks(text: str) -> str:
+    """dumpil's instructions without the .try/.catch/.finally structure and its indentation."""
+    keep = [ln.strip() for ln in text.splitlines()
+            if not re.fullmatch(r"\s*(\.try|\.catch|\.finally|\.filter|\.fault|\{|\} // end \.\w+)\s*", ln)]
+    return "\n".join(keep)
+
+
+def _signed_byte_as_sos(text: str) -> str:
+    return re.sub(r"(ldc\.i4\.s) -(\d+)$", lambda m: f"{m.group(1)} {256 - int(m.group(2))}", text, flags=re.M)
+
+
+def _module_paths(text: str) -> str:
+    """The files a modules listing names, once each, sorted; not the dynamic loader (which SOS
+    leaves out although the process maps it)."""
+    return "\n".join(sorted({m.group(1) for m in re.finditer(r"^[0-9A-Fa-f]{16} [0-9A-Fa-f]{8} (.+)$", text, re.M)
+                             if "/ld-linux" not in m.group(1)}))
+
+
+CODE_LISTED: list[Listed] = [
+    Listed("clrstack names the modules it has no PDB for", r"^(clrstack|ip2md|pe|printexception)\b",
+           ours=_drop_lines(r"^No source lines for .*: no matching portable PDB found")),
+    Listed("clrstack -f shows native frames in the CLI too", r"^clrstack -f",
+           ours=_drop_lines(r"^[0-9A-F]{16} [0-9A-F]{16} [^(\[]+$")),
+    Listed("timerinfo names a static callback", r"^timerinfo",
+           sos=_mask(r" -> \S*$", " ->"), ours=_mask(r" -> \S*$", " ->")),
+    Listed("registers shows the values the core holds", r"^registers",
+           sos=_mask(r"^(eflags|r8|r9) = .*$", r"\1 ="), ours=_mask(r"^(eflags|r8|r9) = .*$", r"\1 =")),
+    Listed("dumpil prints whole type names and nests clauses as the IL declares them", r"^dumpil",
+           sos=lambda t: _il_without_blocks(re.sub(r" pImport is [0-9A-F]+$", "", t, flags=re.M)),
+           ours=lambda t: _il_without_blocks(_signed_byte_as_sos(_il_operand_types(t)))),
+    Listed("eeversion names sosext as the SOS version", r"^eeversion",
+           sos=_mask(r"^SOS Version: .*$", "SOS Version:"), ours=_mask(r"^SOS Version: .*$", "SOS Version:")),
+    Listed("runtimes says which DAC was trusted and why", r"^runtimes",
+           sos=lambda t: "\n".join(t.splitlines()[:2]), ours=lambda t: "\n".join(t.splitlines()[:2])),
+    Listed("modules lists every mapping of a file", r"^modules",
+           sos=lambda t: _module_paths(t), ours=lambda t: _module_paths(t)),
+    Listed("clrmodules -v names the assembly and its file version", r"^clrmodules -v",
+           sos=_drop_lines(r"^    (AssemblyName|Version): "), ours=_drop_lines(r"^    (AssemblyName|Version): ")),
+]
+LISTED += CODE_LISTED
 
 
 RESULTS: dict[str, dict[str, str]] = {}   # core -> label -> verdict
@@ -397,7 +539,7 @@ def core_run(request, tmp_path_factory) -> CoreRun:
 FAMILIES = sorted({p.label.split()[0].lower() for p in
                    heap_round1(CoreRun("", Path(), {}))} | {
     "dumpmt", "dumpmodule", "dumpassembly", "dumpobj", "do", "gcwhere", "gcroot", "objsize", "listnearobj",
-    "dumpobjgcrefs", "dumparray", "dumpvc", "dumpclass"})
+    "dumpobjgcrefs", "dumparray", "dumpvc", "dumpclass"} | CODE_FAMILIES)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

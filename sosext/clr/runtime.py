@@ -189,6 +189,17 @@ class ClrRuntime:
         from ..dac.xclrdata import module_load_data
         return module_load_data(self.dac, module)
 
+    def module_image_size(self, module: int, image_base: int) -> int:
+        """The size of the module's loaded image as SOS's clrmodules prints it (ClrMD's
+        ClrModule.Size): the runtime's own figure (the file's size for a flat layout, the
+        mapped size otherwise), else the PE headers' SizeOfImage; 0 when neither is known."""
+        from ..dac.xclrdata import module_load_data
+        from .metadata.pe import image_size
+        data = module_load_data(self.dac, module)
+        if data is not None and data.loaded_pe_size:
+            return int(data.loaded_pe_size)
+        return (image_size(self.target.read_partial, image_base) or 0) if image_base else 0
+
     def object_data(self, address: int) -> ObjectData | None:
         """The runtime's view of the object at ``address`` (classify the address first)."""
         return self.dac.object_data(address)

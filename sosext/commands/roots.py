@@ -470,7 +470,7 @@ Examples:
             raise SosError(f"Unable to get the stack pointer for thread {tid:x}.")
         index_of = {t.tid: t.index for t in target.threads()}
         # numbered as clrstack does
-        ctx.out.field("os_thread_id", tid, f"OS Thread Id: {os_thread_id(tid)} ({index_of.get(tid, 0)})")
+        ctx.out.field("os_thread_id", tid, f"OS Thread Id: {os_thread_id(tid)} ({index_of.get(tid, -1)})")
         t = ctx.out.table("objects", Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{fmt_pointer(int(v))}"),
                                            Pointer(), TypeName()), ("location", "object", "name", "csharp_name"))
         t.header("SP/REG", "Object", "Name")

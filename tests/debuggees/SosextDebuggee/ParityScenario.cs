@@ -80,7 +80,10 @@ namespace SosextDebuggee
     internal sealed class ParityTimerTarget
     {
         public int Ticks;
+        public static int StaticTicks;
         public void OnTick(object state) => Interlocked.Increment(ref Ticks);
+        // A static callback: the delegate's _methodPtr is a shuffle thunk, _methodPtrAux the method.
+        public static void OnStaticTick(object state) => Interlocked.Increment(ref StaticTicks);
     }
 }
 
@@ -94,7 +97,7 @@ namespace DebuggeeHost
     ///   ParityLohItem[] on the LOH, a ParityPinnedValue[] on the POH, and byte arrays of an unusual
     ///   size in gen0 (for sizestats);
     /// * three System.Threading.Timer objects with long due times (they never fire while inspected)
-    ///   and distinct periods, calling ParityTimerTarget.OnTick;
+    ///   and distinct periods, calling ParityTimerTarget.OnTick (the last the static OnStaticTick);
     /// * a Monitor held twice (recursion 2) by the thread "sosext-monitor" on an object that has a
     ///   hash code (so the lock lives in a sync block, not a thin lock), and a second object whose
     ///   sync block exists but whose lock was released;
@@ -118,6 +121,7 @@ namespace DebuggeeHost
         private static Timer[] s_timers;
         private static ParityTimerState[] s_timerStates;
         private static ParityTimerTarget s_timerTarget;
+        private static TimerCallback[] s_timerCallbacks;
         private static ParityLockObject s_held, s_released;
         private static ConcurrentDictionary<int, string> s_intDict;
         private static ConcurrentDictionary<string, bool> s_stringDict;
@@ -143,11 +147,14 @@ namespace DebuggeeHost
             s_timerTarget = new ParityTimerTarget();
             s_timers = new Timer[TimerTimes.Length];
             s_timerStates = new ParityTimerState[TimerTimes.Length];
+            s_timerCallbacks = new TimerCallback[TimerTimes.Length];
             for (int i = 0; i < TimerTimes.Length; i++)
             {
                 // The last timer has no state object: SOS prints a null state as 0 and "()".
                 s_timerStates[i] = i < TimerTimes.Length - 1 ? new ParityTimerState { Id = i } : null;
-                s_timers[i] = new Timer(s_timerTarget.OnTick, s_timerStates[i], TimerTimes[i].Due, TimerTimes[i].Period);
+                // ... and a static callback (as the bundled service's timer has).
+                s_timerCallbacks[i] = i < TimerTimes.Length - 1 ? s_timerTarget.OnTick : ParityTimerTarget.OnStaticTick;
+                s_timers[i] = new Timer(s_timerCallbacks[i], s_timerStates[i], TimerTimes[i].Due, TimerTimes[i].Period);
             }
 
             s_held = new ParityLockObject { Value = 1 };
@@ -305,7 +312,9 @@ namespace DebuggeeHost
                 w.Prop("period", (long)TimerTimes[i].Period);
                 w.PropHex("state", s_timerStates[i] == null ? 0 : Mem.Addr(s_timerStates[i]));
                 w.Prop("stateType", s_timerStates[i] == null ? "" : typeof(ParityTimerState).FullName);
-                w.Prop("method", typeof(ParityTimerTarget).FullName + "." + nameof(ParityTimerTarget.OnTick));
+                MethodInfo callback = s_timerCallbacks[i].Method;
+                w.Prop("method", callback.DeclaringType.FullName + "." + callback.Name);
+                w.Prop("static", callback.IsStatic);
                 w.EndObject();
             }
             w.EndArray();
