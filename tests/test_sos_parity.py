@@ -185,10 +185,12 @@ def heap_round4(run: CoreRun) -> list[Probe]:
         if not label.startswith("dumpobj <") or answer.status != "ok":
             continue
         kind = label[len("dumpobj "):]
-        # A value-type field: dumpvc <field MT> <its address>.
-        for m in re.finditer(rf"^({HEX}) +{HEX} +{HEX} +\S+ +Yes +instance +({HEX}) ", answer.text, re.M):
-            if len(m.group(2)) == 16:
-                probes.append(Probe(f"dumpvc <field of {kind}>", f"dumpvc {m.group(1)} {m.group(2)}"))
+        obj = int(next(p.command for p in run.probes if p.label == label).split()[-1], 16)
+        # A struct field: dumpvc <field MT> <its address>, which dumpobj prints as the value of a
+        # VT field stored inline (a primitive's value is the value itself).
+        for m in re.finditer(rf"^({HEX}) +{HEX} +({HEX}) +\S+ +Yes +instance +({HEX}) ", answer.text, re.M):
+            if int(m.group(3), 16) == obj + int(m.group(2), 16):
+                probes.append(Probe(f"dumpvc <field of {kind}>", f"dumpvc {m.group(1)} {m.group(3)}"))
                 break
     for label, answer in sorted(run.sos.items()):
         m = re.search(rf"^EEClass:\s+({HEX})$", answer.text, re.M) if label.startswith("dumparray <") else None
@@ -314,12 +316,26 @@ def _typeref_tokens(text: str) -> str:
     return head + sep + re.sub(r"^([0-9a-f]{16}) 0x02", r"\1 0x01", refs, flags=re.M)
 
 
-def _queue_parts(text: str) -> str:
-    """finalizequeue with each heap's "generation N has …" lines unlabelled, sorted, the empty ones dropped."""
-    def part(m: re.Match) -> str:
-        rows = [r for r in re.findall(r"generation \d has ([\d,]+) objects \((\S+)\)", m.group(0)) if r[0] != "0"]
-        return "".join(f"generation ? has {n} objects ({r})\n" for n, r in sorted(rows, key=lambda x: x[1]))
-    return re.sub(r"(?:^generation \d has [\d,]+ objects \(\S+\)\n)+", part, text, flags=re.M)
+_GEN_LINE = re.compile(r"^generation (\d) has ([\d,]+) objects \(([0-9a-f]+)->([0-9a-f]+)\)$", re.M)
+
+
+def _as_sos_labels_the_queue(text: str) -> str:
+    """sosext's finalizequeue with each heap's parts labelled as SOS labels them: the generation
+    1 part as 0, the generation 2 part as 1, and an empty "generation 2" at the queue's start."""
+    out: list[str] = []
+    gens: dict[int, tuple[str, str, str]] = {}
+    for ln in text.split("\n"):
+        m = _GEN_LINE.match(ln)
+        if not m:
+            out.append(ln)
+            continue
+        gens[int(m.group(1))] = (m.group(2), m.group(3), m.group(4))
+        if len(gens) == 3:
+            out += [f"generation 0 has {gens[1][0]} objects ({gens[1][1]}->{gens[1][2]})",
+                    f"generation 1 has {gens[2][0]} objects ({gens[2][1]}->{gens[2][2]})",
+                    f"generation 2 has 0 objects ({gens[2][1]}->{gens[2][1]})"]
+            gens = {}
+    return "\n".join(out)
 
 
 # The runtime's loader heap names ClrMD has no NativeHeapKind for (SOS prints them as Unknown).
@@ -344,7 +360,11 @@ LISTED: list[Listed] = [
            sos=lambda t: re.sub(r"^ +SyncBlock +RCW +CCW +ComClassFactory\n(?:(?: +0{12}){4}\n)+"
                                 r"SyncBlocks to be cleaned up: [\d,]+$", "SyncBlocks to be cleaned up: 0", t, flags=re.M)),
     Listed("finalizequeue labels the queue's generations as the GC does", r"^finalizequeue",
-           sos=lambda t: _queue_parts(t), ours=lambda t: _queue_parts(t)),
+           ours=_as_sos_labels_the_queue),
+    Listed("dumpheap -strings prints non-ASCII characters", r"^dumpheap -strings",
+           ours=lambda t: re.sub(r"[^\x00-\x7f]", "", t)),
+    Listed("dumpobj shows a char field's character", r"^(dumpobj|do|dumpvc|dumpclass|dumpmt) ",
+           ours=_lines_sub(r"^(.* System\.Char +Yes .*) \('.'\)$", r"\1")),
     Listed("Statics not initialized yet are marked", r"^(dumpobj|do|dumpvc|dumpclass|dumpmt) ",
            ours=_lines_sub(r" \(not initialized\)$", "")),
 ]
@@ -604,13 +624,16 @@ def test_eeheap_loader_allocator_is_the_runtimes(core_run: CoreRun) -> None:
 def test_dumpmodule_typerefs_resolve(core_run: CoreRun) -> None:
     """dumpmodule -mt's referenced types carry TypeRef tokens that resolve, through the module's
     TypeRef map, to the MethodTable printed beside them."""
-    label = next(lb for lb in core_run.ours if lb.startswith("dumpmodule -mt <"))
-    module = int(next(p.command for p in core_run.probes if p.label == label).split()[-1], 16)
-    refs = core_run.ours[label].text.partition("Types referenced in this module")[2]
-    rows = re.findall(r"^([0-9a-f]{16}) 0x([0-9a-f]{8}) ", refs, re.M)
-    assert rows
-    type_refs = _runtime_of(core_run.core).catalog.type_ref_map(module)
-    assert all(type_refs.get(int(tok, 16)) == int(mt, 16) for mt, tok in rows)
+    rt = _runtime_of(core_run.core)
+    checked = 0
+    for p in core_run.probes:
+        if p.label.startswith("dumpmodule -mt <"):
+            refs = core_run.ours[p.label].text.partition("Types referenced in this module")[2]
+            rows = re.findall(r"^([0-9a-f]{16}) 0x([0-9a-f]{8}) ", refs, re.M)
+            type_refs = rt.catalog.type_ref_map(int(p.command.split()[-1], 16))
+            assert all(type_refs.get(int(tok, 16)) == int(mt, 16) for mt, tok in rows), p.command
+            checked += len(rows)
+    assert checked
 
 
 def test_listed_entries_are_documented() -> None:

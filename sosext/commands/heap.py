@@ -1,6 +1,8 @@
 """Heap commands: dumpheap, eeheap, gcheapstat, gcwhere."""
 from __future__ import annotations
 
+import os
+import shutil
 import unicodedata
 from typing import Iterable, Iterator
 
@@ -113,6 +115,23 @@ def type_stats(heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, by_count: bool = 
     order = np.lexsort((first[present], key))
     return [(int(ix.method_tables[present[i]]), int(counts[present[i]]), int(totals[present[i]]))
             for i in order]
+
+
+def sequence_stats(ix: HeapIndex, positions: np.ndarray) -> list[tuple[int, int, int]]:
+    """(MethodTable, count, total size) of the objects at ``positions`` (each once), sorted as
+    SOS's statistics of a sequence of objects (objsize's closure, finalizequeue's queue):
+    ascending total, ties in the order each type first appears in the sequence."""
+    if not len(positions):
+        return []
+    tids = ix.type_ids[positions]
+    sizes = np.array(ix.sizes_at(positions), dtype=np.int64)
+    kinds, first = np.unique(tids, return_index=True)
+    slot = np.searchsorted(kinds, tids)
+    counts = np.bincount(slot, minlength=len(kinds))
+    totals = np.zeros(len(kinds), dtype=np.int64)
+    np.add.at(totals, slot, sizes)
+    order = np.lexsort((first, totals))
+    return [(int(ix.method_tables[kinds[i]]), int(counts[i]), int(totals[i])) for i in order]
 
 
 def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, int]]) -> None:
@@ -317,9 +336,10 @@ Rows are then sorted by it (-bycount still sorts by count)."""
             groups[key] = groups.get(key, 0) + 1
         rows = sorted(((c * size, i, c, text) for i, ((text, size), c) in enumerate(groups.items())))
         ctx.out.line("Statistics:")
+        limit = _string_width(max(groups.values(), default=0))
         t = ctx.out.table("strings", Table(Integer(), Integer(), Text()), ("count", "total_size", "text"))
         for total, _i, c, text in rows:
-            t.row(c, total, _string_cell(text), data=(c, total, text))
+            t.row(c, total, _string_cell(text, limit), data=(c, total, text))
 
     @staticmethod
     def _thinlocks(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray) -> None:
@@ -448,14 +468,31 @@ def write_listing(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, chunks: Ite
         out.lines(rows)
 
 
+def _string_width(max_count: int) -> int:
+    """How much of a string -strings shows, as SOS sizes it: what the console's width leaves
+    after the Count and TotalSize columns (SOS counts the count's width twice), at most 128;
+    128 when that leaves 16 or less. A console that is not a terminal is 80 wide, as .NET's."""
+    width = shutil.get_terminal_size((80, 24)).columns if os.isatty(1) else 80
+    count_len = max(len(f"{max_count:,}"), len("Count"))
+    size_len = max(count_len, len("TotalSize"))
+    possible = width - count_len - size_len - 2
+    return min(possible, 128) if possible > 16 else 128
+
+
+def _letter_or_digit(c: str) -> bool:
+    """.NET's char.IsLetterOrDigit: a letter (L*) or a decimal digit (Nd)."""
+    cat = unicodedata.category(c)
+    return cat[0] == "L" or cat == "Nd"
+
+
 def _string_cell(text: str, limit: int = 128) -> str:
-    """SOS shows plain alphanumeric strings whole; others cut to 128 characters, with
-    characters that are not letters, digits, punctuation or spaces replaced by '.'."""
-    if all(c.isalnum() for c in text):
+    """SOS shows strings of letters and digits only whole; others cut to ``limit`` characters,
+    with what is not a letter, digit, punctuation or space replaced by '.'."""
+    if all(_letter_or_digit(c) for c in text):
         return text
     out = []
     for c in text[:limit]:
-        if c.isalnum() or c == " " or unicodedata.category(c).startswith("P"):
+        if _letter_or_digit(c) or c == " " or unicodedata.category(c)[0] == "P":
             out.append(c)
         else:
             out.append(".")

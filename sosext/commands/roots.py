@@ -22,8 +22,8 @@ from .base import (Command, Option, Parsed, Positional, address_or, parse_addres
                    parse_thread_id, register)
 from .context import CommandContext
 from .rootnotices import announce_roots, live_objects
-from .heap import (DumpHeap, check_heap_arguments, chunks_of, select_objects, type_stats, write_addresses,
-                   write_stats)
+from .heap import (DumpHeap, check_heap_arguments, chunks_of, select_objects, sequence_stats, type_stats,
+                   write_addresses, write_stats)
 
 HANDLE_STAT_LABEL = [
     (2, "Strong Handles:"), (3, "Pinned Handles:"), (7, "Async Pinned Handles:"), (5, "Ref Count Handles:"),
@@ -276,9 +276,7 @@ Examples:
             strings = order[ix.type_ids[order] == np.searchsorted(ix.method_tables, np.uint64(heap.string_mt))]
             DumpHeap._string_stats(ctx, heap, ix, strings)
             return
-        mask = np.zeros(len(ix), dtype=bool)
-        mask[order] = True
-        write_stats(ctx, heap, type_stats(heap, ix, mask))
+        write_stats(ctx, heap, sequence_stats(ix, np.asarray(order, dtype=np.int64)))
 
 
 @register
@@ -433,9 +431,7 @@ Examples:
         if not args.stat:
             DumpHeap._list(ctx, heap, ix, sel)
             ctx.out.line()
-        mask = np.zeros(len(ix), dtype=bool)
-        mask[sel] = True
-        write_stats(ctx, heap, type_stats(heap, ix, mask))
+        write_stats(ctx, heap, sequence_stats(ix, sel))
 
 
 @register
