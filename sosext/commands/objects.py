@@ -95,7 +95,7 @@ def prefers_canonical_mt(rt: ClrRuntime, klass: int) -> tuple[bool, int]:
 
 def module_file(rt: ClrRuntime, module: int) -> str:
     mod = rt.catalog.module(module) if module else None
-    return mod.path if mod is not None and mod.path else "Unknown Module"
+    return mod.shown_name if mod is not None and mod.shown_name else "Unknown Module"
 
 
 def checked_object(ctx: CommandContext, address: int) -> ObjectData:

@@ -78,11 +78,15 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
                     site += f" [{loc.path} @ {loc.line}]"
                 lines.append(f"    {root.frame_sp:x} {root.source:x} {site}")
             state["frame"] = frame_key
-        if root.register:
+        # As SOS: "reg[+-offset]:" when a register says where, then the stack slot's address
+        # when there is one (a value held in a register itself has none).
+        line = "        "
+        if root.register or root.offset:
             off = f"+{root.offset:x}" if root.offset > 0 else (f"-{-root.offset:x}" if root.offset < 0 else "")
-            lines.append(f"        {root.register}{off}: {p16(root.address)}")
-        else:
-            lines.append(f"        {p16(root.address)}")
+            line += f"{root.register or '???'}{off}:"
+        if root.address:
+            line += f" {p16(root.address)}"
+        lines.append(line)
     return lines
 
 
@@ -231,7 +235,8 @@ class ObjSize(Command):
     summary = "List (or count) the objects an object transitively keeps alive."
     usage = "objsize [-stat] [-short] [-strings] [-mt <MT>] <address>"
     details = """\
-Everything reachable from the object through references (the object itself included),
+Everything reachable from the object through references and dependent handles (a
+ConditionalWeakTable key keeps its value), the object itself included,
 in breadth-first order, with dumpheap's statistics and total.
 
 Examples:
@@ -270,8 +275,8 @@ Examples:
         ctx.out.line(header)
         ctx.out.line()
         if not args.stat:
-            DumpHeap._list(ctx, heap, ix, order)
-            ctx.out.line()
+            if DumpHeap._list(ctx, heap, ix, order):
+                ctx.out.line()
         if args.strings:
             strings = order[ix.type_ids[order] == np.searchsorted(ix.method_tables, np.uint64(heap.string_mt))]
             DumpHeap._string_stats(ctx, heap, ix, strings)
@@ -340,7 +345,9 @@ Examples:
         types = ctx.out.table("types", Table(Column(16, True, p16), Column(8, True, str), Column(12, True, str), Text()),
                               ("mt", "count", "total_size", "name"))
         types.header("MT", "Count", "TotalSize", "Class Name")
-        for mt in sorted(order, key=lambda m: stats[m][1]):
+        # Native SOS's HeapStat order: ascending total size, ties by descending MethodTable (its
+        # size tree takes a later, higher MethodTable to the left of an equal one).
+        for mt in sorted(order, key=lambda m: (stats[m][1], -m)):
             c, tot = stats[mt]
             types.row(mt, c, tot, heap.types.name_of(mt), data=(Address(mt), c, tot, heap.types.name_of(mt)))
         total = sum(c for c, _t in stats.values())
@@ -429,8 +436,8 @@ Examples:
         ctx.out.line("Statistics for all finalizable objects that are no longer rooted:" if args.allready else
                      "Statistics for all finalizable objects (including all objects ready for finalization):")
         if not args.stat:
-            DumpHeap._list(ctx, heap, ix, sel)
-            ctx.out.line()
+            if DumpHeap._list(ctx, heap, ix, sel):
+                ctx.out.line()
         write_stats(ctx, heap, sequence_stats(ix, sel))
 
 
