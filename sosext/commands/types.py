@@ -429,11 +429,13 @@ class Name2EE(Command):
     usage = "name2ee <module|*> <Namespace.Type | Namespace.Type.Method | Namespace.Type.field>  (or <module>!<name>)"
     details = """\
 The module is a file name (with or without .dll) or a full path; * searches every module.
-A type matches when its name contains the text (any case; Outer/Inner or Outer+Inner for
-nested types): its TypeDef token, MethodTable and name are printed. Type.Method finds the
-methods of that name (exact case): token, MethodDesc, name, and the JIT-compiled code's
-address or "Not JITTED yet"; Type.field names the field and its type. Only loaded types
-are searched.
+As SOS's: a type matches when its name (ClrMD's form, `List<T1>`) contains the text (any case;
+Outer/Inner or Outer+Inner for nested types): its TypeDef token, MethodTable and name are
+printed. Otherwise, in each type whose name contains the part before the last dot,
+Type.Method finds the first method of that name (exact case) among the MethodTable's slots
+that hold an entry point: token, MethodDesc, name, and the JIT-compiled code's address or
+"Not JITTED yet"; Type.field names the field (inherited instance fields, then statics) and
+its type. Only loaded types are searched; a named module without a match prints its header.
 
 Examples:
   name2ee MyApp.dll MyApp.Cache
