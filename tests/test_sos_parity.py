@@ -459,7 +459,7 @@ LISTED: list[Listed] = [
     Listed("finalizequeue labels the queue's generations as the GC does", r"^finalizequeue",
            ours=_as_sos_labels_the_queue),
     Listed("dumpheap -strings prints non-ASCII characters", r"^dumpheap -strings",
-           ours=lambda t: re.sub(r"[^\x00-\x7f]", "", t)),
+           sos=lambda t: re.sub(r"[^\x00-\x7f]|\.", "", t), ours=lambda t: re.sub(r"[^\x00-\x7f]|\.", "", t)),
     Listed("dumpobj shows a char field's character", r"^(dumpobj|do|dumpvc|dumpclass|dumpmt) ",
            ours=_lines_sub(r"^(.* System\.Char +Yes .*) \('.'\)$", r"\1")),
     Listed("Generic names ClrMD cannot read are written in C# form", _CSHARP_NAME_COMMANDS,

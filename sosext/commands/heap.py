@@ -356,12 +356,15 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         target = heap.runtime.target
         t = ctx.out.table("locks", Table(Pointer(), Pointer(), Column(18, True, lambda v: f"0x{int(v):02x}"),
                                          Integer()), ("object", "thread", "os_thread_id", "recursion"))
-        # An empty result still shows the header, as every SOS table does.
-        t.header("Object", "Thread", "OSId", "Recursion")
+        # As SOS: the header comes with the first lock; no lock, no output.
+        header = False
         for a in polled(ix.addresses[mask].tolist()):
             lock = thin_lock(target, a)
             if lock is None:
                 continue  # a hash code or sync block index, or no owner
+            if not header:
+                t.header("Object", "Thread", "OSId", "Recursion")
+                header = True
             recursion = lock.recursion
             thread = heap.runtime.thread_with_lock_id(lock.owner_id)
             t.row(a, thread[0] if thread else None, thread[1] if thread else 0, recursion,
