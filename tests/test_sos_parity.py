@@ -358,8 +358,9 @@ def _without_free_rows(text: str, core: Path) -> str:
     def is_free(address: str) -> bool:
         i = ix.find(int(address, 16))
         return i is not None and int(ix.type_ids[i]) == free
-    return "\n".join(ln for ln in text.splitlines()
-                     if not (re.match(r"^ *[0-9a-f]{8,16} ", ln) and is_free(ln.split()[0])))
+    rows = [ln for ln in text.splitlines() if not (re.match(r"^ *[0-9a-f]{8,16} ", ln) and is_free(ln.split()[0]))]
+    # A table left with its header alone is no table: SOS prints none when nothing is listed.
+    return "" if len(rows) == 1 and not re.match(r"^ *[0-9a-f]{8,16} ", rows[0]) else "\n".join(rows)
 
 
 def _root_chains(text: str) -> tuple[dict[tuple[str, ...], list[int]], int]:
