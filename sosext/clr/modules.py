@@ -185,9 +185,10 @@ class ModuleCatalog:
                 return None
             path = self._module_path(data)
             loaded = ""
-            if not path and data.pe_assembly:
+            dac = getattr(self, "dac", None)  # only the DAC reader answers IXCLRDataModule
+            if not path and data.pe_assembly and dac is not None:
                 from ..dac.xclrdata import module_file_name
-                loaded = module_file_name(self.dac, address) or ""
+                loaded = module_file_name(dac, address) or ""
             mod = ClrModule(address, data, path, data.assembly, loaded)
             self._modules[address] = mod
         return mod
