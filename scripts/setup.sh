@@ -5,7 +5,9 @@
 #   scripts/setup.sh --test   plus pytest and hypothesis, pip and venv (tests/test_packaging.py), and chromium
 #                             (tests/test_report.py opens the HTML report in headless Chromium)
 #                             and tmux (tests/test_tutorial.py plays docs/leak-hunting.md in a terminal),
-#                             plus everything --arm64 installs
+#                             plus everything --arm64 installs,
+#                             and the real SOS, dotnet-dump (pinned, a .NET tool from NuGet) under the tests' work
+#                             directory (tests/test_sos_parity.py compares sosext with it)
 #   scripts/setup.sh --arm64  only what makes and opens linux-arm64 cores on an x86-64 machine (tests/test_arm64.py,
 #                             docs/readers.md): qemu-user-static, gdb-multiarch, and the arm64 C runtime through
 #                             Debian's multiarch (dpkg --add-architecture arm64; libc6 libstdc++6 libgcc-s1 zlib1g)
@@ -52,5 +54,17 @@ fi
 cd "$(dirname "$0")/.."
 /usr/bin/python3 -m compileall -q sosext lldbinit gdbinit >/dev/null
 /usr/bin/python3 -m sosext.clr.kernels --if-stale >&2 || echo "sosext setup: kernels not compiled; the JIT or numpy path will be used" >&2
+# The real SOS as the tests' second opinion: dotnet-dump, pinned, in the tests' work directory
+# ($SOSEXT_WORK_DIR, else .work/, as tests/harness finds it). Installed once; one line if it cannot be.
+if [[ "${1:-}" == "--test" ]]; then
+    dd_version=10.0.750501
+    dd_dir="${SOSEXT_WORK_DIR:-$PWD/.work}/tools/dotnet-dump-$dd_version"
+    if [[ ! -x "$dd_dir/dotnet-dump" ]]; then
+        DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 dotnet tool install dotnet-dump --tool-path "$dd_dir" \
+            --version "$dd_version" >/dev/null 2>&1 \
+            || echo "sosext setup: dotnet-dump $dd_version not installed (NuGet unreachable?): tests/test_sos_parity.py will skip" >&2
+    fi
+fi
+
 # The `sosext` command and `import sosext` from anywhere, both this checkout (see docs/install.md).
 /usr/bin/python3 scripts/link_checkout.py || echo "sosext setup: the sosext command was not installed; run sosext as '/usr/bin/python3 -m sosext' from this directory" >&2

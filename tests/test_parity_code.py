@@ -138,7 +138,8 @@ def test_dumpil_text_lists_every_instruction_with_blocks(case: Case, host: str) 
     c = case.truth["code"]
     text = by_command(case, host, f"dumpil {c['methodDesc']}")
     lines = text.splitlines()
-    assert lines[:2] == [f"ilAddr is {case.truth['first']['il']}", f"ilAddr = {case.truth['first']['il']}"], text
+    il = case.truth['first']['il'].upper()  # SOS prints it in upper case
+    assert lines[:2] == [f"ilAddr is {il}", f"ilAddr = {il}"], text
     listed = [re.match(r"^ *IL_([0-9a-f]{4}): (\S+)", ln) for ln in lines]
     assert [(int(m.group(1), 16), m.group(2)) for m in listed if m] == \
         [(i["offset"], i["opcode"]) for i in c["instructions"]]
@@ -205,9 +206,11 @@ def test_ehinfo_text_is_sos_shape(case: Case, host: str) -> None:
     text = by_command(case, host, f"ehinfo {c['methodDesc']}")
     assert text.startswith(f"MethodDesc:   {h(c['methodDesc']):016x}\nMethod Name:          {c['method']}("), text
     begin = case.truth["first"]["code"]
-    blocks = re.findall(r"^EHHandler (\d+): (\w+) ?(.*)\nClause:  \[([0-9a-f]{16}), ([0-9a-f]{16})\] "
-                        r"\[([0-9a-f]+), ([0-9a-f]+)\]\nHandler: \[([0-9a-f]{16}), ([0-9a-f]{16})\] "
+    # Addresses as SOS (dotnet-dump and LLDB) prints them here, WinDbg style: 00007f9a`4ae84ddf.
+    blocks = re.findall(r"^EHHandler (\d+): (\w+) ?(.*)\nClause:  \[([0-9a-f]{8}`[0-9a-f]{8}), ([0-9a-f]{8}`[0-9a-f]{8})\] "
+                        r"\[([0-9a-f]+), ([0-9a-f]+)\]\nHandler: \[([0-9a-f]{8}`[0-9a-f]{8}), ([0-9a-f]{8}`[0-9a-f]{8})\] "
                         r"\[([0-9a-f]+), ([0-9a-f]+)\]$", text, re.M)
+    blocks = [tuple(g.replace("`", "") for g in b) for b in blocks]
     assert len(blocks) >= len(c["clauses"]), text
     assert blocks[0][2] == f"catch({c['clauses'][0]['catchType']})"
     for b in blocks:
@@ -329,12 +332,13 @@ def test_gcinfo_header_lines(case: Case, host: str) -> None:
     begin, size = (int(g, 16) for g in BEGIN.search(by_command(case, host, f"clru {c['methodDesc']}")).groups())
     for command in (f"gcinfo {c['methodDesc']}", f"gcinfo {begin:x}"):
         lines = by_command(case, host, command).splitlines()
-        assert lines[0] == f"entry point {begin:016x}"
+        # SOS's header (dotnet-dump's gcinfo): upper-case addresses, then "Pointer table:".
+        assert lines[0] == f"entry point {begin:016X}"
         assert lines[1] == "Normal JIT generated code"
-        assert re.fullmatch(r"GC info [0-9a-f]{16}", lines[2]), lines
+        assert re.fullmatch(r"GC info [0-9A-F]{16}", lines[2]), lines
+        assert lines[3] == "Pointer table:"
         assert f"Code size: {size:x}" in lines  # the GC info's own code length: the header decoded right
         assert "Frame pointer: rbp" in lines  # the code sets up rbp (lea rbp, [rsp+...])
-        assert lines[-1].startswith("Tracked slots (")
 
 
 def test_gcinfo_slots_and_ranges_match_the_code(case: Case, host: str) -> None:
@@ -368,7 +372,8 @@ def test_gcinfo_lifetimes_follow_the_code(case: Case, host: str) -> None:
     begin = int(BEGIN.search(text).group(1), 16)
     changes = {(o, slot, live) for o, slot, live in doc["lifetimes"]}
     ranges = doc["interruptible_ranges"]
-    assert all(any(a <= o < b for a, b in ranges) for o, _s, _l in changes)
+    # (a slot still live at a range's end dies at the end, as SOS prints it)
+    assert all(any(a <= o <= b for a, b in ranges) for o, _s, _l in changes)
     reloads = [(a - begin + n, m.group(1)) for a, n, t in instructions(text)
                if (m := re.fullmatch(r"(?i)mov\s+(\w+), ?qword ptr \[rbp ?- ?0x20\]", t))]
     assert reloads, text

@@ -38,7 +38,7 @@ def commands_for(t: dict, files: Path) -> list[str]:
         "dumpruntimetypes", "dumpruntimetypes --json",
         f"pathto {n['a']} {n['c']}", f"pathto {n['c']} {n['a']}", f"pathto {n['a']} {n['c']} --json",
         f"pathto 10 {n['a']}", f"pathto {n['a']}", "pathto zz 10",
-        "tpq", "threadpoolqueue --json",
+        "tpq", "threadpoolqueue --json", "threadpool -wi", "threadpool -stat",
         "dumpgcdata", "dumpgcdata --json", "analyzeoom", "analyzeoom --json",
         f"notreachableinrange {r['start']} {r['end']}", f"notreachableinrange -short {r['start']} {r['end']}",
         f"notreachableinrange {r['start']} L{int(r['end'], 16) - int(r['start'], 16):x} --json",
@@ -181,10 +181,10 @@ def test_dumpobjgcrefs_lists_the_fields(case: HeapCase, host: str) -> None:
     assert lines[0] == "GC Refs:" and lines[1].split() == ["Field", "Offset", "Object", "Type"]
     rows = [ln.split() for ln in lines[2:]]
     assert [(f, int(o, 16), h(a), t) for f, o, a, t in rows] == \
-        [(r["field"], r["offset"], h(r["object"]), r["type"]) for r in n["aRefs"]]
+        [(r["field"], r["offset"] - 8, h(r["object"]), r["type"]) for r in n["aRefs"]]
     doc = json.loads(case.out(host, f"dumpobjgcrefs {n['a']} --json").text)
     assert [(r["field"], r["offset"], h(r["object"])) for r in doc["refs"]] == \
-        [(r["field"], r["offset"], h(r["object"])) for r in n["aRefs"]]
+        [(r["field"], r["offset"] - 8, h(r["object"])) for r in n["aRefs"]]
     assert case.out(host, "dumpobjgcrefs 0").errors == ["error: Unable to walk object references, invalid object."]
     assert case.out(host, "dumpobjgcrefs zz").errors == ["error: Invalid object address: 'zz'"]
 
@@ -245,6 +245,20 @@ def test_tpq_lists_the_queued_work_items(case: HeapCase, host: str) -> None:
     assert (by_addr[h(tp["globalTask"])]["kind"], by_addr[h(tp["globalTask"])]["local"]) == ("task", False)
     assert (by_addr[h(tp["localTask"])]["kind"], by_addr[h(tp["localTask"])]["local"]) == ("task", True)
     assert by_addr[h(tp["raw"])]["kind"] == "raw"
+
+
+def test_threadpool_wi_and_stat_list_the_queued_work_items(case: HeapCase, host: str) -> None:
+    """threadpool -wi: SOS's Queue/Object/Type rows (a worker's local queue is "[Global]" there too);
+    -stat: the same items in a dumpheap -stat table (both as dotnet-dump prints them)."""
+    tp = x(case)["threadPool"]
+    lines = case.out(host, "threadpool -wi").lines
+    i = lines.index("Queue             Object           Type")
+    rows = {int(ln.split()[1], 16): ln.split()[2] for ln in lines[i + 1:] if ln.startswith("[Global]")}
+    assert rows[h(tp["globalTask"])] == "System.Threading.Tasks.Task"
+    assert rows[h(tp["localTask"])] == "System.Threading.Tasks.Task"
+    assert rows[h(tp["raw"])] == tp["rawType"]
+    total = re.search(r"^Total (\d+) objects, [\d,]+ bytes$", case.out(host, "threadpool -stat").text, re.M)
+    assert total and int(total.group(1)) == len(rows), case.out(host, "threadpool -stat").text
 
 
 # -- dumpgcdata, analyzeoom -------------------------------------------------------------------
@@ -386,7 +400,10 @@ def test_clrmodules_lists_the_modules(case: HeapCase, host: str) -> None:
     m = x(case)["module"]
     lines = case.out(host, "clrmodules").text.splitlines()
     mine = [ln.split() for ln in lines if ln.endswith(" " + m["path"])]
-    assert mine and all(h(b) in {h(a) for a in m["mappedAt"]} and int(s, 16) == _size_of_image(m["path"])
+    # The size the runtime reports, as SOS prints it: the file's for a flat (IsFileLayout) image,
+    # else the mapped image's SizeOfImage.
+    sizes = {_size_of_image(m["path"]), os.path.getsize(m["path"])}
+    assert mine and all(h(b) in {h(a) for a in m["mappedAt"]} and int(s, 16) in sizes
                         for b, s, _p in mine), (mine, m)
     corelib = os.path.join(case.truth["runtime"]["runtimeDir"], "System.Private.CoreLib.dll")
     assert any(ln.endswith(" " + corelib) for ln in lines)

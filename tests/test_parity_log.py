@@ -239,7 +239,9 @@ def test_without_a_stress_log(tmp_path: Path, request) -> None:  # type: ignore[
         assert dump.lines == [no_log, "No Stress log in the image, no file written"], host
         assert init.lines == ["Attempting to read Stress log", no_log,
                               "No Stress log in the image, GCHist commands unavailable"], host
-        assert stats.lines == ["Run !histinit to initialize the GC history from the stress log."], host
+        # Without a history SOS's histstats shows an empty one (dotnet-dump on such a core).
+        assert stats.lines == [" GCCount Promotes   Relocs", "-----------------------------------",
+                               "No duplicate promote or relocate messages found in the log."], host
     assert not (tmp_path / "none.txt").exists()
 
 

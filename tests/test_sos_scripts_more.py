@@ -428,7 +428,7 @@ def test_webapp_timerinfo_clrmodules_pstacks_dumpheap(case: Case, host: str) -> 
     mods = case.out(host, "clrmodules").lines
     assert any(re.match(r"^\s*[0-9A-Fa-f]{16} .*/SosextDebuggee\.dll$", ln) for ln in mods), mods
     ps = case.out(host, "pstacks").text
-    assert "DebuggeeHost.ScriptsScenario.Foo4(System.String)" in ps, ps
+    assert "DebuggeeHost.ScriptsScenario.Foo4(String)" in ps, ps  # parameter types without namespaces, as dotnet-dump
     assert f"OS Thread Id: 0x{s['osTid']:x}" in case.out(host, "clrstack -all").text
     heap = case.out(host, "dumpheap -stat").lines
     assert "Statistics:" in heap and any(re.fullmatch(r"\s*MT\s+Count\s+TotalSize\s+Class Name", ln) for ln in heap), heap[:5]

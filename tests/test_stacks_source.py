@@ -28,7 +28,7 @@ HOSTS = ["lldb-live", "lldb-core", "cli-core"]
 if drivers.GDB:
     HOSTS += ["gdb-live", "gdb-core"]
 
-STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-F]{16}| {16}) (.*)$")
+STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-Fa-f]{16}| {16}) (.*)$")
 PDB = "SosextDebuggee.pdb"
 DLL = "SosextDebuggee.dll"
 

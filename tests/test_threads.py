@@ -48,6 +48,8 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("clrstack", "clrstack"),
         ("clrstack -a", "clrstack -a"),
         ("clrstack -f", "clrstack -f -c 60"),
+        ("registers", "registers"),
+        *([("lldb registers", "register read r8 r9 rflags rip rsp")] if host == "lldb-core" else []),
         ("select-thrower", drivers.select_thread(host, thrower)),
         ("pe", "pe"),
         ("pe exc", f"pe {exc['address']}"),
@@ -114,7 +116,7 @@ def host(request) -> str:
 
 THREAD_ROW = re.compile(r"^\s*(\S+)\s+(\d+)\s+([0-9a-f]+) ([0-9A-F]{16}) +([0-9a-f]+) (Preemptive|Cooperative) "
                         r"+([0-9A-F]{16}):([0-9A-F]{16}) ([0-9A-F]{16}) (\S+) +Ukn (.*)$")
-STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-F]{16}| {16}) (.*)$")
+STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-Fa-f]{16}| {16}) (.*)$")
 
 
 @dataclass
@@ -194,6 +196,20 @@ def test_clrthreads_lists_the_named_threads(case: Case, host: str) -> None:
     assert field_of(text, "Hosted Runtime:") == "no"
 
 
+def test_clrthreads_numbers_threads_as_the_hosts_sos_does(case: Case, host: str) -> None:
+    """DBG is the debugger's thread number: SOS in LLDB prints LLDB's (from 1, as GDB's), dotnet-dump
+    counts the core's threads from 0 and sosext's CLI follows it. The main thread is the process's
+    first. Lock Count: .NET 9+ reports 0xFFFFFFFF, which SOS prints with printf's %*.*d, 5 wide,
+    the precision clamped to the width: -00001 (seen in dotnet-dump and in SOS in LLDB alike)."""
+    text = case.out(host, "clrthreads").text
+    main = thread_rows(text)[case.truth["threads"]["main"]["osTid"]]
+    assert main.dbg == ("0" if host.startswith("cli") else "1"), text
+    row = next(ln for ln in text.splitlines() if THREAD_ROW.match(ln)
+               and int(THREAD_ROW.match(ln).group(3), 16) == main.os_id)
+    if int(case.truth["runtime"]["version"].split(".")[0]) >= 9:
+        assert " -00001 " in row, row
+
+
 def test_clrthreads_shows_the_last_thrown_exception(case: Case, host: str) -> None:
     rows = thread_rows(case.out(host, "clrthreads").text)
     exc = case.truth["exception"]
@@ -228,6 +244,10 @@ def test_clrstack_shows_the_named_threads_methods_in_order(case: Case, host: str
     assert "DebuggeeHost.ThreadsScenario.Level2(System.Object)" in sites
     # The thread blocks in a P/Invoke: the runtime's transition frame is listed.
     assert any(re.match(r"^\[InlinedCallFrame: [0-9a-f]{16}\] $", s) for s in sites)
+    # SOS prints a runtime Frame's IP in lower case, a method's in upper case (dotnet-dump's clrstack).
+    frames = [m for m in map(STACK_ROW.match, text.splitlines()) if m]
+    assert all(m.group(2) == (m.group(2).lower() if m.group(3).startswith("[") else m.group(2).upper())
+               for m in frames), text
 
 
 def test_clrstack_a_shows_arguments_and_locals(case: Case, host: str) -> None:
@@ -388,9 +408,28 @@ def test_threadstate_names_the_bits(case: Case, host: str) -> None:
 # -- hosts agree -------------------------------------------------------------------------------
 
 
+def test_registers_are_the_cores_as_lldb_reads_them(case: Case) -> None:
+    """registers in dotnet-dump's layout (segment registers and eflags first, upper case), with the
+    values LLDB reads from the same core's notes (dotnet-dump itself swaps r8 and r9 and shows
+    eflags as 0 there)."""
+    ours = dict(ln.split(" = ") for ln in case.outputs["cli-core"]["registers"].lines)
+    assert list(ours)[:7] == ["cs", "ds", "es", "fs", "gs", "ss", "eflags"], list(ours)
+    assert list(ours)[7:] == ["rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11",
+                              "r12", "r13", "r14", "r15", "rip"], list(ours)
+    assert all(re.fullmatch(r"0x[0-9A-F]+", v) for v in ours.values()), ours
+    lldb = {m.group(1): int(m.group(2), 16) for m in
+            re.finditer(r"^\s*(\w+) = (0x[0-9a-f]+)", case.outputs["lldb-core"]["lldb registers"].text, re.M)}
+    assert set(lldb) == {"r8", "r9", "rflags", "rip", "rsp"}, lldb
+    for name in ("r8", "r9", "rip", "rsp"):
+        assert int(ours[name], 16) == lldb[name], name
+    assert int(ours["eflags"], 16) == lldb["rflags"]
+
+
 def test_hosts_print_the_same_text_for_the_same_core(case: Case) -> None:
     hosts = [h for h in ("lldb-core", "cli-core", "gdb-core") if h in case.outputs]
     for key in ("pe", "pe exc", "pe inner", "clrstack -a", "clrstack -all", "threadpool"):
-        texts = {h: case.outputs[h][key].text for h in hosts}
+        # The first line numbers the thread: from 1 in the debuggers, from 0 in the CLI (as dotnet-dump).
+        texts = {h: re.sub(r"^(OS Thread Id: 0x[0-9a-f]+) \(\d+\)", r"\1", case.outputs[h][key].text)
+                 for h in hosts}
         for h in hosts[1:]:
             assert texts[h] == texts[hosts[0]], f"{key!r}: {hosts[0]} and {h} differ"

@@ -213,8 +213,6 @@ class GcInfo:
             out.append(f"Return Kind: {RETURN_KINDS.get(self.return_kind, '!Impossible!')}")
         out.append(f"Code size: {self.code_length:x}")
         out.extend(self.body_lines())
-        tracked = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
-        out.append(f"Tracked slots ({len(tracked)}): " + " ".join(tracked))
         return [ln.rstrip() for ln in out]
 
     def body_lines(self) -> list[str]:
@@ -222,18 +220,22 @@ class GcInfo:
         interruptible range with the offsets where slots become live or dead (what clru
         -gcinfo puts before the instructions)."""
         enc = self.encoding
-        untracked = [s.text(enc, self.frame_register) for s in self.slots if s.untracked]
+        untracked = [s.text(enc, self.frame_register) for s in reversed(self.slots) if s.untracked]
         tracked = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
         out = ["Untracked: " + " ".join(f"+{t}" for t in untracked)] if untracked else []
         by_offset: list[tuple[int, int, str]] = []  # (offset, order at that offset, line)
+        # SOS lists the slots of a line from the highest slot number down, each after a space.
         for offset, live in zip(self.safe_points, self.live_at_safe_points):
-            by_offset.append((offset, 1, f"{offset:08x} is a safepoint: " + " ".join(f"+{tracked[i]}" for i in live)))
-        changes: dict[int, list[str]] = {}
+            by_offset.append((offset, 1, f"{offset:08x} is a safepoint: "
+                              + "".join(f" +{tracked[i]}" for i in sorted(live, reverse=True))))
+        changes: dict[int, list[tuple[int, str]]] = {}
         for offset, slot, live in self.lifetimes:
-            changes.setdefault(offset, []).append(("+" if live else "-") + tracked[slot])
+            changes.setdefault(offset, []).append((slot, ("+" if live else "-") + tracked[slot]))
         for a, b in self.interruptible_ranges:
             by_offset.append((a, 0, f"{a:08x} interruptible"))
-            by_offset.extend((o, 1, f"{o:08x} " + " ".join(changes[o])) for o in changes if a <= o < b)
+            # The slots still live at a range's end die there, after its "not interruptible".
+            by_offset.extend((o, 1, f"{o:08x} " + " ".join(t for _s, t in sorted(changes[o], reverse=True)))
+                             for o in changes if a <= o <= b)
             by_offset.append((b, 0, f"{b:08x} not interruptible"))
         by_offset.sort(key=lambda x: (x[0], x[1]))
         return [ln.rstrip() for ln in out + [line for _o, _k, line in by_offset]]
@@ -386,6 +388,8 @@ def _lifetimes(r: BitReader, info: "GcInfo", num_tracked: int) -> list[tuple[int
             out.extend((offset, i, True) for i in sorted(now - before))
             out.extend((offset, i, False) for i in sorted(before - now))
             before = now
+        # Outside the range nothing is tracked: what is live at its end dies at its end.
+        out.extend((b << enc.code_shift, i, False) for i in sorted(before))
         pseudo += b - a
     return out
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 from ..dac.structs import AppDomainData, AssemblyData, ModuleData
-from ..errors import SosError
+from ..errors import ReaderUnsupported, SosError
 from .metadata import MetadataError, MetadataReader, metadata_from_pe
 
 if TYPE_CHECKING:
@@ -38,6 +38,14 @@ class ClrModule:
     data: ModuleData
     path: str  # "" for dynamic (Reflection.Emit) or unnamed modules
     assembly: int
+    # What SOS shows for a module whose PEAssembly names no file (loaded from bytes): the
+    # module's own file name (IXCLRDataModule), e.g. "Foo.dll"; "" when there is none either.
+    loaded_name: str = ""
+
+    @property
+    def shown_name(self) -> str:
+        """SOS's FileNameForModule: the path, else the name the module itself reports."""
+        return self.path or self.loaded_name
 
     @property
     def file_name(self) -> str:
@@ -175,7 +183,14 @@ class ModuleCatalog:
             data = self.reader.module_data(address)
             if data is None:
                 return None
-            mod = ClrModule(address, data, self._module_path(data), data.assembly)
+            path = self._module_path(data)
+            loaded = ""
+            if not path and data.pe_assembly:
+                try:
+                    loaded = self.reader.module_file_name(address) or ""
+                except ReaderUnsupported:
+                    pass  # IXCLRDataModule is the DAC's alone: such a module stays unnamed there
+            mod = ClrModule(address, data, path, data.assembly, loaded)
             self._modules[address] = mod
         return mod
 

@@ -67,7 +67,9 @@ def parallel_stacks(runtime: "ClrRuntime") -> ParallelStacks:
             node = node.child(m)
             node.threads.append(t.os_id)
         node.stopped.append(t.os_id)
-    _sort(root)
+    # Roots stay in the order of their first thread, as dotnet-dump lists them.
+    for c in root.children:
+        _sort(c)
     return ParallelStacks(root, count, tuple(skipped))
 
 

@@ -18,7 +18,7 @@ from .readerchoice import open_reader, reader_choice, set_reader
 
 if TYPE_CHECKING:
     from ..readers.protocol import RuntimeReader
-    from ..dac.structs import UsefulGlobals
+    from ..dac.structs import GetModuleData, UsefulGlobals
     from .heap import ClrHeap
     from .types import TypeCache
     from .fields import FieldCatalog
@@ -195,11 +195,25 @@ class ClrRuntime:
     def module_layout(self, module: int) -> str:
         """How the runtime laid the module's image out, in ClrMD's words (SOS's clrmodules -v
         Layout): "Flat" (the file as it is on disk), "Mapped" (section by section) or "Unknown"."""
-        from ..dac.xclrdata import module_load_data
-        data = module_load_data(self.reader, module)
+        data = self.module_load_info(module)
         if data is None:
             return "Unknown"
         return "Flat" if data.is_file_layout else "Mapped"
+
+    def module_load_info(self, module: int) -> "GetModuleData | None":
+        """How the module was loaded (dynamic, in memory, file layout, where): the module's own
+        IXCLRDataModule request, as SOS's dumpmodule asks it; None when the DAC does not say."""
+        return self.reader.module_load_data(module)
+
+    def module_image_size(self, module: int, image_base: int) -> int:
+        """The size of the module's loaded image as SOS's clrmodules prints it (ClrMD's
+        ClrModule.Size): the runtime's own figure (the file's size for a flat layout, the
+        mapped size otherwise), else the PE headers' SizeOfImage; 0 when neither is known."""
+        from .metadata.pe import image_size
+        data = self.reader.module_load_data(module)
+        if data is not None and data.loaded_pe_size:
+            return int(data.loaded_pe_size)
+        return (image_size(self.target.read_partial, image_base) or 0) if image_base else 0
 
     def object_data(self, address: int) -> ObjectData | None:
         """The runtime's view of the object at ``address`` (classify the address first)."""

@@ -78,6 +78,10 @@ def _timer(reader: ObjectReader, t: int, is_short: bool | None) -> ClrTimer:
 
 
 def _callback_name(reader: ObjectReader, delegate: int) -> str:
+    """SOS's "Type.Method" of a TimerCallback: the method at _methodPtr, named after the type of
+    _target. A static method's delegate calls a shuffle thunk there and keeps the method in
+    _methodPtrAux (its _target is the delegate itself): SOS prints nothing then, sosext names
+    the method and its declaring type, as dumpdelegate does."""
     if not delegate or not reader.is_object(delegate):
         return "???"
     type_name = reader.type_name(delegate)
@@ -86,7 +90,9 @@ def _callback_name(reader: ObjectReader, delegate: int) -> str:
     code = reader.read(delegate, "_methodPtr")
     method = method_of_code(reader.runtime, code) if code else None
     if method is None:
-        return ""
+        aux = reader.read(delegate, "_methodPtrAux") if reader.has_field(delegate, "_methodPtrAux") else 0
+        method = method_of_code(reader.runtime, aux) if aux else None
+        return ".".join(method) if method is not None else ""
     declaring, name = method
     target = reader.read(delegate, "_target")
     if target and reader.is_object(target):

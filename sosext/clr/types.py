@@ -115,7 +115,10 @@ class TypeCache:
         runtime's own name, which SOS's native commands (dumpobj, dumpmt …) print."""
         name = self._csharp.get(mt)
         if name is None:
-            name = self._csharp[mt] = csharp_name(self.name_of(mt))
+            raw = self.name_of(mt)
+            # ClrMD gives such a type no name; SOS's type column then shows "Unknown (MethodTable: …)".
+            name = f"Unknown (MethodTable: {mt:012x})" if raw == "<Unloaded Type>" else csharp_name(raw)
+            self._csharp[mt] = name
         return name
 
     def names_known(self) -> dict[int, str]:

@@ -333,11 +333,12 @@ Examples:
                 self.dynamic(ctx, method.data.managed_dynamic_method_object)
                 return
             il_addr, _rva = il_body_address(rt, method)
-            out.field("il_address", Address(il_addr), f"ilAddr is {p16(il_addr)}")
+            # SOS adds "pImport is <its own IMetaDataImport>", an address in the debugger, not the target.
+            out.field("il_address", Address(il_addr), f"ilAddr is {il_addr:016X}")
             names = ILDasmNames(rt.catalog.require_metadata(method.module))
         raw = rt.target.read_partial(il_addr, IL_READ)
         body = parse_body(raw)
-        out.field("il_address", Address(il_addr), f"ilAddr = {p16(il_addr)}")
+        out.field("il_address", Address(il_addr), f"ilAddr = {il_addr:016X}")
         instructions = decode(body.code)
         token_text = names.token_text if names is not None else (lambda t: f"TOKEN {t:x}")
         rows = out.table("instructions", None, ("offset", "opcode", "operand"))
@@ -378,9 +379,14 @@ Examples:
 # -- ehinfo -----------------------------------------------------------------------------------
 
 
+def _ticked(address: int) -> str:
+    """An address as SOS's ehinfo prints it, WinDbg style: 00007f9a`4ae84ddf."""
+    return f"{address >> 32:08x}`{address & 0xFFFFFFFF:08x}"
+
+
 def _range(code: MethodCode, start: int, end: int) -> str:
     a, b = code.start + start, code.start + end
-    return f"[{p16(a)}, {p16(b)}] [{start:x}, {end:x}]"
+    return f"[{_ticked(a)}, {_ticked(b)}] [{start:x}, {end:x}]"
 
 
 @register
@@ -422,7 +428,7 @@ Example:
             out.line(f"Clause:  {_range(code, c.try_start, c.try_end)}")
             out.line(f"Handler: {_range(code, c.handler_start, c.handler_end)}")
             if c.filter_offset is not None:
-                out.line(f"Filter: [{p16(code.start + c.filter_offset)}] [{c.filter_offset:x}]")
+                out.line(f"Filter: [{_ticked(code.start + c.filter_offset)}] [{c.filter_offset:x}]")
             out.line()
             rows.row(data=(c.index, c.kind, c.catch_type, c.try_start, c.try_end, c.handler_start, c.handler_end,
                            c.filter_offset, c.duplicate))
@@ -455,9 +461,11 @@ Example:
             return
         code, _md = found
         out = ctx.out
-        out.field("entry_point", Address(code.start), f"entry point {p16(code.start)}")
+        # SOS prints these two addresses in upper case (%p), then "Pointer table:" over the rest.
+        out.field("entry_point", Address(code.start), f"entry point {code.start:016X}")
         out.field("jit", code.kind_text, code.kind_text)
-        out.field("gc_info", Address(code.gc_info), f"GC info {p16(code.gc_info)}")
+        out.field("gc_info", Address(code.gc_info), f"GC info {code.gc_info:016X}")
+        out.line("Pointer table:")
         try:
             info = gc_info_of(ctx.runtime, code)
         except GcInfoError as e:

@@ -315,12 +315,13 @@ Examples:
         for e in polled(shown):
             line = f"{e.index:5} "
             if not e.free or e.index != only:
-                line += f"{e.address:016x}  {e.monitor_held:11} {e.recursion:9} {e.holding_thread:016x} "
+                # SOS's %p: the SyncBlock and the owning Thread in upper case, the object in lower.
+                line += f"{e.address:016X}  {e.monitor_held:11} {e.recursion:9} {e.holding_thread:016X} "
                 if e.holding_thread == ORPHANED:
                     line += " orphaned "
                 elif e.holding_thread:
                     n = dbg.get(e.holding_os_id)
-                    line += f"{e.holding_os_id:x}" + (f"{n:4} " if n else " XXX ")
+                    line += f"{e.holding_os_id:x}" + (f"{n:4} " if n is not None and n >= 0 else " XXX ")
                 else:
                     line += "    none  "
                 if e.free:

@@ -13,7 +13,7 @@ from ..clr.addresses import classifier
 from ..clr.gcdata import (BIT_MECHANISMS, COMPACT_MANDATORY, COMPACT_REASONS, DATA_POINTS, EXPAND_MECHANISMS,
                           GLOBAL_MECHANISMS, GCCounters, gc_counters, gc_global_mechanisms, out_of_memory)
 from ..clr.metadata.pdb import CodeViewInfo
-from ..clr.metadata.pe import file_version_of, image_size
+from ..clr.metadata.pe import file_version_of
 from ..clr.roots import RootKind
 from ..clr.sourcelines import source_lines
 from ..clr.workitems import WorkItemKind, queued_work_items
@@ -209,7 +209,7 @@ Examples:
         for m in rt.modules():
             if regex is not None and not (m.path and regex.search(os.path.basename(m.path))):
                 continue
-            size = (image_size(rt.target.read_partial, m.image_base) or 0) if m.image_base else 0
+            size = rt.module_image_size(m.address, m.image_base)
             dynamic = "(Dynamic)" if m.is_dynamic else ""
             rows.row(data=(Address(m.image_base), size, m.path, m.is_dynamic, Address(m.address), Address(m.assembly)))
             if ctx.out.structured:

@@ -24,7 +24,7 @@ def _where(f: RawFrame) -> str:
 
 
 def _thread_index(ctx: CommandContext, tid: int) -> int:
-    return next((t.index for t in ctx.session.target().threads() if t.tid == tid), 0)
+    return next((t.index for t in ctx.session.target().threads() if t.tid == tid), -1)
 
 
 _RAW_TABLE = Cells((16, 16), (False, False))
@@ -126,6 +126,45 @@ Example:
 _PAD = 5  # dotnet-dump's count width and indent step
 
 
+def pstacks_frame_text(method: str) -> str:
+    """A frame as dotnet-dump's parallelstacks names it: the type and method as the runtime
+    names them, each parameter's type without its namespace and generic arity
+    (`System.Span`1<Byte>` -> `Span<Byte>`, `System.String[]` -> `String[]`), a ByRef kept."""
+    cut = method.find("(")
+    if cut < 0 or not method.endswith(")"):
+        return method
+    inner = method[cut + 1:-1]
+    params = [] if not inner else [_short_parameter(p) for p in inner.split(", ")]
+    return f"{method[:cut]}({', '.join(params)})"
+
+
+def _short_parameter(text: str) -> str:
+    byref = text.endswith(" ByRef")
+    if byref:
+        text = text[:-len(" ByRef")]
+    return _next_type(text, 0, len(text))[0] + (" ByRef" if byref else "")
+
+
+def _without_namespace(text: str) -> str:
+    return text[text.rfind(".") + 1:]
+
+
+def _next_type(text: str, start: int, end: int) -> tuple[str, int]:
+    """The short name of the type at text[start:end] up to its ',' (a generic's next argument),
+    and where the next one starts. The closing '>'s stay on the last argument, as in SOS."""
+    tick, comma = text.find("`", start, end), text.find(",", start, end)
+    if tick < 0 and comma < 0:
+        return _without_namespace(text[start:end]), end
+    if comma < 0 or 0 <= tick < comma:
+        name = _without_namespace(text[start:tick]) + "<"
+        i = text.find("<", tick, end) + 1 or end
+        while i < end:
+            arg, i = _next_type(text, i, end)
+            name += arg + ("," if i < end else "")
+        return name, end
+    return _without_namespace(text[start:comma]), comma + 1
+
+
 def _render_tree(node: CallNode, depth: int, limit: int, emit) -> None:  # type: ignore[no-untyped-def]
     """dotnet-dump's parallelstacks layout: a branch's deeper frames first (innermost at the top),
     its thread ids on a ~~~~ line above the frame where they stop, each frame as its thread count
@@ -140,7 +179,7 @@ def _render_tree(node: CallNode, depth: int, limit: int, emit) -> None:  # type:
         emit(f"{align} ~~~~ {ids(node.stopped)}", None)
     for child in sorted(node.children, key=lambda c: len(c.threads)):
         _render_tree(child, depth if len(child.threads) == len(node.threads) else depth + 1, limit, emit)
-    emit(f"{align}{len(node.threads):{_PAD}d} {node.method}", (depth, node))
+    emit(f"{align}{len(node.threads):{_PAD}d} {pstacks_frame_text(node.method)}", (depth, node))
 
 
 @register
@@ -154,8 +193,9 @@ underscores. Within a block the innermost frames come first, as in a stack: each
 with the number of threads through it, right-aligned in 5 columns; a ~~~~ line names, in hex, the
 OS ids of the threads whose innermost managed frame is the frame below it. Where fewer threads go
 on into a callee than came through the caller, the callee's lines indent by 5. With -a every
-thread id is listed; without it at most 4 per line, then "...". Threads with no managed frames are
-counted at the end.
+thread id is listed; without it at most 4 per line, then "...". Roots come in the order of their
+first thread (the runtime's thread list); parameter types are named without their namespace, as
+dotnet-dump names them. (--json also counts the threads without managed frames.)
 
 Example:
   pstacks
@@ -194,8 +234,7 @@ Example:
             out.line()
         out.field("threads", ps.thread_count, f"==> {ps.thread_count} threads with {len(ps.root.children)} roots")
         out.line()
-        if ps.skipped:
-            out.line(f"({len(ps.skipped)} threads without managed frames)")
+        out.field("without_managed_frames", len(ps.skipped))
 
 
 @register

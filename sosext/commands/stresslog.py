@@ -193,15 +193,14 @@ class HistStats(Command):
     details = """\
 One row per GC (newest first), then a line for each root promoted or relocated more than
 once in one GC, or "No duplicate promote or relocate messages found in the log.". Run
-histinit first.
+histinit first (before it, as in SOS, the history is empty).
 
 Example:
   histstats"""
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        records = _history(ctx)
-        if records is None:
-            return
+        # Before histinit SOS shows an empty history, not a hint (dotnet-dump's histstats).
+        records = _HISTORY.get(ctx.runtime, [])
         rows = ctx.out.table("gcs", Table(Column(8, True, str), Column(8, True, str), Column(8, True, str)),
                              ("gc_count", "promotes", "relocs"))
         rows.header("GCCount", "Promotes", "Relocs")

@@ -15,12 +15,13 @@ from .base import Command, Option, Parsed, register
 from .context import CommandContext
 from .threads import current_thread
 
-# The x86-64 general registers in the order dotnet-dump prints them; others follow by name.
-# What every host gives alike (LLDB adds sub-registers and ds..gs, GDB fs_base/gs_base and
-# calls the flags eflags where LLDB says rflags): the same lines in LLDB, GDB and the CLI.
-_ORDER = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
-          "r14", "r15", "rip", "rflags", "cs", "ss")
-_ALIASES = {"eflags": "rflags"}
+# dotnet-dump's x86-64 layout: the segment registers (4 digits) and eflags (8), then the
+# general registers in their CONTEXT order and rip (16), upper case. A register the host does not
+# give (LLDB names the flags rflags, GDB eflags; only the core notes hold ds..gs) prints as 0.
+_X64_LAYOUT = (("cs", 4), ("ds", 4), ("es", 4), ("fs", 4), ("gs", 4), ("ss", 4), ("eflags", 8),
+               *((n, 16) for n in ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10",
+                                   "r11", "r12", "r13", "r14", "r15", "rip")))
+_ALIASES = {"rflags": "eflags"}
 # AArch64: the kernel's user_pt_regs (what an arm64 core's NT_PRSTATUS holds), x29 and x30
 # being the frame pointer and the link register.
 _ORDER_AARCH64 = tuple(f"x{i}" for i in range(31)) + ("sp", "pc", "pstate")
@@ -58,8 +59,10 @@ class Registers(Command):
     usage = "registers"
     details = """\
 The registers of the current thread (the debugger's selected thread; in the CLI the one
-chosen with setthread), one "name = 0x<value>" line each: the general-purpose registers, rip,
-rflags, cs and ss (the debugger's own `register read` / `info registers` show the rest).
+chosen with setthread), one "name = 0x<value>" line each, as dotnet-dump prints them on x86-64:
+cs, ds, es, fs, gs, ss, eflags, then the general-purpose registers in the CPU context's order
+and rip, in upper case. (dotnet-dump itself swaps r8 and r9 and shows eflags as 0 on Linux
+cores; sosext prints the values the core holds, as LLDB and GDB do.)
 On an AArch64 target (an arm64 core): x0-x30 (x29 is the frame pointer, x30 the link
 register), sp, pc and pstate, under the same names in every host.
 
@@ -73,8 +76,11 @@ Example:
             raise SosError("the target has no threads")
         target = ctx.session.target()
         regs = {_ALIASES.get(n, n): v for n, v in target.registers(thread.tid).items()}
-        order = _ORDER_AARCH64 if getattr(target, "arch", "x86_64") == "aarch64" else _ORDER
-        names = [n for n in order if n in regs]
         rows = ctx.out.table("registers", Cells((), ()), ("name", "value"))
-        for n in names:
-            rows.row(f"{n} = 0x{regs[n]:016x}", data=(n, regs[n]))
+        if getattr(target, "arch", "x86_64") == "aarch64":
+            for n in (n for n in _ORDER_AARCH64 if n in regs):
+                rows.row(f"{n} = 0x{regs[n]:016x}", data=(n, regs[n]))
+            return
+        for n, width in _X64_LAYOUT:
+            value = regs.get(n, 0)
+            rows.row(f"{n} = 0x{value:0{width}X}", data=(n, value))

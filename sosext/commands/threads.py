@@ -37,7 +37,7 @@ CURRENT_THREAD = "current_thread"  # Session.settings key: the CLI's selected OS
 @dataclass(frozen=True, slots=True)
 class CurrentThread:
     tid: int
-    index: int  # the debugger's thread number (0 when unknown)
+    index: int  # the debugger's thread number (ThreadInfo.index; -1 when unknown)
 
 
 def debugger_selected_tid(ctx: CommandContext) -> int | None:
@@ -69,7 +69,7 @@ def current_thread(ctx: CommandContext) -> CurrentThread | None:
         if not threads:
             return None
         tid = threads[0].tid
-    return CurrentThread(tid, next((t.index for t in threads if t.tid == tid), 0))
+    return CurrentThread(tid, next((t.index for t in threads if t.tid == tid), -1))
 
 
 # -- clrthreads ---------------------------------------------------------------------------------
@@ -168,11 +168,12 @@ def select_exception_thread(ctx: CommandContext) -> None:
 
 
 def _lock_count(n: int) -> str:
-    """SOS's Decimal() of the DWORD lock count: %.*d of the value as a signed int, with the
-    digit count of the unsigned value as precision. .NET 9+ no longer counts locks and
-    reports 0xFFFFFFFF, which SOS therefore prints as -0000000001."""
+    """SOS's Decimal() column of the DWORD lock count: printf's %*.*d of the value as a signed
+    int, 5 wide, its precision the digit count of the unsigned value clamped to the width.
+    .NET 9+ no longer counts locks and reports 0xFFFFFFFF, which SOS prints as -00001 (in
+    dotnet-dump and in LLDB alike)."""
     raw = n & 0xFFFFFFFF
-    precision = max(len(str(raw)), 1)
+    precision = min(max(len(str(raw)), 1), _THREAD_WIDTHS[8])
     signed = raw - (1 << 32) if raw & 0x80000000 else raw
     return ("-" if signed < 0 else "") + f"{abs(signed):0{precision}d}"
 
@@ -302,8 +303,8 @@ Examples:
         found = next((t for t in threads if (t.tid if args.tid else t.index) == n), None)
         if found is None:
             raise SosError(f"no thread {'with OS id ' if args.tid else ''}{args.thread} in the target")
+        # Silent, as dotnet-dump's setthread: `threads` shows the selection.
         ctx.session.settings[CURRENT_THREAD] = found.tid
-        ctx.out.line(f"Current thread is now {found.index} (OS thread id {os_thread_id(found.tid)})")
 
 
 # The instruction, stack and frame pointers under each architecture's register names.
@@ -442,8 +443,9 @@ Examples:
             if not room():
                 break
             printed += 1
-            # With -f SOS leaves a runtime Frame's IP blank (it means little there).
-            ip = "" if args.f and not f.is_managed else _p(f.ip)
+            # SOS prints a runtime Frame's IP in lower case, and with -f leaves it blank (it
+            # means little there).
+            ip = _p(f.ip) if f.is_managed else "" if args.f else _lp(f.ip)
             site = call_site(ctx, f, args.f)
             if lines is not None and f.is_managed and f.method_desc:
                 # Only an active leaf frame stands on its instruction; the others hold return addresses.
@@ -464,8 +466,7 @@ Examples:
         elif not stack.complete:
             out.line("<failed>")
             out.line("Stack Walk failed. Reported stack incomplete.")
-        if stack.complete and not stack.truncated and not any(f.is_managed for f in stack.frames):
-            out.line("No managed frames on this thread (it runs native code only)")
+        # A walk of runtime Frames only ends with them, as SOS's does: no note.
         if lines is not None:
             report_missing_pdbs(ctx, lines, missing)
 
@@ -766,19 +767,59 @@ class ThreadPoolCommand(Command):
     details = """\
 Reads the managed thread pool (System.Threading.PortableThreadPool, .NET 6+) the way
 SOS does: its CPU utilization, worker thread counts and limits. Older runtimes answer
-through the DAC's thread-pool data.
+through the DAC's thread-pool data. -wi lists the queued work items (threadpoolqueue tells
+more about each), -stat counts them by type as dumpheap -stat does; -ti (the hill climbing
+log) is accepted and prints nothing more yet.
 
 Example:
   threadpool"""
     options = (
-        Option("-ti", "hill climbing log (not supported)", aliases=("-hc",)),
-        Option("-wi", "queued work items (not supported)"),
-        Option("-stat", "statistics of queued work items (not supported)", aliases=("-summary",)),
+        Option("-ti", "hill climbing log (not read yet: nothing is printed for it)", aliases=("-hc",)),
+        Option("-wi", "the queued work items (as threadpoolqueue finds them)"),
+        Option("-stat", "statistics of the queued work items, as dumpheap -stat", aliases=("-summary",)),
     )
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.ti or args.wi or args.stat:
-            raise SosError("threadpool -ti, -wi and -stat are not supported by sosext yet")
+        self._pool(ctx)
+        if args.wi or args.stat:
+            self._work_items(ctx, args.wi, args.stat)
+
+    @staticmethod
+    def _work_items(ctx: CommandContext, listing: bool, stats: bool) -> None:
+        """SOS's -wi (Queue, Object, Type per item) and -stat (a dumpheap -stat table of them,
+        or "No queued work items.")."""
+        from ..clr.workitems import queued_work_items
+        from .heap import write_stats
+
+        items = queued_work_items(ctx.runtime)
+        heap = ctx.heap
+        if listing and items:
+            rows = ctx.out.table("work_items", Cells((), ()), ("queue", "object", "type"))
+            ctx.out.line(f"{'Queue':<17} {'Object':<16} Type")
+            for w in items:
+                # SOS labels a worker's local queue "[Global]" too.
+                rows.row(f"{'[Global]':<17} {w.address:<16x} {w.type_name}",
+                         data=("local" if w.is_local else "global", Address(w.address), w.type_name))
+        if not stats:
+            return
+        if not items:
+            ctx.out.line("No queued work items.")
+            return
+        ix = heap.index(ctx.progress)
+        per_mt: dict[int, list[int]] = {}
+        for w in items:
+            i = ix.find(w.address)
+            mt = method_table_of(ctx.runtime.target, w.address)
+            if i is None or mt is None:
+                continue
+            entry = per_mt.setdefault(mt, [0, 0])
+            entry[0] += 1
+            entry[1] += ix.size_of(i)
+        order = sorted(per_mt.items(), key=lambda kv: kv[1][1])  # ascending total size, ties in first-seen order
+        write_stats(ctx, heap, [(mt, c, t) for mt, (c, t) in order])
+
+    @staticmethod
+    def _pool(ctx: CommandContext) -> None:
         pool = read_threadpool_or_reason(ctx.runtime)
         out = ctx.out
         if isinstance(pool, str):

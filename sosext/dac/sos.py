@@ -270,7 +270,8 @@ class SosDac:
         if self.sos16 is None:
             return None
         mode = _I32(0)
-        if self._try(self.sos16, SOS16["GetGCDynamicAdaptationMode"], (_PI32,), ctypes.byref(mode)) & 0x80000000:
+        # S_FALSE (with -1) is the runtime's "no DATAS here" (workstation GC, the segments GC), as ClrMD reads it.
+        if self._try(self.sos16, SOS16["GetGCDynamicAdaptationMode"], (_PI32,), ctypes.byref(mode)) != 0:
             return None
         return mode.value
 
@@ -417,6 +418,16 @@ class SosDac:
 
     def module_data(self, module: int) -> st.ModuleData | None:
         return self._record_or_none("GetModuleData", st.ModuleData, (_A, module))
+
+    def module_load_data(self, module: int) -> st.GetModuleData | None:
+        """How the runtime loaded the module (IXCLRDataModule's request; xclrdata.py)."""
+        from .xclrdata import module_load_data
+        return module_load_data(self, module)
+
+    def module_file_name(self, module: int) -> str | None:
+        """IXCLRDataModule::GetFileName: the name of a module whose PEAssembly names no file."""
+        from .xclrdata import module_file_name
+        return module_file_name(self, module)
 
     def pe_file_name(self, pe: int) -> str | None:
         return self._text(self.sos, "GetPEFileName", SOS["GetPEFileName"], ((_A, pe),))

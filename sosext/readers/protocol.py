@@ -98,6 +98,14 @@ class RuntimeReader(Protocol):
         """Every runtime Thread with its data, in the runtime's list order."""
         ...
 
+    def module_load_data(self, module: int) -> "rec.GetModuleData | None":
+        """How the runtime loaded a module: flat or mapped, dynamic, in memory, its extent."""
+        ...
+
+    def module_file_name(self, module: int) -> str | None:
+        """The file name of a module whose PEAssembly names none (loaded from bytes)."""
+        ...
+
     def stack_limits(self, thread: int) -> tuple[int, int] | None:
         """(base, limit) of a runtime Thread's stack: base is the higher address."""
         ...

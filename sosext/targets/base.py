@@ -45,7 +45,9 @@ class ThreadInfo:
     """An OS thread of the target."""
 
     tid: int  # OS thread id (LWP)
-    index: int = 0  # the debugger's own thread number, 1-based; 0 when unknown
+    # The debugger's own thread number: LLDB and GDB count from 1; sosext's CLI counts from 0,
+    # as dotnet-dump does (the standalone analyzer its users compare it with). -1 when unknown.
+    index: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -836,7 +836,7 @@ class CoreTarget(TargetBase):
         return list(self._modules)
 
     def threads(self) -> list[ThreadInfo]:
-        return [ThreadInfo(t.tid, index=i + 1) for i, t in enumerate(self.core.threads)]
+        return [ThreadInfo(t.tid, index=i) for i, t in enumerate(self.core.threads)]
 
     def registers(self, tid: int) -> Registers:
         for t in self.core.threads:

@@ -138,7 +138,7 @@ class ProcessTarget(TargetBase):
 
     def threads(self) -> list[ThreadInfo]:
         tids = sorted(int(t) for t in os.listdir(f"/proc/{self.pid}/task"))
-        return [ThreadInfo(tid=t, index=i + 1) for i, t in enumerate(tids)]
+        return [ThreadInfo(tid=t, index=i) for i, t in enumerate(tids)]
 
     def registers(self, tid: int) -> dict[str, int]:
         return {}

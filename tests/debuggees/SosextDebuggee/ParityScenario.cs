@@ -16,6 +16,8 @@ namespace SosextDebuggee
     internal sealed class ParityLockObject { public int Value; }
     internal sealed class ParityTimerState { public int Id; }
     internal sealed class ParityHandleTarget { public int Id; }
+    /// <summary>Registered for finalization; which finalization-queue generation holds it is the GC's to say.</summary>
+    internal sealed class ParityFinalizable { public int Id; ~ParityFinalizable() { Id = -1; } }
     internal sealed class ParityLeakedTarget { public int Id; }
 
     /// <summary>An awaiter that is never completed and keeps its continuation in a static: the
@@ -78,7 +80,10 @@ namespace SosextDebuggee
     internal sealed class ParityTimerTarget
     {
         public int Ticks;
+        public static int StaticTicks;
         public void OnTick(object state) => Interlocked.Increment(ref Ticks);
+        // A static callback: the delegate's _methodPtr is a shuffle thunk, _methodPtrAux the method.
+        public static void OnStaticTick(object state) => Interlocked.Increment(ref StaticTicks);
     }
 }
 
@@ -92,7 +97,7 @@ namespace DebuggeeHost
     ///   ParityLohItem[] on the LOH, a ParityPinnedValue[] on the POH, and byte arrays of an unusual
     ///   size in gen0 (for sizestats);
     /// * three System.Threading.Timer objects with long due times (they never fire while inspected)
-    ///   and distinct periods, calling ParityTimerTarget.OnTick;
+    ///   and distinct periods, calling ParityTimerTarget.OnTick (the last the static OnStaticTick);
     /// * a Monitor held twice (recursion 2) by the thread "sosext-monitor" on an object that has a
     ///   hash code (so the lock lives in a sync block, not a thin lock), and a second object whose
     ///   sync block exists but whose lock was released;
@@ -109,12 +114,14 @@ namespace DebuggeeHost
         };
 
         private static List<ParityGenItem> s_gen0, s_gen1, s_gen2;
+        private static ParityFinalizable s_finalOld, s_finalYoung;
         private static List<byte[]> s_odd;
         private static ParityLohItem[] s_loh;
         private static ParityPinnedValue[] s_pinned;
         private static Timer[] s_timers;
         private static ParityTimerState[] s_timerStates;
         private static ParityTimerTarget s_timerTarget;
+        private static TimerCallback[] s_timerCallbacks;
         private static ParityLockObject s_held, s_released;
         private static ConcurrentDictionary<int, string> s_intDict;
         private static ConcurrentDictionary<string, bool> s_stringDict;
@@ -140,11 +147,14 @@ namespace DebuggeeHost
             s_timerTarget = new ParityTimerTarget();
             s_timers = new Timer[TimerTimes.Length];
             s_timerStates = new ParityTimerState[TimerTimes.Length];
+            s_timerCallbacks = new TimerCallback[TimerTimes.Length];
             for (int i = 0; i < TimerTimes.Length; i++)
             {
                 // The last timer has no state object: SOS prints a null state as 0 and "()".
                 s_timerStates[i] = i < TimerTimes.Length - 1 ? new ParityTimerState { Id = i } : null;
-                s_timers[i] = new Timer(s_timerTarget.OnTick, s_timerStates[i], TimerTimes[i].Due, TimerTimes[i].Period);
+                // ... and a static callback (as the bundled service's timer has).
+                s_timerCallbacks[i] = i < TimerTimes.Length - 1 ? s_timerTarget.OnTick : ParityTimerTarget.OnStaticTick;
+                s_timers[i] = new Timer(s_timerCallbacks[i], s_timerStates[i], TimerTimes[i].Due, TimerTimes[i].Period);
             }
 
             s_held = new ParityLockObject { Value = 1 };
@@ -226,6 +236,7 @@ namespace DebuggeeHost
             s_gen0 = s_gen1 = s_gen2 = null;
             s_odd = null;
             s_gen2 = Make(Gen2Count, 2);
+            s_finalOld = new ParityFinalizable { Id = 2 };
             GC.Collect();
             GC.WaitForPendingFinalizers();
             GC.Collect();
@@ -233,6 +244,7 @@ namespace DebuggeeHost
             s_gen1 = Make(Gen1Count, 1);
             GC.Collect(0);
             s_gen0 = Make(Gen0Count, 0);
+            s_finalYoung = new ParityFinalizable { Id = 0 };
             s_odd = new List<byte[]>();
             for (int i = 0; i < OddArrays; i++) s_odd.Add(new byte[OddArrayLength]);
         }
@@ -288,6 +300,7 @@ namespace DebuggeeHost
             Truth.WriteObject(w, s_pinned);
             w.Prop("oddArrayType", typeof(byte[]).ToString());
             WriteGen(w, "oddArrays", s_odd);
+            WriteGen(w, "finalizable", new object[] { s_finalOld, s_finalYoung });
             w.EndObject();
 
             w.Name("timers").BeginArray();
@@ -299,7 +312,9 @@ namespace DebuggeeHost
                 w.Prop("period", (long)TimerTimes[i].Period);
                 w.PropHex("state", s_timerStates[i] == null ? 0 : Mem.Addr(s_timerStates[i]));
                 w.Prop("stateType", s_timerStates[i] == null ? "" : typeof(ParityTimerState).FullName);
-                w.Prop("method", typeof(ParityTimerTarget).FullName + "." + nameof(ParityTimerTarget.OnTick));
+                MethodInfo callback = s_timerCallbacks[i].Method;
+                w.Prop("method", callback.DeclaringType.FullName + "." + callback.Name);
+                w.Prop("static", callback.IsStatic);
                 w.EndObject();
             }
             w.EndArray();
