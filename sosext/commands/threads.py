@@ -392,14 +392,19 @@ Examples:
         cur = current_thread(ctx)
         if cur is None:
             raise SosError("the target has no threads")
-        ctx.out.line(f"OS Thread Id: {os_thread_id(cur.tid)} ({cur.index})")
+        if args.i:
+            # SOS's ICorDebug walk starts with three empty lines where the others name the thread.
+            ctx.out.lines(["", "", ""])
+        else:
+            ctx.out.line(f"OS Thread Id: {os_thread_id(cur.tid)} ({cur.index})")
         self._thread(ctx, cur.tid, params, local_vars, args)
 
     def _thread(self, ctx: CommandContext, tid: int, params: bool, local_vars: bool, args: Parsed) -> None:
         out = ctx.out
         try:
+            # -i needs each Frame's context: where it returns into native code is a row there.
             stack = walk_stack(ctx.runtime, tid, arguments=params, local_variables=local_vars,
-                               registers=args.r or args.f, max_frames=args.c or 0)
+                               registers=args.r or args.f or args.i, max_frames=args.c or 0)
         except NotManagedThread as e:
             if not e.is_managed:
                 out.line("Unable to walk the managed stack. The current thread is likely not a ")
@@ -476,10 +481,15 @@ Examples:
         sp, ip = _thread_sp_ip(ctx, tid)
         first = stack.frames[0] if stack.frames else None
         in_managed = first is not None and first.is_managed and first.ip == ip
+        base = None
+        last = stack.frames[-1] if stack.frames else None
+        if last is not None and last.is_managed and stack.complete and not stack.truncated:
+            # The debugger API ends with the native code the outermost managed frame returns to.
+            base = next(((n.sp, n.ip) for n in _native_rows(ctx, tid, stack) if n.sp > last.sp), None)
         write_icordebug_stack(
             ctx, tid, stack, sp, ip, in_managed, params, local_vars, max_rows,
             lambda f, i: frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == ip),
-            wanted, only_frame)
+            wanted, only_frame, base)
 
 
 def icordebug_arguments(args: Parsed) -> tuple[str | None, int | None]:
