@@ -242,6 +242,11 @@ def code_round2(run: CoreRun) -> list[Probe]:
     for i, md in enumerate(re.findall(rf"^MethodDesc:\s+({HEX})$",
                                       run.text("name2ee System.Private.CoreLib.dll!System.String.Concat"), re.M)[:1]):
         probes += [Probe(f"{c} <String.Concat>", f"{c} {md}") for c in ("dumpmd", "dumpil", "ehinfo", "gcinfo")]
+    delegates = [mt for mt, _c, _s, name in stat_rows(run.text("dumpheap -stat"))
+                 if re.match(r"System\.(Action|Func|Threading\.TimerCallback|EventHandler)\b", name)
+                 and not name.endswith("]")]
+    if delegates:
+        probes.append(Probe("dumpheap -short -mt <a delegate type>", f"dumpheap -short -mt {delegates[-1]}"))
     exceptions = [ln.split()[0] for ln in run.text("dumpheap -type Exception").splitlines()
                   if re.fullmatch(rf"\s*{HEX}\s+{HEX}\s+[\d,]+\s*", ln)]
     for i, e in enumerate(exceptions[:3]):
@@ -261,8 +266,7 @@ def code_round3(run: CoreRun) -> list[Probe]:
         kind = label[len("dumpmt -md "):]
         for m in re.finditer(rf"^{HEX} ({HEX}) +(JIT|PreJIT|NONE) {HEX} (.+)$", run.text(label), re.M):
             probes.append(Probe(f"dumpmd <{m.group(2)} method of {kind}>", f"dumpmd {m.group(1)}"))
-    objs = first_objects(run.text("dumpheap -short -mt <delegate>"))
-    for o in objs:
+    for o in first_objects(run.text("dumpheap -short -mt <a delegate type>")):
         probes.append(Probe("dumpdelegate <delegate>", f"dumpdelegate {o}"))
     return probes
 
@@ -378,6 +382,8 @@ CODE_LISTED: list[Listed] = [
            sos=lambda t: "\n".join(t.splitlines()[:2]), ours=lambda t: "\n".join(t.splitlines()[:2])),
     Listed("modules lists every mapping of a file", r"^modules",
            sos=lambda t: _module_paths(t), ours=lambda t: _module_paths(t)),
+    Listed("ehinfo names catch types of other modules", r"^ehinfo",
+           ours=_mask(r"^(EHHandler \d+: TYPED catch\().+\)", r"\1)")),
     Listed("clrmodules -v names the assembly and its file version", r"^clrmodules -v",
            sos=_drop_lines(r"^    (AssemblyName|Version): "), ours=_drop_lines(r"^    (AssemblyName|Version): ")),
 ]

@@ -417,8 +417,8 @@ Examples:
             return
         if not any(f.is_managed for f in stack.frames) and (not stack.complete or not stack.frames):
             # A thread the runtime knows that has not run (or no longer runs) managed code: the
-            # walk has nothing to stand on, which is no failure.
-            out.line("No managed frames on this thread (it runs native code only)")
+            # walk has nothing to stand on, which is no failure; SOS prints the header alone.
+            out.line(Cells(_STACK_WIDTHS, _STACK_RIGHT).row("Child SP", "IP", "Call Site"))
             return
         lines = None if args.n else source_lines(ctx.runtime)
         leaf_ip = _thread_ip(ctx, tid) if lines is not None else None
