@@ -208,7 +208,8 @@ def code_round1(run: CoreRun) -> list[Probe]:
         "clrthreads", "clrthreads -live", "threads", "clrstack", "clrstack -a", "clrstack -all", "dso",
         "eeversion", "threadpool", "threadpoolqueue", "timerinfo", "dumpasync", "dumpexceptions", "pe",
         "assemblies", "clrmodules", "clrmodules -v", "modules", "runtimes", "registers", "parallelstacks",
-        "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
+        "histinit", "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
+        "threadpool -wi", "threadpool -stat", "clrstack -i", "clrstack -i -a", "sosstatus",
     ]
     return [Probe(c, c) for c in fixed]
 
@@ -274,7 +275,8 @@ def code_round3(run: CoreRun) -> list[Probe]:
 CODE_FAMILIES = {"clrthreads", "threads", "setthread", "clrstack", "dso", "eeversion", "threadpool",
                  "threadpoolqueue", "timerinfo", "dumpasync", "dumpexceptions", "pe", "assemblies", "clrmodules",
                  "modules", "runtimes", "registers", "parallelstacks", "histstats", "analyzeoom", "crashinfo",
-                 "threadstate", "ip2md", "dumpmd", "dumpil", "ehinfo", "gcinfo", "dumpdelegate"}
+                 "threadstate", "ip2md", "dumpmd", "dumpil", "ehinfo", "gcinfo", "dumpdelegate", "histinit",
+                 "sosstatus"}
 
 
 # Rounds in order; each producer sees the SOS answers of the rounds before it.
@@ -382,6 +384,7 @@ CODE_LISTED: list[Listed] = [
            sos=lambda t: "\n".join(t.splitlines()[:2]), ours=lambda t: "\n".join(t.splitlines()[:2])),
     Listed("modules lists every mapping of a file", r"^modules",
            sos=lambda t: _module_paths(t), ours=lambda t: _module_paths(t)),
+    Listed("sosstatus reports sosext's own state", r"^sosstatus", sos=lambda t: "", ours=lambda t: ""),
     Listed("ehinfo names catch types of other modules", r"^ehinfo",
            ours=_mask(r"^(EHHandler \d+: TYPED catch\().+\)", r"\1)")),
     Listed("clrmodules -v names the assembly and its file version", r"^clrmodules -v",
