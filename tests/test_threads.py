@@ -379,7 +379,7 @@ def test_setthread_lists_threads_and_selects_only_in_the_cli(case: Case, host: s
     assert len(lines) == case.truth["osThreadCount"]  # every OS thread of the process
     errors = case.out(host, "setthread 99").errors
     if host.startswith("cli"):
-        assert errors == ["error: no thread 99 in the target"]
+        assert errors == ["error: Invalid thread index: 99"]  # dotnet-dump's words
     else:
         assert len(errors) == 1 and "the debugger chooses the current thread" in errors[0]
 

@@ -98,7 +98,7 @@ Examples:
   clrthreads
   clrthreads -live
   clrthreads -managedexception
-    Current thread is now 9 (OS thread id 0x2ee2), exception 00007fa9d18113b0"""
+    Found managed exception on thread 2ee2"""
     options = (
         Option("-live", "only threads the debugger knows (running OS threads)"),
         Option("-special", "special runtime threads (not supported off Windows)"),
@@ -161,8 +161,7 @@ def select_exception_thread(ctx: CommandContext) -> None:
                 raise SosError(f"the debugger cannot select thread {info.index} (OS thread id {os_thread_id(t.os_id)})")
         else:
             ctx.session.settings[CURRENT_THREAD] = t.os_id
-        ctx.out.line(f"Current thread is now {info.index} (OS thread id {os_thread_id(t.os_id)}), "
-                     f"exception {p16(t.last_exception)}")
+        ctx.out.line(f"Found managed exception on thread {t.os_id:x}")  # SOS's words
         return
     raise SosError("no thread has a managed exception")
 
@@ -302,7 +301,8 @@ Examples:
         n = parse_count(args.thread)
         found = next((t for t in threads if (t.tid if args.tid else t.index) == n), None)
         if found is None:
-            raise SosError(f"no thread {'with OS id ' if args.tid else ''}{args.thread} in the target")
+            raise SosError(f"no thread with OS id {args.thread} in the target" if args.tid
+                           else f"Invalid thread index: {args.thread}")  # dotnet-dump's words
         # Silent, as dotnet-dump's setthread: `threads` shows the selection.
         ctx.session.settings[CURRENT_THREAD] = found.tid
 
@@ -885,7 +885,7 @@ Example:
         rt = ctx.runtime
         md = rt.method_desc_at(ip) or 0
         if not md:
-            raise SosError(f"Failed to request MethodData, not in JIT code range ({p16(ip)})")
+            raise SosError("Failed to request MethodData, not in JIT code range")
         ctx.out.record_line(f"MethodDesc:   {p16(md)}")
         DumpMD().run(ctx, Parsed({"md": f"{md:x}"}))
         missing: list[PdbLookup] = []
