@@ -362,7 +362,7 @@ def _signed_byte_as_sos(text: str) -> str:
 def _module_paths(text: str) -> str:
     """The files a modules listing names, once each, sorted; not the dynamic loader (which SOS
     leaves out although the process maps it)."""
-    return "\n".join(sorted({m.group(1) for m in re.finditer(r"^[0-9A-Fa-f]{16} [0-9A-Fa-f]{8} (.+)$", text, re.M)
+    return "\n".join(sorted({m.group(1) for m in re.finditer(r"^[0-9A-Fa-f]{16} [0-9A-Fa-f]{8} (/.+)$", text, re.M)
                              if "/ld-linux" not in m.group(1)}))
 
 
