@@ -356,7 +356,14 @@ def _il_without_blocks(text: str) -> str:
 
 
 def _signed_byte_as_sos(text: str) -> str:
-    return re.sub(r"(ldc\.i4\.s) -(\d+)$", lambda m: f"{m.group(1)} {256 - int(m.group(2))}", text, flags=re.M)
+    """ldc.i4.s's operand unsigned, and a short branch's backward target 0x100 further on, as
+    SOS reads the signed byte."""
+    text = re.sub(r"(ldc\.i4\.s) -(\d+)$", lambda m: f"{m.group(1)} {256 - int(m.group(2))}", text, flags=re.M)
+
+    def branch(m: re.Match) -> str:
+        at, target = int(m.group(2), 16), int(m.group(3), 16)
+        return f"{m.group(1)}{target + 0x100 if target < at else target:04x}"
+    return re.sub(r"^(\s*IL_([0-9a-f]{4}): [a-z.]+\.s IL_)([0-9a-f]{4})$", branch, text, flags=re.M)
 
 
 def _module_paths(text: str) -> str:
