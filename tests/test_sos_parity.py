@@ -392,6 +392,8 @@ CODE_LISTED: list[Listed] = [
     Listed("modules lists every mapping of a file", r"^modules",
            sos=lambda t: _module_paths(t), ours=lambda t: _module_paths(t)),
     Listed("sosstatus reports sosext's own state", r"^sosstatus", sos=lambda t: "", ours=lambda t: ""),
+    Listed("dumpasync lists continuations in the order they were registered", r"^dumpasync",
+           sos=lambda t: "\n".join(sorted(t.splitlines())), ours=lambda t: "\n".join(sorted(t.splitlines()))),
     Listed("ehinfo names catch types of other modules", r"^ehinfo",
            ours=_mask(r"^(EHHandler \d+: TYPED catch\().+\)", r"\1)")),
     Listed("clrmodules -v names the assembly and its file version", r"^clrmodules -v",
