@@ -181,10 +181,10 @@ def test_dumpobjgcrefs_lists_the_fields(case: HeapCase, host: str) -> None:
     assert lines[0] == "GC Refs:" and lines[1].split() == ["Field", "Offset", "Object", "Type"]
     rows = [ln.split() for ln in lines[2:]]
     assert [(f, int(o, 16), h(a), t) for f, o, a, t in rows] == \
-        [(r["field"], r["offset"], h(r["object"]), r["type"]) for r in n["aRefs"]]
+        [(r["field"], r["offset"] - 8, h(r["object"]), r["type"]) for r in n["aRefs"]]
     doc = json.loads(case.out(host, f"dumpobjgcrefs {n['a']} --json").text)
     assert [(r["field"], r["offset"], h(r["object"])) for r in doc["refs"]] == \
-        [(r["field"], r["offset"], h(r["object"])) for r in n["aRefs"]]
+        [(r["field"], r["offset"] - 8, h(r["object"])) for r in n["aRefs"]]
     assert case.out(host, "dumpobjgcrefs 0").errors == ["error: Unable to walk object references, invalid object."]
     assert case.out(host, "dumpobjgcrefs zz").errors == ["error: Invalid object address: 'zz'"]
 

@@ -272,7 +272,9 @@ class AddressClassifier:
         else:
             return False  # cannot check the header without the DAC: refuse rather than risk it
         d = self.runtime.dac.method_table_data(mt)
-        return d is not None and d.module in modules and 0 < d.base_size < 1 << 31
+        # An interface's MethodTable has no instances, so no base size (tdInterface, 0x20, says which).
+        return d is not None and d.module in modules and (0 < d.base_size < 1 << 31 or
+                                                           (d.base_size == 0 and bool(d.attr_class & 0x20)))
 
     def is_method_desc(self, md: int) -> bool:
         ok = self._md_ok.get(md)

@@ -279,14 +279,26 @@ class _SearchArrays:
 
 
 def retained_set(heap: "ClrHeap", start_indices: np.ndarray, bfs_limit: int = 200_000) -> np.ndarray:
-    """Object indices reachable from ``start_indices`` (included).
+    """Object indices reachable from ``start_indices`` (included), through references and
+    dependent handles (a ConditionalWeakTable's key keeps its value).
 
     Breadth-first order like SOS's objsize when the set is small; for a large set the
     membership comes from the vectorised mark and the order is by address, so that a
     retained set of millions of objects (or a million-long list) stays fast.
     """
     graph = heap.graph()
+    # A dependent handle's secondary is kept alive by its primary: an edge from the primary,
+    # followed first, as ClrMD's EnumerateReferences (and so SOS's objsize) follows it.
+    dependents: dict[int, list[int]] = {}
+    for p, s in heap.roots(include_stacks=False).dependent_pairs(heap.index().find):
+        dependents.setdefault(p, []).append(s)
     mask = graph.mark(np.asarray(start_indices, dtype=np.int64))
+    changed = bool(dependents)
+    while changed:
+        grow = [s for p, ss in dependents.items() if mask[p] for s in ss if not mask[s]]
+        changed = bool(grow)
+        if grow:
+            graph.mark(np.array(grow, dtype=np.int64), visited=mask)
     members = np.nonzero(mask)[0]
     if len(members) > bfs_limit:
         return members
@@ -301,7 +313,7 @@ def retained_set(heap: "ClrHeap", start_indices: np.ndarray, bfs_limit: int = 20
     while queue:
         i = queue.popleft()
         order.append(i)
-        for k in targets[offsets[i]:offsets[i + 1]].tolist():
+        for k in (*dependents.get(i, ()), *targets[offsets[i]:offsets[i + 1]].tolist()):
             if k not in seen:
                 seen.add(k)
                 queue.append(k)

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 PAGE = 0x1000
 CODE_HEAP_LOADER, CODE_HEAP_HOST = 0, 1
-# SOS's order for a domain's heaps; other names follow in the runtime's order.
+# SOS's order for a domain's heaps (by SOS's names); other names follow in the runtime's order.
 _ORDER = ("LowFrequencyHeap", "HighFrequencyHeap", "StubHeap", "ExecutableHeap", "FixupPrecodeHeap",
-          "NewStubPrecodeHeap", "IndcellHeap", "LookupHeap", "ResolveHeap", "DispatchHeap",
+          "NewStubPrecodeHeap", "IndirectionCellHeap", "LookupHeap", "ResolveHeap", "DispatchHeap",
           "CacheEntryHeap", "VtableHeap")
 # SOS's names for the runtime's heap names where they differ.
 _SOS_NAMES = {"IndcellHeap": "IndirectionCellHeap"}

@@ -38,6 +38,14 @@ class ClrModule:
     data: ModuleData
     path: str  # "" for dynamic (Reflection.Emit) or unnamed modules
     assembly: int
+    # What SOS shows for a module whose PEAssembly names no file (loaded from bytes): the
+    # module's own file name (IXCLRDataModule), e.g. "Foo.dll"; "" when there is none either.
+    loaded_name: str = ""
+
+    @property
+    def shown_name(self) -> str:
+        """SOS's FileNameForModule: the path, else the name the module itself reports."""
+        return self.path or self.loaded_name
 
     @property
     def file_name(self) -> str:
@@ -175,7 +183,12 @@ class ModuleCatalog:
             data = self.dac.module_data(address)
             if data is None:
                 return None
-            mod = ClrModule(address, data, self._module_path(data), data.assembly)
+            path = self._module_path(data)
+            loaded = ""
+            if not path and data.pe_assembly:
+                from ..dac.xclrdata import module_file_name
+                loaded = module_file_name(self.dac, address) or ""
+            mod = ClrModule(address, data, path, data.assembly, loaded)
             self._modules[address] = mod
         return mod
 

@@ -17,7 +17,7 @@ from ..dac.structs import (MethodDescData, MethodTableCollectibleData, MethodTab
 from ..targets.base import Target
 
 if TYPE_CHECKING:
-    from ..dac.structs import UsefulGlobals
+    from ..dac.structs import GetModuleData, UsefulGlobals
     from .heap import ClrHeap
     from .types import TypeCache
     from .fields import FieldCatalog
@@ -178,11 +178,16 @@ class ClrRuntime:
     def module_layout(self, module: int) -> str:
         """How the runtime laid the module's image out, in ClrMD's words (SOS's clrmodules -v
         Layout): "Flat" (the file as it is on disk), "Mapped" (section by section) or "Unknown"."""
-        from ..dac.xclrdata import module_load_data
-        data = module_load_data(self.dac, module)
+        data = self.module_load_info(module)
         if data is None:
             return "Unknown"
         return "Flat" if data.is_file_layout else "Mapped"
+
+    def module_load_info(self, module: int) -> "GetModuleData | None":
+        """How the module was loaded (dynamic, in memory, file layout, where): the module's own
+        IXCLRDataModule request, as SOS's dumpmodule asks it; None when the DAC does not say."""
+        from ..dac.xclrdata import module_load_data
+        return module_load_data(self.dac, module)
 
     def module_image_size(self, module: int, image_base: int) -> int:
         """The size of the module's loaded image as SOS's clrmodules prints it (ClrMD's

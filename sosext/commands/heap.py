@@ -1,6 +1,8 @@
 """Heap commands: dumpheap, eeheap, gcheapstat, gcwhere."""
 from __future__ import annotations
 
+import os
+import shutil
 import unicodedata
 from typing import Iterable, Iterator
 
@@ -18,6 +20,7 @@ from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.output import Address, Output, TableWriter, hint
 from ..render.numbers import count as fmt_count
+from .rootnotices import live_objects
 from ..render.numbers import hex_and_dec, p16
 from ..render.table import Column, Integer, Pointer, Table, Text, TypeName, fmt_pointer
 from .base import Command, Option, Parsed, Positional, add_length, parse_address, parse_count, parse_mt, register
@@ -65,9 +68,13 @@ def segment_matches(seg: ClrSegment, value: int) -> bool:
 
 
 def committed_start(seg: ClrSegment) -> int:
-    """Where the segment's committed memory begins (SOS shows committed length from here)."""
+    """Where the segment's committed memory begins (SOS shows committed length from here): a
+    segment of the segments GC holds its heap_segment header at its start, so from there; a
+    region from the page its objects start in."""
     if seg.kind is SegmentKind.FROZEN:
         return seg.start - 8
+    if seg.address <= seg.start and seg.start - seg.address <= 0x10000:
+        return seg.address
     return seg.start & ~0xFFF
 
 
@@ -114,11 +121,30 @@ def type_stats(heap: ClrHeap, ix: HeapIndex, mask: np.ndarray, by_count: bool = 
             for i in order]
 
 
+def sequence_stats(ix: HeapIndex, positions: np.ndarray) -> list[tuple[int, int, int]]:
+    """(MethodTable, count, total size) of the objects at ``positions`` (each once), sorted as
+    SOS's statistics of a sequence of objects (objsize's closure, finalizequeue's queue):
+    ascending total, ties in the order each type first appears in the sequence."""
+    if not len(positions):
+        return []
+    tids = ix.type_ids[positions]
+    sizes = np.array(ix.sizes_at(positions), dtype=np.int64)
+    kinds, first = np.unique(tids, return_index=True)
+    slot = np.searchsorted(kinds, tids)
+    counts = np.bincount(slot, minlength=len(kinds))
+    totals = np.zeros(len(kinds), dtype=np.int64)
+    np.add.at(totals, slot, sizes)
+    order = np.lexsort((first, totals))
+    return [(int(ix.method_tables[kinds[i]]), int(counts[i]), int(totals[i])) for i in order]
+
+
 def write_stats(ctx: CommandContext, heap: ClrHeap, stats: list[tuple[int, int, int]]) -> None:
     """SOS's managed statistics table (dumpheap, dumpgen, objsize, finalizequeue …): names as
     ClrMD gives them; the JSON keeps the runtime's name in "name" and ClrMD's in "csharp_name"."""
+    if not stats and not ctx.out.structured:
+        return  # SOS prints no statistics (nor totals) when no object matched
     t = Table(Column(16, True, fmt_pointer), Integer(), Integer(), TypeName())
-    # An empty table keeps SOS's 12-wide MT title: "          MT Count TotalSize Class Name".
+    # An empty table (structured forms only) keeps SOS's 12-wide MT title.
     t.fit(0, (mt for mt, _c, _t in stats), minimum=0 if stats else 12)
     t.fit(1, (c for _m, c, _t in stats)).fit(2, (tt for _m, _c, tt in stats))
     ctx.out.line("Statistics:")
@@ -249,15 +275,12 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         mask = select_objects(heap, ix, heap_no=args.heap, segment=args.segment, start=start, end=end, gen=gen,
                               min_size=args.min, max_size=args.max, mt=mt, type_substring=args.type)
         if args.live != args.dead:
-            if not args.short:
-                ctx.out.line("Calculating live objects, this may take a while...")
-            live = heap.live(progress)
+            live = live_objects(ctx, quiet=args.short)
             mask &= live if args.live else ~live
-            if not args.short:
-                ctx.out.line(f"Calculating live objects complete: {fmt_count(int(live.sum()))} objects from "
-                             f"{fmt_count(len(heap.roots().roots))} roots")
         if args.thinlock:
-            self._thinlocks(ctx, heap, ix, mask)
+            # A Free object's "header" is whatever the memory held before: never a lock.
+            free_id = ix.type_id(heap.free_mt)
+            self._thinlocks(ctx, heap, ix, mask & (ix.type_ids != free_id) if free_id is not None else mask)
             return
         if args.retained:
             if not args.stat or args.strings:
@@ -276,8 +299,8 @@ Rows are then sorted by it (-bycount still sorts by count)."""
             write_addresses(ctx, ix, chunks_of_mask(mask))
             return
         if not args.stat:
-            write_listing(ctx, heap, ix, chunks_of_mask(mask))
-            ctx.out.line()
+            if write_listing(ctx, heap, ix, chunks_of_mask(mask)):
+                ctx.out.line()
         sel = np.nonzero(mask)[0]
         if args.strings:
             self._string_stats(ctx, heap, ix, sel)
@@ -285,9 +308,9 @@ Rows are then sorted by it (-bycount still sorts by count)."""
         self._statistics(ctx, heap, HeapStatistics.of_index(heap, ix, mask), args.bycount)
 
     @staticmethod
-    def _list(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> None:
-        """The Address/MT/Size listing of the index positions ``sel``, in that order."""
-        write_listing(ctx, heap, ix, chunks_of(sel))
+    def _list(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, sel: np.ndarray) -> bool:
+        """The Address/MT/Size listing of the index positions ``sel``, in that order (False: none)."""
+        return write_listing(ctx, heap, ix, chunks_of(sel))
 
     @staticmethod
     def _statistics(ctx: CommandContext, heap: ClrHeap, stats: HeapStatistics, by_count: bool,
@@ -320,10 +343,13 @@ Rows are then sorted by it (-bycount still sorts by count)."""
             key = (text, size)
             groups[key] = groups.get(key, 0) + 1
         rows = sorted(((c * size, i, c, text) for i, ((text, size), c) in enumerate(groups.items())))
+        if not rows and not ctx.out.structured:
+            return  # as SOS: no strings, no statistics
         ctx.out.line("Statistics:")
+        limit = _string_width(max(groups.values(), default=0))
         t = ctx.out.table("strings", Table(Integer(), Integer(), Text()), ("count", "total_size", "text"))
         for total, _i, c, text in rows:
-            t.row(c, total, _string_cell(text), data=(c, total, text))
+            t.row(c, total, _string_cell(text, limit), data=(c, total, text))
 
     @staticmethod
     def _thinlocks(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, mask: np.ndarray) -> None:
@@ -430,12 +456,12 @@ def write_addresses(ctx: CommandContext, ix: HeapIndex, chunks: Iterable[np.ndar
         out.lines([f"{a:012x}" for a in ix.addresses[part].tolist()])
 
 
-def write_listing(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, chunks: Iterable[np.ndarray]) -> None:
-    """SOS's ``Address MT Size`` table. Its columns have fixed widths (16, 16, 14, then the
-    unbounded "Free" mark), so rows are formatted straight to what Table.row would make."""
+def write_listing(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, chunks: Iterable[np.ndarray]) -> bool:
+    """SOS's ``Address MT Size`` table; whether it listed anything (SOS prints no header, and no
+    blank line after it, when nothing matched). Its columns have fixed widths (16, 16, 14, then
+    the unbounded "Free" mark), so rows are formatted straight to what Table.row would make."""
     t = Table(Pointer(), Pointer(), Integer(), Text())
     out = ctx.out
-    out.line(t.header("Address", "MT", "Size"))
     free_id = ix.type_id(heap.free_mt)
     if out.structured:
         rows = out.table("objects", t, ("address", "mt", "size", "free"))
@@ -443,23 +469,47 @@ def write_listing(ctx: CommandContext, heap: ClrHeap, ix: HeapIndex, chunks: Ite
         for part in chunks:
             for a, tid, size in zip(ix.addresses[part].tolist(), ix.type_ids[part].tolist(), ix.sizes_at(part)):
                 rows.row(Address(a), Address(mts[tid]), size, tid == free_id)
-        return
+        return True
     mt_cells = [t.columns[1].render(m) for m in ix.method_tables.tolist()]
+    listed = False
     for part in chunks:
+        if not len(part):
+            continue
+        if not listed:
+            out.line(t.header("Address", "MT", "Size"))
+            listed = True
         rows = [f"{f'{a:012x}':>16} {mt_cells[tid]} {f'{size:,}':>14} {'Free' if tid == free_id else ''}"
                 for a, tid, size in zip(ix.addresses[part].tolist(), ix.type_ids[part].tolist(),
                                         ix.sizes_at(part))]
         out.lines(rows)
+    return listed
+
+
+def _string_width(max_count: int) -> int:
+    """How much of a string -strings shows, as SOS sizes it: what the console's width leaves
+    after the Count and TotalSize columns (SOS counts the count's width twice), at most 128;
+    128 when that leaves 16 or less. A console that is not a terminal is 80 wide, as .NET's."""
+    width = shutil.get_terminal_size((80, 24)).columns if os.isatty(1) else 80
+    count_len = max(len(f"{max_count:,}"), len("Count"))
+    size_len = max(count_len, len("TotalSize"))
+    possible = width - count_len - size_len - 2
+    return min(possible, 128) if possible > 16 else 128
+
+
+def _letter_or_digit(c: str) -> bool:
+    """.NET's char.IsLetterOrDigit: a letter (L*) or a decimal digit (Nd)."""
+    cat = unicodedata.category(c)
+    return cat[0] == "L" or cat == "Nd"
 
 
 def _string_cell(text: str, limit: int = 128) -> str:
-    """SOS shows plain alphanumeric strings whole; others cut to 128 characters, with
-    characters that are not letters, digits, punctuation or spaces replaced by '.'."""
-    if all(c.isalnum() for c in text):
+    """SOS shows strings of letters and digits only whole; others cut to ``limit`` characters,
+    with what is not a letter, digit, punctuation or space replaced by '.'."""
+    if all(_letter_or_digit(c) for c in text):
         return text
     out = []
     for c in text[:limit]:
-        if c.isalnum() or c == " " or unicodedata.category(c).startswith("P"):
+        if _letter_or_digit(c) or c == " " or unicodedata.category(c)[0] == "P":
             out.append(c)
         else:
             out.append(".")
@@ -599,7 +649,7 @@ Examples:
         return total_commit
 
 
-DIVIDER = "-" * 120
+DIVIDER = "-" * 40
 
 
 def _size_and_wasted(size: int, wasted: int) -> str:
@@ -660,14 +710,15 @@ def _loader_section(ctx: CommandContext) -> int:
     for m in code_heaps(runtime):
         _heap_row(out, "JIT Manager:", f"{m.address:012x}")
         size = wasted = 0
-        for h in m.heaps:
-            for b in h.blocks:
-                rows.row(data=(Address(m.address), h.kind, Address(h.address), Address(b.address), b.size,
-                               b.actual, b.current))
-            _heap_row(out, f"{h.kind}:", " ".join(_block_text(b) for b in h.blocks) + " "
-                      + _size_and_wasted(h.size, h.wasted) + ".")
-            size += h.size
-            wasted += h.wasted
+        # As SOS: one row per block, loader code heaps' blocks first, each kind by address.
+        blocks = sorted(((h, b) for h in m.heaps for b in h.blocks),
+                        key=lambda hb: (hb[0].kind != "LoaderCodeHeap", hb[1].address))
+        for h, b in blocks:
+            rows.row(data=(Address(m.address), h.kind, Address(h.address), Address(b.address), b.size,
+                           b.actual, b.current))
+            _heap_row(out, f"{h.kind}:", _block_text(b) + " " + _size_and_wasted(b.actual, b.wasted) + ".")
+            size += b.actual
+            wasted += b.wasted
         _heap_row(out, "Total size:", _size_and_wasted(size, wasted) + ".")
         out.line(DIVIDER)
         total += size
@@ -714,59 +765,84 @@ Examples:
         gens = (Generation.GEN0, Generation.GEN1, Generation.GEN2, Generation.LOH, Generation.POH)
         alloc = np.zeros((nheaps, 5), dtype=np.int64)
         commit = np.zeros((nheaps, 5), dtype=np.int64)
+        # The segments GC's ephemeral segment (gen0, gen1 and the young end of gen2 in one): SOS
+        # (ClrMD) gives it a column of its own, EPH, with the segment's range and commit, and
+        # counts only its live-sized objects (not Free) into the generations' allocated bytes.
+        eph_alloc = np.zeros(nheaps, dtype=np.int64)
+        eph_commit = np.zeros(nheaps, dtype=np.int64)
         has_frozen = any(s.kind is SegmentKind.FROZEN and s.committed > committed_start(s) for s in heap.segments)
+        ephemeral = set()
         for s in heap.segments:
             if s.kind is SegmentKind.FROZEN:
+                continue
+            if _is_ephemeral_segment(heap, s):
+                ephemeral.add(s.start)
+                eph_alloc[s.heap] += s.end - s.start
+                eph_commit[s.heap] += s.committed - committed_start(s)
                 continue
             for r in s.ranges:
                 alloc[s.heap, gens.index(r.generation)] += r.end - r.start
             col = gens.index(s.generation) if s.generation is not None else 2
             commit[s.heap, col] += s.committed - committed_start(s)
         heap_of = np.zeros(len(ix), dtype=np.int64)
+        in_eph = np.zeros(len(ix), dtype=bool)
         for sl in ix.slices:
             heap_of[sl.first:sl.stop] = sl.segment.heap
+            in_eph[sl.first:sl.stop] = sl.segment.start in ephemeral
         free_id = ix.type_id(heap.free_mt)
-        free = self._by_heap_gen(ix, heap_of, ix.type_ids == free_id if free_id is not None else None, nheaps, gens)
+        is_free = ix.type_ids == free_id if free_id is not None else np.zeros(len(ix), dtype=bool)
+        free = self._by_heap_gen(ix, heap_of, is_free, nheaps, gens)
+        if ephemeral:
+            alloc += self._by_heap_gen(ix, heap_of, in_eph & ~is_free, nheaps, gens)
+        eph_free = np.bincount(heap_of[in_eph & is_free], weights=ix.sizes[in_eph & is_free].astype(np.float64),
+                               minlength=nheaps).astype(np.int64)
         out = ctx.out
-        titles = ["Heap", "Gen0", "Gen1", "Gen2", "LOH", "POH"] + (["FRZ"] if has_frozen else [])
+        # SOS learns which objects are live while it gathers the numbers, before the first table.
+        live = live_objects(ctx) if args.unreachable else None
+        with_eph = bool(eph_commit.any())
+        titles = ["Heap", *(["EPH"] if with_eph else []), "Gen0", "Gen1", "Gen2", "LOH", "POH"] + \
+                 (["FRZ"] if has_frozen else [])
+        # SOS's formats: a heap name, five numbers (six with frozen segments: FRZ has a title but
+        # no value), three percentages; an EPH value shifts a row's cells one format on.
         table = Table(Text(8), *[Column(10, False, _plain) for _ in range(5 + has_frozen)],
                       Text(8), Text(8), Text(8))
 
         keys = ("heap", "gen0", "gen1", "gen2", "loh", "poh") + (("frz",) if has_frozen else ())
 
-        def section(key: str, values: np.ndarray, pct: bool) -> None:
+        def cells_of(name: str, values: np.ndarray, eph: int | None) -> list:
+            return [name, *([eph] if eph else []), *values.tolist()]
+
+        def section(key: str, values: np.ndarray, ephs: np.ndarray, pct: bool) -> None:
             rows = out.table(key, table, keys)
             rows.header(*titles)
             for h in range(nheaps):
-                cells: list = [f"Heap{h}", *values[h].tolist()]
-                data = tuple(cells[:len(keys)])
+                cells = cells_of(f"Heap{h}", values[h], int(ephs[h]) if eph_commit[h] else None)
+                data = tuple([f"Heap{h}", *values[h].tolist()][:len(keys)])
                 if pct:
                     cells += _percent_cells(values[h], alloc[h])
                 rows.row(*cells, data=data)
-            rows.row("Total", *values.sum(axis=0).tolist())
+            rows.row(*cells_of("Total", values.sum(axis=0), int(ephs.sum()) if eph_commit.sum() else None))
 
-        section("allocated", alloc, False)
+        section("allocated", alloc, eph_alloc, False)
         out.line()
         out.line("Free space:")
-        section("free", free, True)
+        section("free", free, eph_free, True)
         out.line()
-        if args.unreachable:
-            live = heap.live(ctx.progress)
-            dead_mask = ~live
-            if free_id is not None:
-                dead_mask &= ix.type_ids != free_id
+        if live is not None:
+            dead_mask = ~live & ~is_free
             unrooted = self._by_heap_gen(ix, heap_of, dead_mask, nheaps, gens)
             out.line("Unrooted objects:")
             rows = out.table("unrooted", table, keys)
             rows.header(*titles)
+            zero = np.zeros(nheaps, dtype=np.int64)
             for h in range(nheaps):
-                rows.row(f"Heap{h}", *unrooted[h].tolist(), *_percent_cells(unrooted[h], alloc[h]),
-                         data=(f"Heap{h}", *unrooted[h].tolist()))
+                rows.row(*cells_of(f"Heap{h}", unrooted[h], 0 if eph_commit[h] else None),
+                         *_percent_cells(unrooted[h], alloc[h]), data=(f"Heap{h}", *unrooted[h].tolist()))
             out.line()
-            rows.row("Total", *unrooted.sum(axis=0).tolist())
+            rows.row(*cells_of("Total", unrooted.sum(axis=0), int(zero.sum()) if eph_commit.sum() else None))
             out.line()
         out.line("Committed space:")
-        section("committed", commit, False)
+        section("committed", commit, eph_commit, False)
         out.line()
 
     @staticmethod
@@ -779,6 +855,12 @@ Examples:
             if m.any():
                 out[:, gi] = np.bincount(heap_of[m], weights=ix.sizes[m].astype(np.float64), minlength=nheaps)
         return out
+
+
+def _is_ephemeral_segment(heap: ClrHeap, seg: ClrSegment) -> bool:
+    """The segments GC's ephemeral segment: the small-object segment that holds gen0 and gen1."""
+    return (not heap.uses_regions and seg.kind is SegmentKind.SOH
+            and any(r.generation in (Generation.GEN0, Generation.GEN1) for r in seg.ranges))
 
 
 def _plain(v) -> str:  # type: ignore[no-untyped-def]

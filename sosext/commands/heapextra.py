@@ -344,8 +344,8 @@ Example:
         if args.short:
             write_addresses(ctx, ix, [sel])
             return
-        write_listing(ctx, heap, ix, [sel])
-        ctx.out.line()
+        if write_listing(ctx, heap, ix, [sel]):
+            ctx.out.line()
         mask = np.zeros(len(ix), dtype=bool)
         mask[sel] = True
         write_stats(ctx, heap, type_stats(heap, ix, mask))

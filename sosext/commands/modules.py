@@ -48,9 +48,13 @@ Examples:
             raise SosError(f"Fail to fill Module {P16(addr)}")
         d = mod.data
         out = ctx.out
-        out.record_line(f"Name: {mod.path or 'Unknown Module'}")
+        out.record_line(f"Name: {mod.shown_name or 'Unknown Module'}")
         attrs = "".join(w for on, w in ((d.is_pe_file, "PEFile "), (d.is_reflection, "Reflection "),
                                         (d.transient_flags & _IS_EDIT_AND_CONTINUE, "EditAndContinue ")) if on)
+        load = rt.module_load_info(addr)
+        if load is not None:
+            attrs += "".join(w for on, w in ((load.is_dynamic, "IsDynamic "), (load.is_in_memory, "IsInMemory "),
+                                            (load.is_file_layout, "IsFileLayout ")) if on)
         out.record_line(f"Attributes:              {attrs}")
         out.record_line(f"Assembly:                {p16(d.assembly)}")
         for label, value in (("BaseAddress:", d.il_base), ("LoaderHeap:", d.loader_allocator),
@@ -92,7 +96,7 @@ def assembly_lines(asm: ClrAssembly) -> list[str]:
         out.append(f"SecurityDescriptor: {P16(asm.data.assembly_sec_desc)}")
     out.append("  Module")
     for m in asm.modules:
-        name = m.path or ("Dynamic Module" if m.is_dynamic else "Unknown Module")
+        name = m.shown_name or ("Dynamic Module" if m.is_dynamic else "Unknown Module")
         out.append(f"  {p16(m.address)}    {name}")
     return out
 

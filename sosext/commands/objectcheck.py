@@ -90,6 +90,8 @@ Example:
         if sl is None or sl.first == sl.stop:
             ctx.out.line(f"Segment {seg.address:x} has no objects.")
             return
+        # As SOS, the address column widens to the widest allocation context range of the segment.
+        width = max([16, *(len(f"{p:x}-{lim:x}") for p, lim in heap.alloc_contexts if seg.start <= p < seg.end)])
         rows: list[tuple[str, int, int]] = []   # (which, position, -) in address order
         at = ix.containing(address)
         exact = at is not None and int(ix.addresses[at]) == address
@@ -112,13 +114,13 @@ Example:
             if printed_end is not None and start != printed_end:
                 gap = self._gap(heap, printed_end, start)
                 if gap is not None:
-                    self._row(ctx, "Gap:", f"{gap[0]:x}-{gap[1]:x}", _size_text(gap[1] - gap[0]),
+                    self._row(ctx, width, "Gap:", f"{gap[0]:x}-{gap[1]:x}", _size_text(gap[1] - gap[0]),
                               "GC Allocation Context (expected gap in the heap)")
                 else:
                     consistent = False
                     ctx.out.line(f"Expected to find next object at {printed_end:x}, instead found it at {start:x}.")
             size = ix.size_of(pos)
-            self._row(ctx, which, fmt_pointer(start), _size_text(size), heap.csharp_type_name_at(pos))
+            self._row(ctx, width, which, fmt_pointer(start), _size_text(size), heap.csharp_type_name_at(pos))
             printed_end = start + ((size + 7) & ~7)
         if rows and rows[-1][0] != "Next:":
             last = int(ix.addresses[rows[-1][1]])
@@ -134,5 +136,6 @@ Example:
         return None
 
     @staticmethod
-    def _row(ctx: CommandContext, which: str, where: str, size: str, name: str) -> None:
-        ctx.out.line(escape(f"{which:<9} {where:>16} {size:>32} {name}"))
+    def _row(ctx: CommandContext, width: int, which: str, where: str, size: str, name: str) -> None:
+        # SOS's columns: kind (9, left), address (right), size text (32, left), type name.
+        ctx.out.line(escape(f"{which:<9} {where:>{width}} {size:<32} {name}"))

@@ -34,12 +34,13 @@ OBJ_STRING, OBJ_FREE, OBJ_OBJECT, OBJ_ARRAY = 0, 1, 2, 3
 _MAX_STRING = 0x200000  # SOS refuses to print longer strings
 _CONTENT_LIMIT = 128
 
-# CorElementType short names as SOS prints them ("Array: ... Type Int32").
+# CorElementType short names as SOS prints them ("Array: ... Type Int32"); GENERICINST has none
+# (cortypeinfo.h names it NULL), so a field of a generic instantiation SOS cannot resolve shows a blank type.
 ELEMENT_TYPE_NAMES = {
     ET.VOID: "Void", ET.BOOLEAN: "Boolean", ET.CHAR: "Char", ET.I1: "SByte", ET.U1: "Byte", ET.I2: "Int16",
     ET.U2: "UInt16", ET.I4: "Int32", ET.U4: "UInt32", ET.I8: "Int64", ET.U8: "UInt64", ET.R4: "Single",
     ET.R8: "Double", ET.STRING: "String", ET.PTR: "PTR", ET.BYREF: "BYREF", ET.VALUETYPE: "VALUETYPE",
-    ET.CLASS: "CLASS", ET.VAR: "VAR", ET.ARRAY: "ARRAY", ET.GENERICINST: "GENERICINST",
+    ET.CLASS: "CLASS", ET.VAR: "VAR", ET.ARRAY: "ARRAY",
     ET.TYPEDBYREF: "TypedReference", ET.I: "IntPtr", ET.U: "UIntPtr", ET.FNPTR: "FNPTR", ET.OBJECT: "Object",
     ET.SZARRAY: "SZARRAY", ET.MVAR: "MVAR",
 }
@@ -94,7 +95,7 @@ def prefers_canonical_mt(rt: ClrRuntime, klass: int) -> tuple[bool, int]:
 
 def module_file(rt: ClrRuntime, module: int) -> str:
     mod = rt.catalog.module(module) if module else None
-    return mod.path if mod is not None and mod.path else "Unknown Module"
+    return mod.shown_name if mod is not None and mod.shown_name else "Unknown Module"
 
 
 def checked_object(ctx: CommandContext, address: int) -> ObjectData:
@@ -348,14 +349,17 @@ def _runtime_type_lines(ctx: CommandContext, address: int, mt: int, name: str) -
 
 
 def gc_ref_rows(ctx: CommandContext, address: int, data: ObjectData) -> list[tuple[str | None, int, int]]:
-    """(field path or None for array elements, offset from the object, referenced object)."""
+    """(field path or None for array elements, offset, referenced object). The offset counts, as
+    ClrMD's ClrReference.Offset and so SOS's dumpobjgcrefs, from the data after the MethodTable
+    pointer: a class's first field is at 0x00, an array's first element at 0x08 (after its length)."""
     obj = ctx.heap.get_object(address)
     slots = sorted(obj.reference_slots())
+    header = ctx.runtime.target.pointer_size
     if data.object_type == OBJ_ARRAY:
-        return [(None, off, ref) for off, ref in slots]
+        return [(None, off - header, ref) for off, ref in slots]
     fields = ctx.runtime.fields
     instance = sorted(fields.instance_fields(data.method_table), key=lambda f: f.offset)
-    return [(_field_path(fields, instance, off - 8), off, ref) for off, ref in slots]
+    return [(_field_path(fields, instance, off - header), off - header, ref) for off, ref in slots]
 
 
 def _field_path(fields, instance: list[ClrField], offset: int, depth: int = 0) -> str | None:  # type: ignore[no-untyped-def]

@@ -21,8 +21,9 @@ from ..render.table import Cells, Column, Pointer, Table, Text, TypeName, fmt_po
 from .base import (Command, Option, Parsed, Positional, address_or, parse_address, parse_count, parse_mt,
                    parse_thread_id, register)
 from .context import CommandContext
-from .heap import (DumpHeap, check_heap_arguments, chunks_of, select_objects, type_stats, write_addresses,
-                   write_stats)
+from .rootnotices import announce_roots, live_objects
+from .heap import (DumpHeap, check_heap_arguments, chunks_of, select_objects, sequence_stats, type_stats,
+                   write_addresses, write_stats)
 
 HANDLE_STAT_LABEL = [
     (2, "Strong Handles:"), (3, "Pinned Handles:"), (7, "Async Pinned Handles:"), (5, "Ref Count Handles:"),
@@ -77,11 +78,15 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
                     site += f" [{loc.path} @ {loc.line}]"
                 lines.append(f"    {root.frame_sp:x} {root.source:x} {site}")
             state["frame"] = frame_key
-        if root.register:
+        # As SOS: "reg[+-offset]:" when a register says where, then the stack slot's address
+        # when there is one (a value held in a register itself has none).
+        line = "        "
+        if root.register or root.offset:
             off = f"+{root.offset:x}" if root.offset > 0 else (f"-{-root.offset:x}" if root.offset < 0 else "")
-            lines.append(f"        {root.register}{off}: {p16(root.address)}")
-        else:
-            lines.append(f"        {p16(root.address)}")
+            line += f"{root.register or '???'}{off}:"
+        if root.address:
+            line += f" {p16(root.address)}"
+        lines.append(line)
     return lines
 
 
@@ -165,6 +170,8 @@ says so in one line."""
         classifier(heap.runtime).require_object(address)
         if args.gcgen is not None and self._survives(ctx, heap, address, args.gcgen):
             return
+        if not args.json:
+            announce_roots(ctx)
         roots = heap.roots(include_stacks=not args.nostacks).roots
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
@@ -228,7 +235,8 @@ class ObjSize(Command):
     summary = "List (or count) the objects an object transitively keeps alive."
     usage = "objsize [-stat] [-short] [-strings] [-mt <MT>] <address>"
     details = """\
-Everything reachable from the object through references (the object itself included),
+Everything reachable from the object through references and dependent handles (a
+ConditionalWeakTable key keeps its value), the object itself included,
 in breadth-first order, with dumpheap's statistics and total.
 
 Examples:
@@ -267,15 +275,13 @@ Examples:
         ctx.out.line(header)
         ctx.out.line()
         if not args.stat:
-            DumpHeap._list(ctx, heap, ix, order)
-            ctx.out.line()
+            if DumpHeap._list(ctx, heap, ix, order):
+                ctx.out.line()
         if args.strings:
             strings = order[ix.type_ids[order] == np.searchsorted(ix.method_tables, np.uint64(heap.string_mt))]
             DumpHeap._string_stats(ctx, heap, ix, strings)
             return
-        mask = np.zeros(len(ix), dtype=bool)
-        mask[order] = True
-        write_stats(ctx, heap, type_stats(heap, ix, mask))
+        write_stats(ctx, heap, sequence_stats(ix, np.asarray(order, dtype=np.int64)))
 
 
 @register
@@ -339,7 +345,9 @@ Examples:
         types = ctx.out.table("types", Table(Column(16, True, p16), Column(8, True, str), Column(12, True, str), Text()),
                               ("mt", "count", "total_size", "name"))
         types.header("MT", "Count", "TotalSize", "Class Name")
-        for mt in sorted(order, key=lambda m: stats[m][1]):
+        # Native SOS's HeapStat order: ascending total size, ties by descending MethodTable (its
+        # size tree takes a later, higher MethodTable to the left of an equal one).
+        for mt in sorted(order, key=lambda m: (stats[m][1], -m)):
             c, tot = stats[mt]
             types.row(mt, c, tot, heap.types.name_of(mt), data=(Address(mt), c, tot, heap.types.name_of(mt)))
         total = sum(c for c, _t in stats.values())
@@ -382,6 +390,8 @@ Examples:
         if args.mt is not None:
             require_method_table(heap, args.mt)
         ix = heap.index(ctx.progress)
+        # SOS computes the live set first, so its notices come before anything else.
+        live = live_objects(ctx) if args.allready else None
         ready_slots: list[int] = []
         all_objects: list[int] = []
         lines = []
@@ -407,11 +417,11 @@ Examples:
         all_objects.extend(ready_slots)
         idx = [ix.find(o) for o in polled(all_objects)]
         idx = [i for i in idx if i is not None]
-        if args.allready:
-            live = heap.live(ctx.progress)
+        if live is not None:
             ready_set = {ix.find(o) for o in ready_slots}
             idx = [i for i in idx if i in ready_set or not live[i]]
-        sel = np.array(sorted(set(idx)), dtype=np.int64)
+        # In the queue's order (the generations' parts, oldest first, then the ready ones), as SOS lists them.
+        sel = np.array(list(dict.fromkeys(idx)), dtype=np.int64)
         if args.mt is not None and len(sel):
             sel = sel[ix.mask_method_tables([args.mt])[sel]]
         if args.short:
@@ -426,11 +436,9 @@ Examples:
         ctx.out.line("Statistics for all finalizable objects that are no longer rooted:" if args.allready else
                      "Statistics for all finalizable objects (including all objects ready for finalization):")
         if not args.stat:
-            DumpHeap._list(ctx, heap, ix, sel)
-            ctx.out.line()
-        mask = np.zeros(len(ix), dtype=bool)
-        mask[sel] = True
-        write_stats(ctx, heap, type_stats(heap, ix, mask))
+            if DumpHeap._list(ctx, heap, ix, sel):
+                ctx.out.line()
+        write_stats(ctx, heap, sequence_stats(ix, sel))
 
 
 @register

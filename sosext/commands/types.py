@@ -299,8 +299,7 @@ def _method_lines(rt: ClrRuntime, module: int, token: int, method_table: int, fa
     if code:
         out.append(f"JITTED Code Address: {p16(code)}")
     else:
-        # As SOS's hint, without WinDbg's "!" (bpmd works on a live process in LLDB and GDB).
-        out.append(f"Not JITTED yet. Use bpmd -md {p16(m.method_desc)} to break on run.")
+        out.append(f"Not JITTED yet. Use !bpmd -md {p16(m.method_desc)} to break on run.")
     return out
 
 
@@ -321,43 +320,59 @@ def _split_member(name: str) -> tuple[str, str] | None:
 
 
 def _find_in_module(ctx: CommandContext, mod: ClrModule, item: str) -> list[list[str]]:
-    """Each match in ``mod`` as a block of lines: types whose name contains ``item`` (any
-    case), or methods/fields named exactly by its last part in such types."""
+    """Each match in ``mod`` as a block of lines, as SOS's name2ee finds them: per loaded type
+    (TypeDef order), the type itself when its name (ClrMD's, e.g. ``List<T1>``) contains
+    ``item`` in any case; else, when it contains the part before the last dot, the first
+    method of the type's slots with that name (exact case), else its first instance field
+    (inherited ones first), else its first static field of that name: one block per type."""
     rt = ctx.runtime
     types = ctx.heap.types
     wanted = item.replace("/", "+")
     low = wanted.lower()
     member = _split_member(wanted)
-    md: MetadataReader | None = None
     blocks: list[list[str]] = []
     for token, mt in rt.catalog.iter_loaded_types(mod):
-        name = types.name_of(mt)
+        name = types.csharp_name_of(mt)
         lname = name.lower()
         if low in lname:
             blocks.append(_type_lines(token, mt, name))
-            continue
-        if member is None or member[0].lower() not in lname:
-            continue
-        md = md or rt.catalog.metadata(mod)
-        if md is None:
-            continue
-        blocks.extend(_member_blocks(rt, mod, md, token, mt, name, member[1]))
+        elif member is not None and member[0].lower() in lname:
+            block = _member_block(ctx, mod, token, mt, name, member[1])
+            if block:
+                blocks.append(block)
     return blocks
 
 
-def _member_blocks(rt: ClrRuntime, mod: ClrModule, md: MetadataReader, type_token: int, mt: int, type_name: str,
-                   member: str) -> list[list[str]]:
-    blocks: list[list[str]] = []
-    try:
-        methods = [m for m in md.methods_of(type_token) if m.name == member]
-        fields = [f for f in md.fields_of(type_token) if f.name == member] if not methods else []
-    except MetadataError:
-        return blocks
-    for m in methods:
-        blocks.append(_method_lines(rt, mod.address, m.token, mt, _signature(md, m.token)))
-    for f in fields:
-        blocks.append([f"Field {f.name} (mdToken {f.token:08x}) of"] + _type_lines(type_token, mt, type_name))
-    return blocks
+def _member_block(ctx: CommandContext, mod: ClrModule, type_token: int, mt: int, type_name: str,
+                  member: str) -> list[str] | None:
+    rt = ctx.runtime
+    methods = rt.methods
+    for s in methods.slots(mt):
+        # ClrMD's ClrType.Methods: the slots that hold an entry point, and the MethodDesc it leads to.
+        if not s.entry_point or not s.method_desc:
+            continue
+        m = methods.get(s.method_desc)
+        if m is not None and m.name and _short_method_name(m.name) == member:
+            return _method_lines(rt, m.module, m.token, m.method_table, m.name)
+    fields = rt.fields
+    instance = [f for f in fields.all_fields(mt) or () if f.is_instance]
+    statics = [f for f in fields.own_fields(mt) or () if not f.is_instance and not f.is_thread_static
+               and not f.is_context_static]
+    for f in (*instance, *statics):
+        if f.name == member:
+            return [f"Field {f.name} (mdToken {f.token:08x}) of"] + _type_lines(type_token, mt, type_name)
+    return None
+
+
+def _short_method_name(full: str) -> str:
+    """'Ns.Type.Method(args)' -> 'Method' (ClrMD's ClrMethod.Name); '..ctor' -> '.ctor'."""
+    head = full.split("(", 1)[0]
+    if "<" in head:
+        head = head.split("<", 1)[0] if not head.endswith(">") else head[:head.index("<")]
+    dot = head.rfind(".")
+    if dot > 0 and head[dot - 1] == ".":
+        dot -= 1
+    return head[dot + 1:]
 
 
 def _signature(md: MetadataReader, token: int) -> str:
@@ -437,11 +452,13 @@ Examples:
         if not module_name or not item:
             raise UsageError(_NAME2EE_USAGE)
         wildcard = module_name == "*"
-        mods = _modules_matching(ctx, module_name)
+        mods = ctx.runtime.catalog.find(module_name)
+        if not mods:
+            # SOS answers this (it is not a failure of the command): so does sosext.
+            ctx.out.line(f"Failed to find module matching '{module_name}'.")
+            return
+        # A named module without a match still gets its header, as SOS prints it.
         results = [(m, _find_in_module(ctx, m, item)) for m in mods]
-        if not wildcard and not any(blocks for _m, blocks in results):
-            names = ", ".join(m.file_name for m in mods)
-            raise SosError(f"No loaded type or member matching '{item}' in {names}")
         _write_module_results(ctx, results, wildcard, item)
 
 

@@ -263,7 +263,8 @@ class SosDac:
         if self.sos16 is None:
             return None
         mode = _I32(0)
-        if self._try(self.sos16, SOS16["GetGCDynamicAdaptationMode"], (_PI32,), ctypes.byref(mode)) & 0x80000000:
+        # S_FALSE (with -1) is the runtime's "no DATAS here" (workstation GC, the segments GC), as ClrMD reads it.
+        if self._try(self.sos16, SOS16["GetGCDynamicAdaptationMode"], (_PI32,), ctypes.byref(mode)) != 0:
             return None
         return mode.value
 

@@ -381,3 +381,18 @@ def module_load_data(dac: "SosDac", module: int) -> st.GetModuleData | None:
         hr = mod._call(MODULE["Request"], (_U32, _U32, _P, _U32, ctypes.POINTER(st.GetModuleData.C)),
                        DACDATAMODULEPRIV_REQUEST_GET_MODULEDATA, 0, None, ctypes.sizeof(c), ctypes.byref(c))
     return None if failed(hr) else st.GetModuleData.from_c(c)
+
+
+def module_file_name(dac: "SosDac", module: int) -> str | None:
+    """IXCLRDataModule::GetFileName of module ``module``: what SOS shows for a module whose
+    PEAssembly names no file (an assembly loaded from bytes: "Foo.dll"); None when the DAC does not say."""
+    out = _P()
+    with dac.lock:
+        hr = dac.sos.call(SOS["GetModule"], (_A, _PP), module, ctypes.byref(out))
+    if failed(hr) or not out.value:
+        return None
+    with _Interface(dac, out.value) as mod:
+        got = _U32(0)
+        buf = utf16_buffer(NAME_CHARS)
+        hr = mod._call(MODULE["GetFileName"], (_U32, _PU32, _PW), NAME_CHARS, ctypes.byref(got), buf)
+    return utf16_text(buf) if hr == 0 else None

@@ -16,6 +16,8 @@ namespace SosextDebuggee
     internal sealed class ParityLockObject { public int Value; }
     internal sealed class ParityTimerState { public int Id; }
     internal sealed class ParityHandleTarget { public int Id; }
+    /// <summary>Registered for finalization; which finalization-queue generation holds it is the GC's to say.</summary>
+    internal sealed class ParityFinalizable { public int Id; ~ParityFinalizable() { Id = -1; } }
     internal sealed class ParityLeakedTarget { public int Id; }
 
     /// <summary>An awaiter that is never completed and keeps its continuation in a static: the
@@ -112,6 +114,7 @@ namespace DebuggeeHost
         };
 
         private static List<ParityGenItem> s_gen0, s_gen1, s_gen2;
+        private static ParityFinalizable s_finalOld, s_finalYoung;
         private static List<byte[]> s_odd;
         private static ParityLohItem[] s_loh;
         private static ParityPinnedValue[] s_pinned;
@@ -233,6 +236,7 @@ namespace DebuggeeHost
             s_gen0 = s_gen1 = s_gen2 = null;
             s_odd = null;
             s_gen2 = Make(Gen2Count, 2);
+            s_finalOld = new ParityFinalizable { Id = 2 };
             GC.Collect();
             GC.WaitForPendingFinalizers();
             GC.Collect();
@@ -240,6 +244,7 @@ namespace DebuggeeHost
             s_gen1 = Make(Gen1Count, 1);
             GC.Collect(0);
             s_gen0 = Make(Gen0Count, 0);
+            s_finalYoung = new ParityFinalizable { Id = 0 };
             s_odd = new List<byte[]>();
             for (int i = 0; i < OddArrays; i++) s_odd.Add(new byte[OddArrayLength]);
         }
@@ -295,6 +300,7 @@ namespace DebuggeeHost
             Truth.WriteObject(w, s_pinned);
             w.Prop("oddArrayType", typeof(byte[]).ToString());
             WriteGen(w, "oddArrays", s_odd);
+            WriteGen(w, "finalizable", new object[] { s_finalOld, s_finalYoung });
             w.EndObject();
 
             w.Name("timers").BeginArray();
