@@ -185,7 +185,7 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
             continue
         regs = f.registers or {}
         sp, ip = regs.get("rsp", regs.get("sp")), regs.get("rip", regs.get("pc"))
-        if sp is not None and ip and not runtime.dac.method_desc_from_ip(ip):
+        if sp is not None and ip and not runtime.method_desc_at(ip):
             native(sp, ip)
         # The DAC's walk can stop twice at one Frame; the API lists it once, and never the
         # debugger's own catch-handler Frame at the thread's base.
