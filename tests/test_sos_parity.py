@@ -250,8 +250,11 @@ def code_round2(run: CoreRun) -> list[Probe]:
                  and not name.endswith("]")]
     if delegates:
         probes.append(Probe("dumpheap -short -mt <a delegate type>", f"dumpheap -short -mt {delegates[-1]}"))
-    exceptions = [ln.split()[0] for ln in run.text("dumpheap -type Exception").splitlines()
-                  if re.fullmatch(rf"\s*{HEX}\s+{HEX}\s+[\d,]+\s*", ln)]
+    # Objects of exception types only ("-type Exception" also matches ExceptionDispatchInfo …).
+    listing = run.text("dumpheap -type Exception")
+    exception_mts = {mt for mt, _c, _s, name in stat_rows(listing) if name.endswith("Exception")}
+    exceptions = [ln.split()[0] for ln in listing.splitlines()
+                  if re.fullmatch(rf"\s*{HEX}\s+{HEX}\s+[\d,]+\s*", ln) and ln.split()[1] in exception_mts]
     for i, e in enumerate(exceptions[:3]):
         probes.append(Probe(f"pe <exception {i}>", f"pe {e}"))
     return probes
@@ -544,10 +547,10 @@ def _signed_byte_as_sos(text: str) -> str:
 
 
 def _module_paths(text: str) -> str:
-    """The files a modules listing names, once each, sorted; not the dynamic loader (which SOS
-    leaves out although the process maps it)."""
+    """The files a modules listing names, once each, sorted; not the dynamic loader nor shared
+    memory files (which SOS leaves out although the process maps them)."""
     return "\n".join(sorted({m.group(1) for m in re.finditer(r"^[0-9A-Fa-f]{16} [0-9A-Fa-f]{8} (/.+)$", text, re.M)
-                             if "/ld-linux" not in m.group(1)}))
+                             if "/ld-linux" not in m.group(1) and "/shm/" not in m.group(1)}))
 
 
 CODE_LISTED: list[Listed] = [

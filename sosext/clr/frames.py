@@ -181,13 +181,29 @@ def _local_names(runtime: "ClrRuntime", token: int, module: int) -> tuple[dict[i
 
 
 def _type_name(reader: "MetadataReader | None", sig: SigType | None) -> str:
+    """A declared type as SOS's GetTypeOfValue names it: keywords for primitives, string and
+    object; an array, byref or pointer as its element's name with [] ([,] …), & or *; a class
+    by its metadata name, a generic one with its arguments in <…>."""
     if sig is None:
         return ""
-    keyword = KEYWORDS.get(sig.element_type)
+    et = sig.element_type
+    keyword = KEYWORDS.get(et)
     if keyword is not None:
         return keyword
     if reader is None:
         return ""
+    if et in (ET.SZARRAY, ET.ARRAY, ET.BYREF, ET.PTR) and sig.element is not None:
+        inner = _type_name(reader, sig.element) or "<unknown>"
+        if et == ET.SZARRAY:
+            return inner + "[]"
+        if et == ET.ARRAY:
+            return inner + "[" + "," * max(sig.rank - 1, 0) + "]"
+        return inner + ("&" if et == ET.BYREF else "*")
+    if et in (ET.CLASS, ET.VALUETYPE) and sig.token:
+        return _safe(lambda: reader.type_name(sig.token))
+    if et == ET.GENERICINST and sig.token:
+        args = ",".join(_type_name(reader, a) for a in sig.args)
+        return _safe(lambda: reader.type_name(sig.token)) + f"<{args}>"
     return _safe(lambda: reader.format_sig(sig))
 
 
@@ -234,7 +250,19 @@ def _reference(runtime: "ClrRuntime", index: int, name: str, type_name: str, raw
     if data is None:
         return FrameVariable(index, name, type_name, "unknown", raw)
     kind, value = _object(runtime, _pointer(data), string)
+    if kind == "reference" and type_name.endswith("[]"):
+        # SOS prints a one-dimensional array by its length: its element count after the header.
+        count = _array_length(runtime, _pointer(data))
+        if count is not None:
+            return FrameVariable(index, name, type_name, "array", raw, value=count, address=_pointer(data))
     return FrameVariable(index, name, type_name, kind, raw, value=value, address=_pointer(data))
+
+
+def _array_length(runtime: "ClrRuntime", address: int) -> int | None:
+    try:
+        return int.from_bytes(bytes(runtime.target.read(address + runtime.target.pointer_size, 4)), "little")
+    except SosError:
+        return None
 
 
 def _exact_type_name(runtime: "ClrRuntime", address: int) -> str | None:

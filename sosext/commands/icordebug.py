@@ -66,6 +66,9 @@ def value_text(v: "FrameVariable | FieldValue") -> str:
         return f' = "{safe_line(str(v.value))}"'
     if v.kind == "reference":
         return " = null" if not v.address else f" @ 0x{v.address:x}"
+    if v.kind == "array":
+        n = int(v.value or 0)
+        return "   (empty)" if n == 0 else "   (1 element)" if n == 1 else f"   ({n} elements)"
     if v.kind == "pointer":
         return "  = <pointer>"
     if v.kind == "struct":
