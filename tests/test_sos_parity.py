@@ -518,14 +518,13 @@ def _mask(pattern: str, repl: str) -> Callable[[str], str]:
 
 
 def _il_operand_types(text: str) -> str:
-    """An IL line's operand type cut to SOS's 24 characters after its assembly ([...]) prefix."""
-    out = []
-    for ln in text.splitlines():
-        i, j = ln.find("]"), ln.rfind("::")
-        if re.match(r"^\s*IL_[0-9a-f]{4}: ", ln) and 0 <= i < j:
-            ln = ln[:i + 1] + ln[i + 1:j][:24] + ln[j:]
-        out.append(ln)
-    return "\n".join(out)
+    """An IL line's member operand (``type::member(...)``) as ``<member>``: SOS cuts type and member
+    names short (at lengths that vary with the operand), so only the opcode is compared there."""
+    text = re.sub(r"^(\s*IL_[0-9a-f]{4}: \S+) .*::.*$", r"\1 <member>", text, flags=re.M)
+    # A type operand (isinst, castclass, newarr, box …): SOS keeps its first 48 characters.
+    return re.sub(r"^(\s*IL_[0-9a-f]{4}: (?:isinst|castclass|newarr|box|unbox\.any|unbox|ldtoken|initobj|ldobj|stobj|"
+                  r"constrained\.|sizeof|ldelema|ldelem|stelem|mkrefany|refanyval|cpobj) )(.{48}).+$",
+                  r"\1\2", text, flags=re.M)
 
 
 def _il_without_blocks(text: str) -> str:
@@ -563,7 +562,7 @@ CODE_LISTED: list[Listed] = [
     Listed("registers shows the values the core holds", r"^registers",
            sos=_mask(r"^(eflags|r8|r9) = .*$", r"\1 ="), ours=_mask(r"^(eflags|r8|r9) = .*$", r"\1 =")),
     Listed("dumpil prints whole type names and nests clauses as the IL declares them", r"^dumpil",
-           sos=lambda t: _il_without_blocks(re.sub(r" pImport is [0-9A-F]+$", "", t, flags=re.M)),
+           sos=lambda t: _il_without_blocks(_il_operand_types(re.sub(r" pImport is [0-9A-F]+$", "", t, flags=re.M))),
            ours=lambda t: _il_without_blocks(_signed_byte_as_sos(_il_operand_types(t)))),
     Listed("eeversion names sosext as the SOS version", r"^eeversion",
            sos=_mask(r"^SOS Version: .*$", "SOS Version:"), ours=_mask(r"^SOS Version: .*$", "SOS Version:")),
