@@ -57,6 +57,7 @@ def commands_for(t: dict, host: str, first: dict) -> list[str]:
         "clru 0", "clru", "dumpil 10", f"dumpil {module}", f"ehinfo {module}", "gcinfo zz",
         f"dumpil /i {md}", "dumpsig 1", f"dumpsig {sig} {md}",
         "dbgout", "dbgout -off", "loadsymbols", "logging", "logclose",
+        f"ehinfo {c['catcher']['methodDesc']}",
     ]
 
 
@@ -216,6 +217,14 @@ def test_ehinfo_text_is_sos_shape(case: Case, host: str) -> None:
     for b in blocks:
         assert int(b[3], 16) - begin == int(b[5], 16) and int(b[4], 16) - begin == int(b[6], 16), b
         assert int(b[7], 16) - begin == int(b[9], 16) and int(b[8], 16) - begin == int(b[10], 16), b
+
+
+def test_ehinfo_names_a_catch_type_of_another_module(case: Case, host: str) -> None:
+    """CodeCatcher catches CoreLib's FormatException (a TypeRef): sosext names it where SOS prints
+    `catch()` (sos-users.md, "ehinfo names catch types of other modules")."""
+    c = case.truth["code"]["catcher"]
+    text = by_command(case, host, f"ehinfo {c['methodDesc']}")
+    assert re.search(rf"^EHHandler 0: TYPED catch\({re.escape(c['catchType'])}\)$", text, re.M), text
 
 
 # -- clru -------------------------------------------------------------------------------------

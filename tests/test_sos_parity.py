@@ -210,7 +210,8 @@ def code_round1(run: CoreRun) -> list[Probe]:
         "clrthreads", "clrthreads -live", "threads", "clrstack", "clrstack -a", "clrstack -all", "dso",
         "eeversion", "threadpool", "threadpoolqueue", "timerinfo", "dumpasync", "dumpexceptions", "pe",
         "assemblies", "clrmodules", "clrmodules -v", "modules", "runtimes", "registers", "parallelstacks",
-        "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
+        "histinit", "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
+        "threadpool -wi", "threadpool -stat", "clrstack -i", "clrstack -i -a", "sosstatus",
     ]
     return [Probe(c, c) for c in fixed]
 
@@ -244,8 +245,16 @@ def code_round2(run: CoreRun) -> list[Probe]:
     for i, md in enumerate(re.findall(rf"^MethodDesc:\s+({HEX})$",
                                       run.text("name2ee System.Private.CoreLib.dll!System.String.Concat"), re.M)[:1]):
         probes += [Probe(f"{c} <String.Concat>", f"{c} {md}") for c in ("dumpmd", "dumpil", "ehinfo", "gcinfo")]
-    exceptions = [ln.split()[0] for ln in run.text("dumpheap -type Exception").splitlines()
-                  if re.fullmatch(rf"\s*{HEX}\s+{HEX}\s+[\d,]+\s*", ln)]
+    delegates = [mt for mt, _c, _s, name in stat_rows(run.text("dumpheap -stat"))
+                 if re.match(r"System\.(Action|Func|Threading\.TimerCallback|EventHandler)\b", name)
+                 and not name.endswith("]")]
+    if delegates:
+        probes.append(Probe("dumpheap -short -mt <a delegate type>", f"dumpheap -short -mt {delegates[-1]}"))
+    # Objects of exception types only ("-type Exception" also matches ExceptionDispatchInfo …).
+    listing = run.text("dumpheap -type Exception")
+    exception_mts = {mt for mt, _c, _s, name in stat_rows(listing) if name.endswith("Exception")}
+    exceptions = [ln.split()[0] for ln in listing.splitlines()
+                  if re.fullmatch(rf"\s*{HEX}\s+{HEX}\s+[\d,]+\s*", ln) and ln.split()[1] in exception_mts]
     for i, e in enumerate(exceptions[:3]):
         probes.append(Probe(f"pe <exception {i}>", f"pe {e}"))
     return probes
@@ -263,8 +272,7 @@ def code_round3(run: CoreRun) -> list[Probe]:
         kind = label[len("dumpmt -md "):]
         for m in re.finditer(rf"^{HEX} ({HEX}) +(JIT|PreJIT|NONE) {HEX} (.+)$", run.text(label), re.M):
             probes.append(Probe(f"dumpmd <{m.group(2)} method of {kind}>", f"dumpmd {m.group(1)}"))
-    objs = first_objects(run.text("dumpheap -short -mt <delegate>"))
-    for o in objs:
+    for o in first_objects(run.text("dumpheap -short -mt <a delegate type>")):
         probes.append(Probe("dumpdelegate <delegate>", f"dumpdelegate {o}"))
     return probes
 
@@ -272,7 +280,8 @@ def code_round3(run: CoreRun) -> list[Probe]:
 CODE_FAMILIES = {"clrthreads", "threads", "setthread", "clrstack", "dso", "eeversion", "threadpool",
                  "threadpoolqueue", "timerinfo", "dumpasync", "dumpexceptions", "pe", "assemblies", "clrmodules",
                  "modules", "runtimes", "registers", "parallelstacks", "histstats", "analyzeoom", "crashinfo",
-                 "threadstate", "ip2md", "dumpmd", "dumpil", "ehinfo", "gcinfo", "dumpdelegate"}
+                 "threadstate", "ip2md", "dumpmd", "dumpil", "ehinfo", "gcinfo", "dumpdelegate", "histinit",
+                 "sosstatus"}
 
 
 # Rounds in order; each producer sees the SOS answers of the rounds before it.
@@ -510,14 +519,13 @@ def _mask(pattern: str, repl: str) -> Callable[[str], str]:
 
 
 def _il_operand_types(text: str) -> str:
-    """An IL line's operand type cut to SOS's 24 characters after its assembly ([...]) prefix."""
-    out = []
-    for ln in text.splitlines():
-        i, j = ln.find("]"), ln.rfind("::")
-        if re.match(r"^\s*IL_[0-9a-f]{4}: ", ln) and 0 <= i < j:
-            ln = ln[:i + 1] + ln[i + 1:j][:24] + ln[j:]
-        out.append(ln)
-    return "\n".join(out)
+    """An IL line's member operand (``type::member(...)``) as ``<member>``: SOS cuts type and member
+    names short (at lengths that vary with the operand), so only the opcode is compared there."""
+    text = re.sub(r"^(\s*IL_[0-9a-f]{4}: \S+) .*::.*$", r"\1 <member>", text, flags=re.M)
+    # A type operand (isinst, castclass, newarr, box …): SOS keeps its first 48 characters.
+    return re.sub(r"^(\s*IL_[0-9a-f]{4}: (?:isinst|castclass|newarr|box|unbox\.any|unbox|ldtoken|initobj|ldobj|stobj|"
+                  r"constrained\.|sizeof|ldelema|ldelem|stelem|mkrefany|refanyval|cpobj) )(.{48}).+$",
+                  r"\1\2", text, flags=re.M)
 
 
 def _il_without_blocks(text: str) -> str:
@@ -528,14 +536,21 @@ def _il_without_blocks(text: str) -> str:
 
 
 def _signed_byte_as_sos(text: str) -> str:
-    return re.sub(r"(ldc\.i4\.s) -(\d+)$", lambda m: f"{m.group(1)} {256 - int(m.group(2))}", text, flags=re.M)
+    """ldc.i4.s's operand unsigned, and a short branch's backward target 0x100 further on, as
+    SOS reads the signed byte."""
+    text = re.sub(r"(ldc\.i4\.s) -(\d+)$", lambda m: f"{m.group(1)} {256 - int(m.group(2))}", text, flags=re.M)
+
+    def branch(m: re.Match) -> str:
+        at, target = int(m.group(2), 16), int(m.group(3), 16)
+        return f"{m.group(1)}{target + 0x100 if target < at else target:04x}"
+    return re.sub(r"^(\s*IL_([0-9a-f]{4}): [a-z.]+\.s IL_)([0-9a-f]{4})$", branch, text, flags=re.M)
 
 
 def _module_paths(text: str) -> str:
-    """The files a modules listing names, once each, sorted; not the dynamic loader (which SOS
-    leaves out although the process maps it)."""
-    return "\n".join(sorted({m.group(1) for m in re.finditer(r"^[0-9A-Fa-f]{16} [0-9A-Fa-f]{8} (.+)$", text, re.M)
-                             if "/ld-linux" not in m.group(1)}))
+    """The files a modules listing names, once each, sorted; not the dynamic loader nor shared
+    memory files (which SOS leaves out although the process maps them)."""
+    return "\n".join(sorted({m.group(1) for m in re.finditer(r"^[0-9A-Fa-f]{16} [0-9A-Fa-f]{8} (/.+)$", text, re.M)
+                             if "/ld-linux" not in m.group(1) and "/shm/" not in m.group(1)}))
 
 
 CODE_LISTED: list[Listed] = [
@@ -548,7 +563,7 @@ CODE_LISTED: list[Listed] = [
     Listed("registers shows the values the core holds", r"^registers",
            sos=_mask(r"^(eflags|r8|r9) = .*$", r"\1 ="), ours=_mask(r"^(eflags|r8|r9) = .*$", r"\1 =")),
     Listed("dumpil prints whole type names and nests clauses as the IL declares them", r"^dumpil",
-           sos=lambda t: _il_without_blocks(re.sub(r" pImport is [0-9A-F]+$", "", t, flags=re.M)),
+           sos=lambda t: _il_without_blocks(_il_operand_types(re.sub(r" pImport is [0-9A-F]+$", "", t, flags=re.M))),
            ours=lambda t: _il_without_blocks(_signed_byte_as_sos(_il_operand_types(t)))),
     Listed("eeversion names sosext as the SOS version", r"^eeversion",
            sos=_mask(r"^SOS Version: .*$", "SOS Version:"), ours=_mask(r"^SOS Version: .*$", "SOS Version:")),
@@ -556,6 +571,11 @@ CODE_LISTED: list[Listed] = [
            sos=lambda t: "\n".join(t.splitlines()[:2]), ours=lambda t: "\n".join(t.splitlines()[:2])),
     Listed("modules lists every mapping of a file", r"^modules",
            sos=lambda t: _module_paths(t), ours=lambda t: _module_paths(t)),
+    Listed("sosstatus reports sosext's own state", r"^sosstatus", sos=lambda t: "", ours=lambda t: ""),
+    Listed("dumpasync lists continuations in the order they were registered", r"^dumpasync",
+           sos=lambda t: "\n".join(sorted(t.splitlines())), ours=lambda t: "\n".join(sorted(t.splitlines()))),
+    Listed("ehinfo names catch types of other modules", r"^ehinfo",
+           ours=_mask(r"^(EHHandler \d+: TYPED catch\().+\)", r"\1)")),
     Listed("clrmodules -v names the assembly and its file version", r"^clrmodules -v",
            sos=_drop_lines(r"^    (AssemblyName|Version): "), ours=_drop_lines(r"^    (AssemblyName|Version): ")),
 ]

@@ -444,9 +444,18 @@ def test_crash_dump_of_an_unhandled_divide_by_zero(request, tmp_path: Path) -> N
         i = sites.index(want[0])
         assert sites[i:i + 3] == want, (host, sites)
         assert clrma.lines[0] == f"Signal:       6 on OS thread id 0x{tid:x}", (host, clrma.lines[:3])
-    # Every host shows the same thread (numbered alike) and the same frames.
-    first = next(iter(stacks.values()))
-    assert all(lines == first for lines in stacks.values()), stacks
+    # Every host shows the same thread and the same frames; the number in "OS Thread Id: 0x… (n)"
+    # is the host's (from 1 in LLDB and GDB, from 0 in the CLI, as dotnet-dump numbers them).
+    def unnumbered(lines: list[str]) -> list[str]:
+        return [re.sub(r"^(OS Thread Id: 0x[0-9a-f]+) \(\d+\)$", r"\1", ln) for ln in lines]
+    first = unnumbered(next(iter(stacks.values())))
+    assert all(unnumbered(lines) == first for lines in stacks.values()), stacks
+    numbers = {h: int(re.search(r"\((\d+)\)$", lines[0]).group(1)) for h, lines in stacks.items()}
+    debugger = {n for h, n in numbers.items() if not h.startswith("cli")}
+    assert len(debugger) <= 1, numbers
+    for h, n in numbers.items():
+        if h.startswith("cli") and debugger:
+            assert n + 1 in debugger, numbers  # the core's thread order, counted from 0 and from 1
     core.unlink(missing_ok=True)
 
 

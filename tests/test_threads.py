@@ -49,6 +49,7 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("clrstack -a", "clrstack -a"),
         ("clrstack -f", "clrstack -f -c 60"),
         ("registers", "registers"),
+        ("clrstack -i", "clrstack -i"),
         *([("lldb registers", "register read r8 r9 rflags rip rsp")] if host == "lldb-core" else []),
         ("select-thrower", drivers.select_thread(host, thrower)),
         ("pe", "pe"),
@@ -379,7 +380,7 @@ def test_setthread_lists_threads_and_selects_only_in_the_cli(case: Case, host: s
     assert len(lines) == case.truth["osThreadCount"]  # every OS thread of the process
     errors = case.out(host, "setthread 99").errors
     if host.startswith("cli"):
-        assert errors == ["error: no thread 99 in the target"]
+        assert errors == ["error: Invalid thread index: 99"]  # dotnet-dump's words
     else:
         assert len(errors) == 1 and "the debugger chooses the current thread" in errors[0]
 
@@ -406,6 +407,21 @@ def test_threadstate_names_the_bits(case: Case, host: str) -> None:
 
 
 # -- hosts agree -------------------------------------------------------------------------------
+
+
+def test_clrstack_i_lists_the_walk_in_stack_order_as_sos(case: Case, host: str) -> None:
+    """SOS's ICorDebug listing (dotnet-dump and SOS in LLDB alike): three empty lines, then the
+    rows in stack order; native code where the thread stands and where its outermost managed
+    frame returns to ([NativeStackFrame]); the P/Invoke's transition once."""
+    lines = case.out(host, "clrstack -i").lines
+    assert lines[:4] == ["", "", "", "Dumping managed stack and managed variables using ICorDebug."], lines[:5]
+    rows = [ln for ln in lines if re.match(r"^[0-9A-F]{16} ", ln)]
+    sps = [int(r.split()[0], 16) for r in rows]
+    assert sps == sorted(sps), rows
+    assert rows[0].endswith("[NativeStackFrame]") and rows[-1].endswith("[NativeStackFrame]"), rows
+    assert sum("[Managed to Unmanaged transition:" in r for r in rows) == 1, rows
+    assert not any("Unmanaged to Managed transition" in r for r in rows), rows
+    assert all(any(f" {m}(" in r for r in rows) for m in case.truth["named"]["frames"]), rows
 
 
 def test_registers_are_the_cores_as_lldb_reads_them(case: Case) -> None:

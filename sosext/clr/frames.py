@@ -81,10 +81,13 @@ class FrameVariable:
     value: "int | float | bool | str | None" = None  # primitive value, or a string's text
     address: int | None = None  # an object reference's target (0 = null); a struct's location
     mt: int = 0  # a struct's MethodTable (0: not loaded); an object's is read when it is expanded
+    # With the module's PDB, SOS asks for a local by its name: a slot the PDB does not name, or a
+    # named one without a value, fails there (E_FAIL) instead of in the debugger API.
+    by_name_failed: bool = False
 
     @property
     def has_data(self) -> bool:
-        return self.raw.data is not None and not self.raw.read_failed
+        return self.raw.data is not None and not self.raw.read_failed and not self.by_name_failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +100,7 @@ class FrameVariables:
 def frame_variables(runtime: "ClrRuntime", frame: ClrStackFrame, *, leaf: bool = False) -> FrameVariables:
     """Name and type ``frame``'s arguments and locals (the frame must come from walk_stack with
     arguments/locals asked for). ``leaf``: the frame is the thread's active one (its IP is not a
-    return address), which decides the IL offset whose local scopes apply."""
+    return address); locals are named by slot across the method's scopes, as SOS does."""
     reader = None
     method = None
     module = 0
@@ -126,10 +129,13 @@ def frame_variables(runtime: "ClrRuntime", frame: ClrStackFrame, *, leaf: bool =
                            arg_types[i] if i < len(arg_types) else None, this_type if i == 0 else "")
                  for i, v in enumerate(frame.arguments or ()))
     local_types = _local_types(runtime, reader, module, method.rva if method is not None else 0)
-    names, known = _local_names(runtime, frame, mdd.token if mdd is not None else 0, module, leaf)
+    names, known = _local_names(runtime, mdd.token if mdd is not None else 0, module)
     local_values = tuple(_variable(runtime, reader, module, i, v, names.get(i, f"local_{i}"),
                                    local_types[i] if i < len(local_types) else None, "")
                          for i, v in enumerate(frame.locals or ()))
+    if known:
+        local_values = tuple(lv if lv.index in names and lv.has_data else replace(lv, by_name_failed=True)
+                             for lv in local_values)
     return FrameVariables(args, local_values, known)
 
 
@@ -160,29 +166,44 @@ def _local_types(runtime: "ClrRuntime", reader: "MetadataReader | None", module:
     return sig if isinstance(sig, tuple) else ()
 
 
-def _local_names(runtime: "ClrRuntime", frame: ClrStackFrame, token: int, module: int,
-                 leaf: bool) -> tuple[dict[int, str], bool]:
+def _local_names(runtime: "ClrRuntime", token: int, module: int) -> tuple[dict[int, str], bool]:
+    """(slot -> name, whether the module's PDB was found), named as SOS's symbol service names
+    them: by slot across the method's scopes, not by the scopes at the frame's IL offset."""
     if not token:
         return {}, False
-    lines = source_lines(runtime)
-    pdb = lines.pdb(module).pdb
+    pdb = source_lines(runtime).pdb(module).pdb
     if pdb is None:
         return {}, False
-    il = lines.il_offset(frame.ip, return_address=not leaf)
     try:
-        return pdb.local_names(token, il), True
+        return pdb.local_names_by_slot(token), True
     except MetadataError:
         return {}, False
 
 
 def _type_name(reader: "MetadataReader | None", sig: SigType | None) -> str:
+    """A declared type as SOS's GetTypeOfValue names it: keywords for primitives, string and
+    object; an array, byref or pointer as its element's name with [] ([,] …), & or *; a class
+    by its metadata name, a generic one with its arguments in <…>."""
     if sig is None:
         return ""
-    keyword = KEYWORDS.get(sig.element_type)
+    et = sig.element_type
+    keyword = KEYWORDS.get(et)
     if keyword is not None:
         return keyword
     if reader is None:
         return ""
+    if et in (ET.SZARRAY, ET.ARRAY, ET.BYREF, ET.PTR) and sig.element is not None:
+        inner = _type_name(reader, sig.element) or "<unknown>"
+        if et == ET.SZARRAY:
+            return inner + "[]"
+        if et == ET.ARRAY:
+            return inner + "[" + "," * max(sig.rank - 1, 0) + "]"
+        return inner + ("&" if et == ET.BYREF else "*")
+    if et in (ET.CLASS, ET.VALUETYPE) and sig.token:
+        return _safe(lambda: reader.type_name(sig.token))
+    if et == ET.GENERICINST and sig.token:
+        args = ",".join(_type_name(reader, a) for a in sig.args)
+        return _safe(lambda: reader.type_name(sig.token)) + f"<{args}>"
     return _safe(lambda: reader.format_sig(sig))
 
 
@@ -229,7 +250,19 @@ def _reference(runtime: "ClrRuntime", index: int, name: str, type_name: str, raw
     if data is None:
         return FrameVariable(index, name, type_name, "unknown", raw)
     kind, value = _object(runtime, _pointer(data), string)
+    if kind == "reference" and type_name.endswith("[]"):
+        # SOS prints a one-dimensional array by its length: its element count after the header.
+        count = _array_length(runtime, _pointer(data))
+        if count is not None:
+            return FrameVariable(index, name, type_name, "array", raw, value=count, address=_pointer(data))
     return FrameVariable(index, name, type_name, kind, raw, value=value, address=_pointer(data))
+
+
+def _array_length(runtime: "ClrRuntime", address: int) -> int | None:
+    try:
+        return int.from_bytes(bytes(runtime.target.read(address + runtime.target.pointer_size, 4)), "little")
+    except SosError:
+        return None
 
 
 def _exact_type_name(runtime: "ClrRuntime", address: int) -> str | None:
@@ -247,7 +280,7 @@ def _exact_type_name(runtime: "ClrRuntime", address: int) -> str | None:
     if data is None or data.component_size:
         return None
     name = runtime.types.name_of(mt)
-    plain = name and name != "System.Object" and not any(c in name for c in "`<[")
+    plain = name and not any(c in name for c in "`<[")
     return name if plain else None
 
 

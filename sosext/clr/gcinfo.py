@@ -224,7 +224,8 @@ class GcInfo:
         tracked = [s.text(enc, self.frame_register) for s in self.slots if not s.untracked]
         out = ["Untracked: " + " ".join(f"+{t}" for t in untracked)] if untracked else []
         by_offset: list[tuple[int, int, str]] = []  # (offset, order at that offset, line)
-        # SOS lists the slots of a line from the highest slot number down, each after a space.
+        # SOS lists a line's slots from the highest slot number down (the slots that die first,
+        # then those that become live), each after a space.
         for offset, live in zip(self.safe_points, self.live_at_safe_points):
             by_offset.append((offset, 1, f"{offset:08x} is a safepoint: "
                               + "".join(f" +{tracked[i]}" for i in sorted(live, reverse=True))))
@@ -234,8 +235,8 @@ class GcInfo:
         for a, b in self.interruptible_ranges:
             by_offset.append((a, 0, f"{a:08x} interruptible"))
             # The slots still live at a range's end die there, after its "not interruptible".
-            by_offset.extend((o, 1, f"{o:08x} " + " ".join(t for _s, t in sorted(changes[o], reverse=True)))
-                             for o in changes if a <= o <= b)
+            by_offset.extend((o, 1, f"{o:08x} " + " ".join(t for _s, t in sorted(changes[o], key=lambda c: (
+                c[1][0] == "+", -c[0])))) for o in changes if a <= o <= b)
             by_offset.append((b, 0, f"{b:08x} not interruptible"))
         by_offset.sort(key=lambda x: (x[0], x[1]))
         return [ln.rstrip() for ln in out + [line for _o, _k, line in by_offset]]

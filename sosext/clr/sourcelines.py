@@ -116,7 +116,7 @@ class SourceLines:
     def codeview(self, address: int) -> CodeViewInfo | None:
         """The CodeView entry of module ``address``'s image (the PDB it names: GUID, age, path)."""
         mod = self.runtime.catalog.module(address)
-        if mod is None or mod.is_dynamic or not mod.path:
+        if mod is None or mod.is_dynamic:  # a module loaded from bytes has its image in the target
             return None
         try:
             entries = self._debug_entries(mod)
@@ -164,7 +164,7 @@ class SourceLines:
 
     def _debug_entries(self, mod: "ClrModule") -> list | None:
         """The debug directory, from the module file on disk or else from the image in the target."""
-        local = self.runtime.catalog.local_file(mod.path)
+        local = self.runtime.catalog.local_file(mod.path) if mod.path else None
         if local is not None:
             try:
                 with open(local, "rb") as f:

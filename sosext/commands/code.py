@@ -322,8 +322,10 @@ Examples:
             if c.is_object:  # SOS's dumpil of a DynamicMethod object
                 self.dynamic(ctx, addr)
                 return
+            if not addr:
+                raise UsageError("Must pass a valid expression")  # SOS's words for 0
             if c.kind is not AddressKind.METHOD_DESC:
-                raise c.error("a MethodDesc or a DynamicMethod", "dumpil")
+                raise c.error("a MethodDesc", f"{addr:016x}")
             method = rt.methods.get(addr)
             if method is None:
                 raise SosError(f"{p16(addr)} is not a MethodDesc")

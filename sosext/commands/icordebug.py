@@ -40,12 +40,14 @@ def internal_kind(frame_name: str) -> str:
 # runtime does not describe at this instruction, and one whose memory cannot be read.
 CORDBG_E_IL_VAR_NOT_AVAILABLE = 0x80131304
 CORDBG_E_READVIRTUAL_FAILURE = 0x80131C49
+E_FAIL = 0x80004005  # SOS's own failure to find a local by its PDB name
 
 
 def retrieval_error(v: FrameVariable, what: str) -> str:
     """SOS's line for an argument or local ICorDebug could not retrieve (``what``: "parameter"
     or "local variable"): it stands instead of the "  + <type> <name>" line."""
-    hr = CORDBG_E_READVIRTUAL_FAILURE if v.raw.read_failed else CORDBG_E_IL_VAR_NOT_AVAILABLE
+    hr = E_FAIL if getattr(v, "by_name_failed", False) else \
+        CORDBG_E_READVIRTUAL_FAILURE if v.raw.read_failed else CORDBG_E_IL_VAR_NOT_AVAILABLE
     return f"  + (Error 0x{hr:x} retrieving {what} '{safe_line(v.name)}')"
 
 
@@ -64,6 +66,9 @@ def value_text(v: "FrameVariable | FieldValue") -> str:
         return f' = "{safe_line(str(v.value))}"'
     if v.kind == "reference":
         return " = null" if not v.address else f" @ 0x{v.address:x}"
+    if v.kind == "array":
+        n = int(v.value or 0)
+        return "   (empty)" if n == 0 else "   (1 element)" if n == 1 else f"   ({n} elements)"
     if v.kind == "pointer":
         return "  = <pointer>"
     if v.kind == "struct":
@@ -141,12 +146,14 @@ def write_variables(ctx: CommandContext, fv: FrameVariables, params: bool, local
 def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread_sp: int | None,
                           thread_ip: int | None, in_managed_code: bool, params: bool, local_vars: bool,
                           max_rows: int, variables, wanted: str | None = None,
-                          only_frame: int | None = None) -> None:  # type: ignore[no-untyped-def]
+                          only_frame: int | None = None,
+                          base_native: tuple[int, int] | None = None) -> None:  # type: ignore[no-untyped-def]
     """The rows of ``stack`` in SOS's -i layout; ``variables(frame, index)`` gives a managed
     frame's FrameVariables; at most ``max_rows`` rows (0: all). ``wanted`` names the variable
     whose fields are listed; ``only_frame`` the one frame whose variables are shown, numbered
     as SOS numbers the debugger API's frames: every native and managed row from 0, the
-    internal (runtime transition) frames not counted."""
+    internal (runtime transition) frames not counted. ``base_native``: (SP, IP) of the native
+    code the outermost managed frame returns to, when no runtime Frame stands there."""
     out = ctx.out
     runtime = ctx.runtime
     out.line("Dumping managed stack and managed variables using ICorDebug.")
@@ -161,24 +168,54 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
     def full() -> bool:
         return bool(max_rows) and printed >= max_rows
 
-    if thread_ip is not None and not in_managed_code and not full():
-        rows.row(f"{thread_sp or 0:016X}", f"{thread_ip:016x}", "[NativeStackFrame]",
-                 data=(tid, Address(thread_sp or 0), Address(thread_ip), "[NativeStackFrame]", None, "native"))
-        printed += 1
-        number += 1
+    # The debugger API's walk, in order of stack address: the native code the thread stands in, each
+    # managed frame, each runtime Frame it reports as an internal frame (once), and, where a Frame's
+    # context returns into native code, that native code as a [NativeStackFrame] at the context's SP.
+    entries: list[tuple[int, int, str, object]] = []  # (stack address, walk order, kind, payload)
+    natives: set[tuple[int, int]] = set()
+
+    def native(sp: int, ip: int) -> None:
+        if (sp, ip) not in natives:
+            natives.add((sp, ip))
+            entries.append((sp, len(entries), "native", (sp, ip)))
+
+    if thread_ip is not None and not in_managed_code:
+        native(thread_sp or 0, thread_ip)
     shown: set[int] = set()
     for i, f in enumerate(stack.frames):
+        if f.is_managed:
+            entries.append((f.sp, len(entries), "managed", (i, f)))
+            continue
+        regs = f.registers or {}
+        sp, ip = regs.get("rsp", regs.get("sp")), regs.get("rip", regs.get("pc"))
+        if sp is not None and ip and not runtime.method_desc_at(ip):
+            native(sp, ip)
+        # The DAC's walk can stop twice at one Frame; the API lists it once, and never the
+        # debugger's own catch-handler Frame at the thread's base.
+        if f.frame_address in shown or f.frame_name == "DebuggerU2MCatchHandlerFrame":
+            continue
+        shown.add(f.frame_address)
+        entries.append((f.frame_address, len(entries), "internal", f))
+    if base_native is not None:
+        native(*base_native)
+    entries.sort(key=lambda e: (e[0], e[1]))
+    for _sp, _order, kind, payload in entries:
         if full():
             break
-        if not f.is_managed and f.frame_address in shown:
-            continue  # the DAC's walk can stop twice at one Frame; the debugger API lists it once
         printed += 1
-        if not f.is_managed:
-            shown.add(f.frame_address)
+        if kind == "native":
+            sp, ip = payload  # type: ignore[misc]
+            rows.row(f"{sp:016X}", f"{ip:016x}", "[NativeStackFrame]",
+                     data=(tid, Address(sp), Address(ip), "[NativeStackFrame]", None, "native"))
+            number += 1
+            continue
+        if kind == "internal":
+            f = payload  # type: ignore[assignment]
             site = f"[{internal_kind(f.frame_name)}: {f.frame_address:016X}]"
             rows.row(f"{f.frame_address:016X}", "(null)", site,
                      data=(tid, Address(f.frame_address), None, site, None, "internal"))
             continue
+        i, f = payload  # type: ignore[misc]
         text, module = icordebug_method(runtime, f.method_desc)
         site = (text or f.method_name or "<unknown>") + f" ({module})"
         rows.row(f"{f.sp:016X}", f"{f.ip:016x}", site,

@@ -14,6 +14,7 @@ from ..clr.gcdata import (BIT_MECHANISMS, COMPACT_MANDATORY, COMPACT_REASONS, DA
                           GLOBAL_MECHANISMS, GCCounters, gc_counters, gc_global_mechanisms, out_of_memory)
 from ..clr.metadata.pdb import CodeViewInfo
 from ..clr.metadata.pe import file_version_of
+from ..clr.metadata import MetadataError
 from ..clr.roots import RootKind
 from ..clr.sourcelines import source_lines
 from ..clr.workitems import WorkItemKind, queued_work_items
@@ -207,20 +208,21 @@ Examples:
         lines = source_lines(rt)
         rows = ctx.out.table("modules", None, ("image_base", "size", "path", "dynamic", "address", "assembly"))
         for m in rt.modules():
-            if regex is not None and not (m.path and regex.search(os.path.basename(m.path))):
+            path = m.path or _in_memory_name(rt, m)
+            if regex is not None and not (path and regex.search(os.path.basename(path))):
                 continue
             size = rt.module_image_size(m.address, m.image_base)
             dynamic = "(Dynamic)" if m.is_dynamic else ""
-            rows.row(data=(Address(m.image_base), size, m.path, m.is_dynamic, Address(m.address), Address(m.assembly)))
+            rows.row(data=(Address(m.image_base), size, path, m.is_dynamic, Address(m.address), Address(m.assembly)))
             if ctx.out.structured:
                 continue
             if not args.v:
-                ctx.out.line(f"{m.image_base:016X} {size:08X} {m.path}{dynamic}")
+                ctx.out.line(f"{m.image_base:016X} {size:08X} {path}{dynamic}")
                 continue
             md = m.data
             ctx.out.lines([
-                f"{m.path}{dynamic}",
-                f"    AssemblyName:    {os.path.splitext(os.path.basename(names.get(m.assembly, m.path)))[0]}",
+                f"{path}{dynamic}",
+                f"    AssemblyName:    {os.path.splitext(os.path.basename(names.get(m.assembly) or path))[0]}",
                 f"    ImageBase:       {m.image_base:016X}",
                 f"    Size:            {size:08X}",
                 f"    ModuleAddress:   {m.address:016X}",
@@ -233,6 +235,17 @@ Examples:
                 f"    PdbInfo:         {_pdb_info(lines.codeview(m.address))}",
                 f"    Version:         {(file_version_of(m.path) if m.path else None) or '<none>'}",
             ])
+
+
+def _in_memory_name(rt, module) -> str:  # type: ignore[no-untyped-def]
+    """A module loaded from bytes (no file): its metadata's module name (Foo.dll), as SOS shows it."""
+    if module.is_dynamic:
+        return ""
+    reader = rt.catalog.metadata(module.address)
+    try:
+        return safe_line(reader.module_name()) if reader is not None else ""
+    except (MetadataError, SosError):  # a damaged image names nothing; the row still shows
+        return ""
 
 
 def _pdb_info(cv: CodeViewInfo | None) -> str:

@@ -34,7 +34,8 @@ class EEVersion(Command):
     details = """\
 As SOS: the runtime's file version (x.y.z.w: the build number is the patch release times 100
 plus a revision), the version text its build embeds (with the source commit), the GC mode
-(`Workstation mode` or `Server mode with N gc heaps`), the extension's version, and which
+(`Workstation mode` or `Server mode with N gc heaps`, then the server GC's DATAS mode as
+`DATAS <n>`: 1 when it adapts the heap count to the application), the extension's version, and which
 runtime reader answers and why (the DAC, or the contracts reader: docs/readers.md).
 
 Example:
@@ -56,6 +57,12 @@ Example:
         if marker:
             ctx.out.line(escape(marker))
         ctx.out.line(mode)
+        if ctx.heap.is_server:
+            datas = rt.gc_dynamic_adaptation_mode()
+            # SOS's line, its trailing space included; a GC without DATAS (the standalone
+            # segments GC, libclrgc.so) reports -1 with S_FALSE, and SOS prints nothing.
+            if datas is not None and datas >= 0:
+                ctx.out.line(f"DATAS {datas} ")
         ctx.out.line(f"SOS Version: sosext {__version__} (Python {sys.version.split()[0]})")
         ctx.out.line(escape(f"Reader: {rt.reader_reason}"))
 

@@ -9,6 +9,7 @@ from ..clr.rawstack import RawFrame, raw_stack
 from ..clr.sourcelines import PdbLookup, source_lines
 from ..clr.stacks import NotManagedThread, walk_stack
 from ..clr.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id
+from ..clr.typenames import csharp_name
 from ..errors import SosError
 from ..render.output import Address
 from ..render.table import Cells
@@ -127,15 +128,28 @@ _PAD = 5  # dotnet-dump's count width and indent step
 
 
 def pstacks_frame_text(method: str) -> str:
-    """A frame as dotnet-dump's parallelstacks names it: the type and method as the runtime
-    names them, each parameter's type without its namespace and generic arity
-    (`System.Span`1<Byte>` -> `Span<Byte>`, `System.String[]` -> `String[]`), a ByRef kept."""
+    """A frame as dotnet-dump's parallelstacks names it: the declaring type as ClrMD names it
+    (`Task<System.__Canon>`), the method's name, each parameter's type without its namespace and
+    generic arity (`System.Span`1<Byte>` -> `Span<Byte>`, `System.String[]` -> `String[]`), a
+    ByRef kept."""
     cut = method.find("(")
     if cut < 0 or not method.endswith(")"):
         return method
     inner = method[cut + 1:-1]
     params = [] if not inner else [_short_parameter(p) for p in inner.split(", ")]
-    return f"{method[:cut]}({', '.join(params)})"
+    head, depth, dot = method[:cut], 0, -1
+    for i, c in enumerate(head):  # the last '.' outside an instantiation's [[...]] ends the type
+        depth += (c == "[") - (c == "]")
+        if c == "." and depth == 0:
+            dot = i
+    name = head[dot + 1:]
+    if name.endswith("]]"):
+        # As ClrMD's parallelstacks takes a generic method's name: the name before the first
+        # "[[" of the whole signature (which, in a generic type, is the type's own name).
+        first = method.find("[[")
+        name = method[method.rfind(".", 0, first) + 1:first]
+    owner = csharp_name(head[:dot]) if dot > 0 else ""
+    return f"{owner}.{name}({', '.join(params)})" if owner else f"{name}({', '.join(params)})"
 
 
 def _short_parameter(text: str) -> str:

@@ -87,12 +87,13 @@ Example:
         if args.file and args.filename:
             raise UsageError("give the file once: dumplog -f <file> or dumplog <file>")
         path = args.file or args.filename or "StressLog.txt"
+        # SOS says where it is going first, whether or not there is a log to write.
+        ctx.out.line(f"Attempting to dump Stress log to file '{escape(path)}'")
         log = _log(ctx, args.addr)
         if log is None:
             ctx.out.line(NO_LOG)
             ctx.out.line("No Stress log in the image, no file written")
             return
-        ctx.out.line(f"Attempting to dump Stress log to file '{escape(path)}'")
         names = RuntimeNames(ctx.runtime)
         rows: list[tuple[str, str, str, str]] = []  # (thread, seconds, facility, text); a TaskSwitch: text only
         elapsed = 0.0

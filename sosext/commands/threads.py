@@ -98,7 +98,7 @@ Examples:
   clrthreads
   clrthreads -live
   clrthreads -managedexception
-    Current thread is now 9 (OS thread id 0x2ee2), exception 00007fa9d18113b0"""
+    Found managed exception on thread 2ee2"""
     options = (
         Option("-live", "only threads the debugger knows (running OS threads)"),
         Option("-special", "special runtime threads (not supported off Windows)"),
@@ -161,8 +161,7 @@ def select_exception_thread(ctx: CommandContext) -> None:
                 raise SosError(f"the debugger cannot select thread {info.index} (OS thread id {os_thread_id(t.os_id)})")
         else:
             ctx.session.settings[CURRENT_THREAD] = t.os_id
-        ctx.out.line(f"Current thread is now {info.index} (OS thread id {os_thread_id(t.os_id)}), "
-                     f"exception {p16(t.last_exception)}")
+        ctx.out.line(f"Found managed exception on thread {t.os_id:x}")  # SOS's words
         return
     raise SosError("no thread has a managed exception")
 
@@ -302,7 +301,8 @@ Examples:
         n = parse_count(args.thread)
         found = next((t for t in threads if (t.tid if args.tid else t.index) == n), None)
         if found is None:
-            raise SosError(f"no thread {'with OS id ' if args.tid else ''}{args.thread} in the target")
+            raise SosError(f"no thread with OS id {args.thread} in the target" if args.tid
+                           else f"Invalid thread index: {args.thread}")  # dotnet-dump's words
         # Silent, as dotnet-dump's setthread: `threads` shows the selection.
         ctx.session.settings[CURRENT_THREAD] = found.tid
 
@@ -392,14 +392,19 @@ Examples:
         cur = current_thread(ctx)
         if cur is None:
             raise SosError("the target has no threads")
-        ctx.out.line(f"OS Thread Id: {os_thread_id(cur.tid)} ({cur.index})")
+        if args.i:
+            # SOS's ICorDebug walk starts with three empty lines where the others name the thread.
+            ctx.out.lines(["", "", ""])
+        else:
+            ctx.out.line(f"OS Thread Id: {os_thread_id(cur.tid)} ({cur.index})")
         self._thread(ctx, cur.tid, params, local_vars, args)
 
     def _thread(self, ctx: CommandContext, tid: int, params: bool, local_vars: bool, args: Parsed) -> None:
         out = ctx.out
         try:
+            # -i needs each Frame's context: where it returns into native code is a row there.
             stack = walk_stack(ctx.runtime, tid, arguments=params, local_variables=local_vars,
-                               registers=args.r or args.f, max_frames=args.c or 0)
+                               registers=args.r or args.f or args.i, max_frames=args.c or 0)
         except NotManagedThread as e:
             if not e.is_managed:
                 out.line("Unable to walk the managed stack. The current thread is likely not a ")
@@ -412,8 +417,8 @@ Examples:
             return
         if not any(f.is_managed for f in stack.frames) and (not stack.complete or not stack.frames):
             # A thread the runtime knows that has not run (or no longer runs) managed code: the
-            # walk has nothing to stand on, which is no failure.
-            out.line("No managed frames on this thread (it runs native code only)")
+            # walk has nothing to stand on, which is no failure; SOS prints the header alone.
+            out.line(Cells(_STACK_WIDTHS, _STACK_RIGHT).row("Child SP", "IP", "Call Site"))
             return
         lines = None if args.n else source_lines(ctx.runtime)
         leaf_ip = _thread_ip(ctx, tid) if lines is not None else None
@@ -476,10 +481,15 @@ Examples:
         sp, ip = _thread_sp_ip(ctx, tid)
         first = stack.frames[0] if stack.frames else None
         in_managed = first is not None and first.is_managed and first.ip == ip
+        base = None
+        last = stack.frames[-1] if stack.frames else None
+        if last is not None and last.is_managed and stack.complete and not stack.truncated:
+            # The debugger API ends with the native code the outermost managed frame returns to.
+            base = next(((n.sp, n.ip) for n in _native_rows(ctx, tid, stack) if n.sp > last.sp), None)
         write_icordebug_stack(
             ctx, tid, stack, sp, ip, in_managed, params, local_vars, max_rows,
             lambda f, i: frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == ip),
-            wanted, only_frame)
+            wanted, only_frame, base)
 
 
 def icordebug_arguments(args: Parsed) -> tuple[str | None, int | None]:
@@ -877,7 +887,7 @@ Example:
         rt = ctx.runtime
         md = rt.method_desc_at(ip) or 0
         if not md:
-            raise SosError(f"Failed to request MethodData, not in JIT code range ({p16(ip)})")
+            raise SosError("Failed to request MethodData, not in JIT code range")
         ctx.out.record_line(f"MethodDesc:   {p16(md)}")
         DumpMD().run(ctx, Parsed({"md": f"{md:x}"}))
         missing: list[PdbLookup] = []

@@ -223,7 +223,7 @@ class ContractReader:
         if gc.minor < 4:
             return None  # a GC from before DATAS was published (.NET 9: its DAC has no such question)
         if not gc.dynamic_heap_count or not gc.var("dynamic_adaptation_mode"):
-            return -1  # the DAC's answer when the GC was built without DATAS
+            return None  # the DAC answers S_FALSE (and -1) when the GC was built without DATAS: "no DATAS here"
         return gc.int_value("dynamic_adaptation_mode")
 
     def oom_data(self, heap: int | None = None) -> rec.OomData | None:

@@ -34,9 +34,9 @@ def ilasm_type(reader: "MetadataReader", t: SigType) -> str:
     if et in (ET.VAR, ET.MVAR):
         return ("!" if et == ET.VAR else "!!") + str(t.index)
     if et in (ET.CLASS, ET.VALUETYPE):
-        return ("Class " if et == ET.CLASS else "ValueType ") + _type_ref(reader, t.token)
+        return ("Class " if et == ET.CLASS else "ValueType ") + _sig_type_name(reader, t.token)
     if et == ET.GENERICINST:
-        base = ("ValueType " if t.value_type else "Class ") + _type_ref(reader, t.token)
+        base = ("ValueType " if t.value_type else "Class ") + _sig_type_name(reader, t.token)
         return base + "<" + ",".join(ilasm_type(reader, a) for a in t.args) + ">"
     if et == ET.SZARRAY:
         return "SZArray " + (ilasm_type(reader, t.element) if t.element else "")
@@ -45,6 +45,23 @@ def ilasm_type(reader: "MetadataReader", t: SigType) -> str:
     if et == ET.FNPTR:
         return "FnPtr"
     return "INVALID_ELEMENT_TYPE"
+
+
+def _sig_type_name(reader: "MetadataReader", token: int | None) -> str:
+    """A signature's type as SOS's signature printer names it: a nested type by its own row's name
+    alone (``WaitHandleWaitSourceMap``, not ``Ns.Outer+WaitHandleWaitSourceMap``)."""
+    try:
+        if token and token >> 24 == 0x02:
+            td = reader.type_def(token)
+            if td.enclosing is not None:
+                return f"{td.namespace}.{td.name}" if td.namespace else td.name
+        elif token and token >> 24 == 0x01:
+            tr = reader.type_ref(token)
+            if tr.resolution_scope is not None and tr.resolution_scope >> 24 == 0x01:
+                return f"{tr.namespace}.{tr.name}" if tr.namespace else tr.name
+    except MetadataError:
+        pass
+    return _type_ref(reader, token)
 
 
 def _type_ref(reader: "MetadataReader", token: int | None) -> str:

@@ -229,6 +229,29 @@ class PortablePdb:
         self._names[rid] = name
         return name
 
+    def local_names_by_slot(self, method_token: int) -> dict[int, str]:
+        """IL local slot -> name as SOS's symbol service finds it: the first variable of that slot
+        in the method's scopes, in table order (outer scopes first); a slot whose first variable
+        is a compiler temporary (DebuggerHidden) has no name."""
+        first: dict[int, str | None] = {}
+        rid = method_token & 0xFFFFFF
+        offset, rows, st = self._scopes
+        v_offset, v_rows, v_st = self._variables
+        for i in range(rows):
+            method, _imports, first_var, _consts, _start, _length = st.unpack_from(self._data, offset + i * st.size)
+            if method != rid:
+                continue
+            end_var = v_rows + 1
+            if i + 1 < rows:
+                end_var = st.unpack_from(self._data, offset + (i + 1) * st.size)[2]
+            if not 0 < first_var <= end_var <= v_rows + 1:
+                raise MetadataError(f"local scope {i + 1} lists variables {first_var}..{end_var} of {v_rows}")
+            for v in range(first_var, end_var):
+                attrs, index, name = v_st.unpack_from(self._data, v_offset + (v - 1) * v_st.size)
+                if index not in first:
+                    first[index] = None if attrs & LOCAL_VARIABLE_HIDDEN else _printable(self.strings.get(name))
+        return {k: n for k, n in first.items() if n is not None}
+
     def local_names(self, method_token: int, il_offset: int | None = None) -> dict[int, str]:
         """IL local slot -> name of the method's locals in scope at ``il_offset`` (every scope of
         the method when None; an inner scope's name wins). Compiler temporaries are left out."""

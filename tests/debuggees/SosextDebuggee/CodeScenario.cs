@@ -77,6 +77,20 @@ namespace DebuggeeHost
             return s;
         }
 
+        // A typed catch of another module's type (a TypeRef to CoreLib's exception).
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static int CodeCatcher(string text)
+        {
+            try
+            {
+                return int.Parse(text);
+            }
+            catch (FormatException)
+            {
+                return -1;
+            }
+        }
+
         // A DynamicMethod (its IL lives in managed objects): length of the argument plus the
         // length of a literal, through CodeCallee.
         private const string DynamicLiteral = "sosext-dynamic-il";
@@ -113,11 +127,13 @@ namespace DebuggeeHost
         private static MethodInfo Subject => typeof(CodeScenario).GetMethod(nameof(CodeSubject));
         private static MethodInfo Callee => typeof(CodeScenario).GetMethod(nameof(CodeCallee));
         private static MethodInfo Caller => typeof(CodeScenario).GetMethod(nameof(CodeCaller));
+        private static MethodInfo Catcher => typeof(CodeScenario).GetMethod(nameof(CodeCatcher));
 
         public void Build(string[] args)
         {
-            foreach (MethodInfo m in new[] { Callee, Subject, Caller })
+            foreach (MethodInfo m in new[] { Callee, Subject, Caller, Catcher })
                 RuntimeHelpers.PrepareMethod(m.MethodHandle);
+            s_sink += CodeCatcher("7");  // no exception thrown: the thread keeps no last exception
             CodeSubject("sosext", 2, new List<int>(), ref s_total);
             GC.KeepAlive(CodeCaller("sosext", s_total));
             EmitDynamic();
@@ -221,6 +237,10 @@ namespace DebuggeeHost
             foreach (string op in s_dynamicOpcodes)
                 w.Value(op);
             w.EndArray();
+            w.EndObject();
+            w.Name("catcher").BeginObject();
+            w.PropHex("methodDesc", Catcher.MethodHandle.Value);
+            w.Prop("catchType", Catcher.GetMethodBody().ExceptionHandlingClauses[0].CatchType.FullName);
             w.EndObject();
             w.Name("caller").BeginObject();
             w.PropHex("methodDesc", Caller.MethodHandle.Value);
