@@ -6,7 +6,7 @@ from typing import Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.gcroot import RootChain, chain_static, chain_static_of, retained_set, root_chains, root_method_name
+from ..clr.gcroot import RootChain, chain_static, chain_static_of, iter_root_chains, retained_set, root_method_name
 from ..clr.heap import ClrHeap
 from ..clr.progress import Progress, polled
 from ..clr.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
@@ -169,7 +169,18 @@ says so in one line."""
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
                   ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
-        paths = root_chains(heap, address, ordered, args.limit, ctx.progress)
+        chains = iter_root_chains(heap, address, ordered, args.limit, ctx.progress)
+        if not args.json and not ctx.out.structured:  # each chain as soon as it is known
+            state: dict = {}
+            n = 0
+            for p in chains:
+                ctx.out.lines(root_header_lines(heap, p.root, state))
+                ctx.out.lines(chain_lines(heap, p))
+                ctx.out.line()
+                n += 1
+            ctx.out.line(f"Found {fmt_count(n)} unique roots.")
+            return
+        paths = list(chains)
         if args.json:
             emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}",
                                 "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})
@@ -181,13 +192,6 @@ says so in one line."""
                 for k, obj in enumerate(doc["chain"]):
                     rows.row(data=(n, doc["root"]["kind"], doc["root"]["address"], k, obj["address"], obj["type"]))
             ctx.out.field("count", len(paths))
-            return
-        state: dict = {}
-        for p in paths:
-            ctx.out.lines(root_header_lines(heap, p.root, state))
-            ctx.out.lines(chain_lines(heap, p))
-            ctx.out.line()
-        ctx.out.line(f"Found {fmt_count(len(paths))} unique roots.")
 
     @staticmethod
     def _survives(ctx: CommandContext, heap: ClrHeap, address: int, condemned: int) -> bool:
