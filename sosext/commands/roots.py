@@ -143,6 +143,12 @@ the roots. On a core the first two gcroots search from the roots over the core's
 heap walk); later ones, and a live process, use the reverse reference graph built once per
 stop, so they take milliseconds.
 
+-limit n answers as soon as n roots are found: on a core without the graph each root is
+searched depth-first, stopping at the object (what a leak dump's "why is this alive" needs,
+without searching the rest of the heap); each chain is printed as soon as it is found and is
+the shortest over the objects that search went through, which is not always the shortest
+of the whole heap (without -limit every chain is).
+
 Examples:
   gcroot 7f3a14005678
   gcroot -nostacks 7f3a14005678
@@ -154,7 +160,7 @@ gcroot's. For n = 0 or 1 SOS also walks the GC's internal root array of older-ge
 objects, which holds entries only while a GC runs: on a stopped process or a dump sosext
 says so in one line."""
     options = (Option("-nostacks", "do not consider thread stacks"),
-               Option("-limit", "print at most n roots (n >= 1)", parse_limit, "n"),
+               Option("-limit", "stop after n roots (n >= 1), searching depth-first", parse_limit, "n"),
                Option("-gcgen", "as findroots: the condemned generation n (0, 1 or 2)", parse_count, "n"),
                Option("--json", "print the result as JSON", dest="json"))
     positionals = (Positional("address", "the object"),)
