@@ -242,12 +242,18 @@ class RootSearch:
         size = 1 << max(4, (2 * n).bit_length())  # at most half full: a miss ends soon
         hkeys, hvals = np.zeros(size, np.uint64), np.zeros(size, np.int64)
         reach.rehash(members, n, hkeys, hvals)
+        # One pass: the members' references are distinct words of the heap, so a heap's worth
+        # of address space holds them (only what is written becomes memory).
+        rows = memory.reserve(m.heap_bytes // 8 + 1, np.uint32)
         count = reach.member_rows(m.words, m.seg_lo, m.seg_hi, m.seg_word, type_of, *lay, members, hkeys, hvals,
-                                  scratch, offsets, np.zeros(0, np.uint32))
-        targets = np.zeros(count, dtype=np.uint32)
-        if count:
-            reach.member_rows(m.words, m.seg_lo, m.seg_hi, m.seg_word, type_of, *lay, members, hkeys, hvals,
-                              scratch, offsets, targets)
+                                  scratch, offsets, rows)
+        if count < 0:  # more references than words: count them, then fill
+            count = reach.member_rows(m.words, m.seg_lo, m.seg_hi, m.seg_word, type_of, *lay, members, hkeys,
+                                      hvals, scratch, offsets, np.zeros(0, np.uint32))
+            rows = np.zeros(count, dtype=np.uint32)
+            reach.member_rows(m.words, m.seg_lo, m.seg_hi, m.seg_word, type_of, *lay, members, hkeys, hvals, scratch,
+                              offsets, rows)
+        targets = rows[:count]
         del hkeys, hvals
         roff, sources = np.zeros(n + 1, dtype=np.int64), np.zeros(count, dtype=np.uint32)
         refs.reverse(offsets, targets, roff, sources)
@@ -304,7 +310,7 @@ class FirstPaths(RootSearch):
         track = limit > 1 and len(starts) > 1
         current = memory.zeros(blocks, np.uint64) if track else np.zeros(1, np.uint64)
         most = m.heap_bytes // MIN_OBJECT_SIZE + 1
-        node, base, cur, dep = (memory.reserve(most, dt) for dt in (np.uint64, np.int64, np.int64, np.int64))
+        base, cur = memory.reserve(most, np.int64), memory.reserve(most, np.int64)
         edges = memory.reserve(m.heap_bytes // 8 + len(dep_sec) + 16, np.uint64)
         st = np.zeros(12, dtype=np.int64)
         st[7], st[11], st[8], st[9] = blocks, -1, _PAUSE_EVERY, int(track)
@@ -315,7 +321,7 @@ class FirstPaths(RootSearch):
                 status = reach.first_paths(m.words, m.seg_lo, m.seg_hi, m.seg_word, m.seg_block, m.seg_gap,
                                            m.gap_lo, m.gap_hi, self.table.keys, self.table.values,
                                            *self.layouts.arrays, starts, dep_pri, dep_sec, np.uint64(self.target),
-                                           visited, current, node, base, cur, dep, edges, st)
+                                           visited, current, base, cur, edges, st)
                 if status == reach.UNKNOWN:
                     self._learn(int(st[5]))
                 elif status == reach.PAUSE:
@@ -326,8 +332,13 @@ class FirstPaths(RootSearch):
                     edges = grown
                 elif status == reach.FOUND:
                     depth = int(st[1])
-                    path = np.append(node[:depth], np.uint64(self.target))
+                    path = np.empty(depth + 1, dtype=np.uint64)
+                    path[0] = starts[int(st[10])]
+                    path[1:] = edges[cur[:depth] - 1]  # each frame's step; the last one is the target
                     found += 1
+                    if found >= limit:  # the search is over: its memory goes before the shortening's comes
+                        for a in (base, cur, visited, current, edges):
+                            memory.release(a)
                     yield (order[int(st[10])][0], *self._shortest_within(path, dep_pri, dep_sec, edges))
                     if found >= limit:
                         return

@@ -382,8 +382,10 @@ def member_rows(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_wor
                 offsets: np.ndarray, targets: np.ndarray) -> int:
     """The references among ``members`` (sorted addresses, type ids in ``type_of``; the hash
     ``hkeys/hvals`` maps each to its position, ``rehash``) as compressed rows over member
-    positions, in ``refs.scan``'s slot order. With an empty ``targets`` only counts;
-    returns the number of edges."""
+    positions, in ``refs.scan``'s slot order, into ``offsets`` and ``targets`` (room for
+    every reference slot of the members: a word of the heap each). With an empty
+    ``targets`` only counts; returns the number of edges, or -1 when ``targets`` was too
+    small."""
     e = 0
     fill = targets.size > 0
     for i in range(members.size):
@@ -402,6 +404,8 @@ def member_rows(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_wor
                 lo = open_find(scratch[j], hkeys, hvals)
                 if lo >= 0:
                     if fill:
+                        if e >= targets.size:
+                            return -1  # a GCDesc claiming slots past its object: count first
                         targets[e] = lo
                     e += 1
         if fill:
@@ -430,7 +434,7 @@ FOUND = 5  # first_paths met the target: the path is f_node[:st[1]], then the ta
 @kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
         "u8[]r", "u8[]r", "u8[]r", "u8",
-        "u8[]", "u8[]", "u8[]", "i8[]", "i8[]", "i8[]", "u8[]", "i8[]")
+        "u8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]")
 def first_paths(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
                 seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
                 keys: np.ndarray, values: np.ndarray,
@@ -439,12 +443,13 @@ def first_paths(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_wor
                 series_size: np.ndarray, repeat_start: np.ndarray, repeat_first: np.ndarray,
                 repeat_items: np.ndarray, repeat_count: np.ndarray, repeat_skip: np.ndarray,
                 roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray, target: np.uint64,
-                visited: np.ndarray, current: np.ndarray, f_node: np.ndarray, f_base: np.ndarray,
-                f_cur: np.ndarray, f_dep: np.ndarray, edges: np.ndarray, st: np.ndarray) -> int:
+                visited: np.ndarray, current: np.ndarray, f_base: np.ndarray,
+                f_cur: np.ndarray, edges: np.ndarray, st: np.ndarray) -> int:
     """Depth-first from each of ``roots`` in their order, stopping at ``target``: FOUND
-    leaves the path on the frames (``f_node[:depth]``; frame f's step to the next object
-    came by a dependent handle when ``f_cur[f] - 1 >= f_dep[f]``) and the root's position
-    in ``st[10]``. Call again to go on with the next root.
+    leaves the path on the frames and the root's position in ``st[10]``: the root's
+    object, then for each frame f the edge it took, ``edges[f_cur[f] - 1]`` (the last is
+    the target). A frame keeps no node of its own: its object is that edge of the frame
+    below. Call again to go on with the next root.
 
     Unlike ``search`` this needs no Tarjan bookkeeping: an object a finished root's search
     visited without meeting the target cannot reach it, so ``visited`` is shared by the
@@ -578,13 +583,11 @@ def first_paths(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_wor
                 dhi = blk
         if leaf:
             continue
-        f_node[depth] = v
         f_base[depth] = etop
         f_cur[depth] = etop
         etop = refs.object_refs(mem, at, seg_word[s], size, t, gc_kind, series_first, series_count, series_offset,
                                 series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
                                 edges, etop)
-        f_dep[depth] = etop
         for d in range(d0, d1):
             edges[etop] = dep_secondary[d]
             etop += 1
