@@ -118,7 +118,7 @@ def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: i
     from . import kernels
     if not kernels.compiled() or heap.runtime.target.is_live:
         return None
-    from .rootsearch import CoreHeapMemory, FirstPaths, RootSearch
+    from .rootsearch import CoreHeapMemory, FirstPaths, RootSearch, TooCyclic
     mem = CoreHeapMemory.of(heap)
     if mem is None:
         return None
@@ -134,7 +134,13 @@ def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: i
             heap.root_searches += 1
             _plan_build(heap, mem.heap_bytes // 24)  # objects the heap can hold, at most
         return stream()
-    search = RootSearch(heap, mem, address, roots, progress)
+    try:
+        search = RootSearch(heap, mem, address, roots, progress)
+    except TooCyclic:
+        if os.environ.get("SOSEXT_GCROOT", "") == "search":
+            raise SosError("the search from the roots gave up: a strongly connected component holds a large "
+                           "part of the heap (the graph path answers)") from None
+        return None  # the graph costs less on this heap
     if not search.is_object(address):
         return None
     heap.last_root_search = search

@@ -8,6 +8,7 @@ from collections import deque
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -352,3 +353,20 @@ def test_a_first_path_through_a_long_list_comes_out_by_the_shortcut_its_objects_
     roots = [handle(heap.addr[0])]
     (_r, chain, via), = first_paths(heap, heap.addr[n + 2], roots, 1)
     assert chain == (heap.addr[0], heap.addr[n + 1], heap.addr[n + 2]) and via == (False, False)
+
+
+def test_a_component_holding_much_of_the_heap_makes_the_search_give_up(monkeypatch) -> None:
+    from sosext.clr import rootsearch
+    n = 6000
+    objs = [(k % 2, NODE_MT, 0, [k + 1] if k + 1 < n else [0]) for k in range(n)]  # one big cycle
+    heap = FakeCoreHeap(objs)
+    monkeypatch.setattr(rootsearch, "MIN_OPEN", 1024)
+    monkeypatch.setattr(rootsearch, "OPEN_SHARE", 1 << 30)
+    with pytest.raises(rootsearch.TooCyclic):
+        RootSearch(heap, heap.memory(), heap.addr[n - 1], [handle(heap.addr[0])])
+    # Many objects in components of their own, none deeper than the limit: the search answers.
+    m = 20
+    chains = FakeCoreHeap([(0, ARRAY_MT, n // m, [k * m + 1 for k in range(n // m)])]
+                          + [(k % 2, NODE_MT, 0, [k + 2] if k % m != m - 1 else []) for k in range(n)])
+    s = RootSearch(chains, chains.memory(), chains.addr[n], [handle(chains.addr[0])])
+    assert len(s.chain(handle(chains.addr[0]))[0]) == m + 1 and s.visited == n + 1

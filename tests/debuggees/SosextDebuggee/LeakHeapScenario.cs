@@ -13,7 +13,8 @@ namespace DebuggeeHost
     /// label and a back reference to its session) and its LRU node. Requests come in a seeded random order:
     /// a new session, or a touch of an old one (moved to the LRU front, one more item), so references run
     /// across the whole heap, and the list, the nodes and the back references make one huge strongly
-    /// connected component. N (default 5,000,000) is about the number of objects: N/10 sessions.
+    /// connected component. N (default 5,000,000) is about the number of objects the heap walk counts (the
+    /// free blocks the uncompacted heap keeps among them): N/11.6 sessions.
     /// </summary>
     internal sealed class LeakHeapScenario : IScenario
     {
@@ -25,7 +26,7 @@ namespace DebuggeeHost
             long n = args.Length > 0 ? long.Parse(args[0], CultureInfo.InvariantCulture) : 5_000_000;
             if (n < 100) throw new ArgumentException("leakheap needs N >= 100");
             s_requested = n;
-            int sessions = (int)(n / 10);
+            int sessions = (int)(n * 10 / 116);
             var cache = s_cache = new LeakCache();
             var rng = new Random(26);
             int made = 0;
