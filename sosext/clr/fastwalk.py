@@ -154,8 +154,9 @@ class _ReadAhead:
     """A core's bulk segments read on another thread, each while the kernel walks the one
     before it (both release the GIL), into two buffers used in turn: on two cores the
     copy from the page cache (a third of a cold ``dumpheap -stat`` at 20M objects) stops
-    adding to the walk. Only for cores: the bytes come from sosext's own file descriptor,
-    never a debugger's API, so any thread may read them."""
+    adding to the walk. Only for cores, whose bytes come from sosext's own file descriptor
+    (never a debugger's API), in the hosts that allow a second thread at all
+    (``Target.background_safe``: the CLI and LLDB)."""
 
     def __init__(self, heap: "HeapParts", core) -> None:  # core: elfcore.ElfCore
         from concurrent.futures import ThreadPoolExecutor
@@ -171,6 +172,8 @@ class _ReadAhead:
     def of(cls, heap: "HeapParts", target) -> "_ReadAhead | None":
         core = target.core_file() if hasattr(target, "core_file") else None
         if core is None or not hasattr(core, "read_into") or os.environ.get("SOSEXT_READ_AHEAD", "1") == "0":
+            return None
+        if not getattr(target, "background_safe", False):  # hosts that keep Python to one thread (GDB)
             return None
         return cls(heap, core)
 
