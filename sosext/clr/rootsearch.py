@@ -95,7 +95,7 @@ class TooCyclic(Exception):
 # hash would pass this share of the objects the heap can hold, a few tenths of a second
 # into a search (the heap's words / 3 are the most objects it can hold; / 16 of that).
 OPEN_SHARE = 16
-MIN_OPEN = 1 << 16  # a small heap always searches
+MIN_OPEN = 1 << 20  # a small heap always searches (a hash of 2M entries, 32 MiB, at most)
 
 
 class RootSearch:
