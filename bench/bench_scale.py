@@ -187,7 +187,9 @@ def make_core(n: int, tmp: Path, keep: Path | None, shape: str) -> tuple[Path, d
     where = keep or tmp
     args = (str(n), "mixed") if shape == "bigheap" else (str(n),)
     name = "big" if shape == "bigheap" else "leak"
-    with Debuggee(shape, *args, dll=build_debuggee(), core_dir=where) as d:
+    d = Debuggee(shape, *args, dll=build_debuggee(), core_dir=where)
+    d.start(timeout=3600)  # 100M objects take minutes to allocate
+    with d:
         core = d.write_core("heap", where / f"{name}{n}.core", timeout=3600)
         core.with_suffix(".json").write_text(json.dumps({"truth": d.truth, "exe": str(d.executable)}))
         return core, d.truth, str(d.executable)
