@@ -92,8 +92,9 @@ class TooCyclic(Exception):
 # entries and items point back at each other), and then every step probes a table far
 # larger than the caches: measured 28 s against 6 s for the graph on a 17.8M-object heap
 # (loaded machine). Rent or buy, priced by the heap's size: the search gives up once its
-# hash would pass this share of the objects the heap can hold, a few tenths of a second
-# into a search (the heap's words / 3 are the most objects it can hold; / 16 of that).
+# hash would pass this share of the objects the heap can hold (the heap's words / 3 are
+# the most objects it can hold; / 16 of that), or, past a million open objects, as soon as
+# they are a quarter of the objects met (one component is taking the heap in).
 OPEN_SHARE = 16
 MIN_OPEN = 1 << 20  # a small heap always searches (a hash of 2M entries, 32 MiB, at most)
 
@@ -229,7 +230,8 @@ class RootSearch:
             if status == reach.UNKNOWN:
                 self._learn(int(st[5]))
             elif status == reach.GROW:
-                if len(hkeys) >= self.most_open:
+                # Open objects a quarter of those met: one component is taking the heap in.
+                if len(hkeys) >= self.most_open or (len(hkeys) >= MIN_OPEN and 4 * int(st[3]) > int(st[4])):
                     raise TooCyclic(int(st[3]))
                 hkeys, hvals = np.zeros(2 * len(hkeys), np.uint64), np.zeros(2 * len(hkeys), np.int64)
                 reach.rehash(tstack, int(st[3]), hkeys, hvals)
