@@ -87,7 +87,7 @@ def iter_root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit:
     target = ix.find(address)
     if target is None:
         raise SosError(f"{address:x} is not a valid object")
-    finder = PathFinder(heap, target)
+    finder = PathFinder(heap, target, roots)
     n = 0
     for r in roots:
         p = finder.path_from(r)
@@ -195,11 +195,15 @@ def chain_static(heap: "ClrHeap", chain: tuple[int, ...] | list[int]) -> str | N
 class PathFinder:
     """Shortest paths towards one target object, for any number of roots."""
 
-    def __init__(self, heap: "ClrHeap", target_index: int) -> None:
+    def __init__(self, heap: "ClrHeap", target_index: int, roots: "list[ClrRoot] | None" = None) -> None:
+        """``roots``: the roots the chains will be asked for; where the graph's components
+        are built, the search stops once it has reached every one of them that reaches the
+        target (``kernels/components.py``) rather than visiting every ancestor."""
         self.heap = heap
         self.index = heap.index()
         self.graph = heap.graph()
         self.target = target_index
+        self._roots = roots
         self.next_step: dict[int, int] = {target_index: -1}
         self.dependent_step: set[int] = set()
         self._arrays: _SearchArrays | None = None
@@ -243,10 +247,33 @@ class PathFinder:
         pairs = sorted((s, p) for s, ps in self._dependent_parents().items() for p in ps)
         dep_sec = np.array([s for s, _p in pairs], dtype=np.int64)
         dep_pri = np.array([p for _s, p in pairs], dtype=np.int64)
-        self._count = int(refs.ancestors(ro, rs, dep_sec, dep_pri, self.target, arrays.next_step,
-                                         arrays.stamp, arrays.epoch, arrays.queue, arrays.via))
+        wanted = self._wanted([(p, s) for s, p in pairs])
+        if wanted is not None:
+            from .kernels import components
+            self._count = int(components.ancestors_until(ro, rs, dep_sec, dep_pri, self.target, arrays.next_step,
+                                                         arrays.stamp, arrays.epoch, arrays.queue, arrays.via,
+                                                         wanted))
+        else:
+            self._count = int(refs.ancestors(ro, rs, dep_sec, dep_pri, self.target, arrays.next_step,
+                                             arrays.stamp, arrays.epoch, arrays.queue, arrays.via))
         self._arrays = arrays
         self._epoch = arrays.epoch
+
+    def _wanted(self, dep_pairs: list[tuple[int, int]]) -> np.ndarray | None:
+        """The roots' objects that reach the target (sorted), where the components are
+        built (by the background build: never worth building for one search); else None."""
+        comps = self.graph.condensed
+        if self._roots is None or comps is None:
+            return None
+        starts = {s for s in (self._start(r) for r in self._roots) if s is not None}
+        reaching = comps.reaching(self.target, dep_pairs)
+        return np.array(sorted(s for s in starts if reaching[comps.comp[s]]), dtype=np.int64)
+
+    def _start(self, root: ClrRoot) -> int | None:
+        start = self.index.find(root.object)
+        if start is None and root.kind is RootKind.STACK:
+            start = self.index.containing(root.object)
+        return start
 
     def reaches(self, obj_index: int) -> bool:
         if self._arrays is not None:
@@ -261,9 +288,7 @@ class PathFinder:
         return self.next_step[node], node in self.dependent_step
 
     def path_from(self, root: ClrRoot) -> RootPath | None:
-        start = self.index.find(root.object)
-        if start is None and root.kind is RootKind.STACK:
-            start = self.index.containing(root.object)
+        start = self._start(root)
         found = self.chain_from(start) if start is not None else None
         return RootPath(root, *found) if found is not None else None
 
