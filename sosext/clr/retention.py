@@ -154,8 +154,9 @@ class RetentionTree:
         # Group by (path signature, root label); a statics array's label names the static.
         # (A label per distinct pair, then an array lookup: no Python step per instance, which
         # at 100M objects meant millions of tuples.)
-        pairs, pair_of = np.unique(np.stack([root_obj, below_root]), axis=1, return_inverse=True)
-        labels = [self.root_label(int(r), int(b)) for r, b in pairs.T]
+        keys, pair_of = np.unique((root_obj.astype(np.int64) << 32) | below_root.astype(np.int64),
+                                  return_inverse=True)  # one 64-bit key per pair (object rows < 2**32)
+        labels = [self.root_label(int(k >> 32), int(k & 0xFFFFFFFF)) for k in keys.tolist()]
         label_ids = {lab: k for k, lab in enumerate(sorted(set(labels)))}
         lab_of = np.array([label_ids[lab] for lab in labels], dtype=np.uint64)[np.asarray(pair_of).reshape(-1)]
         key = sig ^ (lab_of * np.uint64(0x9E3779B97F4A7C15))
