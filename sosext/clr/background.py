@@ -89,8 +89,10 @@ def after_root_search(heap: "ClrHeap", objects: int) -> GraphBuild | None:
     target = heap.runtime.target
     if target.is_live or not getattr(target, "background_safe", False):
         return None
-    if heap.has_graph or heap.background is not None or not _fits(objects):
+    if heap.background is not None or not _fits(objects):
         return None
+    if heap.has_graph and heap.graph().condensed is not None:
+        return None  # nothing left to build (a graph built in the foreground still lacks its components)
     heap.index_store()  # a note about the index cache is printed now, in the command's output
     build = GraphBuild(heap)
     heap.background = build

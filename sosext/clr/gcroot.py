@@ -88,6 +88,8 @@ def iter_root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit:
     if target is None:
         raise SosError(f"{address:x} is not a valid object")
     finder = PathFinder(heap, target, roots)
+    if finder.graph.condensed is None:
+        _plan_build(heap, len(ix))  # the components, so that the next gcroots stop early
     n = 0
     for r in roots:
         p = finder.path_from(r)
