@@ -1,18 +1,31 @@
-"""Scale benchmark: sosext against ClrMD 4.2 on the same big cores, in one run.
+"""Scale benchmark: sosext against ClrMD 4.2 and dotnet-dump (the real SOS) on the same big
+cores, in one run.
 
     /usr/bin/python3 bench/bench_scale.py [--objects 5000000,20000000,50000000] [--repeat 3] [--no-lldb]
+                                          [--shape bigheap|leakheap|both] [--no-dotnet-dump]
                                           [--only gcroot] [--keep-cores DIR | --core DIR/bigN.core]
 
-For each size N the test debuggee's `bigheap N mixed` scenario is dumped with createdump
-(the debuggee then exits, so it does not compete for memory). On that core, whole processes
-are timed, alternating sosext and ClrMD within each round, best of ``--repeat`` rounds:
+Two heap shapes (``--shape``, default both), each dumped with createdump from the test
+debuggee (which then exits, so it does not compete for memory):
+
+* ``bigheap N mixed``: N small objects in 1,000-long chains, leaf arrays and byte arrays,
+  interleaved; no cycles, so a search's bookkeeping stays small;
+* ``leakheap N``: a leak's heap, ~N objects nearly all alive, held by a never-evicting LRU
+  session cache (a Dictionary and a LinkedList whose nodes, sessions and items point back
+  at each other: one strongly connected component of most of the heap), allocated in a
+  random order of touches, so references run across the whole heap.
+
+On that core, whole processes are timed, alternating sosext, ClrMD and dotnet-dump within
+each round, best of ``--repeat`` rounds:
 
 * cold `dumpheap -stat` (no index cache) in the CLI and as a whole LLDB run, against ClrMD
   enumerating every object and grouping by type;
 * `dumpheap -stat` in a second process, with the index the first one cached on disk;
-* cold `gcroot -limit 1` of a deep node (the last node of a 1,000-long chain, named by the
+  dotnet-dump's `dumpheap -stat` beside them (installed, pinned, under the work directory);
+* cold `gcroot -limit 1` of a deep object (bigheap: the last node of a 1,000-long chain;
+  leakheap: an item's label in the session at the middle of the LRU list; both named by the
   debuggee) against ClrMD's first root path; cold full `gcroot` of it against ClrMD
-  enumerating every root path; later `gcroot`s of another object in the same session (typed
+  enumerating every root path and dotnet-dump's `gcroot`; later `gcroot`s of another object in the same session (typed
   at a human pace in the interactive session, and all at once in a -c list); and
   `gcroot` in a second process once the index, the graph and its reverse are cached.
 * "cold" runs use --no-index-cache; "first" is a user's first run, which writes the index.
@@ -23,8 +36,9 @@ debuggee's truth beside it, ``bigN.json``) so that ``--core`` can measure it aga
 Each process's peak RSS and CPU time (user + sys, as /usr/bin/time reports them) come from
 wait4, which a loaded machine distorts less than wall time; its peak *anonymous* memory (RssAnon: without the
 core's and the index file's pages, which are mapped files) is sampled every 5 ms from
-/proc/PID/status. Printed: seconds, objects/s, MiB and bytes/object, and ClrMD/sosext time
-ratios (above 1: sosext is faster). Nothing is asserted.
+/proc/PID/status. Printed: seconds, objects/s, MiB and bytes/object, and ClrMD/sosext and
+dotnet-dump/sosext time ratios (above 1: sosext is faster), with the machine's load average
+at the start and the end of each shape. Nothing is asserted.
 """
 from __future__ import annotations
 
@@ -134,6 +148,28 @@ def clrmd(core: Path, *queries: str) -> tuple[Run, dict]:
     return r, {d["query"]: d for d in lines}
 
 
+DOTNET_DUMP_VERSION = "10.0.750501"
+
+
+def dotnet_dump_exe() -> Path | None:
+    """dotnet-dump, pinned, where scripts/setup.sh --test puts it (installed here if missing)."""
+    where = work_dir() / "tools" / f"dotnet-dump-{DOTNET_DUMP_VERSION}"
+    exe = where / "dotnet-dump"
+    if not exe.exists():
+        subprocess.run(["dotnet", "tool", "install", "dotnet-dump", "--tool-path", str(where), "--version",
+                        DOTNET_DUMP_VERSION], env={**os.environ, "DOTNET_CLI_TELEMETRY_OPTOUT": "1", "DOTNET_NOLOGO": "1"},
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return exe if exe.exists() else None
+
+
+def dotnet_dump(exe: Path, core: Path, *commands: str) -> Run:
+    return Run([str(exe), "analyze", str(core)] + sum((["-c", c] for c in commands), []) + ["-c", "exit"])
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def timings(r: Run) -> list[float]:
     return [float(m) for m in re.findall(r"^sosext-timing ([0-9.]+) ", r.text, re.M)]
 
@@ -147,10 +183,14 @@ def best(runs: list[Run]) -> Run:
     return min(runs, key=lambda r: r.wall)
 
 
-def make_core(n: int, tmp: Path, keep: Path | None) -> tuple[Path, dict, str]:
+def make_core(n: int, tmp: Path, keep: Path | None, shape: str) -> tuple[Path, dict, str]:
     where = keep or tmp
-    with Debuggee("bigheap", str(n), "mixed", dll=build_debuggee(), core_dir=where) as d:
-        core = d.write_core("heap", where / f"big{n}.core", timeout=1800)
+    args = (str(n), "mixed") if shape == "bigheap" else (str(n),)
+    name = "big" if shape == "bigheap" else "leak"
+    d = Debuggee(shape, *args, dll=build_debuggee(), core_dir=where)
+    d.start(timeout=3600)  # 100M objects take minutes to allocate
+    with d:
+        core = d.write_core("heap", where / f"{name}{n}.core", timeout=3600)
         core.with_suffix(".json").write_text(json.dumps({"truth": d.truth, "exe": str(d.executable)}))
         return core, d.truth, str(d.executable)
 
@@ -160,26 +200,30 @@ def kept_core(core: Path) -> tuple[Path, dict, str]:
     return core, kept["truth"], kept["exe"]
 
 
-def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given: Path | None) -> None:
+def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given: Path | None,
+            shape: str = "bigheap", dd: Path | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sosext-bench-scale-"))
     everything = only == "all"
     try:
         t0 = time.perf_counter()
-        core, truth, exe = kept_core(given) if given else make_core(n, tmp, keep)
+        core, truth, exe = kept_core(given) if given else make_core(n, tmp, keep, shape)
         n = n or int(truth["requested"])
+        shape = truth.get("scenario", shape)
         deep = truth["objects"]["deepNode"]["address"]
         other = truth["objects"]["firstLeaf"]["address"]
-        print(f"\n## bigheap {n:,} objects (mixed); core {core.stat().st_size / 2**20:,.0f} MiB, "
-              f"made in {time.perf_counter() - t0:.0f} s")
+        print(f"\n## {shape} {n:,} objects{' (mixed)' if shape == 'bigheap' else ''}; core "
+              f"{core.stat().st_size / 2**20:,.0f} MiB, made in {time.perf_counter() - t0:.0f} s; {load()}")
         index_dir = tmp / "index"
         rows: dict[str, list] = {k: [] for k in ("stat", "stat_first", "stat_cached", "lldb", "limit1", "gcroot",
                                                   "later", "later_batch", "gcroot_cached", "c_stat", "c_limit1", "c_gcroot",
-                                                  "retained")}
+                                                  "retained", "d_stat", "d_gcroot")}
         for _ in range(repeat):
-            # Alternating: each round runs every sosext measure next to its ClrMD counterpart.
+            # Alternating: each round runs every sosext measure next to its ClrMD and dotnet-dump counterparts.
             rows["stat"].append(sosext_cli(core, ["dumpheap -stat"], False, index_dir))
             if everything or not rows["c_stat"]:
                 rows["c_stat"].append(clrmd(core, "stat"))
+            if dd is not None and everything:
+                rows["d_stat"].append(dotnet_dump(dd, core, "dumpheap -stat"))
             shutil.rmtree(index_dir, ignore_errors=True)
             if everything:
                 rows["stat_first"].append(sosext_cli(core, ["dumpheap -stat"], True, index_dir))  # writes the index
@@ -190,6 +234,8 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
             rows["c_limit1"].append(clrmd(core, "gcroot1", deep))
             rows["gcroot"].append(sosext_cli(core, [f"gcroot {deep}"], False, index_dir))
             rows["c_gcroot"].append(clrmd(core, "gcroot", deep))
+            if dd is not None:
+                rows["d_gcroot"].append(dotnet_dump(dd, core, f"gcroot {deep}"))
             # Later gcroots in one session: typed at a human pace (2 s to read the first answer,
             # 1 s between the others) the graph built in the background answers them; typed all
             # at once (a -c list), the second waits for that build.
@@ -214,7 +260,11 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
         s, c = best(rows["stat"]), best([r for r, _ in rows["c_stat"]])
         line("sosext cli dumpheap -stat (cold)", s)
         line("ClrMD enumerate + group", c)
-        print(f"  ratio cold -stat cli: {c.wall / s.wall:.2f}")
+        print(f"  ratio cold -stat cli: {c.wall / s.wall:.2f} (CPU time: {c.cpu / s.cpu:.2f})")
+        if rows["d_stat"]:
+            d = best(rows["d_stat"])
+            line("dotnet-dump dumpheap -stat", d)
+            print(f"  ratio cold -stat cli to dotnet-dump: {d.wall / s.wall:.2f} (CPU time: {d.cpu / s.cpu:.2f})")
         if everything:
             line("sosext cli -stat, first (writes index)", best(rows["stat_first"]))
             line("sosext cli dumpheap -stat (cached)", best(rows["stat_cached"]))
@@ -236,10 +286,15 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
               + ", ".join(f"{t * 1000:.0f} ms" for t in timings(batch)[1:]))
         line("ClrMD every root path", cg)
         print(f"  ratio full gcroot: {cg.wall / g.wall:.2f} (CPU time: {cg.cpu / g.cpu:.2f})")
+        if rows["d_gcroot"]:
+            dg = best(rows["d_gcroot"])
+            line("dotnet-dump gcroot", dg)
+            print(f"  ratio full gcroot to dotnet-dump: {dg.wall / g.wall:.2f} (CPU time: {dg.cpu / g.cpu:.2f})")
         if everything:
             line("sosext gcroot, second process (cached)", best(rows["gcroot_cached"]))
             r = best(rows["retained"])
             line("sosext dumpheap -stat -retained (cold)", r, "(walk, graph and dominators)")
+        print(f"  {load()}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -253,16 +308,24 @@ def main() -> int:
                     help="gcroot: the gcroot rows only (and one cold -stat to count the objects)")
     ap.add_argument("--keep-cores", type=Path, help="write the cores (and truths) here, and keep them")
     ap.add_argument("--core", type=Path, help="measure this kept core instead of making one")
+    ap.add_argument("--shape", choices=("bigheap", "leakheap", "both"), default="both",
+                    help="bigheap: chains, no cycles; leakheap: a leak's heap, one huge cycle (default both)")
+    ap.add_argument("--no-dotnet-dump", action="store_true", help="leave dotnet-dump (the real SOS) out")
     a = ap.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached
     from sosext.clr import kernels
     print(f"sosext scale benchmark: {os.cpu_count()} cores, kernels {kernels.mode()}, "
           f"Python {sys.version.split()[0]}")
+    dd = None if a.no_dotnet_dump else dotnet_dump_exe()
+    if dd is None and not a.no_dotnet_dump:
+        print(f"dotnet-dump {DOTNET_DUMP_VERSION} could not be installed (NuGet unreachable?): left out")
     if a.core:
-        measure(0, a.repeat, not a.no_lldb, a.only, None, a.core)
+        measure(0, a.repeat, not a.no_lldb, a.only, None, a.core, dd=dd)
         return 0
+    shapes = ("bigheap", "leakheap") if a.shape == "both" else (a.shape,)
     for n in (int(x) for x in a.objects.split(",")):
-        measure(n, a.repeat, not a.no_lldb, a.only, a.keep_cores, None)
+        for shape in shapes:
+            measure(n, a.repeat, not a.no_lldb, a.only, a.keep_cores, None, shape, dd)
     return 0
 
 

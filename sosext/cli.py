@@ -527,11 +527,59 @@ def cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+    from .clr import cachedir
+    from .clr.indexcache import cache_directory, cache_listing
+    directory = Path(cache_directory())
+    if not directory.is_dir():
+        _print(f"{directory}: no index cache yet")
+        return 0
+    if args.action == "clear":
+        wanted = {os.path.realpath(c) for c in args.cores}
+        freed = removed = 0
+        for e, core, _objects in cache_listing(directory):
+            if not wanted or core in wanted:
+                freed += cachedir.remove(e)
+                removed += 1
+        if not wanted:
+            for t in cachedir.temporary_files(directory):
+                try:
+                    t.unlink()
+                except OSError:
+                    pass
+        _print(f"removed {removed} entr{'y' if removed == 1 else 'ies'}, {cachedir.fmt_size(freed)} freed ({directory})")
+        return 0
+    listing = cache_listing(directory)
+    _print(f"{'size':>10}  {'objects':>13}  {'last used':<16}  files  core")
+    for e, core, objects in listing:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.used))
+        count = f"{objects:,}" if objects is not None else "?"
+        _print(f"{cachedir.fmt_size(e.bytes):>10}  {count:>13}  {used:<16}  {len(e.files):>5}  {core or '(unreadable)'}")
+    total = sum(e.bytes for e, _c, _o in listing)
+    _print(f"{len(listing)} entr{'y' if len(listing) == 1 else 'ies'}, {cachedir.fmt_size(total)} of a {cachedir.fmt_size(cachedir.cap_for(directory))} "
+           f"cap ({directory})")
+    return 0
+
+
 def _index_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--index-dir", metavar="DIR",
                         help="keep the heap index of cores here (default $XDG_CACHE_HOME/sosext)")
     parser.add_argument("--no-index-cache", action="store_true",
                         help="neither read nor write a heap index file for the core")
+    parser.add_argument("--cache-max", metavar="SIZE", type=_size,
+                        help="keep the index cache within SIZE bytes (K/M/G suffixes; default the smaller "
+                        "of 10G and a tenth of its disk; $SOSEXT_CACHE_MAX)")
+
+
+def _size(text: str) -> str:
+    from .clr.cachedir import parse_size
+    try:
+        parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def _apply_index_options(args: argparse.Namespace) -> None:
@@ -540,6 +588,8 @@ def _apply_index_options(args: argparse.Namespace) -> None:
         os.environ["SOSEXT_NO_INDEX_CACHE"] = "1"
     if getattr(args, "index_dir", None):
         os.environ["SOSEXT_INDEX_DIR"] = os.path.abspath(args.index_dir)
+    if getattr(args, "cache_max", None):
+        os.environ["SOSEXT_CACHE_MAX"] = args.cache_max
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -640,6 +690,18 @@ def build_parser() -> argparse.ArgumentParser:
     gs.add_argument("-min", type=int, dest="min_count", help="only types with at least this many objects")
     gs.add_argument("--json", action="store_true", help="print the result as JSON")
     gs.set_defaults(func=cmd_gcdump_stat)
+    ca = sub.add_parser("cache", help="list or clear the heap index cache (bounded in bytes)",
+                        description="The heap index cache: one entry per core (its index, and the reference "
+                        "graph, its reverse, dominators and statistics when they were built), with the disk "
+                        "space each uses. 'list' shows them, least recently used first, with the total and "
+                        "the cap; 'clear' removes them (all, or those of the cores named).",
+                        epilog="examples: sosext cache list; sosext cache clear; sosext cache clear core.1234; "
+                        "sosext cache list --cache-max 2G")
+    ca.add_argument("action", choices=("list", "clear"))
+    ca.add_argument("cores", nargs="*", help="clear: only the entries of these cores")
+    ca.add_argument("--index-dir", metavar="DIR", help="the cache directory (default $XDG_CACHE_HOME/sosext)")
+    ca.add_argument("--cache-max", metavar="SIZE", type=_size, help="the cap to show (default as analyze's)")
+    ca.set_defaults(func=cmd_cache)
     for action in ("install", "uninstall"):
         i = sub.add_parser(action, help=f"{action} the import line in ~/.lldbinit and ~/.gdbinit")
         i.set_defaults(func=cmd_install, action=action)

@@ -316,6 +316,20 @@ def test_help_reads_well() -> None:
 
 # -- gcroot: the roots scenario's chains ----------------------------------------------------------
 
+def test_gcroot_limit_on_a_fresh_core_searches_depth_first_and_gives_the_only_chain(roots_case: Live) -> None:
+    """limit=n before any graph exists: each root searched up to the object (gcroot -limit)."""
+    t = roots_case.truth
+    with sosext.open(roots_case.core) as rt:
+        wrapper = t["wrapperLeak"]
+        paths = list(rt.heap.gcroot(h(wrapper["chain"][-1]), limit=1))
+        assert len(paths) == 1 and paths[0].root.address == h(wrapper["handle"])
+        assert [o.address for o in paths[0].objects] == [h(a) for a in wrapper["chain"]]
+        dep = t["dependent"]
+        (path,) = rt.heap.gcroot(h(dep["secondary"]), limit=1)
+        assert [o.address for o in path.objects[-2:]] == [h(dep["primary"]), h(dep["secondary"])]
+        assert path.via_dependent[-1] and path.static_field == "DebuggeeHost.RootsScenario.s_primary"
+
+
 def test_gcroot_chains_equal_truth(roots_rt, roots_case: Live) -> None:
     t = roots_case.truth
     heap = roots_rt.heap

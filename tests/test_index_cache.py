@@ -226,3 +226,66 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(core, tmp_path) -> None
     p.wait(timeout=120)
     assert b"Address" in first
     assert err == ""
+
+
+# -- bounded in bytes; a full disk; `sosext cache` ---------------------------------------------
+
+def in_process(core, ix: Path, capsys, *extra: str) -> tuple[str, str]:
+    """The CLI in this process (so that a test can inject faults), output and error text."""
+    from sosext import cli
+    from sosext.clr import cachedir
+    cachedir._noted_full = False
+    path, commands, _item = core
+    capsys.readouterr()
+    assert cli.main(["analyze", str(path), "--index-dir", str(ix), *extra] + sum((["-c", c] for c in commands), [])) == 0
+    got = capsys.readouterr()
+    return got.out, got.err
+
+
+def test_a_cap_smaller_than_the_cores_files_caches_nothing_and_says_so_once(core, clean, tmp_path) -> None:
+    ix = tmp_path / "ix"
+    res = analyze(core, ix, "--cache-max", "4K", "-c", f"gcroot {core[2]['addresses'][0]}")
+    assert res.stdout.endswith(clean)
+    assert res.stderr.strip().splitlines() == [
+        "sosext: index not cached: this core's files are more than the cache's cap (4.0 KiB; SOSEXT_CACHE_MAX "
+        "or --cache-max)"]
+    assert [p for p in ix.iterdir() if not p.name.startswith(".")] == []
+
+
+def test_a_full_disk_skips_the_cache_with_one_line(core, clean, tmp_path, monkeypatch, capsys) -> None:
+    import errno
+    import tempfile
+    from sosext.clr import cachedir
+    ix = tmp_path / "ix"
+    # Too little room for the index's columns (the walk writes them through a mapping).
+    monkeypatch.setattr(cachedir, "free_bytes", lambda directory: 1 << 20)
+    out, err = in_process(core, ix, capsys)
+    assert out == clean
+    assert len(err.strip().splitlines()) == 1 and err.startswith("sosext: index not cached: 1.0 MiB free, it may need ")
+    assert list(ix.iterdir()) == []
+    monkeypatch.undo()
+
+    # Room by the numbers, but every file creation fails with ENOSPC (the disk filled meanwhile).
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    out, err = in_process(core, ix, capsys, "-c", "dumpheap -stat -retained")
+    assert out.endswith(clean)
+    assert err == f"sosext: index not cached: no space left on device ({ix})\n"
+    assert list(ix.iterdir()) == []
+
+
+def test_cache_list_and_clear(core, clean, tmp_path) -> None:
+    ix = tmp_path / "ix"
+    analyze(core, ix)
+    res = subprocess.run([drivers.PYTHON, "-m", "sosext", "cache", "list", "--index-dir", str(ix)], cwd=drivers.REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["size", "objects", "last", "used", "files", "core"]
+    t, _ = trailer(index_file(ix))
+    assert lines[1].endswith(os.path.realpath(core[0])) and f"{t['count']:,}" in lines[1].split()
+    assert lines[2].startswith("1 entry, ") and lines[2].endswith(f"cap ({ix})")
+    res = subprocess.run([drivers.PYTHON, "-m", "sosext", "cache", "clear", "--index-dir", str(ix)], cwd=drivers.REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert res.returncode == 0 and res.stdout.startswith("removed 1 entry, ") and not list(ix.glob("*.sxi"))

@@ -43,6 +43,10 @@ def commands_for(t: dict) -> list[str]:
         f"gcroot {t['exception']['address']}",
         f"gcroot -nostacks {t['namedLocal']['address']}",
         f"gcroot -limit 1 {t['cacheLeak']['chain'][-1]}",
+        f"gcroot -limit 2 {t['cacheLeak']['chain'][-1]}",
+        f"gcroot -limit 1 {t['wrapperLeak']['chain'][-1]}",
+        f"gcroot -limit 1 {t['dependent']['secondary']}",
+        f"gcroot -limit 1 {t['longChain']['tail']}",
         f"gcroot {t['longChain']['tail']}",
         f"gcroot --json {t['wrapperLeak']['chain'][-1]}",
         "dumpheap -live -type SosextDebuggee. -stat",
@@ -126,6 +130,29 @@ def test_cache_leak_chain_through_timer(case: Case, host: str) -> None:
     assert all(r.chain[-1][1] == "SosextDebuggee.CacheEntry" for r in roots)
     limited, n = parse_gcroot(case.out(host, f"gcroot -limit 1 {leak['chain'][-1]}").text)
     assert n == 1 and len(limited) == 1
+
+
+def test_limit_gives_the_first_roots_in_order_each_with_a_real_chain(case: Case, host: str) -> None:
+    """-limit n (on a core: depth-first per root, stopping at the object) answers with the
+    first n roots of the full answer, in its order, each chain from the root's object."""
+    t = case.truth
+    target = t["cacheLeak"]["chain"][-1]
+    full, _ = gcroot(case, host, target)
+    limited, n = parse_gcroot(case.out(host, f"gcroot -limit 2 {target}").text)
+    assert n == len(limited) == min(2, len(full))
+    for got, want in zip(limited, full):
+        assert got.header == want.header
+        assert got.chain[0][:2] == want.chain[0][:2] and got.chain[-1][0] == int(target, 16)
+    # Where one chain exists, it is that one: through a strong handle, a dependent handle, a long list.
+    leak = t["wrapperLeak"]
+    (only,), _ = parse_gcroot(case.out(host, f"gcroot -limit 1 {leak['chain'][-1]}").text)
+    assert [a for a, _t, _e in only.chain] == addrs(leak["chain"])
+    (dep,), _ = parse_gcroot(case.out(host, f"gcroot -limit 1 {t['dependent']['secondary']}").text)
+    assert [a for a, _t, _e in dep.chain[-2:]] == addrs([t["dependent"]["primary"], t["dependent"]["secondary"]])
+    assert dep.chain[-1][2] == "(dependent handle)"
+    (longest,), _ = parse_gcroot(case.out(host, f"gcroot -limit 1 {t['longChain']['tail']}").text)
+    nodes = [c for c in longest.chain if c[1] == "SosextDebuggee.LongChainNode"]
+    assert len(nodes) == t["longChain"]["length"] and nodes[-1][0] == int(t["longChain"]["tail"], 16)
 
 
 def test_customer_leak_chain_from_a_thread_local(case: Case, host: str) -> None:

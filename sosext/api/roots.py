@@ -67,13 +67,21 @@ def describe_root(heap: "Heap", r: "ClrRoot") -> Root:
 
 def paths_to(heap: "Heap", position: int, *, stacks: bool, limit: int | None) -> Iterator[RootPath]:
     model = heap._model
-    finder = _model.path_finder(model, position)
     roots = model.roots(include_stacks=stacks).roots
     order = {RootKind.HANDLE: 0, RootKind.FINALIZER: 1, RootKind.STACK: 2}
+    ordered = [r for r in sorted(roots, key=lambda r: order[r.kind])  # stable: the runtime's order within a kind
+               if stacks or r.kind is not RootKind.STACK]
+    if limit is not None:  # the first chains, found depth-first (gcroot -limit): no whole-heap search
+        from ..clr.gcroot import iter_root_chains
+        address = int(model.index().addresses[position])
+        for c in iter_root_chains(model, address, ordered, limit):
+            chain = [_model.find(model, a) for a in c.addresses]
+            yield RootPath(describe_root(heap, c.root), tuple(heap._at(i) for i in chain), tuple(c.via_dependent),
+                           chain_static(model, chain))
+        return
+    finder = _model.path_finder(model, position)
     found = 0
-    for r in sorted(roots, key=lambda r: order[r.kind]):  # stable: the runtime's order within a kind
-        if r.kind is RootKind.STACK and not stacks:
-            continue
+    for r in ordered:
         p = finder.path_from(r)
         if p is None:
             continue

@@ -38,7 +38,7 @@ from .progress import Progress
 if TYPE_CHECKING:
     from .heap import ClrHeap
 
-GRAPH_BYTES_PER_OBJECT = 64  # index columns + graph rows + reverse rows, measured at 20M (docs/design.md)
+GRAPH_BYTES_PER_OBJECT = 80  # index columns + graph rows + reverse rows (64, measured at 20M: docs/design.md), components (16)
 _allowed = True  # hosts say whether more commands may follow (the CLI's last -c: no)
 
 
@@ -64,6 +64,7 @@ class GraphBuild:
                 graph = self.heap.graph(Progress.silent())
                 graph.reverse()
                 self.heap.lookup()
+                graph.components()  # which roots reach an object, at once, on a leak's heap too
         except BaseException as e:  # noqa: BLE001 - the foreground builds it as before
             self.failed = e
 
@@ -88,8 +89,10 @@ def after_root_search(heap: "ClrHeap", objects: int) -> GraphBuild | None:
     target = heap.runtime.target
     if target.is_live or not getattr(target, "background_safe", False):
         return None
-    if heap.has_graph or heap.background is not None or not _fits(objects):
+    if heap.background is not None or not _fits(objects):
         return None
+    if heap.has_graph and heap.graph().condensed is not None:
+        return None  # nothing left to build (a graph built in the foreground still lacks its components)
     heap.index_store()  # a note about the index cache is printed now, in the command's output
     build = GraphBuild(heap)
     heap.background = build

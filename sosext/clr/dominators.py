@@ -237,8 +237,10 @@ class DominatorTree:
         split = np.zeros(len(out), dtype=bool)
         if by_reference:
             through = (out >= 0) & (out_via >= 0)
-            pairs = np.unique(np.stack([out[through], out_via[through]]), axis=1)
-            holder_of_pair, refs = np.unique(pairs[0], return_counts=True)
+            # Distinct (holder, reference) pairs as one 64-bit key each: numpy's unique over
+            # columns sorts a structured dtype element by element (minutes at 100M objects).
+            keys = np.unique((out[through].astype(np.int64) << 32) | out_via[through].astype(np.int64))
+            holder_of_pair, refs = np.unique(keys >> 32, return_counts=True)
             split_rows = holder_of_pair[(refs > 1) & (self.idom[holder_of_pair] < 0)]
             if len(split_rows):
                 split = np.isin(out, split_rows)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -53,44 +53,53 @@ class RootChain:
 def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None = None,
                 progress: "Progress | None" = None) -> list[RootChain]:
     """The chain of each root in ``roots`` (in that order) that reaches the object at
-    ``address``, at most ``limit`` of them.
+    ``address``, at most ``limit`` of them (see :func:`iter_root_chains`)."""
+    return list(iter_root_chains(heap, address, roots, limit, progress))
 
-    On a core whose graph is not built, the first two gcroots search from the roots over
-    the core's memory (``rootsearch.RootSearch``: no heap walk, no graph), and an object
-    the last search did not meet has no roots; later ones, and live processes, build the
-    reverse graph once and answer from it in milliseconds. ``SOSEXT_GCROOT=graph`` or
-    ``=search`` forces one way (tests compare them)."""
+
+def iter_root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None = None,
+                     progress: "Progress | None" = None) -> Iterator[RootChain]:
+    """The chain of each root in ``roots`` (in that order) that reaches the object at
+    ``address``, at most ``limit`` of them, each as soon as it is known.
+
+    On a core whose graph is not built, a ``limit`` searches each root depth-first up to
+    the target (``rootsearch.FirstPaths``: the first chains cost what reaching them costs);
+    without one, the first two gcroots search from the roots over the core's memory
+    (``rootsearch.RootSearch``: no heap walk, no graph; every root's shortest chain), and
+    an object the last such search did not meet has no roots; later ones, and live
+    processes, build the reverse graph once and answer from it in milliseconds.
+    ``SOSEXT_GCROOT=graph``, ``=search`` or ``=first`` forces one way (tests compare them)."""
     way = os.environ.get("SOSEXT_GCROOT", "")
     if way != "graph" and (way == "search" or not heap.has_graph):
         last = heap.last_root_search  # it met every object its roots reach
         if last is not None and last.is_object(address) and not last.reached(address) \
                 and last.root_objects(roots) == last.root_set:
-            return []
-    if way != "graph" and (way == "search" or _rent(heap)):
-        found = _search_chains(heap, address, roots, limit, progress)
+            return
+    first = way == "first" or (limit is not None and way == "" and not heap.has_graph)
+    if way != "graph" and (way in ("search", "first") or first or _rent(heap)):
+        found = _search_chains(heap, address, roots, limit, progress, first)
         if found is not None:
-            heap.root_searches += 1
-            if way != "search":
-                from . import background
-                background.after_root_search(heap, heap.last_root_search.visited)  # the search just made
-            return found
-        if way == "search" and not heap.runtime.target.is_live:
+            yield from found
+            return
+        if way in ("search", "first") and not heap.runtime.target.is_live:
             raise SosError("the search from the roots cannot read this core's heap in place")
     ix = heap.index()
     target = ix.find(address)
     if target is None:
         raise SosError(f"{address:#x} is not a valid object")
-    finder = PathFinder(heap, target)
-    out: list[RootChain] = []
+    finder = PathFinder(heap, target, roots)
+    if finder.graph.condensed is None:
+        _plan_build(heap, len(ix))  # the components, so that the next gcroots stop early
+    n = 0
     for r in roots:
         p = finder.path_from(r)
         if p is None:
             continue
-        out.append(RootChain(r, tuple(int(ix.addresses[i]) for i in p.chain),
-                             tuple(ix.method_table_at(i) for i in p.chain), p.via_dependent))
-        if limit is not None and len(out) >= limit:
+        yield RootChain(r, tuple(int(ix.addresses[i]) for i in p.chain),
+                        tuple(ix.method_table_at(i) for i in p.chain), p.via_dependent)
+        n += 1
+        if limit is not None and n >= limit:
             break
-    return out
 
 
 def _rent(heap: "ClrHeap") -> bool:
@@ -106,19 +115,39 @@ def _rent(heap: "ClrHeap") -> bool:
 
 
 def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None,
-                   progress: "Progress | None") -> list[RootChain] | None:
+                   progress: "Progress | None", first: bool) -> Iterator[RootChain] | None:
+    """The chains by a search over the core's mapping, or None where it cannot read the heap."""
     from . import kernels
     if not kernels.compiled() or heap.runtime.target.is_live:
         return None
-    from .rootsearch import CoreHeapMemory, RootSearch
+    from .rootsearch import CoreHeapMemory, FirstPaths, RootSearch, TooCyclic
     mem = CoreHeapMemory.of(heap)
     if mem is None:
         return None
-    search = RootSearch(heap, mem, address, roots, progress)
+    read = heap.runtime.target.read_pointer
+    if first:
+        finder = FirstPaths(heap, mem, address, roots, progress)
+        if not finder.is_object(address):
+            return None
+
+        def stream() -> Iterator[RootChain]:
+            for root, chain, via in finder.paths(roots, limit if limit is not None else len(roots)):
+                yield RootChain(root, chain, tuple(read(a) & ~7 for a in chain), via)
+            heap.root_searches += 1
+            _plan_build(heap, mem.heap_bytes // 24)  # objects the heap can hold, at most
+        return stream()
+    try:
+        search = RootSearch(heap, mem, address, roots, progress)
+    except TooCyclic:
+        if os.environ.get("SOSEXT_GCROOT", "") == "search":
+            raise SosError("the search from the roots gave up: a strongly connected component holds a large "
+                           "part of the heap (the graph path answers)") from None
+        return None  # the graph costs less on this heap
     if not search.is_object(address):
         return None
     heap.last_root_search = search
-    read = heap.runtime.target.read_pointer
+    heap.root_searches += 1
+    _plan_build(heap, search.visited)
     out: list[RootChain] = []
     for r in roots:
         found = search.chain(r)
@@ -128,7 +157,13 @@ def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: i
         out.append(RootChain(r, chain, tuple(read(a) & ~7 for a in chain), via))
         if limit is not None and len(out) >= limit:
             break
-    return out
+    return iter(out)
+
+
+def _plan_build(heap: "ClrHeap", objects: int) -> None:
+    if os.environ.get("SOSEXT_GCROOT", "") == "":
+        from . import background
+        background.after_root_search(heap, objects)
 
 
 def chain_static_of(heap: "ClrHeap", chain: RootChain) -> str | None:
@@ -162,11 +197,15 @@ def chain_static(heap: "ClrHeap", chain: tuple[int, ...] | list[int]) -> str | N
 class PathFinder:
     """Shortest paths towards one target object, for any number of roots."""
 
-    def __init__(self, heap: "ClrHeap", target_index: int) -> None:
+    def __init__(self, heap: "ClrHeap", target_index: int, roots: "list[ClrRoot] | None" = None) -> None:
+        """``roots``: the roots the chains will be asked for; where the graph's components
+        are built, the search stops once it has reached every one of them that reaches the
+        target (``kernels/components.py``) rather than visiting every ancestor."""
         self.heap = heap
         self.index = heap.index()
         self.graph = heap.graph()
         self.target = target_index
+        self._roots = roots
         self.next_step: dict[int, int] = {target_index: -1}
         self.dependent_step: set[int] = set()
         self._arrays: _SearchArrays | None = None
@@ -210,10 +249,33 @@ class PathFinder:
         pairs = sorted((s, p) for s, ps in self._dependent_parents().items() for p in ps)
         dep_sec = np.array([s for s, _p in pairs], dtype=np.int64)
         dep_pri = np.array([p for _s, p in pairs], dtype=np.int64)
-        self._count = int(refs.ancestors(ro, rs, dep_sec, dep_pri, self.target, arrays.next_step,
-                                         arrays.stamp, arrays.epoch, arrays.queue, arrays.via))
+        wanted = self._wanted([(p, s) for s, p in pairs])
+        if wanted is not None:
+            from .kernels import components
+            self._count = int(components.ancestors_until(ro, rs, dep_sec, dep_pri, self.target, arrays.next_step,
+                                                         arrays.stamp, arrays.epoch, arrays.queue, arrays.via,
+                                                         wanted))
+        else:
+            self._count = int(refs.ancestors(ro, rs, dep_sec, dep_pri, self.target, arrays.next_step,
+                                             arrays.stamp, arrays.epoch, arrays.queue, arrays.via))
         self._arrays = arrays
         self._epoch = arrays.epoch
+
+    def _wanted(self, dep_pairs: list[tuple[int, int]]) -> np.ndarray | None:
+        """The roots' objects that reach the target (sorted), where the components are
+        built (by the background build: never worth building for one search); else None."""
+        comps = self.graph.condensed
+        if self._roots is None or comps is None:
+            return None
+        starts = {s for s in (self._start(r) for r in self._roots) if s is not None}
+        reaching = comps.reaching(self.target, dep_pairs)
+        return np.array(sorted(s for s in starts if reaching[comps.comp[s]]), dtype=np.int64)
+
+    def _start(self, root: ClrRoot) -> int | None:
+        start = self.index.find(root.object)
+        if start is None and root.kind is RootKind.STACK:
+            start = self.index.containing(root.object)
+        return start
 
     def reaches(self, obj_index: int) -> bool:
         if self._arrays is not None:
@@ -228,9 +290,7 @@ class PathFinder:
         return self.next_step[node], node in self.dependent_step
 
     def path_from(self, root: ClrRoot) -> RootPath | None:
-        start = self.index.find(root.object)
-        if start is None and root.kind is RootKind.STACK:
-            start = self.index.containing(root.object)
+        start = self._start(root)
         found = self.chain_from(start) if start is not None else None
         return RootPath(root, *found) if found is not None else None
 

@@ -86,6 +86,8 @@ class ReferenceGraph:
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
         self._reverse_lock = threading.Lock()
         self.search_arrays = None  # gcroot.PathFinder's reusable scratch
+        self.condensed: Components | None = None  # built after the graph in the background (background.py)
+        self._components_lock = threading.Lock()
 
     @property
     def edge_count(self) -> int:
@@ -126,6 +128,16 @@ class ReferenceGraph:
             np.cumsum(np.bincount(self.targets, minlength=n), out=roffsets[1:])
             self._reverse = (roffsets, rsrc)
         return self._reverse
+
+    def components(self) -> "Components | None":
+        """The graph's strongly connected components and their reversed condensation
+        (``kernels/components.py``), built once; None without compiled kernels."""
+        if not self.compiled:
+            return None
+        with self._components_lock:
+            if self.condensed is None:
+                self.condensed = Components.of(self)
+        return self.condensed
 
     def parents(self, i: int) -> np.ndarray:
         ro, rs = self.reverse()
@@ -343,3 +355,45 @@ def _read_words(target, slot_addrs: np.ndarray) -> np.ndarray:
         if got:
             out[a:a + got] = np.frombuffer(data, dtype=np.uint64, count=got)
     return out
+
+
+class Components:
+    """Each object's strongly connected component and, per component, the components that
+    reference it: which roots reach an object is then a search over components, where a
+    leak's one giant cycle is a single step (gcroot's ``PathFinder``)."""
+
+    def __init__(self, comp: np.ndarray, count: int, croff: np.ndarray, csrc: np.ndarray) -> None:
+        self.comp = comp  # int32 per object
+        self.count = count
+        self.croff, self.csrc = croff, csrc
+        self.stamp = np.zeros(count, dtype=np.int32)  # per component, an epoch per search
+        self.queue = np.zeros(count, dtype=np.int32)
+        self.epoch = 0
+
+    @classmethod
+    def of(cls, graph: "ReferenceGraph") -> "Components":
+        from . import memory
+        from .kernels import components as k
+        n = len(graph.offsets) - 1
+        comp = memory.zeros(n, np.int32)
+        count = int(k.components(graph.offsets, graph.targets, comp, memory.reserve(n, np.int32),
+                                 memory.reserve(n, np.int32), memory.reserve(n, np.int64),
+                                 memory.reserve(n, np.bool_)))
+        croff = np.zeros(count + 1, dtype=np.int64)
+        total = int(k.condense(graph.offsets, graph.targets, comp, croff, np.zeros(0, np.int32)))
+        csrc = memory.empty(total, np.int32)
+        if total:
+            k.condense(graph.offsets, graph.targets, comp, croff, csrc)
+        return cls(comp, count, croff, csrc)
+
+    def reaching(self, target: int, dep_pairs: list[tuple[int, int]]) -> np.ndarray:
+        """A mask over components: those that reach object ``target``'s (dependent handles,
+        (primary, secondary) object pairs, as edges)."""
+        from .kernels import components as k
+        self.epoch += 1
+        comp = self.comp
+        pairs = sorted((int(comp[s]), int(comp[p])) for p, s in dep_pairs if comp[s] != comp[p])
+        k.component_ancestors(self.croff, self.csrc, np.array([s for s, _ in pairs], dtype=np.int64),
+                              np.array([p for _, p in pairs], dtype=np.int64), int(comp[target]), self.stamp,
+                              self.epoch, self.queue)
+        return self.stamp == self.epoch

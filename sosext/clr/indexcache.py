@@ -4,7 +4,8 @@ The first walk of a core writes its index straight into a file under the cache d
 (``$SOSEXT_INDEX_DIR``, else ``$XDG_CACHE_HOME/sosext``, else ``~/.cache/sosext``; the
 CLI's ``--index-dir`` and ``--no-index-cache``): the walk's output arrays are that file,
 memory-mapped, so they cost page cache rather than process memory, and nothing is
-copied when the walk ends. The next process maps the file read-only and is done.
+copied when the walk ends. The next process maps the file read-only and is done. The
+directory is bounded in bytes, and a full disk only skips the cache (``cachedir.py``).
 
 Layout: the columns (addresses u64, type ids u32, sizes u32, generations u8), each sized
 for the most objects the heap could hold (the unused tail is a hole in a sparse file),
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import cachedir
 from .index import HeapIndex, SegmentSlice
 from .walk import WalkError
 
@@ -45,7 +47,7 @@ FORMAT = 1
 MAGIC = b"SOSEXTIX"
 _FOOTER = struct.Struct("<8sQQ")
 _COLUMNS = (("addresses", np.uint64), ("type_ids", np.uint32), ("sizes", np.uint32), ("generations", np.uint8))
-_KEEP_FILES = 16  # the newest index files kept; older ones are removed
+_FREE_MARGIN = 64 << 20  # left free on the disk beyond what a file may need
 _SAMPLES = 256
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # pre-fault the mapped file in one call: ~60K faults saved at 20M objects
 
@@ -64,10 +66,37 @@ def default_dir() -> str | None:
     """Where index files go, or None when caching is off (SOSEXT_NO_INDEX_CACHE=1)."""
     if os.environ.get("SOSEXT_NO_INDEX_CACHE", "") not in ("", "0"):
         return None
+    return cache_directory()
+
+
+def cache_directory() -> str:
+    """The cache directory, whether caching is on or not (``sosext cache`` lists and clears it)."""
     if os.environ.get("SOSEXT_INDEX_DIR"):
         return os.environ["SOSEXT_INDEX_DIR"]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "sosext")
+
+
+def cache_listing(directory: Path) -> list[tuple[cachedir.Entry, str | None, int | None]]:
+    """Each entry of the cache, least recently used first, with the core its index was
+    written for and its object count as the index's trailer says (None if unreadable)."""
+    out = []
+    for e in cachedir.entries(directory):
+        core = objects = None
+        try:
+            fd = os.open(e.index, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                size = os.fstat(fd).st_size
+                magic, offset, length = _FOOTER.unpack(os.pread(fd, _FOOTER.size, size - _FOOTER.size))
+                if magic == MAGIC and offset + length + _FOOTER.size == size and length < 1 << 24:
+                    t = json.loads(os.pread(fd, length, offset))
+                    core, objects = str(t["identity"]["path"]), int(t["count"])
+            finally:
+                os.close(fd)
+        except (OSError, ValueError, KeyError, TypeError, struct.error):
+            pass
+        out.append((e, core, objects))
+    return out
 
 
 def _note(text: str) -> None:
@@ -125,6 +154,7 @@ class IndexStore:
         self._mm: mmap.mmap | None = None
         self._layout: dict[str, int] = {}
         self._capacity = 0
+        self.over_cap = False  # this core's files alone were over the cache's cap
 
     @classmethod
     def for_heap(cls, heap: "HeapParts") -> "IndexStore | None":
@@ -141,16 +171,21 @@ class IndexStore:
     def columns(self, capacity: int) -> "IndexColumns | None":
         """File-backed output arrays for a walk of at most ``capacity`` objects."""
         from .fastwalk import IndexColumns
+        offset = 0
+        for name, dtype in _COLUMNS:
+            self._layout[name] = offset
+            offset += (capacity * np.dtype(dtype).itemsize + 4095) & ~4095
+        if not self._room_for(offset, "index"):  # the walk writes through a mapping: a full disk would kill it
+            return None
         try:
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".walk-", suffix=".tmp")
-            offset = 0
-            for name, dtype in _COLUMNS:
-                self._layout[name] = offset
-                offset += (capacity * np.dtype(dtype).itemsize + 4095) & ~4095
             os.ftruncate(fd, max(offset, 4096))
             mm = mmap.mmap(fd, max(offset, 4096), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as e:
-            _note(f"index cache off: {e.strerror or e}")
+            if cachedir.is_full(e):
+                cachedir.note_full(self.directory, "index")
+            else:
+                _note(f"index cache off: {e.strerror or e}")
             return None
         self._fd, self._tmp, self._mm, self._capacity = fd, tmp, mm, capacity
         self._end = offset
@@ -175,7 +210,10 @@ class IndexStore:
             os.pwrite(self._fd, trailer + _FOOTER.pack(MAGIC, self._end, len(trailer)), self._end)
             os.replace(self._tmp, self.path)
         except OSError as e:
-            _note(f"index not cached: {e.strerror or e}")
+            if cachedir.is_full(e):
+                cachedir.note_full(self.directory, "index")
+            else:
+                _note(f"index not cached: {e.strerror or e}")
             self.discard()
             return
         finally:
@@ -193,14 +231,25 @@ class IndexStore:
             self._tmp = None
 
     def _prune(self) -> None:
-        """Keep the newest few index files (each is about 17 bytes per object)."""
+        """Keep the directory within its cap in bytes (``cachedir``): least recently used
+        cores' files go first, this core's last, and only when it alone is over the cap."""
+        removed = cachedir.enforce(self.directory, keep=self.path.stem)
+        if any(e.key == self.path.stem for e in removed) and not self.over_cap:
+            self.over_cap = True  # and nothing more is written for it in this process
+            _note(f"index not cached: this core's files are more than the cache's cap "
+                  f"({cachedir.fmt_size(cachedir.cap_for(self.directory))}; SOSEXT_CACHE_MAX or --cache-max)")
+
+    def _room_for(self, size: int, what: str) -> bool:
+        """Whether ``size`` more bytes fit on the disk with a margin; else one line, and no."""
         try:
-            files = sorted(self.directory.glob("*.sxi"), key=lambda p: p.stat().st_mtime, reverse=True)
-            for old in files[_KEEP_FILES:]:
-                for derived in self.directory.glob(f"{old.stem}.*"):
-                    derived.unlink()
+            free = cachedir.free_bytes(self.directory)
         except OSError:
-            pass
+            return True
+        if free >= size + _FREE_MARGIN:
+            return True
+        cachedir.note_full(self.directory, what, f"{cachedir.fmt_size(free)} free, it may need "
+                                                 f"{cachedir.fmt_size(size)}")
+        return False
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -219,6 +268,8 @@ class IndexStore:
             why = "it does not match the core"
         finally:
             os.close(fd)
+        if index is not None:
+            cachedir.touch(self.path)  # recently used: pruned last
         if index is None:
             _note(f"index cache {self.path} is not valid ({why}); rebuilding it")
             for stale in self.directory.glob(f"{self.path.stem}.*"):  # and what was derived from it
@@ -270,9 +321,13 @@ class IndexStore:
         """Write ``first``, then ``second`` from the next page (its offset under ``at_key``) and
         a trailer, to ``<stem>.<kind>`` next to the index file, replacing it atomically."""
         path = self.directory / f"{self.path.stem}.{kind}"
+        if self.over_cap or not self._room_for(first.nbytes + second.nbytes + 8192, kind):
+            return
         try:
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{kind}-", suffix=".tmp")
-        except OSError:
+        except OSError as e:
+            if cachedir.is_full(e):
+                cachedir.note_full(self.directory, kind)
             return
         try:
             with os.fdopen(fd, "wb") as f:
@@ -285,11 +340,15 @@ class IndexStore:
                                       **fields, at_key: second_at}).encode()
                 f.write(trailer + _FOOTER.pack(MAGIC, end, len(trailer)))
             os.replace(tmp, path)
-        except OSError:
+        except OSError as e:
+            if cachedir.is_full(e):
+                cachedir.note_full(self.directory, kind)
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+            return
+        self._prune()
 
     def save_rows(self, kind: str, offsets: np.ndarray, items: np.ndarray, index: HeapIndex) -> None:
         """Keep a CSR array pair (``kind``: 'graph' or 'reverse') next to the index file."""
@@ -410,6 +469,7 @@ class IndexStore:
             if any(heap.segment_of(b.address) is None for b in blocks):
                 raise ValueError("a free block outside the heap")
             errors = [WalkError(int(a), int(m), str(r), int(resumed)) for a, m, r, resumed in t["errors"]]
+            cachedir.touch(path)
             return HeapStatistics(mts, counts, totals, first, blocks, errors)
         except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
             _note(f"cached statistics {path} are not valid ({e}); rebuilding them")

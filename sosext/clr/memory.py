@@ -13,6 +13,7 @@ import numpy as np
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 _MADV_POPULATE_WRITE = 23  # Linux 5.14+: map a range writable now, in one call
+_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
 _MIN_BYTES = 1 << 20  # below this, numpy's own allocation is as good
 _PAGE = mmap.PAGESIZE
 
@@ -67,6 +68,21 @@ def populate(array: np.ndarray, start: int, stop: int) -> None:
     if hi > lo:
         try:
             base.madvise(_MADV_POPULATE_WRITE, lo, hi - lo)
+        except (OSError, ValueError):
+            pass
+
+
+def release(array: np.ndarray) -> None:
+    """Give an mmap-backed array's pages back now (they read as zeros if touched again);
+    a no-op for other arrays."""
+    base = array.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    if isinstance(base, mmap.mmap):
+        try:
+            base.madvise(_MADV_DONTNEED)
         except (OSError, ValueError):
             pass
 

@@ -152,11 +152,13 @@ class RetentionTree:
                 root_obj[act] = c
                 cur[act] = self.parent[c]
         # Group by (path signature, root label); a statics array's label names the static.
-        pairs = np.unique(np.stack([root_obj, below_root]), axis=1)
-        labels = {(int(r), int(b)): self.root_label(int(r), int(b)) for r, b in pairs.T}
-        label_ids = {lab: k for k, lab in enumerate(sorted(set(labels.values())))}
-        lab_of = np.array([label_ids[labels[(int(r), int(b))]] for r, b in zip(root_obj, below_root)],
-                          dtype=np.uint64)
+        # (A label per distinct pair, then an array lookup: no Python step per instance, which
+        # at 100M objects meant millions of tuples.)
+        keys, pair_of = np.unique((root_obj.astype(np.int64) << 32) | below_root.astype(np.int64),
+                                  return_inverse=True)  # one 64-bit key per pair (object rows < 2**32)
+        labels = [self.root_label(int(k >> 32), int(k & 0xFFFFFFFF)) for k in keys.tolist()]
+        label_ids = {lab: k for k, lab in enumerate(sorted(set(labels)))}
+        lab_of = np.array([label_ids[lab] for lab in labels], dtype=np.uint64)[np.asarray(pair_of).reshape(-1)]
         key = sig ^ (lab_of * np.uint64(0x9E3779B97F4A7C15))
         uniq, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
         sizes = np.bincount(inverse, weights=ix.sizes[inst].astype(np.float64), minlength=len(uniq))
@@ -165,7 +167,7 @@ class RetentionTree:
             example = int(inst[first[g]])
             path = self.path(example)
             types, repeated = _collapse([self.heap.csharp_type_name_at(p) for p in path])
-            label = labels[(int(root_obj[first[g]]), int(below_root[first[g]]))]
+            label = labels[int(np.asarray(pair_of).reshape(-1)[first[g]])]
             out.append(RetentionGroup(label, tuple(types), tuple(repeated),
                                       int(counts[g]), int(sizes[g]), int(ix.addresses[example]),
                                       tuple(int(ix.addresses[p]) for p in path)))

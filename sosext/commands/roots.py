@@ -6,7 +6,7 @@ from typing import Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.gcroot import RootChain, chain_static, chain_static_of, retained_set, root_chains, root_method_name
+from ..clr.gcroot import RootChain, chain_static, chain_static_of, iter_root_chains, retained_set, root_method_name
 from ..clr.heap import ClrHeap
 from ..clr.progress import Progress, polled
 from ..clr.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
@@ -148,6 +148,12 @@ the roots. On a core the first two gcroots search from the roots over the core's
 heap walk); later ones, and a live process, use the reverse reference graph built once per
 stop, so they take milliseconds.
 
+-limit n answers as soon as n roots are found: on a core without the graph each root is
+searched depth-first, stopping at the object (what a leak dump's "why is this alive" needs,
+without searching the rest of the heap); each chain is printed as soon as it is found and is
+the shortest over the objects that search went through, which is not always the shortest
+of the whole heap (without -limit every chain is).
+
 Examples:
   gcroot 7f3a14005678
   gcroot -nostacks 7f3a14005678
@@ -159,7 +165,7 @@ gcroot's. For n = 0 or 1 SOS also walks the GC's internal root array of older-ge
 objects, which holds entries only while a GC runs: on a stopped process or a dump sosext
 says so in one line."""
     options = (Option("-nostacks", "do not consider thread stacks"),
-               Option("-limit", "print at most n roots (n >= 1)", parse_limit, "n"),
+               Option("-limit", "stop after n roots (n >= 1), searching depth-first", parse_limit, "n"),
                Option("-gcgen", "as findroots: the condemned generation n (0, 1 or 2)", parse_count, "n"),
                Option("--json", "print the result as JSON", dest="json"))
     positionals = (Positional("address", "the object"),)
@@ -176,7 +182,18 @@ says so in one line."""
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
                   ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
-        paths = root_chains(heap, address, ordered, args.limit, ctx.progress)
+        chains = iter_root_chains(heap, address, ordered, args.limit, ctx.progress)
+        if not args.json and not ctx.out.structured:  # each chain as soon as it is known
+            state: dict = {}
+            n = 0
+            for p in chains:
+                ctx.out.lines(root_header_lines(heap, p.root, state))
+                ctx.out.lines(chain_lines(heap, p))
+                ctx.out.line()
+                n += 1
+            ctx.out.line(f"Found {fmt_count(n)} unique roots.")
+            return
+        paths = list(chains)
         if args.json:
             emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}",
                                 "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})
@@ -188,13 +205,6 @@ says so in one line."""
                 for k, obj in enumerate(doc["chain"]):
                     rows.row(data=(n, doc["root"]["kind"], doc["root"]["address"], k, obj["address"], obj["type"]))
             ctx.out.field("count", len(paths))
-            return
-        state: dict = {}
-        for p in paths:
-            ctx.out.lines(root_header_lines(heap, p.root, state))
-            ctx.out.lines(chain_lines(heap, p))
-            ctx.out.line()
-        ctx.out.line(f"Found {fmt_count(len(paths))} unique roots.")
 
     @staticmethod
     def _survives(ctx: CommandContext, heap: ClrHeap, address: int, condemned: int) -> bool:

@@ -8,6 +8,7 @@ from collections import deque
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -307,3 +308,65 @@ def test_the_search_pauses_for_progress_and_resumes_exactly(monkeypatch) -> None
            for s in (RootSearch(heap, heap.memory(), heap.addr[t], roots, Counting(stream=None)) for t in (5, 99, 298))]
     assert got == want == [heap.graph_chains(heap.addr[t], roots) for t in (5, 99, 298)]
     assert len(seen) >= 3 and max(seen) <= n  # it did pause, and counted objects it met
+
+
+# -- gcroot -limit n: each root depth-first up to the target (rootsearch.FirstPaths) --
+
+def first_paths(heap: FakeCoreHeap, target: int, roots: list[ClrRoot], limit: int) -> list:
+    from sosext.clr.rootsearch import FirstPaths
+    f = FirstPaths(heap, heap.memory(), target, roots)
+    return list(f.paths(roots, limit))
+
+
+def edges_of(heap: FakeCoreHeap) -> set[tuple[int, int, bool]]:
+    """(from, to, by dependent handle) of every reference and dependent handle, by address."""
+    out = set()
+    for k in range(len(heap.addr)):
+        for _slot, r in zip(heap.slots(k), heap.objects[k][3]):
+            out.add((heap.addr[k], r[1] if isinstance(r, tuple) else heap.addr[r], False))
+    out |= {(p, s, True) for p, s in heap.dependent}
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(objects_strategy, st.integers(1, 4))
+def test_first_paths_are_the_first_roots_reaching_the_target_each_with_a_real_chain(case, limit) -> None:
+    n, objs, dep, root_ids, target = case
+    heap = FakeCoreHeap(objs, dependent=dep)
+    roots = [handle(heap.addr[k]) for k in root_ids]
+    roots.append(ClrRoot(RootKind.STACK, 0x7ff0, heap.addr[root_ids[0]] + 8))
+    t = heap.addr[target]
+    reaching = [r for r, c in zip(roots, heap.graph_chains(t, roots)) if c is not None]
+    got = first_paths(heap, t, roots, limit)
+    assert [r for r, _c, _v in got] == reaching[:limit]  # in the roots' order, duplicates included
+    edges = edges_of(heap)
+    for (r, chain, via), want in zip(got, heap.graph_chains(t, [r for r, _c, _v in got])):
+        assert chain[0] == want[0][0] and chain[-1] == t and len(set(chain)) == len(chain)
+        assert all((a, b, d) in edges for a, b, d in zip(chain, chain[1:], via))
+
+
+def test_a_first_path_through_a_long_list_comes_out_by_the_shortcut_its_objects_hold() -> None:
+    n = 2000  # root -> list head -> ... -> node n-1, and the root also holds node n-1's holder directly
+    objs = [(0, ARRAY_MT, 2, [1, n + 1])] + [(k % 2, NODE_MT, 0, [k + 2] if k + 2 <= n else [n + 1])
+                                            for k in range(n)] + [(1, NODE_MT, 0, [n + 2]), (0, LEAF_MT, 0, [])]
+    heap = FakeCoreHeap(objs)
+    roots = [handle(heap.addr[0])]
+    (_r, chain, via), = first_paths(heap, heap.addr[n + 2], roots, 1)
+    assert chain == (heap.addr[0], heap.addr[n + 1], heap.addr[n + 2]) and via == (False, False)
+
+
+def test_a_component_holding_much_of_the_heap_makes_the_search_give_up(monkeypatch) -> None:
+    from sosext.clr import rootsearch
+    n = 6000
+    objs = [(k % 2, NODE_MT, 0, [k + 1] if k + 1 < n else [0]) for k in range(n)]  # one big cycle
+    heap = FakeCoreHeap(objs)
+    monkeypatch.setattr(rootsearch, "MIN_OPEN", 1024)
+    monkeypatch.setattr(rootsearch, "OPEN_SHARE", 1 << 30)
+    with pytest.raises(rootsearch.TooCyclic):
+        RootSearch(heap, heap.memory(), heap.addr[n - 1], [handle(heap.addr[0])])
+    # Many objects in components of their own, none deeper than the limit: the search answers.
+    m = 20
+    chains = FakeCoreHeap([(0, ARRAY_MT, n // m, [k * m + 1 for k in range(n // m)])]
+                          + [(k % 2, NODE_MT, 0, [k + 2] if k % m != m - 1 else []) for k in range(n)])
+    s = RootSearch(chains, chains.memory(), chains.addr[n], [handle(chains.addr[0])])
+    assert len(s.chain(handle(chains.addr[0]))[0]) == m + 1 and s.visited == n + 1

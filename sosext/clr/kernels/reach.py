@@ -372,16 +372,20 @@ def bitmap_addresses(bitmap: np.ndarray, seg_lo: np.ndarray, seg_block: np.ndarr
 
 @kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r",
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
-        "u8[]r", "u8[]", "i8[]", "u4[]")
+        "u8[]r", "u8[]r", "i8[]r", "u8[]", "i8[]", "u4[]")
 def member_rows(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
                 type_of: np.ndarray, base_sizes: np.ndarray, component_sizes: np.ndarray, gc_kind: np.ndarray,
                 series_first: np.ndarray, series_count: np.ndarray, series_offset: np.ndarray,
                 series_size: np.ndarray, repeat_start: np.ndarray, repeat_first: np.ndarray,
                 repeat_items: np.ndarray, repeat_count: np.ndarray, repeat_skip: np.ndarray,
-                members: np.ndarray, scratch: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> int:
-    """The references among ``members`` (sorted addresses, type ids in ``type_of``) as
-    compressed rows over member positions, in ``refs.scan``'s slot order. With an empty
-    ``targets`` only counts; returns the number of edges."""
+                members: np.ndarray, hkeys: np.ndarray, hvals: np.ndarray, scratch: np.ndarray,
+                offsets: np.ndarray, targets: np.ndarray) -> int:
+    """The references among ``members`` (sorted addresses, type ids in ``type_of``; the hash
+    ``hkeys/hvals`` maps each to its position, ``rehash``) as compressed rows over member
+    positions, in ``refs.scan``'s slot order, into ``offsets`` and ``targets`` (room for
+    every reference slot of the members: a word of the heap each). With an empty
+    ``targets`` only counts; returns the number of edges, or -1 when ``targets`` was too
+    small."""
     e = 0
     fill = targets.size > 0
     for i in range(members.size):
@@ -397,10 +401,11 @@ def member_rows(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_wor
                             series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
                             scratch, 0)
             for j in range(n):
-                x = scratch[j]
-                lo = lower_bound(members, x)
-                if lo < members.size and members[lo] == x:
+                lo = open_find(scratch[j], hkeys, hvals)
+                if lo >= 0:
                     if fill:
+                        if e >= targets.size:
+                            return -1  # a GCDesc claiming slots past its object: count first
                         targets[e] = lo
                     e += 1
         if fill:
@@ -421,3 +426,171 @@ def member_types(members: np.ndarray, mem: np.ndarray, seg_lo: np.ndarray, seg_h
         out[i] = object_type(v, segment_of(v, seg_lo, seg_hi), mem, seg_hi, seg_word, seg_gap, gap_lo, gap_hi,
                              keys, values, base_sizes, component_sizes)
     return out
+
+
+FOUND = 5  # first_paths met the target: the path is f_node[:st[1]], then the target
+
+
+@kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
+        "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
+        "u8[]r", "u8[]r", "u8[]r", "u8",
+        "u8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]")
+def first_paths(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
+                seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
+                keys: np.ndarray, values: np.ndarray,
+                base_sizes: np.ndarray, component_sizes: np.ndarray, gc_kind: np.ndarray,
+                series_first: np.ndarray, series_count: np.ndarray, series_offset: np.ndarray,
+                series_size: np.ndarray, repeat_start: np.ndarray, repeat_first: np.ndarray,
+                repeat_items: np.ndarray, repeat_count: np.ndarray, repeat_skip: np.ndarray,
+                roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray, target: np.uint64,
+                visited: np.ndarray, current: np.ndarray, f_base: np.ndarray,
+                f_cur: np.ndarray, edges: np.ndarray, st: np.ndarray) -> int:
+    """Depth-first from each of ``roots`` in their order, stopping at ``target``: FOUND
+    leaves the path on the frames and the root's position in ``st[10]``: the root's
+    object, then for each frame f the edge it took, ``edges[f_cur[f] - 1]`` (the last is
+    the target). A frame keeps no node of its own: its object is that edge of the frame
+    below. Call again to go on with the next root.
+
+    Unlike ``search`` this needs no Tarjan bookkeeping: an object a finished root's search
+    visited without meeting the target cannot reach it, so ``visited`` is shared by the
+    roots after it. A search that stopped at the target leaves objects visited that may
+    reach it (through the path's objects): with ``st[9]`` set, the objects of the root
+    being searched are also set in ``current``, and a root's visits are taken out of
+    ``visited`` when it finds the target, so that the next root may go through them.
+    ``current`` is cleared between roots over the blocks it dirtied (``st[7]``..``st[11]``).
+
+    ``st``: root cursor, depth, edge top, -, objects visited, unknown header, edges needed,
+    dirty block low, objects per call, track roots, found root, dirty block high."""
+    rc = st[0]
+    depth = st[1]
+    etop = st[2]
+    nvisited = st[4]
+    track = st[9] != 0
+    dlo = st[7]
+    dhi = st[11]
+    ndep = dep_primary.size
+    last = 0
+    pause_at = nvisited + st[8]
+    if seg_lo.size == 0:
+        return DONE
+    while True:
+        if nvisited >= pause_at:
+            st[0], st[1], st[2], st[4], st[7], st[11] = rc, depth, etop, nvisited, dlo, dhi
+            return PAUSE
+        f = depth - 1
+        if depth == 0:
+            if track and dlo <= dhi:  # the last root's search is over: forget which were its
+                for b in range(dlo, dhi + 1):
+                    current[b] = 0
+                dlo = visited.size
+                dhi = -1
+            if rc >= roots.size:
+                break
+            v = roots[rc]
+        elif f_cur[f] < etop:
+            v = edges[f_cur[f]]
+            k = f_cur[f] + AHEAD
+            if k < etop:
+                u = edges[k]
+                if seg_lo[last] <= u < seg_hi[last]:
+                    prefetch(mem, word_at(u, last, seg_hi, seg_word))
+        else:  # the frame's successors are done: it cannot reach the target
+            etop = f_base[f]
+            depth -= 1
+            continue
+        if v == target:
+            if depth == 0:
+                rc += 1
+            else:
+                f_cur[f] += 1
+            st[10] = rc - 1 if depth == 0 else st[10]
+            if track:  # what this root visited may reach the target through the path
+                for b in range(dlo, dhi + 1):
+                    visited[b] &= ~current[b]
+                    current[b] = 0
+                dlo = visited.size
+                dhi = -1
+            st[0], st[1], st[2], st[4], st[7], st[11] = rc, depth, etop, nvisited, dlo, dhi
+            return FOUND
+        if v & np.uint64(7):
+            s = -1
+        elif seg_lo[last] <= v < seg_hi[last]:
+            s = last
+        else:
+            s = segment_of(v, seg_lo, seg_hi)
+            if s >= 0:
+                last = s
+        if s < 0:
+            if depth == 0:
+                rc += 1
+            else:
+                f_cur[f] += 1
+            continue
+        b = np.int64((v - seg_lo[s]) >> np.uint64(3))
+        blk = seg_block[s] + (b >> 6)
+        bit = _ONE << np.uint64(b & 63)
+        if visited[blk] & bit:
+            if depth == 0:
+                rc += 1
+            else:
+                f_cur[f] += 1
+            continue
+        t = object_type(v, s, mem, seg_hi, seg_word, seg_gap, gap_lo, gap_hi, keys, values, base_sizes,
+                        component_sizes)
+        if t == UNKNOWN_TYPE:
+            st[5] = np.int64(mem[word_at(v, s, seg_hi, seg_word)] & _LOW3)
+            st[0], st[1], st[2], st[4], st[7], st[11] = rc, depth, etop, nvisited, dlo, dhi
+            return UNKNOWN
+        if t == NOT_OBJECT:
+            if depth == 0:
+                rc += 1
+            else:
+                f_cur[f] += 1
+            continue
+        d0 = 0
+        d1 = 0
+        if ndep:
+            d0 = lower_bound(dep_primary, v)
+            d1 = d0
+            while d1 < ndep and dep_primary[d1] == v:
+                d1 += 1
+        leaf = gc_kind[t] == 0 and d1 == d0
+        at = word_at(v, s, seg_hi, seg_word)
+        size = np.int64(base_sizes[t])
+        if not leaf:
+            if component_sizes[t] != 0:
+                size += component_sizes[t] * np.int64(mem[at + 1] & np.uint64(0xFFFFFFFF))
+            need = etop + (d1 - d0) + (seg_word[s] - at) + 1
+            if need > edges.size:
+                need = etop + (d1 - d0) + refs.slot_bound(at, seg_word[s], size, t, gc_kind, series_first,
+                                                          series_count, series_offset, series_size)
+            if need > edges.size:
+                st[0], st[1], st[2], st[4], st[7], st[11] = rc, depth, etop, nvisited, dlo, dhi
+                st[6] = need
+                return EDGES
+        if depth == 0:
+            rc += 1
+            st[10] = rc - 1
+        else:
+            f_cur[f] += 1
+        visited[blk] |= bit
+        nvisited += 1
+        if track:
+            current[blk] |= bit
+            if blk < dlo:
+                dlo = blk
+            if blk > dhi:
+                dhi = blk
+        if leaf:
+            continue
+        f_base[depth] = etop
+        f_cur[depth] = etop
+        etop = refs.object_refs(mem, at, seg_word[s], size, t, gc_kind, series_first, series_count, series_offset,
+                                series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
+                                edges, etop)
+        for d in range(d0, d1):
+            edges[etop] = dep_secondary[d]
+            etop += 1
+        depth += 1
+    st[0], st[1], st[2], st[4], st[7], st[11] = rc, depth, etop, nvisited, dlo, dhi
+    return DONE

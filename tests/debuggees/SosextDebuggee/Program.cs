@@ -28,6 +28,7 @@ namespace DebuggeeHost
             "heap" => new HeapScenario(),
             "stresslog" => new StressLogScenario(),
             "bigheap" => new BigHeapScenario(),
+            "leakheap" => new LeakHeapScenario(),
             "fields" => new FieldsScenario(),
             "roots" => new RootsScenario(),
             "threads" => new ThreadsScenario(),
