@@ -209,13 +209,18 @@ def read_descriptor_at(target: Target, address: int, depth: int = 0) -> Contract
     return desc
 
 
+def _esc(text: str) -> str:
+    """A name from the target's JSON as it may appear in a one-line error: escapes, not controls."""
+    return text.encode("unicode_escape").decode("ascii")
+
+
 def _read(target: Target, address: int, size: int, what: str) -> bytes:
     if address <= 0 or address + size > (1 << (8 * target.pointer_size)):
-        raise ContractError(f"{what} is at a bad address ({address:#x})")
+        raise ContractError(f"{_esc(what)} is at a bad address ({address:#x})")
     try:
         return bytes(target.read(address, size))
     except SosError as e:
-        raise ContractError(f"cannot read {what} ({size} bytes at {address:#x}): the dump lacks it") from e
+        raise ContractError(f"cannot read {_esc(what)} ({size} bytes at {address:#x}): the dump lacks it") from e
 
 
 def _load_json(text: bytes) -> dict:
@@ -261,27 +266,27 @@ def _merge(desc: ContractDescriptor, doc: dict, pointer_data: tuple[int, ...]) -
 
 def _mapping(value: object, what: str, limit: int) -> dict:
     if not isinstance(value, dict):
-        raise ContractError(f"the contract descriptor's {what} is not an object")
+        raise ContractError(f"the contract descriptor's {_esc(what)} is not an object")
     if len(value) > limit:
-        raise ContractError(f"the contract descriptor's {what} has {len(value)} entries (too many)")
+        raise ContractError(f"the contract descriptor's {_esc(what)} has {len(value)} entries (too many)")
     return value
 
 
 def _integer(value: object, what: str) -> int:
     """A JSON number, or a string holding a decimal or 0x-hex integer (data_descriptor.md)."""
     if isinstance(value, bool):
-        raise ContractError(f"the contract descriptor's {what} is not an integer")
+        raise ContractError(f"the contract descriptor's {_esc(what)} is not an integer")
     if isinstance(value, int):
         number = value
     elif isinstance(value, str) and 0 < len(value) <= 24:
         try:
             number = int(value, 0)
         except ValueError:
-            raise ContractError(f"the contract descriptor's {what} is not an integer") from None
+            raise ContractError(f"the contract descriptor's {_esc(what)} is not an integer") from None
     else:
-        raise ContractError(f"the contract descriptor's {what} is not an integer")
+        raise ContractError(f"the contract descriptor's {_esc(what)} is not an integer")
     if not -(1 << 63) <= number < (1 << 64):
-        raise ContractError(f"the contract descriptor's {what} is out of range")
+        raise ContractError(f"the contract descriptor's {_esc(what)} is out of range")
     return number
 
 
@@ -292,12 +297,12 @@ def _global(spec: object, name: str, pointer_data: tuple[int, ...]) -> int | str
     if isinstance(spec, list) and len(spec) == 1:  # [index]: a slot of the pointer data
         index = _integer(spec[0], f"index of global {name}")
         if not 0 <= index < len(pointer_data):
-            raise ContractError(f"the contract descriptor's global {name} names pointer slot {index} "
+            raise ContractError(f"the contract descriptor's global {_esc(name)} names pointer slot {index} "
                                 f"of {len(pointer_data)}")
         return pointer_data[index]
     if kind == "string":
         if not isinstance(spec, str) or len(spec) > 256:
-            raise ContractError(f"the contract descriptor's global {name} is not a short string")
+            raise ContractError(f"the contract descriptor's global {_esc(name)} is not a short string")
         return spec
     return _integer(spec, f"global {name}")
 

@@ -1,0 +1,1 @@
+"""The GC heap: segments and regions, the object walk and its index, objects and their values."""

@@ -1,0 +1,1 @@
+"""Heap snapshots (from cores and from EventPipe gcdumps) and their differences."""
