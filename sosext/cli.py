@@ -35,7 +35,7 @@ def _session_for_core(path: str, search_dirs: Sequence[str] = ()):  # type: igno
     return session
 
 
-# Commands whose first search reads the core's mapping in place (clr/rootsearch.py).
+# Commands whose first search reads the core's mapping in place (clr/roots/rootsearch.py).
 _SEARCH_IN_PLACE = frozenset({"gcroot", "pathto"})
 
 
@@ -156,13 +156,13 @@ def _not_a_pid(path: str) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from . import interrupts
-    from .clr.gcdumpformat import is_gcdump
+    from .clr.snapshots.gcdumpformat import is_gcdump
     _not_a_pid(args.core)
     if is_gcdump(args.core):
         return _analyze_snapshot(args)
     _apply_clr_path(args)
     if args.symbols:
-        from .clr.sourcelines import set_symbol_directories
+        from .clr.code.sourcelines import set_symbol_directories
         set_symbol_directories(args.symbols)
     session = _session_for_core(args.core, args.search_dir)
     def on_sigint(signum, frame):  # type: ignore[no-untyped-def]
@@ -172,7 +172,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     import time
     if args.command:
         ok = True
-        from .clr import background
+        from .clr.roots import background
         for k, line in enumerate(args.command):
             background.allow(k < len(args.command) - 1)  # nothing builds for a command that ends the run
             interrupts.clear()
@@ -207,7 +207,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     args.options, clr_path = _take_clr_path(list(args.options))
     args.clr_path = clr_path or args.clr_path
     _apply_clr_path(args)
-    from .clr.gcdumpsnap import is_gcdump
+    from .clr.snapshots.gcdumpsnap import is_gcdump
     old_is_snapshot, new_is_snapshot = is_gcdump(args.old), is_gcdump(args.new)
     if new_is_snapshot:
         # A core as the baseline of a snapshot: the core's live objects, matched by name.
@@ -222,7 +222,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """sosext report CORE: the report command on CORE (docs/report.md)."""
     import shlex
     _apply_clr_path(args)
-    from .clr.gcdumpsnap import is_gcdump
+    from .clr.snapshots.gcdumpsnap import is_gcdump
     if is_gcdump(args.core):
         return _report_of_snapshot(args)
     words = ["report", "--format", args.format]
@@ -237,7 +237,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _report_of_snapshot(args: argparse.Namespace) -> int:
     """sosext report SNAPSHOT: the report of a gcdump snapshot (report/snapshot.py)."""
     import json
-    from .clr.gcdumpsnap import GcDump, is_gcdump
+    from .clr.snapshots.gcdumpsnap import GcDump, is_gcdump
     from .commands.report import FORMATS
     from .files import write_new
     from .report.snapshot import folded_lines, snapshot_report, with_event_names
@@ -360,7 +360,7 @@ def cmd_counters(args: argparse.Namespace) -> int:
 
 def cmd_gcdump(args: argparse.Namespace) -> int:
     """sosext gcdump PID -o FILE: a GC heap snapshot over EventPipe (like dotnet-gcdump)."""
-    from .clr.gcdumpsnap import GcDump
+    from .clr.snapshots.gcdumpsnap import GcDump
     from .ipc.client import check_not_stopped, find_socket, parse_pid
     args.pid = parse_pid(args.pid)  # a bad pid in collect's words
     out = args.output or f"{args.pid}_{_stamp()}.gcdump.npz"
@@ -385,12 +385,12 @@ def cmd_gcdump(args: argparse.Namespace) -> int:
 def cmd_gcdump_stat(args: argparse.Namespace) -> int:
     """sosext gcdump-stat FILE: dumpheap -stat over a gcdump snapshot."""
     import json
-    from .clr.gcdumpsnap import GcDump
+    from .clr.snapshots.gcdumpsnap import GcDump
     from .render.table import Column, Integer, Table, TypeName
     dump = GcDump.load(args.snapshot)
     rows = dump.stats()
     if args.type:
-        from .clr.typekeys import name_contains
+        from .clr.typesystem.typekeys import name_contains
         rows = [r for r in rows if args.type in r.name or name_contains(args.type, r.event_name)]
     if args.min_count:
         rows = [r for r in rows if r.count >= args.min_count]
@@ -422,8 +422,8 @@ def _local_time(t: float) -> str:
 def cmd_gcdump_diff(args: argparse.Namespace) -> int:
     """sosext diff OLD NEW where both are gcdump snapshots: heapdiff without cores."""
     import types
-    from .clr.gcdumpsnap import GcDump
-    from .clr.snapshot import diff_snapshots, filter_deltas
+    from .clr.snapshots.gcdumpsnap import GcDump
+    from .clr.snapshots.snapshot import diff_snapshots, filter_deltas
     from .commands.diff import deltas_json, write_deltas
     from .render.json import emit_json
     from .render.output import Output
@@ -453,8 +453,8 @@ def cmd_gcdump_diff(args: argparse.Namespace) -> int:
 def _baseline_of_snapshot(old_path: str, new: "HeapSnapshot") -> tuple["HeapSnapshot", "HeapSnapshot"]:
     """(old, new) for a comparison whose newer side is a gcdump snapshot: the older one is
     another snapshot, or a core whose live objects a child process counts (names aligned)."""
-    from .clr.gcdumpsnap import GcDump, is_gcdump
-    from .clr.snapshot import BaselineJob, align
+    from .clr.snapshots.gcdumpsnap import GcDump, is_gcdump
+    from .clr.snapshots.snapshot import BaselineJob, align
     if is_gcdump(old_path):
         return GcDump.load(old_path).heap_snapshot(), new
     job = BaselineJob(old_path, live_only=True)
@@ -469,8 +469,8 @@ def _baseline_of_snapshot(old_path: str, new: "HeapSnapshot") -> tuple["HeapSnap
 def cmd_gcdump_leaks(args: argparse.Namespace) -> int:
     """sosext leaks OLD NEW over two gcdump snapshots: the growing types and the paths holding them."""
     import json
-    from .clr.gcdumpsnap import GcDump
-    from .clr.snapshot import diff_snapshots, filter_deltas
+    from .clr.snapshots.gcdumpsnap import GcDump
+    from .clr.snapshots.snapshot import diff_snapshots, filter_deltas
     from .commands.diff import deltas_json
     from .render.counters import clean
     from .render.numbers import counted
@@ -496,7 +496,7 @@ def cmd_gcdump_leaks(args: argparse.Namespace) -> int:
             for r, groups, ngroups, unreached in report]}, indent=2))
         return 0
     _print(f"Growth from {old.source} to {new.source}:")
-    from .clr.snapshot import swapped_note
+    from .clr.snapshots.snapshot import swapped_note
     for note in (swapped_note(old, new), new.note):
         if note:
             _print(note)
@@ -530,8 +530,8 @@ def cmd_install(args: argparse.Namespace) -> int:
 def cmd_cache(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
-    from .clr import cachedir
-    from .clr.indexcache import cache_directory, cache_listing
+    from .clr.heap import cachedir
+    from .clr.heap.indexcache import cache_directory, cache_listing
     directory = Path(cache_directory())
     if not directory.is_dir():
         _print(f"{directory}: no index cache yet")
@@ -574,7 +574,7 @@ def _index_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _size(text: str) -> str:
-    from .clr.cachedir import parse_size
+    from .clr.heap.cachedir import parse_size
     try:
         parse_size(text)
     except ValueError as e:

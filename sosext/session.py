@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-from .clr.indexcache import default_dir
+from .clr.heap.indexcache import default_dir
 from .clr.runtime import ClrRuntime
 from .errors import SosError
 from .targets.base import Target

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 REPO = drivers.REPO
 sys.path.insert(0, str(REPO))
 import sosext  # noqa: E402
-from sosext.clr.typenames import csharp_name  # noqa: E402
+from sosext.clr.typesystem.typenames import csharp_name  # noqa: E402
 
 SCRIPTS = REPO / "examples" / "scripts"
 DOC = REPO / "docs" / "api.md"
@@ -662,7 +662,7 @@ def test_type_names_are_clrmds_and_every_spelling_finds_them(core_rt, heap_case:
     """``type.name`` is ClrMD's ``ClrType.Name`` (the second opinion) for every MethodTable;
     ``runtime_name`` the runtime's, as the debuggee's Type.FullName has it; ``type=`` takes both
     and a gcdump's spelling."""
-    from sosext.clr.typekeys import event_name
+    from sosext.clr.typesystem.typekeys import event_name
     from test_typenames import ask
     clrmd = {int(mt, 16): name for mt, name in
              (ln.split("\t", 1) for ln in ask(oracle, "heap", str(heap_case.core)).splitlines())}

@@ -1,4 +1,4 @@
-"""The reference graph built on the other core after a gcroot on a core (clr/background.py).
+"""The reference graph built on the other core after a gcroot on a core (clr/roots/background.py).
 
 After the first gcroot of a session (a search from the roots, no graph), sosext builds the
 index, the graph and its reverse in a thread of its own while the user reads. Every command

@@ -161,7 +161,7 @@ def test_ctrl_c_in_lldb_stops_the_walk(dotnet_core) -> None:
         read_until("(lldb)")
         # Every segment's walk now takes a quarter of a second more: the walk runs for several
         # seconds (the compiled walk's segment loop, and the numpy one's when numba is missing).
-        os.write(fd, b"script import time, sosext.clr.heap as h, sosext.clr.fastwalk as fw; "
+        os.write(fd, b"script import time, sosext.clr.heap.heap as h, sosext.clr.heap.fastwalk as fw; "
                      b"f = h.ClrHeap._walk_bulk; h.ClrHeap._walk_bulk = lambda *a: (time.sleep(0.25), f(*a))[1]; "
                      b"g = fw._walk_bulk; fw._walk_bulk = lambda *a: (time.sleep(0.25), g(*a))[1]\n")
         read_until("(lldb)")

@@ -119,7 +119,7 @@ def test_readytorun_entry_points_are_the_code_the_runtime_runs(request, tmp_path
     the code the runtime itself says it runs (the DAC's code header: JIT type ReadyToRun)."""
     import sosext
     from harness import Debuggee, build_debuggee
-    from sosext.clr.readytorun import precompiled_code
+    from sosext.clr.code.readytorun import precompiled_code
     drivers.require_dotnet_and_lldb()
     tfm = request.config.getoption("--tfm")
     with Debuggee("stresslog", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d, \

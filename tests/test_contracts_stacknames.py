@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 def test_method_desc_names_equal_the_dacs(scenario: str, tmp_path) -> None:
     drivers.require_dotnet_and_lldb()
     import sosext
-    from sosext.clr.stacks import NotManagedThread, walk_stack
+    from sosext.clr.threads.stacks import NotManagedThread, walk_stack
     from sosext.contracts.reader import ContractReader
     with Debuggee(scenario, dll=build_debuggee(), core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / f"{scenario}.core")

@@ -407,7 +407,7 @@ def test_counters_and_gcdump_on_net8_and_net9(other_runtime, tmp_path) -> None: 
     snap = tmp_path / f"net{major}.gcdump.npz"
     proc = sosext("gcdump", str(d.pid), "-o", str(snap))
     assert proc.returncode == 0, proc.stderr
-    from sosext.clr.gcdumpsnap import GcDump
+    from sosext.clr.snapshots.gcdumpsnap import GcDump
     kept = runtime_state(d)["kept"]   # the debuggee's own count of the blocks it keeps
     blocks = next(s for s in GcDump.load(str(snap)).stats() if s.name == "DebuggeeHost.CounterBlock")
     assert blocks.count == kept

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sosext.clr.gcdumpsnap import GcDump, GcDumpError
-from sosext.clr.typekeys import key
+from sosext.clr.snapshots.gcdumpsnap import GcDump, GcDumpError
+from sosext.clr.typesystem.typekeys import key
 from test_typenames import ask, oracle  # noqa: F401 - ClrMD's names, the second opinion (a fixture)
 
 REPO = Path(__file__).resolve().parents[1]

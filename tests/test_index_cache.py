@@ -233,7 +233,7 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(core, tmp_path) -> None
 def in_process(core, ix: Path, capsys, *extra: str) -> tuple[str, str]:
     """The CLI in this process (so that a test can inject faults), output and error text."""
     from sosext import cli
-    from sosext.clr import cachedir
+    from sosext.clr.heap import cachedir
     cachedir._noted_full = False
     path, commands, _item = core
     capsys.readouterr()
@@ -255,7 +255,7 @@ def test_a_cap_smaller_than_the_cores_files_caches_nothing_and_says_so_once(core
 def test_a_full_disk_skips_the_cache_with_one_line(core, clean, tmp_path, monkeypatch, capsys) -> None:
     import errno
     import tempfile
-    from sosext.clr import cachedir
+    from sosext.clr.heap import cachedir
     ix = tmp_path / "ix"
     # Too little room for the index's columns (the walk writes them through a mapping).
     monkeypatch.setattr(cachedir, "free_bytes", lambda directory: 1 << 20)

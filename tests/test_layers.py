@@ -21,6 +21,7 @@ RANKS = {
     "errors": 0, "interrupts": 0, "files": 0, "pycheck": 0, "version": 0,
     "targets": 1, "ipc": 1,
     "readers": 1.5,  # records and the reader protocol both readers share
+    "formats": 1.5,  # pure parsers (ECMA-335 metadata, PDBs, GC info) both readers and the model use
     "dac": 2, "contracts": 2,
     "clr": 3,
     "render": 4,
@@ -28,9 +29,6 @@ RANKS = {
     "commands": 5, "session": 5,
     "hosts": 6, "api": 6, "cli": 6, "repl": 6, "install": 6, "__main__": 6, "__init__": 6,
 }
-# Packages ranked apart from their folder: the ECMA-335 metadata reader is a pure parser the
-# contracts reader reads modules with (it imports only errors).
-SUBPART_RANKS = {"clr.metadata": 1.5}
 NO_DAC = ("commands", "render", "report", "hosts", "cli", "repl", "session", "api")
 
 
@@ -86,10 +84,6 @@ def test_every_module_has_a_layer() -> None:
 
 
 def rank(dotted: str) -> float:
-    bits = dotted.split(".")
-    for sub, r in SUBPART_RANKS.items():
-        if ".".join(bits[1:1 + sub.count(".") + 1]) == sub:
-            return r
     return RANKS[part(dotted)]
 
 

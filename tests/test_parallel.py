@@ -37,7 +37,7 @@ def test_two_process_walk_equals_one_process_walk(scenario, tmp_path) -> None:
 
 
 def test_plan_splits_by_bytes_and_keeps_large_segments_home() -> None:
-    from sosext.clr import parallel
+    from sosext.clr.heap import parallel
     lengths = [10 << 20] * 20
     large = [False] * 18 + [True, True]
     warm, parent, child = parallel.plan(lengths, large)

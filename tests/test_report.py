@@ -26,7 +26,7 @@ import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
-from sosext.clr.typenames import csharp_name
+from sosext.clr.typesystem.typenames import csharp_name
 
 pytestmark = pytest.mark.slow
 

@@ -440,7 +440,7 @@ _CSHARP_NAME_COMMANDS = (r"^(dumpheap|objsize|finalizequeue|gcroot|dumpgen|listn
 
 
 def _csharp_name(name: str) -> str:
-    from sosext.clr.typenames import csharp_name
+    from sosext.clr.typesystem.typenames import csharp_name
     return csharp_name(name)
 
 

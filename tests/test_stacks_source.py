@@ -260,7 +260,7 @@ def test_pdb_from_a_symbol_directory_and_never_from_another_build(case: Case, tm
             errs = [ln for ln in o.splitlines() if ln.startswith("error:")]
             assert len(errs) == 1 and len(o.strip().splitlines()) == 1, o
         # The symbol-server layout: name.pdb/<GUID><stamp>FFFF/name.pdb
-        from sosext.clr.metadata.pdb import PortablePdb
+        from sosext.formats.metadata.pdb import PortablePdb
         pid = PortablePdb((symbols / PDB).read_bytes()).id
         store = tmp_path / "store" / PDB.lower() / f"{pid.guid.hex.upper()}{pid.stamp:08X}FFFF"
         store.mkdir(parents=True)

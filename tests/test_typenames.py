@@ -24,7 +24,7 @@ import pytest
 import drivers
 from harness import Debuggee, build_debuggee, dotnet_path
 from harness.debuggee import work_dir
-from sosext.clr.typenames import csharp_name
+from sosext.clr.typesystem.typenames import csharp_name
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 """sosext's public Python API: see docs/api.md."""
-from ..clr.segments import Generation
+from ..clr.heap.segments import Generation
 from .growth import (GrownType, HeapDiff, HeldBy, Holder, Leaks, PathGroup, Retention, TypeGrowth, diff,
                      leaks)
 from .heap import ClrType, Heap, HeapObject, TypeStats

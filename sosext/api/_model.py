@@ -11,7 +11,7 @@ the index layout costs one edit here:
 * ``heap.get_object(address)``, ``heap.types.get(mt)``, ``heap.types.name_of(mt)``
 * ``heap.dominators()`` (``retained``, ``chain``, ``root_of``, ``top``), ``index.mask_type_ids``
 
-(growth.py calls ``clr/growth.py`` with the model heap: the leak commands' own model code.)
+(growth.py calls ``clr/snapshots/growth.py`` with the model heap: the leak commands' own model code.)
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..clr.heap import ClrHeap
+    from ..clr.heap.heap import ClrHeap
 
 # Objects per step when a query walks the index: bounded memory on any heap size.
 CHUNK = 1 << 16
@@ -108,12 +108,12 @@ def count(heap: "ClrHeap") -> int:
 
 
 def path_finder(heap: "ClrHeap", position: int):  # type: ignore[no-untyped-def]
-    from ..clr.gcroot import PathFinder
+    from ..clr.roots.gcroot import PathFinder
     return PathFinder(heap, position)
 
 
 def dominators(heap: "ClrHeap"):  # type: ignore[no-untyped-def]
-    """The dominator tree (``clr/dominators.py``): ``retained``, ``chain``, ``root_of``, ``top``."""
+    """The dominator tree (``clr/roots/dominators.py``): ``retained``, ``chain``, ``root_of``, ``top``."""
     return heap.dominators()
 
 

@@ -1,8 +1,8 @@
 """What the leak commands answer, as records: retained sizes and dominators (``retained``,
 ``dominators``), and the growth between two heaps with its holders (``diff``, ``leaks``).
 
-Each call runs the model code the commands run (``clr/dominators.py``, ``clr/growth.py``,
-``clr/snapshot.py``); this module only turns rows of the heap index into
+Each call runs the model code the commands run (``clr/roots/dominators.py``, ``clr/snapshots/growth.py``,
+``clr/snapshots/snapshot.py``); this module only turns rows of the heap index into
 :class:`~sosext.HeapObject` and keeps the records plain.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from ..errors import UsageError
 from . import _model
 
 if TYPE_CHECKING:
-    from ..clr.dominators import DominatorTree
-    from ..clr.snapshot import HeapSnapshot, TypeDelta
+    from ..clr.roots.dominators import DominatorTree
+    from ..clr.snapshots.snapshot import HeapSnapshot, TypeDelta
     from .heap import Heap, HeapObject, TypeFilter
     from .runtime import Runtime
 
@@ -202,7 +202,7 @@ Baseline = Union["Runtime", str, "os.PathLike[str]"]
 
 
 def _snapshots(old: Baseline, new: "Runtime") -> tuple["HeapSnapshot", "HeapSnapshot"]:
-    from ..clr import growth
+    from ..clr.snapshots import growth
     from .runtime import Runtime
     if not isinstance(new, Runtime):
         raise UsageError("the newer side must be an open runtime: sosext.open(core), open(pid=...) or current()")
@@ -239,8 +239,8 @@ def diff(old: Baseline, new: "Runtime", *, type: str | None = None, holders: int
     >>> for t in d.grown()[:3]:
     ...     print(t.count_delta, t.size_delta, t.name)
     """
-    from ..clr import growth
-    from ..clr.snapshot import diff_snapshots, filter_deltas
+    from ..clr.snapshots import growth
+    from ..clr.snapshots.snapshot import diff_snapshots, filter_deltas
     o, n = _snapshots(old, new)
     every = diff_snapshots(o, n)
     rows = filter_deltas(every, type_substring=type)
@@ -259,8 +259,8 @@ def leaks(old: Baseline, new: "Runtime", *, type: str | None = None, top: int = 
     >>> for h in sosext.leaks("before.core", rt).holders:
     ...     print(h.object.type.name, h.retained, h.retained_delta, h.held_by)
     """
-    from ..clr import growth
-    from ..clr.snapshot import diff_snapshots, filter_deltas
+    from ..clr.snapshots import growth
+    from ..clr.snapshots.snapshot import diff_snapshots, filter_deltas
     o, n = _snapshots(old, new)
     every = diff_snapshots(o, n)
     rows = filter_deltas(every, type_substring=type)

@@ -9,16 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
 
-from ..clr.metadata.signatures import ElementType as ET
-from ..clr.objects import string_text
-from ..clr.segments import GENERATION_NAMES, Generation
-from ..clr.typekeys import key
-from ..clr.types import unknown_type_name
+from ..formats.metadata.signatures import ElementType as ET
+from ..clr.heap.objects import string_text
+from ..clr.heap.segments import GENERATION_NAMES, Generation
+from ..clr.typesystem.typekeys import key
+from ..clr.typesystem.types import unknown_type_name
 from ..errors import SosError, UsageError
 from . import _model
 
 if TYPE_CHECKING:
-    from ..clr.heap import ClrHeap
+    from ..clr.heap.heap import ClrHeap
     from .growth import Retention
     from .roots import RootPath
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from ..clr.gcroot import chain_static, root_method_name
-from ..clr.roots import HANDLE_KIND_TEXT, HANDLE_TYPES, RootKind
+from ..clr.roots.gcroot import chain_static, root_method_name
+from ..clr.roots.roots import HANDLE_KIND_TEXT, HANDLE_TYPES, RootKind
 from . import _model
 
 if TYPE_CHECKING:
-    from ..clr.roots import ClrRoot
+    from ..clr.roots.roots import ClrRoot
     from .heap import Heap, HeapObject
 
 
@@ -72,7 +72,7 @@ def paths_to(heap: "Heap", position: int, *, stacks: bool, limit: int | None) ->
     ordered = [r for r in sorted(roots, key=lambda r: order[r.kind])  # stable: the runtime's order within a kind
                if stacks or r.kind is not RootKind.STACK]
     if limit is not None:  # the first chains, found depth-first (gcroot -limit): no whole-heap search
-        from ..clr.gcroot import iter_root_chains
+        from ..clr.roots.gcroot import iter_root_chains
         address = int(model.index().addresses[position])
         for c in iter_root_chains(model, address, ordered, limit):
             chain = [_model.find(model, a) for a in c.addresses]

@@ -93,7 +93,7 @@ class Runtime:
     @property
     def threads(self) -> list[Thread]:
         """Every thread the runtime knows, in its thread store's order."""
-        from ..clr.threads import clr_threads
+        from ..clr.threads.threads import clr_threads
         return [Thread(self._model, t, has_registers=self._has_registers) for t in clr_threads(self._model)]
 
     def refresh(self) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..clr.stacks import ClrStackFrame, FrameKind, walk_stack
-from ..clr.threads import ClrThread
+from ..clr.threads.stacks import ClrStackFrame, FrameKind, walk_stack
+from ..clr.threads.threads import ClrThread
 from ..errors import SosError
 
 if TYPE_CHECKING:

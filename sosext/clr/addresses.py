@@ -34,10 +34,10 @@ from ..errors import SosError
 from .parts import RuntimeParts
 
 if TYPE_CHECKING:
-    from .index import HeapIndex
-    from .modules import ModuleCatalog
-    from .segments import ClrSegment
-    from .types import TypeCache
+    from .heap.index import HeapIndex
+    from .typesystem.modules import ModuleCatalog
+    from .heap.segments import ClrSegment
+    from .typesystem.types import TypeCache
 
 
 # The runtime answers ``is_method_table`` with this module, so the classifier must not know

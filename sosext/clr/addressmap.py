@@ -50,7 +50,7 @@ def _clr_ranges(runtime: "ClrRuntime") -> list[tuple[int, int, str]]:
             out.append((lo, seg.committed, "GCHeap"))
         if seg.reserved > seg.committed:
             out.append((seg.committed, seg.reserved, "[GCHeapReserve]"))
-    from .roots import read_handles
+    from .roots.roots import read_handles
     pages = sorted({h.address & ~(PAGE - 1) for h in read_handles(heap)})
     for p in pages:
         out.append((p, p + PAGE, "HandleTable"))

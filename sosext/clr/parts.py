@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from ..readers.protocol import RuntimeReader
     from ..dac.structs import UsefulGlobals
     from ..targets.base import Target
-    from .gcdesc import GCDesc
-    from .segments import ClrSegment, ClrSubHeap
-    from .types import TypeCache
+    from .heap.gcdesc import GCDesc
+    from .heap.segments import ClrSegment, ClrSubHeap
+    from .typesystem.types import TypeCache
 
 T = TypeVar("T")
 

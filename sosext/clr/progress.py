@@ -41,7 +41,7 @@ def set_state_source(fn: Callable[[], str | None] | None) -> None:
 
 
 def run_in_background(cancelled: threading.Event) -> None:
-    """This thread does background work (clr/background.py): it stops when ``cancelled`` is
+    """This thread does background work (clr/roots/background.py): it stops when ``cancelled`` is
     set, and never polls the host, whose API may belong to the main thread alone."""
     _thread.cancelled = cancelled
 

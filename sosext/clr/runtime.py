@@ -19,11 +19,11 @@ from .readerchoice import open_reader, reader_choice, set_reader
 if TYPE_CHECKING:
     from ..readers.protocol import RuntimeReader
     from ..dac.structs import GetModuleData, UsefulGlobals
-    from .heap import ClrHeap
-    from .types import TypeCache
-    from .fields import FieldCatalog
-    from .methods import MethodCatalog
-    from .modules import ClrAppDomain, ClrModule, ModuleCatalog
+    from .heap.heap import ClrHeap
+    from .typesystem.types import TypeCache
+    from .typesystem.fields import FieldCatalog
+    from .code.methods import MethodCatalog
+    from .typesystem.modules import ClrAppDomain, ClrModule, ModuleCatalog
 
 
 __all__ = ["ClrRuntime", "RuntimeInfo", "ObjectData", "MethodDescData", "MethodTableData",
@@ -124,7 +124,7 @@ class ClrRuntime:
     def heap(self) -> "ClrHeap":
         self.refresh()
         if self._heap is None:
-            from .heap import ClrHeap
+            from .heap.heap import ClrHeap
             self._heap = ClrHeap(self)
         return self._heap
 
@@ -140,7 +140,7 @@ class ClrRuntime:
     @property
     def types(self) -> "TypeCache":
         """MethodTable -> type, without the GC heap (triage dumps have types but no heap)."""
-        from .types import TypeCache
+        from .typesystem.types import TypeCache
         g = self.globals
         return self.cache("types", lambda: TypeCache(self.reader, g.string_method_table, g.free_method_table))
 
@@ -167,7 +167,7 @@ class ClrRuntime:
     @property
     def catalog(self) -> "ModuleCatalog":
         """Domains, assemblies, modules and their metadata (rebuilt when the process has run)."""
-        from .modules import ModuleCatalog
+        from .typesystem.modules import ModuleCatalog
         return self.cache("modules", lambda: ModuleCatalog(self))
 
     def app_domains(self) -> "list[ClrAppDomain]":
@@ -180,13 +180,13 @@ class ClrRuntime:
     @property
     def fields(self) -> "FieldCatalog":
         """Fields per MethodTable and statics bases (rebuilt when the process has run)."""
-        from .fields import FieldCatalog
+        from .typesystem.fields import FieldCatalog
         return self.cache("fields", lambda: FieldCatalog(self))
 
     @property
     def methods(self) -> "MethodCatalog":
         """MethodDescs, slots, JIT state and code versions (rebuilt when the process has run)."""
-        from .methods import MethodCatalog
+        from .code.methods import MethodCatalog
         return self.cache("methods", lambda: MethodCatalog(self))
 
     # -- what commands ask of the runtime, in its own words ---------------------------------
@@ -209,7 +209,7 @@ class ClrRuntime:
         """The size of the module's loaded image as SOS's clrmodules prints it (ClrMD's
         ClrModule.Size): the runtime's own figure (the file's size for a flat layout, the
         mapped size otherwise), else the PE headers' SizeOfImage; 0 when neither is known."""
-        from .metadata.pe import image_size
+        from ..formats.metadata.pe import image_size
         data = self.reader.module_load_data(module)
         if data is not None and data.loaded_pe_size:
             return int(data.loaded_pe_size)

@@ -1,11 +1,11 @@
 """bpmd: breakpoints on managed methods (stoponcatch: see sos_names.WHY_NOT).
 
 The breakpoints are the host debugger's own (LLDB's, GDB's); the model finds where a
-method's code is, or watches the JIT for it (clr/breakpoints.py).
+method's code is, or watches the JIT for it (clr/code/breakpoints.py).
 """
 from __future__ import annotations
 
-from ..clr.breakpoints import (BreakRequest, MethodBreakpoint, MethodMatch, bpmd_state, is_ready_to_run, method_by_desc,
+from ..clr.code.breakpoints import (BreakRequest, MethodBreakpoint, MethodMatch, bpmd_state, is_ready_to_run, method_by_desc,
                                method_tokens)
 from ..errors import SosError, UsageError
 from ..render.numbers import p16

@@ -11,16 +11,16 @@ from __future__ import annotations
 import re
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.il import decode, parse_body
-from ..clr.iltext import ILDasmNames, il_lines
-from ..clr.dynamicil import dynamic_token_text, read_dynamic_il
-from ..clr.gcinfo import GcInfoError
-from ..clr.jitcode import (EHClause, MethodCode, callee_name, code_of, eh_clauses, gc_info_of, il_body_address,
+from ..clr.code.il import decode, parse_body
+from ..clr.code.iltext import ILDasmNames, il_lines
+from ..clr.code.dynamicil import dynamic_token_text, read_dynamic_il
+from ..formats.gcinfo import GcInfoError
+from ..clr.code.jitcode import (EHClause, MethodCode, callee_name, code_of, eh_clauses, gc_info_of, il_body_address,
                            il_native_map, method_of)
-from ..clr.metadata import MetadataError, MetadataReader, decode_member_sig, decode_type_sig
-from ..clr.metadata.signatures import MethodSig
-from ..clr.sigtext import element_text, field_sig_text, method_sig_text, sos_type_namer
-from ..clr.sourcelines import source_lines
+from ..formats.metadata import MetadataError, MetadataReader, decode_member_sig, decode_type_sig
+from ..formats.metadata.signatures import MethodSig
+from ..clr.typesystem.sigtext import element_text, field_sig_text, method_sig_text, sos_type_namer
+from ..clr.code.sourcelines import source_lines
 from ..errors import SosError, UsageError
 from ..render.numbers import p16
 from ..render.output import Address

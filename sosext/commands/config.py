@@ -79,7 +79,7 @@ class SetSymbolServer(Command):
     needs_runtime = False
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        from ..clr.sourcelines import add_symbol_directory, set_symbol_directories, symbol_directories
+        from ..clr.code.sourcelines import add_symbol_directory, set_symbol_directories, symbol_directories
         from ..errors import SosError
 
         if args.ms or args.server is not None:

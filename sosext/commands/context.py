@@ -7,7 +7,7 @@ from ..clr.progress import Progress
 from ..render.output import Output
 
 if TYPE_CHECKING:
-    from ..clr.heap import ClrHeap
+    from ..clr.heap.heap import ClrHeap
     from ..clr.runtime import ClrRuntime
     from ..session import Session
 

@@ -1,7 +1,7 @@
 """crashinfo: the crash a dump was written for, in SOS's layout."""
 from __future__ import annotations
 
-from ..clr.crashinfo import CrashException, crash_info
+from ..clr.threads.crashinfo import CrashException, crash_info
 from ..errors import SosError
 from ..render.text import safe_line as escape
 from .base import Command, Parsed, register

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import shlex
 
-from ..clr import growth
-from ..clr.growth import HolderReport, grown_types, heap_snapshot
-from ..clr.snapshot import HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas, swapped_note
+from ..clr.snapshots import growth
+from ..clr.snapshots.growth import HolderReport, grown_types, heap_snapshot
+from ..clr.snapshots.snapshot import HeapSnapshot, TypeDelta, diff_snapshots, filter_deltas, swapped_note
 from ..render.json import emit_json
 from ..render.output import hint
 from ..render.numbers import count as fmt_count

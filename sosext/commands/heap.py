@@ -9,13 +9,13 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.heap import ClrHeap
-from ..clr.heapstats import HeapStatistics
-from ..clr.index import HeapIndex
-from ..clr.loaderheaps import NativeHeapBlock, code_heaps, domain_heaps, domain_loader_allocator
-from ..clr.objects import string_text, thin_lock
+from ..clr.heap.heap import ClrHeap
+from ..clr.heap.heapstats import HeapStatistics
+from ..clr.heap.index import HeapIndex
+from ..clr.code.loaderheaps import NativeHeapBlock, code_heaps, domain_heaps, domain_loader_allocator
+from ..clr.heap.objects import string_text, thin_lock
 from ..clr.progress import polled
-from ..clr.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
+from ..clr.heap.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.output import Address, Output, TableWriter, hint

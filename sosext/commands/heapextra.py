@@ -12,13 +12,13 @@ from collections.abc import Callable
 import numpy as np
 
 from ..clr.addresses import classifier
-from ..clr.delegates import delegate_calls, is_delegate
-from ..clr.exceptions import read_exception
-from ..clr.gcroot import PathFinder
-from ..clr.heapqueries import (cross_generation_references, exception_positions, live_without_finalizer_queue,
+from ..clr.features.delegates import delegate_calls, is_delegate
+from ..clr.threads.exceptions import read_exception
+from ..clr.roots.gcroot import PathFinder
+from ..clr.heap.heapqueries import (cross_generation_references, exception_positions, live_without_finalizer_queue,
                                pointers_in, references_to_ephemeral, runtime_type_objects)
-from ..clr.segments import GENERATION_NAMES, Generation
-from ..clr.typenames import csharp_name
+from ..clr.heap.segments import GENERATION_NAMES, Generation
+from ..clr.typesystem.typenames import csharp_name
 from ..errors import SosError, UsageError
 from ..render.bordered import BorderedTable
 from ..render.numbers import p16
@@ -519,7 +519,7 @@ Example:
     positionals = (Positional("kinds", "memory kinds, as maddress names them", rest=True),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        from ..clr.nativepointers import heap_pointers_into, most_common, regions_named
+        from ..clr.heap.nativepointers import heap_pointers_into, most_common, regions_named
         if not args.kinds:
             raise UsageError("Must specify at least one memory region type to search for.")
         heap = ctx.heap
@@ -585,7 +585,7 @@ Example:
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         from ..clr.addressmap import address_map
-        from ..clr.nativepointers import RegionIndex, RegionPointers, pinned_positions, region_pointers
+        from ..clr.heap.nativepointers import RegionIndex, RegionPointers, pinned_positions, region_pointers
         if not args.kinds:
             raise UsageError("Must specify at least one memory region type to search for.")
         heap = ctx.heap
@@ -620,7 +620,7 @@ Example:
 
     @staticmethod
     def _tables(ctx: CommandContext, rows, kind: str, where: str, found, pinned_only: bool) -> None:  # type: ignore[no-untyped-def]
-        from ..clr.nativepointers import most_common
+        from ..clr.heap.nativepointers import most_common
         heap = ctx.heap
         ix = heap.index()
         if found.gc_pointers:

@@ -1,8 +1,8 @@
 """SOS's commands about tasks and HTTP requests: taskstate (tks), dumphttp, dumprequests."""
 from __future__ import annotations
 
-from ..clr.http import http_requests, incoming_requests
-from ..clr.tasks import task_state_flags, task_status
+from ..clr.features.http import http_requests, incoming_requests
+from ..clr.features.tasks import task_state_flags, task_status
 from ..errors import SosError, UsageError
 from ..render.numbers import count, pointer
 from ..render.output import Address

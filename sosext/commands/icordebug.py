@@ -9,9 +9,9 @@ is the DAC's; the rows are built from its frames in that layout.
 """
 from __future__ import annotations
 
-from ..clr.frames import (FieldExpansion, FieldValue, FrameVariable, FrameVariables, expand, expand_fields,
+from ..clr.threads.frames import (FieldExpansion, FieldValue, FrameVariable, FrameVariables, expand, expand_fields,
                           icordebug_method)
-from ..clr.stacks import ClrStack
+from ..clr.threads.stacks import ClrStack
 from ..render.output import Address
 from ..render.table import Cells
 from ..render.text import safe_line

@@ -9,16 +9,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..clr.concurrent import DICTIONARY_PREFIXES, ClrValue, read_concurrent_dictionary
-from ..clr.heap import ClrHeap
-from ..clr.metadata.signatures import ElementType as ET
-from ..clr.objects import method_table_of
+from ..clr.features.concurrent import DICTIONARY_PREFIXES, ClrValue, read_concurrent_dictionary
+from ..clr.heap.heap import ClrHeap
+from ..formats.metadata.signatures import ElementType as ET
+from ..clr.heap.objects import method_table_of
 from ..clr.progress import polled
-from ..clr.segments import Generation, SegmentKind
-from ..clr.syncblocks import ORPHANED, sync_block_table
-from ..clr.timers import INFINITE, ClrTimer, read_timers
-from ..clr.typenames import csharp_name
-from ..clr.values import round_trip
+from ..clr.heap.segments import Generation, SegmentKind
+from ..clr.heap.syncblocks import ORPHANED, sync_block_table
+from ..clr.features.timers import INFINITE, ClrTimer, read_timers
+from ..clr.typesystem.typenames import csharp_name
+from ..clr.heap.values import round_trip
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.table import Integer, Table
@@ -452,7 +452,7 @@ Example:
     options = (Option("--json", "print the result as JSON", dest="json"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        from ..clr.handleleaks import scan_for_handles, strong_handles
+        from ..clr.roots.handleleaks import scan_for_handles, strong_handles
         heap = ctx.heap
         out = ctx.out
         if args.json:
@@ -528,7 +528,7 @@ Examples:
     )
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        from ..clr.asyncstacks import collect_async_objects
+        from ..clr.features.asyncstacks import collect_async_objects
         addr = self._address(args.address, "--address")
         mt = self._address(args.methodtable, "--methodtable")
         heap = ctx.heap
@@ -659,8 +659,8 @@ Examples:
         """The synthesized frame for what a paused top-level async method awaits (the awaiter
         field <>u__1 when the state is 0 or it is the only awaiter field, else the first
         awaiter field holding something), or "" when it cannot tell."""
-        from ..clr.asyncstacks import is_completed
-        from ..clr.instances import ObjectReader
+        from ..clr.features.asyncstacks import is_completed
+        from ..clr.heap.instances import ObjectReader
         if not top.is_state_machine or top.await_state < 0 or is_completed(top.flags) or not top.state_machine_mt:
             return ""
         rt = ctx.runtime
@@ -769,7 +769,7 @@ def _field_display(ctx: CommandContext, f, at: int) -> str:  # type: ignore[no-u
             return "null"
         mt = method_table_of(rt.target, v) or 0
         if mt == ctx.heap.string_mt:
-            from ..clr.instances import ObjectReader
+            from ..clr.heap.instances import ObjectReader
             return f'"{ObjectReader(rt).string(v, 64)}"'
         if et == ET.SZARRAY:
             name = ctx.heap.types.csharp_name_of(mt)
@@ -781,7 +781,7 @@ def _field_display(ctx: CommandContext, f, at: int) -> str:  # type: ignore[no-u
 
 
 def _task_flags(flags: int) -> str:
-    from ..clr.asyncstacks import describe_task_flags
+    from ..clr.features.asyncstacks import describe_task_flags
     return describe_task_flags(flags)
 
 
@@ -906,7 +906,7 @@ Example:
     positionals = (Positional("address", "a ConcurrentQueue object"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        from ..clr.concurrent import QUEUE_PREFIXES, read_concurrent_queue
+        from ..clr.features.concurrent import QUEUE_PREFIXES, read_concurrent_queue
         if not args.address:
             raise UsageError("Missing ConcurrentQueue address...")
         try:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.modules import ClrAppDomain, ClrAssembly
+from ..clr.typesystem.modules import ClrAppDomain, ClrAssembly
 from ..errors import SosError, UsageError
 from .base import Command, Option, Parsed, Positional, address_or, parse_address, register
 from .context import CommandContext

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..clr.heap import ClrHeap
-from ..clr.objects import ClrObject
+from ..clr.heap.heap import ClrHeap
+from ..clr.heap.objects import ClrObject
 from ..errors import SosError
 from ..render.table import fmt_pointer
 from ..render.text import safe_line as escape

@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.enums import enum_info
-from ..clr.fields import ClrField
-from ..clr.metadata import MetadataError
-from ..clr.objects import (ARRAY_DATA_OFFSET, method_table_of, string_length, string_text, thin_lock,
+from ..clr.typesystem.enums import enum_info
+from ..clr.typesystem.fields import ClrField
+from ..formats.metadata import MetadataError
+from ..clr.heap.objects import (ARRAY_DATA_OFFSET, method_table_of, string_length, string_text, thin_lock,
                            type_desc_of)
-from ..clr.metadata.signatures import ElementType as ET
+from ..formats.metadata.signatures import ElementType as ET
 from ..clr.runtime import ClrRuntime, ObjectData
-from ..clr.values import (c_fixed, decode_primitive, fixed_loses_information, round_trip, well_known_size,
+from ..clr.heap.values import (c_fixed, decode_primitive, fixed_loses_information, round_trip, well_known_size,
                           well_known_text)
 from ..errors import SosError, UsageError
 from ..render.json import emit_json

@@ -63,7 +63,7 @@ Examples:
             return
         source = ctx.runtime.target.describe()
         if args.baseline:
-            from ..clr.gcdumpsnap import is_gcdump
+            from ..clr.snapshots.gcdumpsnap import is_gcdump
             from ..report.baseline import BaselineReport
             job = BaselineReport(args.baseline)
             try:

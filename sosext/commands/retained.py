@@ -1,10 +1,10 @@
 """What freeing an object would free: retained (dominator chain of one object) and dominators."""
 from __future__ import annotations
 
-from ..clr.dominators import DominatorTree, HeldBy
-from ..clr.heap import ClrHeap
-from ..clr.typekeys import name_contains
-from ..clr.segments import Generation
+from ..clr.roots.dominators import DominatorTree, HeldBy
+from ..clr.heap.heap import ClrHeap
+from ..clr.typesystem.typekeys import name_contains
+from ..clr.heap.segments import Generation
 from ..errors import UsageError
 from ..render.json import emit_json
 from ..render.table import Integer, Pointer, Table, TypeName

@@ -6,12 +6,12 @@ from typing import Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.gcroot import RootChain, chain_static, chain_static_of, iter_root_chains, retained_set, root_method_name
-from ..clr.heap import ClrHeap
+from ..clr.roots.gcroot import RootChain, chain_static, chain_static_of, iter_root_chains, retained_set, root_method_name
+from ..clr.heap.heap import ClrHeap
 from ..clr.progress import Progress, polled
-from ..clr.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
+from ..clr.roots.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
     finalizer_queue_ranges, read_handles, read_pointer_array
-from ..clr.sourcelines import source_lines
+from ..clr.code.sourcelines import source_lines
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.numbers import P16, os_thread_column, os_thread_id, p16
@@ -585,7 +585,7 @@ Example:
     def _bad_references(heap: ClrHeap, ix, mask: np.ndarray, progress: Progress) -> Iterator[tuple[int, int, str, str]]:
         """References that do not point at an object start: found by re-reading each
         object's reference slots and comparing with the index."""
-        from ..clr.objects import ClrObject
+        from ..clr.heap.objects import ClrObject
         graph = heap.graph(progress)
         counts = np.diff(graph.offsets)
         # Only objects whose type has references need a look: pick them with numpy.

@@ -10,14 +10,14 @@ from typing import TextIO
 import numpy as np
 
 from ..clr.addresses import classifier
-from ..clr.gcdata import (BIT_MECHANISMS, COMPACT_MANDATORY, COMPACT_REASONS, DATA_POINTS, EXPAND_MECHANISMS,
+from ..clr.heap.gcdata import (BIT_MECHANISMS, COMPACT_MANDATORY, COMPACT_REASONS, DATA_POINTS, EXPAND_MECHANISMS,
                           GLOBAL_MECHANISMS, GCCounters, gc_counters, gc_global_mechanisms, out_of_memory)
-from ..clr.metadata.pdb import CodeViewInfo
-from ..clr.metadata.pe import file_version_of
-from ..clr.metadata import MetadataError
-from ..clr.roots import RootKind
-from ..clr.sourcelines import source_lines
-from ..clr.workitems import WorkItemKind, queued_work_items
+from ..formats.metadata.pdb import CodeViewInfo
+from ..formats.metadata.pe import file_version_of
+from ..formats.metadata import MetadataError
+from ..clr.roots.roots import RootKind
+from ..clr.code.sourcelines import source_lines
+from ..clr.features.workitems import WorkItemKind, queued_work_items
 from ..errors import SosError, UsageError
 from ..files import create_private
 from ..render.numbers import P16, p16

@@ -10,7 +10,7 @@ import os
 import sys
 
 from ..version import VERSION as __version__
-from ..clr.sourcelines import symbol_directories
+from ..clr.code.sourcelines import symbol_directories
 from ..render.json import emit_json
 from ..errors import SosError
 from ..render.text import safe_line as escape
@@ -158,7 +158,7 @@ Example:
 
 
 def graph_state(heap) -> str:  # type: ignore[no-untyped-def]
-    """Whether gcroot answers from the graph (milliseconds) or searches (clr/background.py)."""
+    """Whether gcroot answers from the graph (milliseconds) or searches (clr/roots/background.py)."""
     build = heap.background if heap is not None else None
     if build is not None and build.running:
         return "being built in the background"

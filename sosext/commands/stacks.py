@@ -2,14 +2,14 @@
 tree across threads) and clrma (crash analysis of the thread with the managed exception)."""
 from __future__ import annotations
 
-from ..clr.exceptions import read_exception
-from ..clr.parallelstacks import CallNode, parallel_stacks
+from ..clr.threads.exceptions import read_exception
+from ..clr.threads.parallelstacks import CallNode, parallel_stacks
 from ..interrupts import requested as interrupted
-from ..clr.rawstack import RawFrame, raw_stack
-from ..clr.sourcelines import PdbLookup, source_lines
-from ..clr.stacks import NotManagedThread, walk_stack
-from ..clr.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id
-from ..clr.typenames import csharp_name
+from ..clr.threads.rawstack import RawFrame, raw_stack
+from ..clr.code.sourcelines import PdbLookup, source_lines
+from ..clr.threads.stacks import NotManagedThread, walk_stack
+from ..clr.threads.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id
+from ..clr.typesystem.typenames import csharp_name
 from ..errors import SosError
 from ..render.output import Address
 from ..render.table import Cells

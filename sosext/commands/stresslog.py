@@ -1,7 +1,7 @@
 """The runtime's stress log: dumplog, and the GC history SOS rebuilds from it (hist*).
 
 The log exists only in a process started with ``DOTNET_StressLog=1``; the decoding, the
-format strings and the GC records are the model's (``clr/stresslog.py``). These commands
+format strings and the GC records are the model's (``clr/threads/stresslog.py``). These commands
 choose what to print and where.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import weakref
 from datetime import datetime
 
-from ..clr.stresslog import (TASK_SWITCH, GcRecord, RuntimeNames, StressLog, facility_name, format_message,
+from ..clr.threads.stresslog import (TASK_SWITCH, GcRecord, RuntimeNames, StressLog, facility_name, format_message,
                              stress_log)
 from ..errors import SosError, UsageError
 from ..files import write_new

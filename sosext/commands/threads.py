@@ -8,15 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..clr.addresses import classifier
-from ..clr.frames import frame_variables
-from ..clr.exceptions import ClrExceptionInfo, StackTraceState, read_exception
-from ..clr.nativeframes import NativeFrame, native_frames
-from ..clr.objects import method_table_of
-from ..clr.rawstack import RawFrame
-from ..clr.sourcelines import PdbLookup, SourceLines, source_lines
-from ..clr.stacks import ClrStack, ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
-from ..clr.threadpool import read_threadpool_or_reason
-from ..clr.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id, thread_store
+from ..clr.threads.frames import frame_variables
+from ..clr.threads.exceptions import ClrExceptionInfo, StackTraceState, read_exception
+from ..clr.threads.nativeframes import NativeFrame, native_frames
+from ..clr.heap.objects import method_table_of
+from ..clr.threads.rawstack import RawFrame
+from ..clr.code.sourcelines import PdbLookup, SourceLines, source_lines
+from ..clr.threads.stacks import ClrStack, ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
+from ..clr.features.threadpool import read_threadpool_or_reason
+from ..clr.threads.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id, thread_store
 from ..errors import SosError, UsageError
 from ..render.text import safe_line
 from ..targets.base import ThreadInfo
@@ -798,7 +798,7 @@ Example:
     def _work_items(ctx: CommandContext, listing: bool, stats: bool) -> None:
         """SOS's -wi (Queue, Object, Type per item) and -stat (a dumpheap -stat table of them,
         or "No queued work items.")."""
-        from ..clr.workitems import queued_work_items
+        from ..clr.features.workitems import queued_work_items
         from .heap import write_stats
 
         items = queued_work_items(ctx.runtime)

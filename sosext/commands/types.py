@@ -7,9 +7,9 @@ by 38 dashes, matches inside a module by 23).
 from __future__ import annotations
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.metadata import MetadataError, MetadataReader
-from ..clr.metadata.records import TYPE_INTERFACE
-from ..clr.modules import ClrModule
+from ..formats.metadata import MetadataError, MetadataReader
+from ..formats.metadata.records import TYPE_INTERFACE
+from ..clr.typesystem.modules import ClrModule
 from ..clr.runtime import ClrRuntime
 from ..errors import SosError, UsageError
 from ..render.numbers import P16, p16

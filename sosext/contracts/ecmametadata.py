@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 
 from ..errors import ContractError, SosError
-from ..clr.metadata import MetadataReader
+from ..formats.metadata import MetadataReader
 from .targetdata import TargetData
 
 _PE_HEADER_PROBE = 0x400

@@ -10,7 +10,7 @@ hash tables (generic instantiations, arrays) are reported with no MethodTable he
 """
 from __future__ import annotations
 
-from ..clr.metadata import MetadataError, SigType, TableIndex
+from ..formats.metadata import MetadataError, SigType, TableIndex
 from ..errors import SosError
 from .ecmametadata import EcmaMetadata
 from .loader import Loader

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..clr.metadata import MetadataError, TableIndex
+from ..formats.metadata import MetadataError, TableIndex
 from ..errors import ContractError, ReaderUnsupported
 from ..readers.records import MethodDescData, MethodSlotData, ReJitData, ReJitData2, TieredVersionData
 from .ecmametadata import EcmaMetadata

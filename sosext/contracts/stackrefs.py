@@ -1,9 +1,9 @@
 """A thread's stack references without the DAC, on x86-64 and AArch64: for each managed frame
-of the walk (stackwalk.py), the GC info of its method (clr/gcinfo.py decodes both encodings)
+of the walk (stackwalk.py), the GC info of its method (formats/gcinfo.py decodes both encodings)
 says which registers and stack slots hold references at the frame's code offset; their values
 are read from the unwound registers and the stack. The records are the DAC's StackRefData
 (GcInfoDecoder::EnumerateLiveSlots reporting through the DAC's stack reference walker), so
-the model's root search (clr/roots.py) takes them unchanged:
+the model's root search (clr/roots/roots.py) takes them unchanged:
 
 * a register slot is reported with its register number, offset and address 0, the
   register's value as the object; a stack slot with its base register (the frame register,
@@ -18,7 +18,7 @@ the model's root search (clr/roots.py) takes them unchanged:
 """
 from __future__ import annotations
 
-from ..clr.gcinfo import ENCODINGS, SLOT_INTERIOR, SLOT_PINNED, GcInfo, decode_gcinfo
+from ..formats.gcinfo import ENCODINGS, SLOT_INTERIOR, SLOT_PINNED, GcInfo, decode_gcinfo
 from ..readers.records import StackRefData
 from .stackwalk import StackWalker
 

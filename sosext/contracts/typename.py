@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..clr.metadata import MetadataError, TableIndex
+from ..formats.metadata import MetadataError, TableIndex
 from ..errors import ContractError
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import DacError
 
 # The DAC and the DBI are not thread-safe: every call into them holds this lock, so that a
-# background build (clr/background.py) and the user's command never run in them at once.
+# background build (clr/roots/background.py) and the user's command never run in them at once.
 # Re-entrant: the DAC calls back into our data target, which may call the DAC no more, but
 # a call made while the lock is held by the same thread must not deadlock.
 CALL_LOCK = threading.RLock()

@@ -7,7 +7,7 @@ import traceback
 from typing import Callable
 
 from .. import interrupts
-from ..clr import background
+from ..clr.roots import background
 from ..clr.progress import Progress, set_state_source
 from ..commands import load_for
 from ..commands.base import lookup, split_words

@@ -52,7 +52,7 @@ _ROOT = np.dtype([("address", "<u8"), ("kind", "u1"), ("flag", "<u4"), ("id", "<
 
 @dataclass
 class HeapDumpEvents:
-    """What the runtime reported, in arrays (see :class:`sosext.clr.gcdumpsnap.GcDump`)."""
+    """What the runtime reported, in arrays (see :class:`sosext.clr.snapshots.gcdumpsnap.GcDump`)."""
 
     pid: int
     pointer_size: int

@@ -8,7 +8,7 @@ import subprocess
 from typing import Any
 
 from ..clr.runtime import clr_path
-from ..clr.snapshot import python_for_children
+from ..clr.snapshots.snapshot import python_for_children
 from ..errors import SosError
 
 

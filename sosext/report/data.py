@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..clr.index import SIZE_OVERFLOW
+from ..clr.heap.index import SIZE_OVERFLOW
 from ..clr.progress import check_interrupt
-from ..clr.segments import SegmentKind
+from ..clr.heap.segments import SegmentKind
 from .paths import KIND, OTHER, UNREACHABLE, PathTree, build_paths
 from .retained import ROOT, Retention, retention_of
 
 if TYPE_CHECKING:
-    from ..clr.heap import ClrHeap
+    from ..clr.heap.heap import ClrHeap
     from ..clr.progress import Progress
 
 SCHEMA = 1

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..clr.roots import RootKind
+from ..clr.roots.roots import RootKind
 
 if TYPE_CHECKING:
-    from ..clr.heap import ClrHeap
+    from ..clr.heap.heap import ClrHeap
     from ..clr.progress import Progress
 
 ROOT = -1

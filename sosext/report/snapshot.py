@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..clr.dominators import compute
-from ..clr.snapshot import SNAPSHOT_LIMITS
-from ..clr.typekeys import key
+from ..clr.roots.dominators import compute
+from ..clr.snapshots.snapshot import SNAPSHOT_LIMITS
+from ..clr.typesystem.typekeys import key
 from .data import FOLDED, HOLDERS, PICTURE, SCHEMA, folded_from, tree_records
 from .paths import KIND, OTHER, build_paths
 from .retained import ROOT, UNREACHABLE
 
 if TYPE_CHECKING:
-    from ..clr.gcdumpsnap import GcDump
+    from ..clr.snapshots.gcdumpsnap import GcDump
 
 _U32_MAX = (1 << 32) - 1
 

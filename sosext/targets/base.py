@@ -176,7 +176,7 @@ class TargetBase:
     is_live: bool = False
     _generation: int = 0
     # Whether sosext may read this target from a thread of its own while the host runs
-    # (clr/background.py): only when every read goes to sosext's own mapping of a core file,
+    # (clr/roots/background.py): only when every read goes to sosext's own mapping of a core file,
     # never through the host's API.
     background_safe: bool = False
 

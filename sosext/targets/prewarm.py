@@ -1,7 +1,7 @@
 """A core file mapped, and its page tables filled on another core, before sosext has started.
 
 gcroot's first search reads the heap in place through the core's mapping
-(``clr/rootsearch.py``) in depth-first order, taking a page fault per few pages as it goes
+(``clr/roots/rootsearch.py``) in depth-first order, taking a page fault per few pages as it goes
 (0.06 s of a cold gcroot at 20M objects, and the CPU's prefetches are dropped on pages not
 mapped yet). ``MADV_POPULATE_READ`` (Linux 5.14) maps every page in one pass, 0.065 s for an
 812 MiB core; done while Python imports sosext and opens the runtime (0.15 s), it is free.

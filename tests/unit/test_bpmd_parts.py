@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sosext.clr.breakpoints import BreakRequest, _path_ends_with
-from sosext.clr.readytorun import READYTORUN_SIGNATURE, precompiled_code
+from sosext.clr.code.breakpoints import BreakRequest, _path_ends_with
+from sosext.clr.code.readytorun import READYTORUN_SIGNATURE, precompiled_code
 from sosext.commands.breakpoints import _request
 from sosext.errors import SosError, TargetError, UsageError
 

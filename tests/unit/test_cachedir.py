@@ -1,4 +1,4 @@
-"""The index cache directory is bounded in bytes (``clr/cachedir.py``): whole entries go,
+"""The index cache directory is bounded in bytes (``clr/heap/cachedir.py``): whole entries go,
 least recently used first, the one being written last."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sosext.clr import cachedir
+from sosext.clr.heap import cachedir
 
 
 def entry(directory: Path, key: str, sizes: dict[str, int], used: float) -> None:

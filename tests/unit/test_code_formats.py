@@ -11,12 +11,12 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sosext.clr.gcinfo import AMD64, ARM64, GcInfoError, GcSlot, decode_gcinfo
-from sosext.clr.il import CLAUSE_FILTER, CLAUSE_FINALLY, ILClause, ILError, Operand, decode, encode, opcodes, parse_body
-from sosext.clr.iltext import il_lines
-from sosext.clr.metadata import SigType
-from sosext.clr.metadata.signatures import MethodSig
-from sosext.clr.sigtext import element_text, method_sig_text
+from sosext.formats.gcinfo import AMD64, ARM64, GcInfoError, GcSlot, decode_gcinfo
+from sosext.clr.code.il import CLAUSE_FILTER, CLAUSE_FINALLY, ILClause, ILError, Operand, decode, encode, opcodes, parse_body
+from sosext.clr.code.iltext import il_lines
+from sosext.formats.metadata import SigType
+from sosext.formats.metadata.signatures import MethodSig
+from sosext.clr.typesystem.sigtext import element_text, method_sig_text
 
 OPCODES = opcodes()
 

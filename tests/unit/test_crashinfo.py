@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sosext.clr.crashinfo import parse_triage_buffer
+from sosext.clr.threads.crashinfo import parse_triage_buffer
 
 TRIAGE = {
     "version": "1.0.0", "runtime_base": "0x7FFF80270000", "runtime_type": "4", "runtime_version": "9.0.16",

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sosext.clr import dominators as dm
+from sosext.clr.roots import dominators as dm
 from sosext.clr.kernels import dominators as kd
 from sosext.clr.kernels.registry import KERNELS
 

@@ -13,9 +13,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from sosext.clr.enums import EnumInfo  # noqa: E402
-from sosext.clr.metadata.signatures import ElementType as ET  # noqa: E402
-from sosext.clr.values import (  # noqa: E402
+from sosext.clr.typesystem.enums import EnumInfo  # noqa: E402
+from sosext.formats.metadata.signatures import ElementType as ET  # noqa: E402
+from sosext.clr.heap.values import (  # noqa: E402
     c_fixed,
     decode_datetime,
     decode_decimal,

@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sosext.clr.fastwalk import IndexColumns
-from sosext.clr.heapstats import FRAGMENT_MIN, FreeBlock, _Folder
+from sosext.clr.heap.fastwalk import IndexColumns
+from sosext.clr.heap.heapstats import FRAGMENT_MIN, FreeBlock, _Folder
 from sosext.clr.kernels import heapwalk as hw
 
 FREE_MT = 0x7000

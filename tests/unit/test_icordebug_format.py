@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from sosext.clr.frames import FrameVariable
-from sosext.clr.stacks import FrameValue
+from sosext.clr.threads.frames import FrameVariable
+from sosext.clr.threads.stacks import FrameValue
 from sosext.commands.base import Parsed
 from sosext.commands.icordebug import retrieval_error, should_expand
 from sosext.commands.threads import icordebug_arguments

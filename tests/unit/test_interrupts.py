@@ -53,7 +53,7 @@ def test_the_data_target_records_a_ctrl_c_it_cannot_raise() -> None:
 
 
 def test_a_background_thread_answers_only_to_its_own_cancel() -> None:
-    """clr/background.py's thread must neither take the user's Ctrl-C (the foreground's) nor
+    """clr/roots/background.py's thread must neither take the user's Ctrl-C (the foreground's) nor
     call the host's poll (GDB's API belongs to its main thread)."""
     import threading
     polled: list[str] = []

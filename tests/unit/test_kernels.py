@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sosext.clr import kernels
-from sosext.clr.gcdesc import GCDesc
+from sosext.clr.heap.gcdesc import GCDesc
 from sosext.clr.kernels import heapwalk as hw
 from sosext.clr.kernels import refs
 from sosext.clr.kernels.registry import KERNELS
@@ -26,7 +26,7 @@ class Table:
     """MethodTable facts as the walk kernel wants them (a tiny open-addressing table)."""
 
     def __init__(self, types: dict[int, tuple[int, int]]) -> None:
-        from sosext.clr.fastwalk import MethodTableTable
+        from sosext.clr.heap.fastwalk import MethodTableTable
         self.t = MethodTableTable(lambda mt: types.get(mt))
         for mt in types:
             self.t.learn(mt)
@@ -205,8 +205,8 @@ class FakeHeap:
 
 
 def build(fh: FakeHeap):
-    from sosext.clr.index import SegmentSlice
-    from sosext.clr.refscan import ObjectLookup
+    from sosext.clr.heap.index import SegmentSlice
+    from sosext.clr.roots.refscan import ObjectLookup
     addresses = np.array(fh.pos, np.uint64)
     mts = sorted({mt for mt, _c, _t in fh.flat} | {NODE_MT})
     tids = np.array([mts.index(mt) for mt, _c, _t in fh.flat], np.uint32)

@@ -1,4 +1,4 @@
-"""sosext.clr.metadata against real assemblies, an independent oracle, and fuzzing.
+"""sosext.formats.metadata against real assemblies, an independent oracle, and fuzzing.
 
 Ground truth comes from System.Reflection.Metadata: tests/unit/metadata_oracle/ is a
 small C# program (built here with the .NET SDK) that dumps what SRM sees in an assembly,
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sosext.clr.metadata import (
+from sosext.formats.metadata import (
     ElementType,
     MetadataError,
     MetadataReader,
@@ -38,7 +38,7 @@ from sosext.clr.metadata import (
     format_type_sig,
     metadata_from_pe,
 )
-from sosext.clr.metadata.tables import SCHEMA, CodedIndex, Heap
+from sosext.formats.metadata.tables import SCHEMA, CodedIndex, Heap
 from sosext.errors import SosError
 
 T = TableIndex
@@ -430,7 +430,7 @@ def test_sample_shapes(oracle: Oracle) -> None:
 
 def _user_string_offsets(md: MetadataReader) -> Iterator[int]:
     """Walk #US entry by entry (tests only; the reader is index-driven)."""
-    from sosext.clr.metadata.heaps import read_compressed_uint
+    from sosext.formats.metadata.heaps import read_compressed_uint
 
     stream = md.root.stream("#US")
     assert stream is not None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sosext.clr.asyncstacks import box_description, describe_task_flags, is_state_machine_box
-from sosext.clr.typenames import csharp_name
+from sosext.clr.features.asyncstacks import box_description, describe_task_flags, is_state_machine_box
+from sosext.clr.typesystem.typenames import csharp_name
 from sosext.render.bordered import BorderedTable, human_size
 from sosext.render.table import Column, Integer
 

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sosext.clr.metadata.errors import MetadataError
-from sosext.clr.metadata.pdb import (
+from sosext.formats.metadata.errors import MetadataError
+from sosext.formats.metadata.pdb import (
     HIDDEN_LINE,
     DebugDirectoryEntry,
     PortablePdb,

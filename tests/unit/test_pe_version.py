@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sosext.clr.metadata.pe import file_version, file_version_of, image_size
+from sosext.formats.metadata.pe import file_version, file_version_of, image_size
 from sosext.dac.loader import file_version as native_file_version
 
 RUNTIMES = sorted(glob.glob("/usr/share/dotnet/shared/Microsoft.NETCore.App/*/"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sosext.clr.rawstack import is_call_before
+from sosext.clr.threads.rawstack import is_call_before
 
 
 def ends(code: bytes) -> bytes:

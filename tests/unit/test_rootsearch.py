@@ -1,4 +1,4 @@
-"""gcroot's search from the roots (``clr/rootsearch.py``, ``kernels/reach.py``) on fabricated
+"""gcroot's search from the roots (``clr/roots/rootsearch.py``, ``kernels/reach.py``) on fabricated
 memory: every root's chain must be the graph path's, which is computed here independently
 (every object's references from its layout, the reversed rows in address order, dependent
 handles last, breadth-first from the target as ``gcroot.PathFinder`` does)."""
@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sosext.clr.gcdesc import GCDesc
+from sosext.clr.heap.gcdesc import GCDesc
 from sosext.clr.kernels import reach
-from sosext.clr.rootsearch import CoreHeapMemory, RootSearch
-from sosext.clr.roots import ClrHandle, ClrRoot, RootKind
+from sosext.clr.roots.rootsearch import CoreHeapMemory, RootSearch
+from sosext.clr.roots.roots import ClrHandle, ClrRoot, RootKind
 
 FREE_MT, NODE_MT, ARRAY_MT, STRUCTS_MT, LEAF_MT = 0x7000, 0x7100, 0x7200, 0x7300, 0x7500
 TYPES = {FREE_MT: (24, 1), NODE_MT: (32, 0), ARRAY_MT: (24, 8), STRUCTS_MT: (24, 16), LEAF_MT: (24, 0)}
@@ -290,7 +290,7 @@ def test_a_gcdesc_claiming_slots_past_its_objects_grows_the_edge_stack_safely() 
 
 
 def test_the_search_pauses_for_progress_and_resumes_exactly(monkeypatch) -> None:
-    from sosext.clr import rootsearch
+    from sosext.clr.roots import rootsearch
     from sosext.clr.progress import Progress
     n = 300
     objs = [(k % 2, NODE_MT if k % 3 else ARRAY_MT, 2, [(k * 7 + 1) % n, (k * 13 + 5) % n]) for k in range(n)]
@@ -313,7 +313,7 @@ def test_the_search_pauses_for_progress_and_resumes_exactly(monkeypatch) -> None
 # -- gcroot -limit n: each root depth-first up to the target (rootsearch.FirstPaths) --
 
 def first_paths(heap: FakeCoreHeap, target: int, roots: list[ClrRoot], limit: int) -> list:
-    from sosext.clr.rootsearch import FirstPaths
+    from sosext.clr.roots.rootsearch import FirstPaths
     f = FirstPaths(heap, heap.memory(), target, roots)
     return list(f.paths(roots, limit))
 
@@ -356,7 +356,7 @@ def test_a_first_path_through_a_long_list_comes_out_by_the_shortcut_its_objects_
 
 
 def test_a_component_holding_much_of_the_heap_makes_the_search_give_up(monkeypatch) -> None:
-    from sosext.clr import rootsearch
+    from sosext.clr.roots import rootsearch
     n = 6000
     objs = [(k % 2, NODE_MT, 0, [k + 1] if k + 1 < n else [0]) for k in range(n)]  # one big cycle
     heap = FakeCoreHeap(objs)

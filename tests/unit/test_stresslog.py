@@ -8,7 +8,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sosext.clr import stresslog as sl
+from sosext.clr.threads import stresslog as sl
 
 LOG = 0x10_0000
 IMAGE = 0x40_0000           # "libcoreclr": where format strings live

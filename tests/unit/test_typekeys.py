@@ -1,4 +1,4 @@
-"""The three spellings of a type's name (clr/typekeys.py): the runtime's, a gcdump's events' and
+"""The three spellings of a type's name (clr/typesystem/typekeys.py): the runtime's, a gcdump's events' and
 C#'s; the key that pairs a core's type with a snapshot's; and names of members in C#'s spelling.
 
 The spellings here are the ones the runtime wrote for the bundled service's types (the DAC's and
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from sosext.clr.typekeys import event_name, key, name_contains, named, shown_name, spellings
-from sosext.clr.typenames import csharp_member_name, csharp_name
+from sosext.clr.typesystem.typekeys import event_name, key, name_contains, named, shown_name, spellings
+from sosext.clr.typesystem.typenames import csharp_member_name, csharp_name
 
 RUNTIME = ("System.Collections.Generic.Dictionary`2+Entry[[System.String, System.Private.CoreLib],"
            "[LeakyService.CacheEntry, LeakyService]][]")

@@ -27,13 +27,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import SosError
-from ..targets.base import BreakpointHit, Breakpoints, Target
+from ...errors import SosError
+from ...targets.base import BreakpointHit, Breakpoints, Target
 from .readytorun import precompiled_code
 
 if TYPE_CHECKING:
-    from .modules import ClrModule
-    from .runtime import ClrRuntime
+    from ..typesystem.modules import ClrModule
+    from ..runtime import ClrRuntime
 
 JIT_MODULE = "libclrjit.so"
 JIT_EXPORT = "getJit"
@@ -112,7 +112,7 @@ def method_tokens(runtime: "ClrRuntime", mod: "ClrModule", method_name: str) -> 
 def source_line_locations(runtime: "ClrRuntime", mod: "ClrModule", source_file: str, line: int) -> list[tuple[int, int]]:
     """(MethodDef token, IL offset) of the visible sequence points that start on ``line`` of a
     document whose path ends with ``source_file`` (as SOS matches), from the module's PDB."""
-    from .metadata.errors import MetadataError
+    from ...formats.metadata.errors import MetadataError
     from .sourcelines import source_lines
     pdb = source_lines(runtime).pdb(mod.address).pdb
     if pdb is None:
@@ -142,8 +142,8 @@ def is_ready_to_run(runtime: "ClrRuntime", module: int) -> bool:
     """Whether the module's file is a ReadyToRun image: its methods run precompiled code that
     never goes through the JIT, so the compile watch does not see them (False when unknown)."""
     import mmap
-    from .metadata.errors import MetadataError
-    from .metadata.pe import COMIMAGE_FLAGS_IL_LIBRARY, cli_flags
+    from ...formats.metadata.errors import MetadataError
+    from ...formats.metadata.pe import COMIMAGE_FLAGS_IL_LIBRARY, cli_flags
     mod = runtime.catalog.module(module)
     local = runtime.catalog.local_file(mod.path) if mod is not None and mod.path else None
     if local is None:
@@ -156,7 +156,7 @@ def is_ready_to_run(runtime: "ClrRuntime", module: int) -> bool:
 
 
 def method_by_desc(runtime: "ClrRuntime", md: int) -> MethodMatch:
-    from .addresses import classifier
+    from ..addresses import classifier
     if not classifier(runtime).is_method_desc(md):
         raise SosError(f"{md:#x} is not a MethodDesc")
     data = runtime.method_desc_data(md)
@@ -174,7 +174,7 @@ def native_code(runtime: "ClrRuntime", md: int) -> int:
 
 def compile_method_address(target: Target) -> int | None:
     """Where the JIT's compileMethod is (None: no JIT loaded, or its getJit not understood)."""
-    from ..targets.elfsymbols import exported_symbol
+    from ...targets.elfsymbols import exported_symbol
     jit = target.find_module(JIT_MODULE)
     if jit is None or target.arch != "x86_64":
         return None
@@ -204,7 +204,7 @@ def _return_slot(target: Target, hit: BreakpointHit) -> int:
     """Where the return address of the getJit call ``hit`` stopped in is. A debugger may have put
     its by-name breakpoint after the prologue (GDB does): then, behind ``push rbp; mov rbp, rsp``,
     it is at rbp + 8."""
-    from ..targets.elfsymbols import exported_symbol
+    from ...targets.elfsymbols import exported_symbol
     jit = target.find_module(JIT_MODULE)
     sym = exported_symbol(jit.path, JIT_EXPORT) if jit is not None else None
     rip = hit.register("rip")
@@ -233,7 +233,7 @@ def il_offset_code(runtime: "ClrRuntime", code: int, il_offset: int) -> list[int
     """Native addresses where the code starting at ``code`` begins IL offset ``il_offset``,
     from the JIT's IL-to-native map (SOS: GetAddressRangesByILOffset); when no entry starts
     exactly there, the next IL offset that has one."""
-    from ..dac.xclrdata import method_instance_by_address
+    from ...dac.xclrdata import method_instance_by_address
     runtime.refresh()
     mi = method_instance_by_address(runtime.reader, code)
     if mi is None:

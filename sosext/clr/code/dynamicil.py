@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
-from .addresses import classifier
-from .objects import ARRAY_DATA_OFFSET, method_table_of, string_text
+from ...errors import SosError
+from ..addresses import classifier
+from ..heap.objects import ARRAY_DATA_OFFSET, method_table_of, string_text
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 MAX_DYNAMIC_IL = 1 << 24
 MAX_TOKENS = 1 << 20

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..errors import SosError
+from ...errors import SosError
 
 
 class ILError(SosError):

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from .il import CLAUSE_FINALLY, ILClause, Instruction, Operand
-from .metadata import MetadataError, MetadataReader, MethodSig, SigType
-from .metadata.tables import TableIndex as T
+from ...formats.metadata import MetadataError, MetadataReader, MethodSig, SigType
+from ...formats.metadata.tables import TableIndex as T
 
 # ildasm's names of the primitive element types
 ILDASM_PRIMITIVES = {

@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
-from .addresses import AddressKind, classifier
-from .gcinfo import GcInfo, GcInfoError, decode_gcinfo, gc_info_version
+from ...errors import SosError
+from ..addresses import AddressKind, classifier
+from ...formats.gcinfo import GcInfo, GcInfoError, decode_gcinfo, gc_info_version
 from .methods import ClrMethod, code_address
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 JIT_KINDS = {1: "Normal JIT generated code", 2: "preJIT generated code"}  # DacpCodeHeaderData.JITType
 EH_KINDS = {0: "FAULT", 1: "FINALLY", 2: "FILTER", 3: "TYPED"}  # EHClauseType
@@ -188,7 +188,7 @@ def il_native_map(rt: "ClrRuntime", code: MethodCode) -> list[tuple[int, int, in
     """The JIT's map of the code: (IL offset, native start, native end) per entry; the IL
     offset is 0xFFFFFFFF (no mapping), 0xFFFFFFFE (prolog) or 0xFFFFFFFD (epilog) where the
     code has none. None when the runtime keeps no map for it."""
-    from ..dac.xclrdata import method_instance_by_address
+    from ...dac.xclrdata import method_instance_by_address
     rt.refresh()
     mi = method_instance_by_address(rt.reader, code.start)
     if mi is None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..dac.sos import LOADER_HEAP_EXPLICIT_CONTROL, LOADER_HEAP_NORMAL
+from ...dac.sos import LOADER_HEAP_EXPLICIT_CONTROL, LOADER_HEAP_NORMAL
 
 if TYPE_CHECKING:
-    from .modules import ClrAppDomain
-    from .runtime import ClrRuntime
+    from ..typesystem.modules import ClrAppDomain
+    from ..runtime import ClrRuntime
 
 PAGE = 0x1000
 CODE_HEAP_LOADER, CODE_HEAP_HOST = 0, 1

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..dac.structs import MethodDescData
+from ...dac.structs import MethodDescData
 
 if TYPE_CHECKING:
-    from .parts import RuntimeParts
+    from ..parts import RuntimeParts
 
 NO_CODE = 0xFFFFFFFFFFFFFFFF
 JIT_TYPES = {1: "JIT", 2: "PreJIT"}  # DacpCodeHeaderData.JITType; 0 = unknown

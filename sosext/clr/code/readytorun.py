@@ -23,10 +23,10 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
+from ...errors import SosError
 
 if TYPE_CHECKING:
-    from ..targets.base import Target
+    from ...targets.base import Target
 
 READYTORUN_SIGNATURE = 0x00525452
 SECTION_RUNTIME_FUNCTIONS = 102

@@ -20,14 +20,14 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ..dac.xclrdata import IL_OFFSET_EPILOG, IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG, method_instance_by_address
-from ..errors import ReaderUnsupported, SosError
-from .metadata.errors import MetadataError
-from .metadata.pdb import CodeViewInfo, PortablePdb, SourceLocation, codeview, debug_directory, embedded_pdb
+from ...dac.xclrdata import IL_OFFSET_EPILOG, IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG, method_instance_by_address
+from ...errors import ReaderUnsupported, SosError
+from ...formats.metadata.errors import MetadataError
+from ...formats.metadata.pdb import CodeViewInfo, PortablePdb, SourceLocation, codeview, debug_directory, embedded_pdb
 
 if TYPE_CHECKING:
-    from .modules import ClrModule
-    from .runtime import ClrRuntime
+    from ..typesystem.modules import ClrModule
+    from ..runtime import ClrRuntime
 
 __all__ = ["SourceLines", "SourceLocation", "PdbLookup", "set_symbol_directories", "symbol_directories"]
 

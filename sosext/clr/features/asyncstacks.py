@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import SosError
+from ...errors import SosError
 from . import tasks as task_states  # the TASK_STATE_* bits (a function below has its own `tasks`)
-from .instances import ObjectReader
-from .progress import polled
-from .typenames import csharp_name
+from ..heap.instances import ObjectReader
+from ..progress import polled
+from ..typesystem.typenames import csharp_name
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 _BOX_PREFIX = "System.Runtime.CompilerServices.AsyncTaskMethodBuilder<"
 _WRAPPER = "System.Runtime.CompilerServices.AsyncMethodBuilderCore+ContinuationWrapper"

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from ..errors import SosError
-from .fields import ClrField
-from .instances import ObjectReader
-from .metadata.signatures import ElementType as ET
+from ...errors import SosError
+from ..typesystem.fields import ClrField
+from ..heap.instances import ObjectReader
+from ...formats.metadata.signatures import ElementType as ET
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 # ClrMD's spelling and the runtime's (which sosext's type names use); nested types such as
 # ConcurrentDictionary`2+Node match neither.

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
-from .instances import ObjectReader, reference_elements
+from ...errors import SosError
+from ..heap.instances import ObjectReader, reference_elements
 from .timers import method_desc_of_code, method_of_code
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 DELEGATE = "System.Delegate"
 _MAX_INVOCATIONS = 1 << 20

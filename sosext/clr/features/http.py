@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .enums import enum_info
-from .instances import MissingField, ObjectReader, objects_of_types
+from ..typesystem.enums import enum_info
+from ..heap.instances import MissingField, ObjectReader, objects_of_types
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 REQUEST_MESSAGE = "System.Net.Http.HttpRequestMessage"
 RESPONSE_MESSAGE = "System.Net.Http.HttpResponseMessage"

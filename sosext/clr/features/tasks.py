@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .addresses import AddressClass, classifier
-from .instances import ObjectReader
+from ..addresses import AddressClass, classifier
+from ..heap.instances import ObjectReader
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 TASK = "System.Threading.Tasks.Task"
 STATE_FIELD = "m_stateFlags"

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
-from .metadata import MetadataError, MetadataReader
+from ...errors import SosError
+from ...formats.metadata import MetadataError, MetadataReader
 
 if TYPE_CHECKING:
-    from ..dac.structs import FieldDescData
-    from .runtime import ClrRuntime
+    from ...dac.structs import FieldDescData
+    from ..runtime import ClrRuntime
 
 PORTABLE_POOL = "System.Threading.PortableThreadPool"
 _MAX_FIELDS = 4096

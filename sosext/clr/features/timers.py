@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from ..errors import SosError
-from .instances import ObjectReader, objects_of_type
-from .metadata import MetadataError
+from ...errors import SosError
+from ..heap.instances import ObjectReader, objects_of_type
+from ...formats.metadata import MetadataError
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 TIMER_QUEUE = "System.Threading.TimerQueue"
 INFINITE = 0xFFFFFFFF

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Iterator
 
 from .concurrent import read_concurrent_queue
 from .delegates import callback_name, derives_from
-from .instances import ObjectReader, objects_of_type, reference_elements
+from ..heap.instances import ObjectReader, objects_of_type, reference_elements
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 WORK_QUEUE = "System.Threading.ThreadPoolWorkQueue"
 LOCAL_QUEUE = "System.Threading.ThreadPoolWorkQueue+WorkStealingQueue"

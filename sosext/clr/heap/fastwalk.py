@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from . import memory
-from .kernels import heapwalk as hw
-from .progress import Progress
+from ..kernels import heapwalk as hw
+from ..progress import Progress
 from .segments import ClrSegment, SegmentKind
-from .types import MIN_OBJECT_SIZE
+from ..typesystem.types import MIN_OBJECT_SIZE
 from .walk import WalkError
 
 if TYPE_CHECKING:
-    from .parts import HeapParts
+    from ..parts import HeapParts
 
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..errors import SosError
+from ...errors import SosError
 
 _MAX_SERIES = 1 << 16  # a sanity bound: a real type has far fewer
 HEADER_SIZE = 8  # the object header (sync block index) that precedes every object

@@ -15,21 +15,21 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from ..errors import ContractError, DacError, NoGcHeap, SosError
+from ...errors import ContractError, DacError, NoGcHeap, SosError
 from . import parallel
-from .graph import ReferenceGraph, build_graph
+from ..roots.graph import ReferenceGraph, build_graph
 from .index import HeapIndex, SegmentSlice
-from .liveness import live_mask
+from ..roots.liveness import live_mask
 from .objects import ClrObject, gcdesc_reader
-from .roots import RootSet, gather_roots
-from .progress import Progress, check_interrupt
+from ..roots.roots import RootSet, gather_roots
+from ..progress import Progress, check_interrupt
 from .segments import (SEGMENT_FLAG_READONLY, ClrSegment, ClrSubHeap, Generation, GenerationRange,
                        SegmentKind)
-from .types import MIN_OBJECT_SIZE, ClrType, TypeCache
+from ..typesystem.types import MIN_OBJECT_SIZE, ClrType, TypeCache
 from .walk import SizeTable, WalkError, object_facts, walk_words
 
 if TYPE_CHECKING:
-    from .parts import RuntimeParts
+    from ..parts import RuntimeParts
 
 # Reading a large-object segment in bulk would read every byte of every big array only
 # to look at their headers; read headers one object at a time there instead.
@@ -216,7 +216,8 @@ class ClrHeap:
         """dumpheap -stat's numbers for the whole heap. From the index when it exists or a
         core's index cache is about to keep it on disk; otherwise (a live process, the cache
         off) streamed by a walk that keeps no column per object."""
-        from . import heapstats, kernels
+        from . import heapstats
+        from .. import kernels
         if self._statistics is None:
             p = progress or Progress.silent()
             store = self.index_store()
@@ -235,7 +236,7 @@ class ClrHeap:
     def lookup(self):  # -> refscan.ObjectLookup
         """Address → index position in constant time (a start bitmap per segment)."""
         if self._lookup is None:
-            from .refscan import ObjectLookup
+            from ..roots.refscan import ObjectLookup
             with self.building():
                 if self._lookup is None:
                     self._lookup = ObjectLookup(self.index())
@@ -281,7 +282,7 @@ class ClrHeap:
         """Immediate dominators and retained sizes of every object (see dominators.py);
         built once per target generation."""
         if self._dominators is None:
-            from .dominators import build_dominators
+            from ..roots.dominators import build_dominators
             self.graph(progress)
             self._dominators = build_dominators(self)
         return self._dominators
@@ -334,7 +335,7 @@ class ClrHeap:
         return self._store_checked[0]
 
     def _walk(self, progress: Progress) -> HeapIndex:
-        from . import kernels
+        from .. import kernels
         if kernels.compiled():
             return self._walk_compiled(progress)
         kernels.note_slow_path()
@@ -389,7 +390,7 @@ class ClrHeap:
 
         split = None
         # Fork only from the main thread: a child of a multi-threaded process inherits the
-        # other threads' locks held (a background build, clr/background.py, walks alone).
+        # other threads' locks held (a background build, clr/roots/background.py, walks alone).
         if self.runtime.workers > 1 and not target.is_live and hasattr(os, "fork") \
                 and threading.current_thread() is threading.main_thread():
             split = parallel.plan([s.length for s in segments], [s.kind is SegmentKind.LOH for s in segments])

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .exceptions import is_exception
-from .graph import ragged_arange
-from .liveness import live_mask
+from ..threads.exceptions import is_exception
+from ..roots.graph import ragged_arange
+from ..roots.liveness import live_mask
 from .objects import type_desc_of
-from .roots import RootKind, RootSet
+from ..roots.roots import RootKind, RootSet
 from .segments import Generation
 
 if TYPE_CHECKING:

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .kernels import heapwalk
-from .progress import Progress
+from ..kernels import heapwalk
+from ..progress import Progress
 from .segments import SegmentKind
 from .walk import WalkError
 
 if TYPE_CHECKING:
     from .fastwalk import IndexColumns, MethodTableTable
-    from .parts import HeapParts
+    from ..parts import HeapParts
     from .index import HeapIndex
 
 FRAGMENT_MIN = 512 * 1024  # SOS lists Free blocks above 0.5 MB, with the object after them

@@ -24,7 +24,7 @@ from .walk import WalkError
 SIZE_OVERFLOW = 0xFFFFFFFF
 
 if TYPE_CHECKING:
-    from .parts import HeapParts
+    from ..parts import HeapParts
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ class HeapIndex:
         """The index over what ``fastwalk.walk_heap`` wrote into ``cols``: type ids are
         renumbered so that ``method_tables`` is ascending (lookups bisect it).
         ``generations``, if given, is where the generation column goes (a cache file)."""
-        from .kernels import heapwalk
+        from ..kernels import heapwalk
         n = res.count
         met = np.array(res.table.method_tables, dtype=np.uint64)
         order = np.argsort(met, kind="stable")
@@ -187,7 +187,7 @@ class HeapIndex:
     def type_totals(self, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(count, total size, first position) per type id over the objects ``mask`` keeps:
         one pass of a compiled kernel, no per-object temporaries."""
-        from .kernels import heapwalk
+        from ..kernels import heapwalk
         keep = np.empty(0, dtype=np.bool_) if mask is None else mask
         counts, totals, first = heapwalk.type_stats(self.type_ids, self.sizes, keep, len(self.method_tables))
         for p, s in self.big_sizes.items():

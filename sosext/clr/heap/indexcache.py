@@ -41,7 +41,7 @@ from .walk import WalkError
 if TYPE_CHECKING:
     from .fastwalk import IndexColumns
     from .heapstats import HeapStatistics
-    from .parts import HeapParts
+    from ..parts import HeapParts
 
 FORMAT = 1
 MAGIC = b"SOSEXTIX"
@@ -305,7 +305,7 @@ class IndexStore:
         mts = np.array(t["method_tables"], dtype=np.uint64)
         if len(mts) > 1 and not bool(np.all(mts[1:] > mts[:-1])):
             raise ValueError("MethodTables not sorted")
-        from .kernels import heapwalk
+        from ..kernels import heapwalk
         if not heapwalk.check_index(cols["addresses"], cols["type_ids"], len(mts)):
             raise ValueError("addresses or type ids out of order")
         if not self._sample_matches(heap, cols["addresses"], cols["type_ids"], mts):
@@ -370,7 +370,7 @@ class IndexStore:
             mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
             offsets = np.frombuffer(mm, dtype=np.int64, count=n + 1)
             items = np.frombuffer(mm, dtype=np.uint32, count=m, offset=items_at)
-            from .kernels import refs
+            from ..kernels import refs
             if not refs.check_rows(offsets, items, n):
                 raise ValueError("rows out of order or out of range")
             return offsets, items
@@ -406,7 +406,7 @@ class IndexStore:
             mm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
             idom = np.frombuffer(mm, dtype=np.int32, count=n)
             retained = np.frombuffer(mm, dtype=np.uint64, count=n, offset=at)
-            from .kernels import dominators
+            from ..kernels import dominators
             if not dominators.check_tree(idom, retained, index.sizes):
                 raise ValueError("not a dominator tree of this heap")
             return idom, retained

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Collection
 
-from ..errors import SosError
-from .fields import ClrField
+from ...errors import SosError
+from ..typesystem.fields import ClrField
 
 if TYPE_CHECKING:
     from .heap import ClrHeap
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 
 class MissingField(SosError):

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from .addressmap import DescribedRegion, address_map
-from .progress import check_interrupt
-from .roots import RootKind
+from ..addressmap import DescribedRegion, address_map
+from ..progress import check_interrupt
+from ..roots.roots import RootKind
 from .segments import Generation
 
 if TYPE_CHECKING:

@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import SosError
+from ...errors import SosError
 from .gcdesc import GCDesc, parse_gcdesc
-from .types import ClrType
+from ..typesystem.types import ClrType
 
 if TYPE_CHECKING:
-    from .parts import HeapParts
+    from ..parts import HeapParts
 
 # -- the object header: the 32-bit word just before the MethodTable pointer ----------------
 # Its low bits hold either a thin lock (owner's thin-lock thread id, recursion level) or,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..dac.structs import GcHeapDetails, GenerationData
+from ...dac.structs import GcHeapDetails, GenerationData
 
 # heap_segment flags (gcpriv.h), as the DAC reports them.
 SEGMENT_FLAG_READONLY = 0x1  # frozen: string literals and other NonGC objects

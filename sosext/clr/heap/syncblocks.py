@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
+from ...errors import SosError
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 ORPHANED = (1 << 64) - 1  # HoldingThread of a lock whose owner died holding it
 _MAX_ENTRIES = 1 << 26  # the header's sync block index has 26 bits

@@ -11,7 +11,7 @@ import uuid
 from datetime import date, timedelta
 from typing import Callable
 
-from .metadata.signatures import ElementType as ET
+from ...formats.metadata.signatures import ElementType as ET
 
 POINTER_SIZE = 8
 

@@ -28,7 +28,7 @@ def numba_type(spec: str):  # type: ignore[no-untyped-def]
 def _releasing_gil():  # type: ignore[no-untyped-def]
     """numba's compile flags with ``release_gil`` set, which pycc does not offer: kernels
     then run without the GIL, as ``njit(nogil=True)`` does, so that the host's Python (and
-    a background build, clr/background.py) goes on while one runs. Kernels touch no Python
+    a background build, clr/roots/background.py) goes on while one runs. Kernels touch no Python
     object, which is what makes that safe."""
     from numba.core.compiler import Flags
 

@@ -32,11 +32,11 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from . import progress as progress_mod
-from .progress import Progress
+from .. import progress as progress_mod
+from ..progress import Progress
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from ..heap.heap import ClrHeap
 
 GRAPH_BYTES_PER_OBJECT = 80  # index columns + graph rows + reverse rows (64, measured at 20M: docs/design.md), components (16)
 _allowed = True  # hosts say whether more commands may follow (the CLI's last -c: no)

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from .index import SIZE_OVERFLOW
+from ..heap.index import SIZE_OVERFLOW
 from .roots import HANDLE_KIND_TEXT, ClrRoot, RootKind
 from .statics import static_name_between
-from .typenames import csharp_member_name
+from ..typesystem.typenames import csharp_member_name
 
 # The heap façade builds this tree (``heap.dominators()``), so this module names it only as
 # ``Any``: importing it, even for a type hint, would make the model one circle (parts.py).
@@ -151,8 +151,8 @@ class DominatorTree:
         """One breadth-first search backwards from ``top`` (the reversed graph, dependent
         handles as edges): afterwards ``_next_step(v)`` is v's next object towards ``top``
         on a shortest path, for every v the returned test accepts."""
-        from . import memory
-        from .kernels import refs
+        from ..heap import memory
+        from ..kernels import refs
         n = len(self.index)
         if self._search is None:  # kept for later searches, an epoch stamp instead of clearing
             self._search = [memory.zeros(n, np.int32), memory.empty(n, np.int32), memory.empty(n, np.int32),
@@ -218,8 +218,8 @@ class DominatorTree:
         of the growing objects they hold, most first; with ``by_reference``, a holder at the
         top of its chain (a root object) that holds growth through several objects below it
         (a statics array: one per static) once per such object (``via``)."""
-        from . import memory
-        from .kernels import dominators as k
+        from ..heap import memory
+        from ..kernels import dominators as k
         ix = self.index
         growing = np.ascontiguousarray(growing, dtype=np.bool_)
         skip = growing | (np.zeros_like(growing) if passed is None else np.asarray(passed, dtype=np.bool_))
@@ -273,7 +273,7 @@ class DominatorTree:
         among themselves (different types still nest: a cache and its entries both show).
         ``mask`` (bool per row) restricts it to some objects, as dumpheap's filters do."""
         if self._by_type is None or mask is not None:
-            from .kernels import dominators as k
+            from ..kernels import dominators as k
             ix = self.index
             ntypes = len(ix.method_tables)
             acc = np.zeros(3 * ntypes, dtype=np.uint64)
@@ -375,8 +375,8 @@ def compute(offsets: np.ndarray, targets: np.ndarray, sizes: np.ndarray, roots: 
     """(idom, retained, objects reached, passes) of the graph in compressed rows
     (``offsets`` int64 n + 1, ``targets`` uint32), object sizes (uint32), root rows and the
     dependent-handle edges (primaries sorted, secondaries beside them)."""
-    from . import memory
-    from .kernels import dominators as k
+    from ..heap import memory
+    from ..kernels import dominators as k
     n = len(offsets) - 1
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     targets = np.ascontiguousarray(targets, dtype=np.uint32)

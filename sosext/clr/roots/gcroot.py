@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from ..errors import SosError
+from ...errors import SosError
 from .roots import ClrRoot, RootKind
 from .statics import static_name_between
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
-    from .progress import Progress
-    from .runtime import ClrRuntime
+    from ..heap.heap import ClrHeap
+    from ..progress import Progress
+    from ..runtime import ClrRuntime
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +117,7 @@ def _rent(heap: "ClrHeap") -> bool:
 def _search_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None,
                    progress: "Progress | None", first: bool) -> Iterator[RootChain] | None:
     """The chains by a search over the core's mapping, or None where it cannot read the heap."""
-    from . import kernels
+    from .. import kernels
     if not kernels.compiled() or heap.runtime.target.is_live:
         return None
     from .rootsearch import CoreHeapMemory, FirstPaths, RootSearch, TooCyclic
@@ -242,7 +242,7 @@ class PathFinder:
     def _search_compiled(self) -> None:
         """The same search as a kernel over arrays kept with the graph and reused by every
         later search (an epoch stamp instead of clearing them)."""
-        from .kernels import refs
+        from ..kernels import refs
         ro, rs = self.graph.reverse()
         arrays = _SearchArrays.of(self.graph, len(self.index))
         arrays.epoch += 1
@@ -251,7 +251,7 @@ class PathFinder:
         dep_pri = np.array([p for _s, p in pairs], dtype=np.int64)
         wanted = self._wanted([(p, s) for s, p in pairs])
         if wanted is not None:
-            from .kernels import components
+            from ..kernels import components
             self._count = int(components.ancestors_until(ro, rs, dep_sec, dep_pri, self.target, arrays.next_step,
                                                          arrays.stamp, arrays.epoch, arrays.queue, arrays.via,
                                                          wanted))
@@ -323,7 +323,7 @@ class _SearchArrays:
     all four up front cost 13 bytes/object of the cold gcroot's peak."""
 
     def __init__(self, n: int) -> None:
-        from . import memory
+        from ..heap import memory
         self.stamp = memory.reserve(n, np.int32)  # zero-filled: fresh anonymous pages
         self.next_step = memory.reserve(n, np.int32)
         self.queue = memory.reserve(n, np.int32)

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from .gcdesc import GCDesc
-from .index import HeapIndex
-from .progress import Progress
-from .segments import SegmentKind
+from ..heap.gcdesc import GCDesc
+from ..heap.index import HeapIndex
+from ..progress import Progress
+from ..heap.segments import SegmentKind
 
 if TYPE_CHECKING:
-    from .parts import HeapParts
+    from ..parts import HeapParts
 
 
 def ragged_arange(counts: np.ndarray) -> np.ndarray:
@@ -98,7 +98,7 @@ class ReferenceGraph:
 
     def reverse(self) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, sources): who references each object. Built on first use, by one
-        thread at a time (a background build may be making it: clr/background.py)."""
+        thread at a time (a background build may be making it: clr/roots/background.py)."""
         if self._reverse is None:
             with self._reverse_lock:
                 return self._build_reverse()
@@ -106,8 +106,8 @@ class ReferenceGraph:
 
     def _build_reverse(self) -> tuple[np.ndarray, np.ndarray]:
         if self._reverse is None and self.compiled:
-            from . import memory
-            from .kernels import refs
+            from ..heap import memory
+            from ..kernels import refs
             if self.store is not None:
                 self._reverse = self.store.load_rows("reverse", self.index)
             if self._reverse is None:
@@ -147,8 +147,8 @@ class ReferenceGraph:
         """Boolean mask of every object reachable from object indices ``roots``."""
         n = len(self.index)
         if self.compiled:
-            from . import memory
-            from .kernels import refs
+            from ..heap import memory
+            from ..kernels import refs
             seen = memory.zeros(n, np.bool_) if visited is None else visited
             start = np.asarray(list(roots) if not isinstance(roots, np.ndarray) else roots, dtype=np.int64)
             start = start[(start >= 0) & (start < n)]
@@ -195,7 +195,7 @@ class ReferenceGraph:
 
 
 def build_graph(heap: "HeapParts", index: HeapIndex, progress: Progress) -> ReferenceGraph:
-    from . import kernels
+    from .. import kernels
     if kernels.compiled():
         from . import refscan
         store = heap.store
@@ -326,7 +326,7 @@ def _slot_positions(words, base_pos, objs, tids, okind, layouts, fixed_count, fi
 
 def _slots_by_object(heap, index, objs, tids, layouts):
     """Large objects: slot addresses object by object (their bytes are not read in bulk)."""
-    from .objects import ClrObject
+    from ..heap.objects import ClrObject
     src: list[int] = []
     slots: list[int] = []
     for i in objs.tolist():
@@ -372,8 +372,8 @@ class Components:
 
     @classmethod
     def of(cls, graph: "ReferenceGraph") -> "Components":
-        from . import memory
-        from .kernels import components as k
+        from ..heap import memory
+        from ..kernels import components as k
         n = len(graph.offsets) - 1
         comp = memory.zeros(n, np.int32)
         count = int(k.components(graph.offsets, graph.targets, comp, memory.reserve(n, np.int32),
@@ -389,7 +389,7 @@ class Components:
     def reaching(self, target: int, dep_pairs: list[tuple[int, int]]) -> np.ndarray:
         """A mask over components: those that reach object ``target``'s (dependent handles,
         (primary, secondary) object pairs, as edges)."""
-        from .kernels import components as k
+        from ..kernels import components as k
         self.epoch += 1
         comp = self.comp
         pairs = sorted((int(comp[s]), int(comp[p])) for p, s in dep_pairs if comp[s] != comp[p])

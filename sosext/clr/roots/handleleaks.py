@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ..targets.regions import target_regions
-from .progress import check_interrupt
+from ...targets.regions import target_regions
+from ..progress import check_interrupt
 from .roots import read_handles
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from ..heap.heap import ClrHeap
 
 _CHUNK = 1 << 22
 # Pseudo-mappings the kernel serves specially: reading them fails or means nothing.

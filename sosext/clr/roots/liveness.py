@@ -13,7 +13,7 @@ from .roots import RootKind, RootSet
 
 if TYPE_CHECKING:
     from .graph import ReferenceGraph
-    from .index import HeapIndex
+    from ..heap.index import HeapIndex
 
 
 def root_indices(index: "HeapIndex", roots: RootSet) -> np.ndarray:

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import memory
-from .kernels import refs
-from .progress import Progress
-from .segments import SegmentKind
+from ..heap import memory
+from ..kernels import refs
+from ..progress import Progress
+from ..heap.segments import SegmentKind
 
 if TYPE_CHECKING:
-    from .parts import HeapParts
-    from .index import HeapIndex
+    from ..parts import HeapParts
+    from ..heap.index import HeapIndex
 
 
 class ObjectLookup:

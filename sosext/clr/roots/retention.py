@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .graph import ragged_arange
-from .progress import check_interrupt
+from ..progress import check_interrupt
 from .roots import ClrRoot, RootKind
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from ..heap.heap import ClrHeap
 
 UNREACHED = -2
 ROOT = -1

@@ -14,11 +14,11 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from ..dac.sos import HANDLE_TYPES  # the runtime's names of handle types (HNDTYPE_*), re-exported
-from ..errors import ContractError, DacError, SosError
+from ...dac.sos import HANDLE_TYPES  # the runtime's names of handle types (HNDTYPE_*), re-exported
+from ...errors import ContractError, DacError, SosError
 
 if TYPE_CHECKING:
-    from .parts import HeapParts
+    from ..parts import HeapParts
 
 # gcroot's wording of handle kinds (SOS's current C# gcroot).
 HANDLE_KIND_TEXT = {

@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
 
-from . import memory
-from .fastwalk import MethodTableTable
-from .kernels import heapwalk as hw
-from .kernels import reach, refs
-from .progress import Progress
+from ..heap import memory
+from ..heap.fastwalk import MethodTableTable
+from ..kernels import heapwalk as hw
+from ..kernels import reach, refs
+from ..progress import Progress
 from .refscan import TypeLayouts
 from .roots import ClrRoot, RootKind
-from .types import MIN_OBJECT_SIZE
+from ..typesystem.types import MIN_OBJECT_SIZE
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from ..heap.heap import ClrHeap
 
 _FIRST_HASH = 1 << 12
 _PAUSE_EVERY = 1 << 20  # objects between progress reports (~20 ms)

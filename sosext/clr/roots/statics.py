@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 from typing import Any, Callable, Protocol, TypeVar
 
-from ..errors import SosError
+from ...errors import SosError
 
 T = TypeVar("T")
 
@@ -113,7 +113,7 @@ def static_slots(runtime: "ClrRuntime") -> StaticSlots:
 
 def static_name_between(runtime: "ClrRuntime", holder: int, target: int) -> str | None:
     """The static field of ``holder`` (a statics array) whose slot holds ``target``, if known."""
-    from .objects import ClrObject
+    from ..heap.objects import ClrObject
     try:
         obj = ClrObject(runtime.heap, holder)
         if not obj.type.name.endswith("[]"):

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import SosError
-from ..files import create_private
+from ...errors import SosError
+from ...files import create_private
 from .gcdumpformat import is_gcdump  # noqa: F401 - where callers have always found it
 from .snapshot import HeapSnapshot, TypeTotal
-from .typekeys import name_contains, named, shown_name
+from ..typesystem.typekeys import name_contains, named, shown_name
 
 FORMAT = "sosext-gcdump"
 VERSION = 1
@@ -93,8 +93,8 @@ class GcDump:
     @classmethod
     def collect(cls, pid: int, *, timeout: float = 300.0, stop_flag=lambda: False) -> "GcDump":  # type: ignore[no-untyped-def]
         """Have process ``pid``'s runtime walk its heap during a full GC and report it."""
-        from ..ipc.client import get_process_info
-        from ..ipc.gcdump import collect_heap_dump
+        from ...ipc.client import get_process_info
+        from ...ipc.gcdump import collect_heap_dump
         try:
             runtime = get_process_info(pid).clr_product_version
         except SosError:

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .dominators import GrowthHolder
-from .progress import Progress, polled
-from .retention import RetentionGroup, RetentionTree
-from .roots import RootKind
+from ..roots.dominators import GrowthHolder
+from ..progress import Progress, polled
+from ..roots.retention import RetentionGroup, RetentionTree
+from ..roots.roots import RootKind
 from .snapshot import BaselineJob, HeapSnapshot, TypeDelta, align
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from ..heap.heap import ClrHeap
 
 # A collection's internals (a Dictionary's entry array, a List's items) belong to whoever owns
 # the collection: a holder is looked for above them, where the code that fills it lives.

@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from ..dac.loader import clr_path_override
-from ..errors import SosError
-from .readerchoice import reader_choice
-from .typekeys import name_contains, named
-from .typenames import csharp_name
+from ...dac.loader import clr_path_override
+from ...errors import SosError
+from ..readerchoice import reader_choice
+from ..typesystem.typekeys import name_contains, named
+from ..typesystem.typenames import csharp_name
 
 if TYPE_CHECKING:
-    from .heap import ClrHeap
+    from ..heap.heap import ClrHeap
 
 SNAPSHOT_SCHEMA = 1
 
@@ -69,7 +69,7 @@ class HeapSnapshot:
         if retained:
             held = {r.method_table: r.retained for r in heap.dominators().retained_by_type()}
         if live_only:
-            from .heapstats import HeapStatistics
+            from ..heap.heapstats import HeapStatistics
             rows = HeapStatistics.of_index(heap, ix, heap.live()).rows()
         else:
             rows = [(st.method_table, st.count, st.total_size) for st in ix.stats()]
@@ -146,7 +146,7 @@ def align(core: HeapSnapshot, events: HeapSnapshot, prefer_core: bool = True) ->
     """``core`` (names from the DAC) and ``events`` (a gcdump snapshot's, from EventPipe) with
     one name per type (typekeys.py), the DAC's when ``prefer_core`` else the events'; types
     with the same key are summed. Both get a note saying how they were matched."""
-    from .typekeys import key
+    from ..typesystem.typekeys import key
     display: dict[str, str] = {}
     for preferred, other in ((core, events), (events, core))[:: 1 if prefer_core else -1]:
         for name in preferred.types:
@@ -183,7 +183,7 @@ class BaselineJob:
     """A baseline snapshot being computed by a child process."""
 
     def __init__(self, core: str, live_only: bool = False) -> None:
-        from ..targets.elfcore import check_core_file
+        from ...targets.elfcore import check_core_file
         check_core_file(core)  # in analyze's words: "not a core file: X is a directory"
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)

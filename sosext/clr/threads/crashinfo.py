@@ -21,10 +21,10 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SosError
+from ...errors import SosError
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 STATUS_STACK_BUFFER_OVERRUN = 0xC0000409
 FAST_FAIL_EXCEPTION_DOTNET_AOT = 0x48

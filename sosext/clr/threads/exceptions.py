@@ -15,13 +15,13 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
-from .addresses import classifier
-from .objects import string_text
+from ...errors import SosError
+from ..addresses import classifier
+from ..heap.objects import string_text
 from .stacks import module_file_name
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 STACK_TRACE_HEADER = 16  # 64-bit
 STACK_TRACE_ELEMENT = 32  # 64-bit: ip, sp, pFunc, flags + padding

@@ -13,21 +13,21 @@ import struct
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
-from .metadata.errors import MetadataError
-from .metadata.signatures import ElementType as ET
-from .metadata.signatures import SigType
-from .addresses import classifier
-from .fields import OBJECT_HEADER
-from .objects import method_table_of
-from .sourcelines import source_lines
+from ...errors import SosError
+from ...formats.metadata.errors import MetadataError
+from ...formats.metadata.signatures import ElementType as ET
+from ...formats.metadata.signatures import SigType
+from ..addresses import classifier
+from ..typesystem.fields import OBJECT_HEADER
+from ..heap.objects import method_table_of
+from ..code.sourcelines import source_lines
 from .stacks import ClrStackFrame, FrameValue
-from .values import ELEMENT_SIZES, decode_primitive
+from ..heap.values import ELEMENT_SIZES, decode_primitive
 
 if TYPE_CHECKING:
-    from .fields import ClrField
-    from .metadata.reader import MetadataReader
-    from .runtime import ClrRuntime
+    from ..typesystem.fields import ClrField
+    from ...formats.metadata.reader import MetadataReader
+    from ..runtime import ClrRuntime
 
 # The names SOS's clrstack -i gives the primitive element types (its GetTypeOfValue).
 KEYWORDS = {ET.BOOLEAN: "bool", ET.CHAR: "char", ET.I1: "signed byte", ET.U1: "byte", ET.I2: "short",
@@ -411,7 +411,7 @@ def _field_type_name(runtime: "ClrRuntime", f: "ClrField") -> str:
 def icordebug_method(runtime: "ClrRuntime", method_desc: int) -> tuple[str, str]:
     """(``[DEFAULT] Void Ns.Type.Method(I4)``, the module's path): a managed frame's method as an
     ICorDebug stack walk names it (SOS's clrstack -i); ("", "") when metadata cannot tell."""
-    from .metadata.ilasm import ilasm_method
+    from ...formats.metadata.ilasm import ilasm_method
     from .stacks import module_path
 
     mdd = runtime.reader.method_desc_data(method_desc) if method_desc else None

@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
-from ..targets.base import normalize_registers
-from ..targets.cfi import unwind_step
+from ...errors import SosError
+from ...targets.base import normalize_registers
+from ...targets.cfi import unwind_step
 from .rawstack import RawFrame, describe_address, is_call_before, native_module, stack_top
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 _MAX_STEPS = 512
 # (instruction pointer, stack pointer, frame pointer) under the Target protocol's names.

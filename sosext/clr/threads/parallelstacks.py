@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .. import interrupts
-from ..errors import SosError
+from ... import interrupts
+from ...errors import SosError
 from .stacks import walk_stack
 from .threads import clr_threads
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 
 @dataclass(slots=True)

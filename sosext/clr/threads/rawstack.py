@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
-from ..targets.symbols import native_symbol
+from ...errors import SosError
+from ...targets.symbols import native_symbol
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 MAX_SCAN = 256 << 10  # bytes of stack looked at above the stack pointer when the top is unknown
 WORD = 8

@@ -12,12 +12,12 @@ import enum
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
-from ..dac.xclrdata import VLOC_REGISTER, StackWalk, Value, context_registers, context_sp_ip, task_by_os_thread_id
-from .. import interrupts
-from ..errors import SosError
+from ...dac.xclrdata import VLOC_REGISTER, StackWalk, Value, context_registers, context_sp_ip, task_by_os_thread_id
+from ... import interrupts
+from ...errors import SosError
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 # A walk that never ends means a corrupt stack; real stacks are far shorter.
 MAX_FRAMES = 100_000

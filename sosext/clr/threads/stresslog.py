@@ -469,7 +469,7 @@ class RuntimeNames:
         return rt.types.name_of(mt) if rt.is_method_table(mt) else None
 
     def method_name(self, md: int) -> str | None:
-        from .addresses import classifier
+        from ..addresses import classifier
         return self.runtime.method_desc_name(md) if classifier(self.runtime).is_method_desc(md) else None
 
 
@@ -503,7 +503,7 @@ class StressLog:
 
     def messages(self) -> Iterator[tuple[str | None, StressMessage]]:
         """(format string, message) newest first; Ctrl-C ends the walk (Interrupted)."""
-        from .progress import check_interrupt
+        from ..progress import check_interrupt
         for i, m in enumerate(merged(self.threads)):
             if i & 4095 == 0:
                 check_interrupt()

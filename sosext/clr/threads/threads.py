@@ -11,10 +11,10 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import SosError
+from ...errors import SosError
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 
 class ThreadState(enum.IntFlag):

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .metadata import MetadataError, MetadataReader, TableIndex
-from .metadata.records import FIELD_LITERAL
-from .metadata.tables import HAS_CONSTANT
+from ...formats.metadata import MetadataError, MetadataReader, TableIndex
+from ...formats.metadata.records import FIELD_LITERAL
+from ...formats.metadata.tables import HAS_CONSTANT
 
 if TYPE_CHECKING:
-    from .runtime import ClrRuntime
+    from ..runtime import ClrRuntime
 
 _CONSTANT_FORMATS = {0x02: (1, False), 0x03: (2, False), 0x04: (1, True), 0x05: (1, False), 0x06: (2, True),
                      0x07: (2, False), 0x08: (4, True), 0x09: (4, False), 0x0A: (8, True), 0x0B: (8, False)}

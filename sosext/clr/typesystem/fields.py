@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
-from ..dac.sos import MT_INITIALIZATION_FAILED, MT_INITIALIZED
-from .metadata import MetadataError
-from .metadata.signatures import ElementType as ET
-from .values import ELEMENT_SIZES, POINTER_SIZE, decode_primitive, is_reference
+from ...dac.sos import MT_INITIALIZATION_FAILED, MT_INITIALIZED
+from ...formats.metadata import MetadataError
+from ...formats.metadata.signatures import ElementType as ET
+from ..heap.values import ELEMENT_SIZES, POINTER_SIZE, decode_primitive, is_reference
 
-from .parts import RuntimeParts
+from ..parts import RuntimeParts
 
 if TYPE_CHECKING:
     from .modules import ModuleCatalog

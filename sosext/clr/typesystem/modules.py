@@ -15,12 +15,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from ..dac.structs import AppDomainData, AssemblyData, ModuleData
-from ..errors import ReaderUnsupported, SosError
-from .metadata import MetadataError, MetadataReader, metadata_from_pe
+from ...dac.structs import AppDomainData, AssemblyData, ModuleData
+from ...errors import ReaderUnsupported, SosError
+from ...formats.metadata import MetadataError, MetadataReader, metadata_from_pe
 
 if TYPE_CHECKING:
-    from .parts import RuntimeParts
+    from ..parts import RuntimeParts
 
 # DacpAppDomainData stage values (dacprivate.h) as SOS names them.
 DOMAIN_STAGES = ("CREATING", "READYFORMANAGEDCODE", "ACTIVE", "OPEN", "UNLOAD_REQUESTED", "EXITING",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .metadata import MetadataError, MethodSig, SigType
+from ...formats.metadata import MetadataError, MethodSig, SigType
 
 ELEMENT_NAMES = {
     0x01: "Void", 0x02: "Boolean", 0x03: "Char", 0x04: "I1", 0x05: "U1", 0x06: "I2", 0x07: "U2", 0x08: "I4",

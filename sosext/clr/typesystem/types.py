@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .typenames import csharp_name
 
 if TYPE_CHECKING:
-    from ..dac.sos import SosDac
+    from ...dac.sos import SosDac
 
 MIN_OBJECT_SIZE = 24  # Align(min_obj_size) on 64-bit: header + MethodTable + one pointer
 
