@@ -213,7 +213,9 @@ def first_hex(lines: list[str], on: str | None = None) -> str | None:
 
 
 def bind(mapping: dict[str, str], doc_address: str, real: str) -> None:
-    mapping.setdefault(_key(doc_address), real)
+    """A block's `run:` binding names the address its own debuggee printed, so it replaces what
+    an earlier block (maybe another scenario's core) taught for the same doc address."""
+    mapping[_key(doc_address)] = real
 
 
 def unbound(command: str, mapping: dict[str, str]) -> list[str]:

@@ -330,6 +330,15 @@ def test_addresses_learnt_from_output_rebind_commands() -> None:
     assert rebind("gcroot 7fd22500cb90", mapping) == "gcroot 7fd22500cb90"
 
 
+def test_a_run_binding_replaces_an_address_learnt_in_another_block() -> None:
+    # commands.md shows one Assembly address in a block on the heap debuggee and binds the same
+    # doc address on the fields debuggee: dumpassembly must get the fields core's address.
+    mapping: dict[str, str] = {}
+    learn(mapping, [("Assembly: 000055ea24e6f810 [x.dll]", "Assembly: 000055e0a7510070 [x.dll]")])
+    bind(mapping, "55ea24e6f810", "5569d107aed0")
+    assert rebind("dumpassembly 55ea24e6f810", mapping) == "dumpassembly 5569d107aed0"
+
+
 def test_tutorial_blocks_all_run() -> None:
     runnable = _runnable(REPO / "docs" / "leak-hunting.md")
     assert {b.kind for b in runnable} == {"console", "lldb", "gdb"}

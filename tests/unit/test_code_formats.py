@@ -388,9 +388,17 @@ def test_gcinfo_decodes_what_was_encoded(g: dict) -> None:
             expected += [((a + p) * unit, i, True) for i in sorted(now - before)]
             expected += [((a + p) * unit, i, False) for i in sorted(before - now)]
             before = now
+        expected += [(b * unit, i, False) for i in sorted(before)]  # nothing tracked past a range's end
         pseudo += b - a
     assert info.lifetimes == expected
-    assert info.lines()[-1].startswith("Tracked slots (")
+    # SOS's layout (no slot table line): the header ends at the code size, then the body:
+    # one line per safe point, each range's bounds (offsets as SOS's 8-digit hex).
+    lines, body = info.lines(), info.body_lines()
+    assert lines[len(lines) - len(body) - 1] == f"Code size: {info.code_length:x}"
+    assert lines[len(lines) - len(body):] == body
+    assert [ln[:8] for ln in body if "is a safepoint" in ln] == [f"{s * unit:08x}" for s in g["safe"]]
+    assert [ln for ln in body if ln.endswith("interruptible")] == [
+        f"{o * unit:08x} {w}" for a, b in g["ranges"] for o, w in ((a, "interruptible"), (b, "not interruptible"))]
 
 
 @given(st.binary(max_size=64), st.sampled_from(["x86_64", "aarch64"]), st.sampled_from([3, 4]))

@@ -308,7 +308,7 @@ def test_prstatus_registers_x86_64(tmp_path: Path) -> None:
     notes = [prstatus(101, regs1, cursig=11), prstatus(77, regs2)]
     core = make_core([Load(0x1000, b"s" * 8)], notes)
     with CoreTarget(write(tmp_path, core)) as t:
-        assert [(th.tid, th.index) for th in t.threads()] == [(101, 1), (77, 2)]
+        assert [(th.tid, th.index) for th in t.threads()] == [(101, 0), (77, 1)]  # numbered from 0 as dotnet-dump
         assert t.registers(101) == dict(zip(X86_REGS, regs1))
         assert t.registers(77)["rip"] == 0x2000 + X86_REGS.index("rip")
         assert t.registers(77)["rsp"] == 0x2000 + X86_REGS.index("rsp")
@@ -682,7 +682,7 @@ def test_real_core_modules_threads_registers(dumps: Dumps, kind: str) -> None:
         tids = [th.tid for th in t.threads()]
         assert set(tids) == dumps.tids
         assert dumps.pid in tids
-        assert [th.index for th in t.threads()] == list(range(1, len(tids) + 1))
+        assert [th.index for th in t.threads()] == list(range(len(tids)))  # from 0 as dotnet-dump
         assert t.core.process is not None and t.core.process.pid == dumps.pid
 
         def mapped(addr: int, perm: str) -> bool:
