@@ -346,6 +346,15 @@ class ContractReader:
             raise self.unsupported("the stress log (this runtime's descriptor does not locate it)")
         return self._global_pointer("StressLog") or None
 
+    def sync_block_data(self, number: int) -> rec.SyncBlockData | None:
+        """Not answered: the .NET 9/10 descriptors describe SyncTableEntry and SyncBlock's
+        InteropInfo only; the entry count (SyncBlockCache) and the monitor's state (AwareLock)
+        are not described (dotnet/runtime adds a SyncBlock contract after .NET 10)."""
+        if "SyncBlock" in self.descriptor.contracts:
+            raise self.unsupported("sync blocks (the SyncBlock contract is not read)")
+        raise ReaderUnsupported("the contracts reader cannot answer sync blocks: this runtime's descriptor does "
+                                "not describe the sync block cache; --reader dac (or setreader dac) does")
+
     # -- roots ------------------------------------------------------------------------------
 
     def stack_references(self, os_tid: int) -> list[rec.StackRefData]:
@@ -357,7 +366,12 @@ class ContractReader:
         raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
 
     def method_desc_name(self, md: int) -> str | None:
-        """GetMethodDescName's text (methoddesc.py); None for kinds it does not name yet."""
+        """GetMethodDescName's text; None for kinds not named. The type half's MethodDescs
+        (typeanswers.py, when it answers names) name every kind, generic method
+        instantiations included (real programs' stacks have them: AsyncMethodBuilderCore.Start
+        of each state machine); else methoddesc.py names the non-generic kinds."""
+        if "method_desc_name" in _TYPE_ANSWERS:
+            return self.types.method_desc_name(md)  # type: ignore[attr-defined]
         try:
             return self._method_desc_reader().name(md)
         except ContractError:
