@@ -404,6 +404,16 @@ class ContractReader:
             return None
         return block.start if block is not None else None
 
+    def code_jit_type(self, ip: int) -> int:
+        """GetCodeHeaderData's JITType: 1 for JIT-compiled code, 2 for ReadyToRun code, 0 where
+        ``ip`` is no managed code (a precode stub, whose MethodDesc the DAC also reports with
+        type 0, or nothing: the DAC fails). What SOS's JIT column needs of code headers."""
+        try:
+            block = self._stack_walker().manager.code_block(ip)
+        except SosError:  # a table page the dump left out: as the DAC, no code there
+            return 0
+        return 0 if block is None else 2 if block.ready_to_run else 1
+
     def _method_desc_reader(self):  # type: ignore[no-untyped-def]
         names = getattr(self, "_method_descs", None)
         if names is None:
