@@ -1,6 +1,6 @@
 """Reader benchmark: cold `dumpheap -stat` with the DAC reader and with the contracts reader.
 
-    /usr/bin/python3 bench/bench_readers.py [--objects 20000000] [--runs 3] [--core CORE] [--keep]
+    /usr/bin/python3 bench/bench_readers.py [--objects 20000000] [--runs 3] [--core CORE]
 
 Writes a with-heap core of the test debuggee's `bigheap N mixed` scenario (or takes --core),
 then runs, alternating the readers, whole cold CLI processes:
