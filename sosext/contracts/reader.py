@@ -345,6 +345,15 @@ class ContractReader:
             raise self.unsupported("the stress log (this runtime's descriptor does not locate it)")
         return self._global_pointer("StressLog") or None
 
+    def sync_block_data(self, number: int) -> rec.SyncBlockData | None:
+        """Not answered: the .NET 9/10 descriptors describe SyncTableEntry and SyncBlock's
+        InteropInfo only; the entry count (SyncBlockCache) and the monitor's state (AwareLock)
+        are not described (dotnet/runtime adds a SyncBlock contract after .NET 10)."""
+        if "SyncBlock" in self.descriptor.contracts:
+            raise self.unsupported("sync blocks (the SyncBlock contract is not read)")
+        raise ReaderUnsupported("the contracts reader cannot answer sync blocks: this runtime's descriptor does "
+                                "not describe the sync block cache; --reader dac (or setreader dac) does")
+
     # -- roots ------------------------------------------------------------------------------
 
     def stack_references(self, os_tid: int) -> list[rec.StackRefData]:
@@ -381,6 +390,16 @@ class ContractReader:
         except SosError:
             return None
         return block.start if block is not None else None
+
+    def code_jit_type(self, ip: int) -> int:
+        """GetCodeHeaderData's JITType: 1 for JIT-compiled code, 2 for ReadyToRun code, 0 where
+        ``ip`` is no managed code (a precode stub, whose MethodDesc the DAC also reports with
+        type 0, or nothing: the DAC fails). What SOS's JIT column needs of code headers."""
+        try:
+            block = self._stack_walker().manager.code_block(ip)
+        except SosError:  # a table page the dump left out: as the DAC, no code there
+            return 0
+        return 0 if block is None else 2 if block.ready_to_run else 1
 
     def method_module_token(self, md: int) -> tuple[int, int] | None:
         """A MethodDesc's Module and metadata token (what source lines need of MethodDescData)."""

@@ -571,6 +571,12 @@ class SosDac:
     def code_header_data(self, ip: int) -> st.CodeHeaderData | None:
         return self._record_or_none("GetCodeHeaderData", st.CodeHeaderData, (_A, ip))
 
+    def code_jit_type(self, ip: int) -> int:
+        """The JIT type of the managed code holding ``ip`` (1 JIT, 2 pre-JIT); 0 where it is not
+        managed code (a precode stub, an FCall, nothing)."""
+        ch = self.code_header_data(ip)
+        return ch.jit_type if ch is not None else 0
+
     def traverse_eh_info(self, ip: int) -> list[st.EHInfo] | None:
         """The exception clauses of the jitted code that holds ``ip``; None if the DAC refuses."""
         found: list[st.EHInfo] = []

@@ -154,16 +154,14 @@ class MethodCatalog:
         dac = self.reader
         kind = 0
         if entry_point:
-            ch = dac.code_header_data(entry_point)
-            kind = ch.jit_type if ch else 0
+            kind = dac.code_jit_type(entry_point)
         native = 0
         m = self.get(method_desc) if method_desc else None
         if m is not None:
             native = code_address(m.data.native_code_addr)
             if kind == 0 and native:
                 # A slot often holds a precode stub; the MethodDesc knows the real code.
-                ch = dac.code_header_data(native)
-                kind = ch.jit_type if ch else 0
+                kind = dac.code_jit_type(native)
         if kind in JIT_TYPES:
             return JIT_TYPES[kind]
         rt = self.runtime.location.runtime
