@@ -391,6 +391,16 @@ class ContractReader:
             return None
         return block.start if block is not None else None
 
+    def module_file_name(self, module: int) -> str | None:
+        """What IXCLRDataModule::GetFileName gives for a module whose PEAssembly names no path (an
+        assembly loaded from bytes): the runtime's file-name hint, the name in the module's own
+        metadata (its Module table row), e.g. ``Microsoft.CodeAnalysis.NetAnalyzers.dll``."""
+        try:
+            md = self.types.metadata.metadata(module)
+            return md.module_name() if md is not None else None
+        except SosError:
+            return None
+
     def code_jit_type(self, ip: int) -> int:
         """GetCodeHeaderData's JITType: 1 for JIT-compiled code, 2 for ReadyToRun code, 0 where
         ``ip`` is no managed code (a precode stub, whose MethodDesc the DAC also reports with
