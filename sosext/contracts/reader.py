@@ -396,6 +396,9 @@ class ContractReader:
         assembly loaded from bytes): the runtime's file-name hint, the name in the module's own
         metadata (its Module table row), e.g. ``Microsoft.CodeAnalysis.NetAnalyzers.dll``."""
         try:
+            data = self.module_data(module)
+            if data is None or data.is_reflection:
+                return None  # a Reflection.Emit module has no file-name hint: the DAC fails there
             md = self.types.metadata.metadata(module)
             return md.module_name() if md is not None else None
         except SosError:
