@@ -95,12 +95,12 @@ def test_taskstate_bad_input(case: Case, host: str) -> None:
         "tks zz": "error: Numeric value expected: either a task address or -v <state value>, not zz",
         "tks -v 1": "error: 0x1 is not a valid Task state: no TaskStatus bit is set",
         "tks -v abc": "error: invalid number: abc",
-        "tks 10": "error: 10 is not a Task",
+        "tks 10": "error: 0x10 is not a Task",
     }
     for cmd, line in expect.items():
         assert case.out(host, cmd).lines == [line], (cmd, case.out(host, cmd).text)
     not_task = case.out(host, f"tks {s['notTask']}").lines
-    assert not_task == [f"error: {h(s['notTask']):x} is not a Task: it is an object "
+    assert not_task == [f"error: {h(s['notTask']):#x} is not a Task: it is an object "
                         f"(DebuggeeHost.HttpScenario+HoldingScheduler) (try dumpobj {h(s['notTask']):x})"]
 
 

@@ -604,5 +604,5 @@ def test_host_commands_modules_and_registers(case: ScriptCase, host: str) -> Non
     rows = re.findall(rf"^({HEX}) ({HEX}) (\S+)$", mods, re.M)
     assert any(p.endswith("/libcoreclr.so") for _b, _s, p in rows), mods
     regs = out(case, host, f"{ext}registers")
-    has(regs, r"^rip = 0x[0-9a-f]{16}$")
-    has(regs, r"^rsp = 0x[0-9a-f]{16}$")
+    has(regs, r"^rip = 0x[0-9A-F]{16}$")
+    has(regs, r"^rsp = 0x[0-9A-F]{16}$")
