@@ -289,3 +289,22 @@ def test_cache_list_and_clear(core, clean, tmp_path) -> None:
     res = subprocess.run([drivers.PYTHON, "-m", "sosext", "cache", "clear", "--index-dir", str(ix)], cwd=drivers.REPO,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert res.returncode == 0 and res.stdout.startswith("removed 1 entry, ") and not list(ix.glob("*.sxi"))
+
+
+def test_cache_subcommand_bad_input_is_one_line(tmp_path: Path) -> None:
+    """`sosext cache` with a wrong action, a core that is not there or a hostile name: one line,
+    nothing removed that was not asked for, no raw escapes."""
+    ix = tmp_path / "ix"
+    ix.mkdir()
+
+    def cache(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([drivers.PYTHON, "-m", "sosext", "cache", *args, "--index-dir", str(ix)],
+                              cwd=drivers.REPO, text=True, capture_output=True, timeout=120)
+
+    bad = cache("bogus")
+    assert bad.returncode == 2 and "invalid choice: 'bogus'" in bad.stderr.splitlines()[-1]
+    for name in ("/no/such/core", "core\x1b[31m"):
+        res = cache("clear", name)
+        assert res.returncode == 0 and "Traceback" not in res.stdout + res.stderr
+        assert "\x1b" not in res.stdout + res.stderr
+        assert res.stdout.splitlines()[-1].startswith("removed 0 entries, 0 B freed"), res.stdout

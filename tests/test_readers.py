@@ -429,3 +429,20 @@ def test_stacks_with_an_exception_in_flight_are_the_dacs(scenario: str, tmp_path
     for _addr, thread in dac.threads():
         if thread.os_thread_id:
             assert dac.stack_references(thread.os_thread_id) == contracts.stack_references(thread.os_thread_id)
+
+
+def test_bad_reader_names_are_one_line(case: Case) -> None:
+    """A reader name that is not one, from setreader, SOSEXT_READER or --reader, is one escaped
+    line; the session goes on with the reader it had."""
+    outs = drivers.run_cli(["setreader bogus", "setreader \x1b[31mx", "setreader", "eeheap -gc"], core=case.core)
+    assert outs[0].lines == ["error: setreader: unknown reader 'bogus' (choose dac, contracts or auto)"]
+    assert outs[1].lines == ["error: setreader: unknown reader '\\x1b[31mx' (choose dac, contracts or auto)"]
+    assert "\x1b" not in "".join(o.text for o in outs)
+    assert outs[3].text == case.outputs["dac"][_index(case, "eeheap -gc")].text
+    (status,) = drivers.run_cli(["sosstatus"], core=case.core, env={"SOSEXT_READER": "bogus"})
+    assert "SOSEXT_READER: unknown reader 'bogus' (choose dac, contracts or auto)" in status.text
+    assert "Traceback" not in status.text
+    done = subprocess.run([drivers.PYTHON, "-m", "sosext", "analyze", str(case.core), "--reader", "bogus",
+                           "-c", "eeheap -gc"], cwd=drivers.REPO, text=True, capture_output=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].startswith(
+        "sosext analyze: error: argument --reader: invalid choice: 'bogus'"), done.stderr
