@@ -75,11 +75,6 @@ class ClrRuntime:
         self.metadata_cache: dict[tuple[int, int], object] = {}
 
     @property
-    def dac(self) -> "RuntimeReader":
-        """The former name of ``reader`` (kept while branches that use it merge)."""
-        return self.reader
-
-    @property
     def reader_name(self) -> str:
         """"dac" or "contracts": which reader answers for this runtime."""
         return self.reader.name
@@ -247,22 +242,13 @@ class ClrRuntime:
         return self.reader.method_desc_name(md)
 
     def method_code_start(self, md: int, ip: int) -> int | None:
-        """Where the native code a frame of ``md`` at ``ip`` is measured from: the DAC's
-        MethodDescData.NativeCodeAddr (the method's active code version); the contracts reader,
-        which has no MethodDescData, gives the start of the code holding ``ip`` (the same but for
-        a frame still running code a newer tier replaced)."""
-        if getattr(self.reader, "name", "dac") == "contracts":
-            return self.reader.code_start(ip)
-        mdd = self.reader.method_desc_data(md)
-        return mdd.native_code_addr if mdd is not None else None
+        """Where the native code a frame of ``md`` at ``ip`` is measured from."""
+        return self.reader.frame_code_start(md, ip)
 
     def method_module(self, md: int) -> int | None:
         """The runtime Module of a MethodDesc."""
-        if getattr(self.reader, "name", "dac") == "contracts":
-            found = self.reader.method_module_token(md)
-            return found[0] if found else None
-        mdd = self.reader.method_desc_data(md)
-        return mdd.module_ptr if mdd is not None else None
+        found = self.reader.method_module_token(md)
+        return found[0] if found else None
 
     def method_desc_at(self, ip: int) -> int | None:
         """The MethodDesc of the managed code at instruction pointer ``ip``."""

@@ -381,9 +381,10 @@ class ContractReader:
             return None
         return block.method_desc if block is not None else None
 
-    def code_start(self, ip: int) -> int | None:
-        """The first instruction of the managed method whose code holds ``ip`` (a return
-        address just past a method's end counts as its method's)."""
+    def frame_code_start(self, md: int, ip: int) -> int | None:
+        """The first instruction of the managed code that holds ``ip`` (a return address just
+        past a method's end counts as its method's). No MethodDescData here: the DAC's active
+        code version is the same but for a frame still running code a newer tier replaced."""
         manager = self._stack_walker().manager
         try:
             block = manager.code_block(ip) or manager.code_block(ip - 1)

@@ -525,6 +525,26 @@ class SosDac:
                    (_U32, _A, MODULEMAPTRAVERSE, _P), kind, module, cb, None)
         return found
 
+    def frame_code_start(self, md: int, ip: int) -> int | None:
+        """Where a frame of ``md`` at ``ip`` is measured from: MethodDescData.NativeCodeAddr,
+        the method's active code version."""
+        mdd = self.method_desc_data(md)
+        return mdd.native_code_addr if mdd is not None else None
+
+    def method_module_token(self, md: int) -> tuple[int, int] | None:
+        """A MethodDesc's Module and metadata token (from MethodDescData)."""
+        mdd = self.method_desc_data(md)
+        return (mdd.module_ptr, mdd.token) if mdd is not None else None
+
+    def il_offsets(self, ip: int) -> list[int] | None:
+        """The IL offsets the JIT mapped code address ``ip`` to (IXCLRDataMethodInstance)."""
+        from .xclrdata import method_instance_by_address
+        mi = method_instance_by_address(self, ip)
+        if mi is None:
+            return None
+        with mi:
+            return mi.il_offsets(ip)
+
     def method_desc_data(self, md: int) -> st.MethodDescData | None:
         c = st.MethodDescData.C()
         hr = self._try(self.sos, SOS["GetMethodDescData"], (_A, _A, _P, _U32, _P, _PU32),

@@ -98,6 +98,18 @@ class RuntimeReader(Protocol):
         """Every runtime Thread with its data, in the runtime's list order."""
         ...
 
+    def frame_code_start(self, md: int, ip: int) -> int | None:
+        """Where a frame of MethodDesc ``md`` at ``ip`` is measured from (its code's start)."""
+        ...
+
+    def method_module_token(self, md: int) -> tuple[int, int] | None:
+        """A MethodDesc's Module and metadata token."""
+        ...
+
+    def il_offsets(self, ip: int) -> list[int] | None:
+        """The IL offsets the JIT mapped code address ``ip`` to; None where nothing says."""
+        ...
+
     def module_load_data(self, module: int) -> "rec.GetModuleData | None":
         """How the runtime loaded a module: flat or mapped, dynamic, in memory, its extent."""
         ...

@@ -20,7 +20,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ...dac.xclrdata import IL_OFFSET_EPILOG, IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG, method_instance_by_address
+from ...dac.xclrdata import IL_OFFSET_EPILOG, IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG
 from ...errors import ReaderUnsupported, SosError
 from ...formats.metadata.errors import MetadataError
 from ...formats.metadata.pdb import CodeViewInfo, PortablePdb, SourceLocation, codeview, debug_directory, embedded_pdb
@@ -85,15 +85,7 @@ class SourceLines:
         """The IL offset native ``ip`` belongs to (``return_address``: the call just before it)."""
         addr = ip - 1 if return_address and ip else ip
         self.runtime.refresh()
-        reader = self.runtime.reader
-        if getattr(reader, "name", "dac") == "contracts":
-            offsets = reader.il_offsets(addr)  # the JIT's map (contracts/debuginfo.py)
-        else:
-            mi = method_instance_by_address(reader, addr)
-            if mi is None:
-                return None
-            with mi:
-                offsets = mi.il_offsets(addr)
+        offsets = self.runtime.reader.il_offsets(addr)
         if not offsets:
             return None
         for off in offsets:
@@ -222,11 +214,7 @@ class SourceLines:
                 method_desc = dac.method_desc_from_ip(ip) or 0
             if not method_desc:
                 return None
-            if getattr(dac, "name", "dac") == "contracts":  # no MethodDescData there
-                module_token = dac.method_module_token(method_desc)
-            else:
-                mdd = dac.method_desc_data(method_desc)
-                module_token = (mdd.module_ptr, mdd.token) if mdd is not None else None
+            module_token = dac.method_module_token(method_desc)
         except ReaderUnsupported:
             return None
         if module_token is None:
