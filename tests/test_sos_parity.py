@@ -470,14 +470,10 @@ LISTED: list[Listed] = [
            ours=_as_sos_labels_the_queue),
     Listed("dumpheap -strings prints non-ASCII characters", r"^dumpheap -strings",
            sos=lambda t: re.sub(r"[^\x00-\x7f]|\.", "", t), ours=lambda t: re.sub(r"[^\x00-\x7f]|\.", "", t)),
-    Listed("dumpobj shows a char field's character", r"^(dumpobj|do|dumpvc|dumpclass|dumpmt) ",
-           ours=_lines_sub(r"^(.* System\.Char +Yes .*) \('.'\)$", r"\1")),
     Listed("Generic names ClrMD cannot read are written in C# form", _CSHARP_NAME_COMMANDS,
            sos=lambda t: re.sub(r"(?<=\s)(\S*`\d+\[\[.*)$", lambda m: _csharp_name(m.group(1)), t, flags=re.M)),
     Listed("dumpheap -thinlock shows no Free object", r"^dumpheap -thinlock",
            sos_on_core=lambda t, core: _without_free_rows(t, core)),
-    Listed("Statics not initialized yet are marked", r"^(dumpobj|do|dumpvc|dumpclass|dumpmt) ",
-           ours=_lines_sub(r" \(not initialized\)$", "")),
 ]
 
 
@@ -568,7 +564,6 @@ CODE_LISTED: list[Listed] = [
     Listed("eeversion names sosext as the SOS version", r"^eeversion",
            sos=_mask(r"^SOS Version: .*$", "SOS Version:"),
            ours=lambda t: _mask(r"^SOS Version: .*$", "SOS Version:")(_drop_lines(r"^Reader: ")(t))),
-    Listed("threadpool says why it failed", r"^threadpool", ours=_drop_lines(r"^Why: ")),
     Listed("runtimes says which DAC was trusted and why", r"^runtimes",
            sos=lambda t: "\n".join(t.splitlines()[:2]), ours=lambda t: "\n".join(t.splitlines()[:2])),
     Listed("modules lists every mapping of a file", r"^modules",

@@ -300,7 +300,8 @@ Example:
         alc_data = rt.object_data(alc) if classifier(rt).object_or_none(alc) is not None else None
         if alc_data is None:
             raise SosError(f"the AssemblyLoadContext {alc:#x} of {address:#x} is not a valid object")
-        ctx.out.record(object_lines(ctx, alc, alc_data))
+        # sosext's own command: the field table with sosext's readings after the names.
+        ctx.out.record(object_lines(ctx, alc, alc_data, notes=True))
 
 
 @register
