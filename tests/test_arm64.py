@@ -143,7 +143,7 @@ def test_registers_are_aarch64_and_alike_in_every_host(heap: Case, host: str) ->
     assert text == heap.out("cli", "registers").text
     # The program counter lies in a module the core maps (the main thread waits in libc's read).
     pc = h(regs["pc"])
-    mods = [ln.split() for ln in heap.out(host, "modules").lines if re.match(r"^[0-9a-f]{16} ", ln)]
+    mods = [ln.split() for ln in heap.out(host, "modules").lines if re.match(r"^[0-9A-F]{16} ", ln)]
     assert any(h(b) <= pc < h(b) + h(s) for b, s, *_ in mods), hex(pc)
 
 

@@ -542,13 +542,6 @@ def _signed_byte_as_sos(text: str) -> str:
     return re.sub(r"^(\s*IL_([0-9a-f]{4}): [a-z.]+\.s IL_)([0-9a-f]{4})$", branch, text, flags=re.M)
 
 
-def _module_paths(text: str) -> str:
-    """The files a modules listing names, once each, sorted; not the dynamic loader nor shared
-    memory files (which SOS leaves out although the process maps them)."""
-    return "\n".join(sorted({m.group(1) for m in re.finditer(r"^[0-9A-Fa-f]{16} [0-9A-Fa-f]{8} (/.+)$", text, re.M)
-                             if "/ld-linux" not in m.group(1) and "/shm/" not in m.group(1)}))
-
-
 CODE_LISTED: list[Listed] = [
     Listed("clrstack names the modules it has no PDB for", r"^(clrstack|ip2md|pe|printexception)\b",
            ours=_drop_lines(r"^No source lines for .*: no matching portable PDB found")),
@@ -566,8 +559,6 @@ CODE_LISTED: list[Listed] = [
            ours=lambda t: _mask(r"^SOS Version: .*$", "SOS Version:")(_drop_lines(r"^Reader: ")(t))),
     Listed("runtimes says which DAC was trusted and why", r"^runtimes",
            sos=lambda t: "\n".join(t.splitlines()[:2]), ours=lambda t: "\n".join(t.splitlines()[:2])),
-    Listed("modules lists every mapping of a file", r"^modules",
-           sos=lambda t: _module_paths(t), ours=lambda t: _module_paths(t)),
     Listed("sosstatus reports sosext's own state", r"^sosstatus", sos=lambda t: "", ours=lambda t: ""),
     Listed("dumpasync lists continuations in the order they were registered", r"^dumpasync",
            sos=lambda t: "\n".join(sorted(t.splitlines())), ours=lambda t: "\n".join(sorted(t.splitlines()))),
