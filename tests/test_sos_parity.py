@@ -434,16 +434,6 @@ def _same_roots(sos: str, ours: str, core: Path) -> bool:
     return True
 
 
-# The commands that print ClrMD's names (SOS's C# commands).
-_CSHARP_NAME_COMMANDS = (r"^(dumpheap|objsize|finalizequeue|gcroot|dumpgen|listnearobj|dumpobjgcrefs|dso|"
-                         r"dumpstackobjects|notreachableinrange|dumpruntimetypes|sizestats|gcwhere|pathto)\b")
-
-
-def _csharp_name(name: str) -> str:
-    from sosext.clr.typesystem.typenames import csharp_name
-    return csharp_name(name)
-
-
 # The runtime's loader heap names ClrMD has no NativeHeapKind for (SOS prints them as Unknown).
 _UNKNOWN_HEAPS = r"StaticsHeap"
 
@@ -470,8 +460,6 @@ LISTED: list[Listed] = [
            ours=_as_sos_labels_the_queue),
     Listed("dumpheap -strings prints non-ASCII characters", r"^dumpheap -strings",
            sos=lambda t: re.sub(r"[^\x00-\x7f]|\.", "", t), ours=lambda t: re.sub(r"[^\x00-\x7f]|\.", "", t)),
-    Listed("Generic names ClrMD cannot read are written in C# form", _CSHARP_NAME_COMMANDS,
-           sos=lambda t: re.sub(r"(?<=\s)(\S*`\d+\[\[.*)$", lambda m: _csharp_name(m.group(1)), t, flags=re.M)),
     Listed("dumpheap -thinlock shows no Free object", r"^dumpheap -thinlock",
            sos_on_core=lambda t, core: _without_free_rows(t, core)),
 ]
