@@ -42,7 +42,8 @@ BaseSize is the size of an instance without elements (the size dumpheap shows fo
 fixed-size objects); ComponentSize the bytes per element of arrays and strings.
 -md adds each slot's entry point, MethodDesc, JIT state (JIT, PreJIT, FCALL, NONE), slot
 number and name; -all also the class details and the field list (as dumpclass; -notes
-adds what a static's value means, as dumpobj -notes).
+adds what a static's value means, as dumpobj -notes). The GC's filler type (Free) prints
+"Free MethodTable" alone, as SOS does.
 
 Examples:
   dumpmt 00007f3a1c2d4e80
@@ -65,7 +66,9 @@ Examples:
         if t is None:
             raise SosError(f"{P16(original)} is not a MethodTable")
         if t.is_free:
-            raise SosError("Free MethodTable")
+            # SOS's one line for the GC's filler type: what the MethodTable is, not a failure.
+            ctx.out.record_line("Free MethodTable")
+            return
         out = ctx.out
         out.field("mt", Address(mt))
         out.field("parent", Address(t.parent), _label("Parent:", p16(t.parent)))
