@@ -159,7 +159,7 @@ def test_registers_equal_the_debuggers_own(heap: Case) -> None:
 
 def test_modules_name_the_arm64_runtime(heap: Case, host: str) -> None:
     runtime_dir = heap.truth["runtime"]["runtimeDir"]
-    paths = {ln.split(None, 2)[2] for ln in heap.out(host, "modules").lines if re.match(r"^[0-9a-f]{16} ", ln)}
+    paths = {ln.split(None, 2)[2] for ln in heap.out(host, "modules").lines if re.match(r"^[0-9A-F]{16} ", ln)}
     assert f"{runtime_dir}/libcoreclr.so" in paths
     assert f"{runtime_dir}/System.Private.CoreLib.dll" in paths
     # The build id sosext reads from the image in the core is the file's own (readelf's).
