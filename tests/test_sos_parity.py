@@ -553,7 +553,7 @@ CODE_LISTED: list[Listed] = [
     Listed("ehinfo names catch types of other modules", r"^ehinfo",
            ours=_mask(r"^(EHHandler \d+: TYPED catch\().+\)", r"\1)")),
     Listed("clrmodules -v names the assembly and its file version", r"^clrmodules -v",
-           sos=_drop_lines(r"^    (AssemblyName|Version): "), ours=_drop_lines(r"^    (AssemblyName|Version): ")),
+           sos=_drop_lines(r"^    Version: "), ours=_drop_lines(r"^    Version: ")),
 ]
 LISTED += CODE_LISTED
 

@@ -187,7 +187,8 @@ class ClrModules(Command):
     details = """\
 As SOS (its `assemblies`, alias `clrmodules`): one line per loaded managed module, its
 image base, image size and path (dynamic ones marked `(Dynamic)`). `-n` keeps modules whose
-file name matches the regular expression (any case); `-v` adds the assembly name, module
+file name matches the regular expression (any case); `-v` adds the assembly name (the
+runtime's: the file's path, as SOS prints it), module
 and assembly addresses, the image's layout (Flat: as the file; Mapped: by sections), the
 metadata's place, the PDB the image names (GUID, age, path) and the file version.
 
@@ -222,7 +223,9 @@ Examples:
             md = m.data
             ctx.out.lines([
                 f"{path}{dynamic}",
-                f"    AssemblyName:    {os.path.splitext(os.path.basename(names.get(m.assembly) or path))[0]}",
+                # The DAC's assembly name, as SOS prints it: the file's path (a bare file name
+                # for an assembly loaded from bytes).
+                f"    AssemblyName:    {safe_line(names.get(m.assembly) or path)}",
                 f"    ImageBase:       {m.image_base:016X}",
                 f"    Size:            {size:08X}",
                 f"    ModuleAddress:   {m.address:016X}",
