@@ -544,7 +544,7 @@ CODE_LISTED: list[Listed] = [
            ours=lambda t: _il_without_blocks(_signed_byte_as_sos(_il_operand_types(t)))),
     Listed("eeversion names sosext as the SOS version", r"^eeversion",
            sos=_mask(r"^SOS Version: .*$", "SOS Version:"),
-           ours=lambda t: _mask(r"^SOS Version: .*$", "SOS Version:")(_drop_lines(r"^Reader: ")(t))),
+           ours=_mask(r"^SOS Version: .*$", "SOS Version:")),
     Listed("runtimes says which DAC was trusted and why", r"^runtimes",
            sos=lambda t: "\n".join(t.splitlines()[:2]), ours=lambda t: "\n".join(t.splitlines()[:2])),
     Listed("sosstatus reports sosext's own state", r"^sosstatus", sos=lambda t: "", ours=lambda t: ""),
