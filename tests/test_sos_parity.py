@@ -434,9 +434,6 @@ def _same_roots(sos: str, ours: str, core: Path) -> bool:
     return True
 
 
-# The runtime's loader heap names ClrMD has no NativeHeapKind for (SOS prints them as Unknown).
-_UNKNOWN_HEAPS = r"StaticsHeap"
-
 LISTED: list[Listed] = [
     Listed("Errors are one line that starts with error:", r".*",
            sos=_lines_sub(r"^ERROR: ", ""), ours=_lines_sub(r"^error: ", "")),
@@ -445,7 +442,6 @@ LISTED: list[Listed] = [
     Listed("gcroot shows the shortest chain from each root, and every root", r"^gcroot ", agree=lambda a, b, core: _same_roots(a, b, core)),
     Listed("eeheap shows the LoaderAllocator the runtime has", r"^eeheap",
            sos=lambda t: _eeheap_allocators(t, True), ours=lambda t: _eeheap_allocators(t, False)),
-    Listed("eeheap names every loader heap", r"^eeheap", ours=_lines_sub(rf"^(?:{_UNKNOWN_HEAPS}):( *)", r"Unknown:\1" + " " * 4)),
     Listed("name2ee prints a field's token", r"^name2ee ",
            ours=_lines_sub(r"^(Field \S+ \(mdToken )[0-9a-f]{8}(\) of)$", r"\1token\2")),
     Listed("name2ee never shows -1 as a code address", r"^name2ee ",
