@@ -7,7 +7,6 @@ CLI, and under ``sos <command>`` in the debuggers.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from ..errors import SosError
@@ -40,10 +39,10 @@ class Modules(Command):
 As dotnet-dump lists them: one row per file the target maps (native libraries and managed
 assemblies), at the address of its first image (the first mapping of the file's start), in
 upper-case hex, with a PE file's SizeOfImage or an ELF file's span up to the end of its last
-mapping (cut at the next file's address where they overlap), then "Total image size:" in bytes. The dynamic loader and /dev files are left out, as
-dotnet-dump does. -mappings lists instead every image of each file (the runtime maps a
-managed assembly twice: flat, and as a loaded image) with the span of its mappings; -v adds
-each file's GNU build id.
+mapping (cut at the next file's address where they overlap), then "Total image size:" in
+bytes. The dynamic loader and /dev files are left out, as dotnet-dump does. -mappings lists
+instead every image of each file (the runtime maps a managed assembly twice: flat, and as a
+loaded image) with the span of its mappings; -v adds each file's GNU build id.
 
 Examples:
   modules
