@@ -464,6 +464,8 @@ LISTED: list[Listed] = [
 # -- comparison -----------------------------------------------------------------------------------
 
 IDENTICAL, LISTED_DIFF, FAILS = "identical", "differs-listed", "fails"
+# dotnet-dump died on the command (its batch goes on in a new session) where sosext answered.
+SOS_CRASHED = "SOS crashes where sosext answers"
 
 
 def judge(core: str, label: str, sos: sosref.Answer, ours: sosref.Answer,
@@ -471,6 +473,8 @@ def judge(core: str, label: str, sos: sosref.Answer, ours: sosref.Answer,
     """(verdict, the LISTED entries used) for one pair."""
     if ours.status == "error" and sos.status == "ok":
         return FAILS, []
+    if sos.status == "crashed" and ours.status == "ok":
+        return LISTED_DIFF, [SOS_CRASHED]
     a, b = sos.normalised, ours.normalised
     if a == b:
         return IDENTICAL, []

@@ -36,10 +36,11 @@ class ThreadPoolQueue(Command):
     summary = "List the work items queued to the thread pool and not yet run, with a summary by method."
     usage = "threadpoolqueue"
     details = """\
-As SOS: the global queue first, then each worker thread's local queue. A Task prints
-`Task | Type.Method` (what its delegate will call, and its scheduler when it is not the
-thread pool's), a ThreadPool.QueueUserWorkItem callback `Work | Type.Method`, any other
-work item its type. Then a count per method, tasks first, each list ending with its total.
+As SOS: the global queue first, then each worker thread's local queue. A
+System.Threading.Tasks.Task prints `Task | Type.Method` (what its delegate will call, and its
+scheduler when it is not the thread pool's), a ThreadPool.QueueUserWorkItem callback
+`Work | Type.Method`, any other work item (a Task<T>, an async state machine box, the callback
+of QueueUserWorkItem<TState> …) its type, in C# form. Then a count per method, tasks first, each list ending with its total.
 Queued items that never run are a sign of thread-pool starvation (see `threadpool`).
 
 Example:
