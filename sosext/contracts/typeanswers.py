@@ -10,7 +10,7 @@ EcmaMetadata (domains, assemblies, modules, metadata), and the type-name builder
 from __future__ import annotations
 
 from ..errors import ContractError, ReaderUnsupported, SosError
-from ..readers.records import (AppDomainData, AppDomainStoreData, AssemblyData, ExceptionObjectData,
+from ..readers.records import (AppDomainData, AppDomainStoreData, AssemblyData, ExceptionObjectData, GetModuleData,
                                FieldDescData, MethodTableCollectibleData, MethodTableData, MethodTableFieldData,
                                MethodDescData, MethodSlotData, ModuleData, ObjectData, ReJitData2,
                                TieredVersionData)
@@ -294,6 +294,12 @@ class TypeAnswers:
     def module_data(self, module: int) -> ModuleData | None:
         try:
             return self.loader.module_data(module)
+        except SosError:
+            return None
+
+    def module_load_data(self, module: int) -> GetModuleData | None:
+        try:
+            return self.loader.module_load_data(module)
         except SosError:
             return None
 
