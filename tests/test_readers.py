@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from contextlib import redirect_stderr
@@ -96,16 +97,45 @@ TEMPLATES = [
     "gcroot {stack_held}",
     "gcroot -nostacks {tail}",
     "gcroot -nostacks {root}",
+    # the rest of issue 24's point 2: {module} is the debuggee's module (from the DAC reader's
+    # dumpmt), {exception} the runtime's preallocated OutOfMemoryException, {boxed} the data of a
+    # boxed UniqueStruct ({struct_mt}), {core} the core itself (a diff against itself)
+    "dumpheap -thinlock",
+    "dumpheap -bycount -stat",
+    "dumpheap -heap 0 -stat",
+    "dumpheap -stat -retained",
+    "dumpmt -md {mt}",
+    "dumpvc {struct_mt} {boxed}",
+    "dumpmodule {module}",
+    "dumpmodule -mt {module}",
+    "verifyheap",
+    "pe {exception}",
+    "syncblk",
+    "syncblk -all",
+    "retained {obj}",
+    "dominators -top 5",
+    "heapdiff {core}",
+    "leaks {core}",
+    "report --format folded -o -",
 ]
 
 
-def commands_for(truth: dict) -> list[str]:
+def commands_for(truth: dict, core: Path) -> list[str]:
     item = truth["types"]["SosextDebuggee.HeapItemA"]
     worker = truth["threads"][0]
+    boxed = truth["types"]["SosextDebuggee.UniqueStruct"]
+    # what the truth does not print, asked of the DAC reader once
+    module, exception = drivers.run_cli([f"dumpmt {item['mt']}", "dumpheap -type System.OutOfMemoryException -short"],
+                                        core=core, env={"SOSEXT_READER": "dac", "SOSEXT_CLR_PATH": ""})
+    module_address = re.search(r"^Module:\s+([0-9A-Fa-f]+)$", module.text, re.M)
+    exception_object = re.search(r"^([0-9a-f]{8,16})$", exception.text, re.M)
+    assert module_address and exception_object, module.text + exception.text
     return [t.format(obj=item["addresses"][0], mt=item["mt"], string_mt=truth["stringMethodTable"]["mt"],
                      item_e=truth["itemE"]["address"], item_e_mt=truth["types"]["SosextDebuggee.HeapItemE"]["mt"],
                      root=truth["objects"]["staticRoot"]["address"], tail=truth["rootChain"]["path"][-1]["address"],
-                     stack_only=worker["stackOnly"]["address"], stack_held=worker["held"]["address"])
+                     stack_only=worker["stackOnly"]["address"], stack_held=worker["held"]["address"],
+                     struct_mt=boxed["mt"], boxed=f"{int(boxed['addresses'][0], 16) + 8:#x}",
+                     module=module_address.group(1), exception=exception_object.group(1), core=core)
             for t in TEMPLATES]
 
 
@@ -127,7 +157,7 @@ def case(request, tmp_path_factory) -> Case:
     cores = tmp_path_factory.mktemp(f"cores-readers-{gc}-{flavor}")
     with Debuggee("heap", gc=gc, gc_flavor=flavor, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
         c = Case(d.truth, d.write_core("heap", cores / "heap.core"), [])
-    c.commands = commands_for(c.truth)
+    c.commands = commands_for(c.truth, c.core)
     for reader in ("dac", "contracts"):
         c.outputs[reader] = drivers.run_cli(c.commands, core=c.core, timeout=600,
                                             env={"SOSEXT_READER": reader, "SOSEXT_CLR_PATH": ""})

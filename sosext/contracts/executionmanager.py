@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ContractError
+from ..errors import ContractError, SosError
 from .targetdata import TargetData
 
 _MAP_LEVELS, _BITS_PER_LEVEL, _MAX_SET_BIT = 5, 8, 56
@@ -105,6 +105,25 @@ class ExecutionManager:
         if flags & _CODE_HEAP and not flags & _RANGE_LIST:
             return self._jitted(section, base, ip)
         return None
+
+    def is_code_of_no_method(self, ip: int) -> bool:
+        """Whether ``ip`` lies in managed code (a code heap or an R2R image) that names no
+        method: R2R code whose entry point the image's map does not hold yet, or whose
+        lookup tables the dump left out (a heap dump without the image). The DAC answers
+        no MethodDesc for such an entry point rather than looking at the stubs."""
+        section = self.range_section(ip)
+        if not section:
+            return False
+        d = self.data
+        flags = d.field_i32(section, "RangeSection", "Flags")
+        managed = d.field_pointer(section, "RangeSection", "R2RModule") or \
+            (flags & _CODE_HEAP and not flags & _RANGE_LIST)
+        if not managed:
+            return False
+        try:
+            return self.code_block(ip) is None
+        except SosError:  # the image's tables are not in the dump: the DAC finds no method either
+            return True
 
     def _jitted(self, section: int, base: int, ip: int) -> CodeBlock | None:
         d = self.data

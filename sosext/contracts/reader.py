@@ -372,6 +372,24 @@ class ContractReader:
                 return self._stack_walker().walk(os_tid, thread.frame)
         return []
 
+    def method_table_slots(self, mt: int) -> list[rec.MethodSlotData] | None:
+        """The slots as the type half reads them from the MethodDesc chunks, except that a vtable
+        slot holding managed code of no known method gets no MethodDesc, as the DAC's slot
+        enumerator (GetMethodDescForSlot_NoThrow: the owner of the entry point) answers."""
+        slots = self.types.method_table_slots(mt)
+        if not slots or not self.descriptor.contract_version("ExecutionManager"):
+            return slots
+        manager = self._stack_walker().manager
+        vtable = self.types.methods.num_vtable_slots(mt)  # the first entries; the rest come from chunks
+        out = []
+        for i, s in enumerate(slots):
+            try:
+                unknown = i < vtable and bool(s.entry_point) and manager.is_code_of_no_method(s.entry_point)
+            except SosError:
+                unknown = False
+            out.append(rec.MethodSlotData(0, s.entry_point, 0, 0, 0, s.slot) if unknown else s)
+        return out
+
     def method_desc_from_ip(self, ip: int) -> int | None:
         """The MethodDesc whose code holds ``ip`` (the ExecutionManager contract)."""
         manager = self._stack_walker().manager
