@@ -346,13 +346,16 @@ class ContractReader:
         return self._global_pointer("StressLog") or None
 
     def sync_block_data(self, number: int) -> rec.SyncBlockData | None:
-        """Not answered: the .NET 9/10 descriptors describe SyncTableEntry and SyncBlock's
-        InteropInfo only; the entry count (SyncBlockCache) and the monitor's state (AwareLock)
-        are not described (dotnet/runtime adds a SyncBlock contract after .NET 10)."""
+        """Not answered. The .NET 9/10 descriptors give the table (global SyncTableEntries,
+        type SyncTableEntry) but not how many entries are in use (SyncBlockCache's free index:
+        no global) nor a lock's state (SyncBlock describes InteropInfo only: no MonitorHeld,
+        recursion or owning thread). The SyncBlock contract that adds both (dotnet/runtime
+        docs/design/datacontracts/SyncBlock.md) comes after .NET 10."""
         if "SyncBlock" in self.descriptor.contracts:
             raise self.unsupported("sync blocks (the SyncBlock contract is not read)")
-        raise ReaderUnsupported("the contracts reader cannot answer sync blocks: this runtime's descriptor does "
-                                "not describe the sync block cache; --reader dac (or setreader dac) does")
+        raise ReaderUnsupported("the contracts reader cannot answer sync blocks: this runtime's descriptor has no "
+                                "SyncBlockCache (how many entries are in use) and no lock state in SyncBlock "
+                                "(MonitorHeld, recursion, owner); --reader dac (or setreader dac) does")
 
     # -- roots ------------------------------------------------------------------------------
 
