@@ -24,6 +24,8 @@ from typing import Iterator
 
 from ..errors import ContractError, ReaderUnsupported, SosError
 from ..readers import records as rec
+from ..readers.stacks import (CONTEXT_REGISTERS_X64, MAX_FRAMES, ClrStack, ClrStackFrame, FrameKind,
+                              NotManagedThread)
 from ..targets.base import Module, Target
 from .descriptor import ContractDescriptor, read_descriptor
 from .gcvars import GC_HEAP_SVR, GcDacVars, GcHeapView, runtime_gc_globals
@@ -367,13 +369,29 @@ class ContractReader:
                 return stack_references(self._stack_walker(), os_tid, thread.frame)
         raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
 
-    def stack_frames(self, os_tid: int) -> list:  # list[stackwalk.StackFrame]
-        """A thread's frames, innermost first: managed methods' and the runtime's Frames
-        (stackwalk.py; what the DAC's IXCLRDataStackWalk gives the model)."""
-        for _addr, thread in self.threads():
-            if thread.os_thread_id == os_tid:
-                return self._stack_walker().walk(os_tid, thread.frame)
-        return []
+    def stack_frames(self, os_tid: int, *, arguments: bool = False, local_variables: bool = False,
+                     registers: bool = False, max_frames: int = 0) -> ClrStack:
+        """A thread's stops, innermost first: managed methods' and the runtime's Frames
+        (stackwalk.py). Arguments and locals are not collected yet (their locations are in the
+        JIT's native variable info); registers are the walk's on x86-64 (the integer registers
+        of the DAC's CONTEXT)."""
+        thread = next((t for _a, t in self.threads() if t.os_thread_id == os_tid), None)
+        if thread is None:
+            raise NotManagedThread(os_tid)
+        want = registers and self.target.arch == "x86_64"
+        frames: list[ClrStackFrame] = []
+        for f in self._stack_walker().walk(os_tid, thread.frame)[:max_frames or MAX_FRAMES]:
+            regs = {name: f.registers.get(name, 0) for name in CONTEXT_REGISTERS_X64} if want and f.registers else None
+            if f.method_desc:
+                frames.append(ClrStackFrame(FrameKind.MANAGED, f.sp, f.ip, f.method_desc,
+                                            self.method_desc_name(f.method_desc) or "", registers=regs))
+            else:
+                # As the DAC's walk: a runtime Frame's stack pointer is the Frame's address.
+                md = f.frame_method_desc
+                method = (self.method_desc_name(md) or "<unknown method>") if md else ""
+                frames.append(ClrStackFrame(FrameKind.RUNTIME, f.frame, f.ip, md, method, frame_address=f.frame,
+                                            frame_name=f.frame_kind, registers=regs))
+        return ClrStack(os_tid, tuple(frames), complete=True)
 
     def method_table_slots(self, mt: int) -> list[rec.MethodSlotData] | None:
         """The slots as the type half reads them from the MethodDesc chunks, except that a vtable
