@@ -372,9 +372,12 @@ class ContractReader:
     def stack_frames(self, os_tid: int, *, arguments: bool = False, local_variables: bool = False,
                      registers: bool = False, max_frames: int = 0) -> ClrStack:
         """A thread's stops, innermost first: managed methods' and the runtime's Frames
-        (stackwalk.py). Arguments and locals are not collected yet (their locations are in the
-        JIT's native variable info); registers are the walk's on x86-64 (the integer registers
-        of the DAC's CONTEXT)."""
+        (stackwalk.py); registers are the walk's on x86-64 (the integer registers of the DAC's
+        CONTEXT). Arguments and locals are not answered: their locations are in the JIT's native
+        variable info (and a ReadyToRun method's in its image), not decoded yet; a walk without
+        them would print frames that silently lack what was asked for."""
+        if arguments or local_variables:
+            raise self.unsupported("arguments and locals of frames (the JIT's native variable info)")
         thread = next((t for _a, t in self.threads() if t.os_thread_id == os_tid), None)
         if thread is None:
             raise NotManagedThread(os_tid)
