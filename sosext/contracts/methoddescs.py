@@ -371,6 +371,10 @@ class MethodDescs:
         args = d.field_pointer(md.address, "InstantiatedMethodDesc", "PerInstInfo")
         return [d.pointer(args + i * d.pointer_size) for i in range(count)] if args and count else []
 
+    def method_instantiation(self, md: MethodDesc) -> list[int]:
+        """The type arguments of a generic method's instantiation ([] for any other method)."""
+        return self._instantiation(md)
+
     def _is_generic_definition(self, md: MethodDesc) -> bool:
         return md.classification == MC_INSTANTIATED and \
             self.data.field_u16(md.address, "InstantiatedMethodDesc", "Flags2") & IMD_KIND_MASK == \

@@ -373,21 +373,28 @@ class ContractReader:
                      registers: bool = False, max_frames: int = 0) -> ClrStack:
         """A thread's stops, innermost first: managed methods' and the runtime's Frames
         (stackwalk.py); registers are the walk's on x86-64 (the integer registers of the DAC's
-        CONTEXT). Arguments and locals are not answered: their locations are in the JIT's native
-        variable info (and a ReadyToRun method's in its image), not decoded yet; a walk without
-        them would print frames that silently lack what was asked for."""
-        if arguments or local_variables:
-            raise self.unsupported("arguments and locals of frames (the JIT's native variable info)")
+        CONTEXT); arguments and locals from the JIT's native variable info (framevalues.py)."""
         thread = next((t for _a, t in self.threads() if t.os_thread_id == os_tid), None)
         if thread is None:
             raise NotManagedThread(os_tid)
+        walker = self._stack_walker()
         want = registers and self.target.arch == "x86_64"
         frames: list[ClrStackFrame] = []
-        for f in self._stack_walker().walk(os_tid, thread.frame)[:max_frames or MAX_FRAMES]:
+        for step in itertools.islice(walker.steps(os_tid, thread.frame), max_frames or MAX_FRAMES):
+            f = step.frame
             regs = {name: f.registers.get(name, 0) for name in CONTEXT_REGISTERS_X64} if want and f.registers else None
             if f.method_desc:
+                args = local_values = None
+                if (arguments or local_variables) and step.block is not None:
+                    from .framevalues import FrameValues
+                    values = FrameValues(self.types, walker.manager, self.target.arch, step.block, f.ip, step.regs)
+                    args = values.arguments() if arguments else None
+                    # as SOS: once the arguments could not be listed, the locals are not tried
+                    listed = not arguments or values.vars is not None or not values.count
+                    local_values = values.locals() if local_variables and listed else None
                 frames.append(ClrStackFrame(FrameKind.MANAGED, f.sp, f.ip, f.method_desc,
-                                            self.method_desc_name(f.method_desc) or "", registers=regs))
+                                            self.method_desc_name(f.method_desc) or "", arguments=args,
+                                            locals=local_values, registers=regs))
             else:
                 # As the DAC's walk: a runtime Frame's stack pointer is the Frame's address.
                 md = f.frame_method_desc
