@@ -438,13 +438,15 @@ def test_stacks_with_an_exception_in_flight_are_the_dacs(scenario: str, tmp_path
     """A thread blocked inside a catch block (its SoftwareExceptionFrame, the catch funclet,
     the frames the exception unwound, the funclet's parent): clrstack (-r, -f), eestack, dso
     and the liveness print the DAC reader's bytes, and every thread's stack references are the
-    DAC's (the unwound frames and the funclet's parent report none)."""
+    DAC's (the unwound frames and the funclet's parent report none); so do the arguments and
+    locals of every frame (clrstack -a, -i -a), a catch funclet's among them."""
     from harness import dotnet_path
     if dotnet_path() is None:
         pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
     with Debuggee(scenario, dll=build_debuggee(), core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / f"{scenario}.core")
-    commands = ["clrstack -all", "clrstack -r -all", "clrstack -f -all", "eestack", "dso", "dumpheap -live -stat"]
+    commands = ["clrstack -all", "clrstack -r -all", "clrstack -f -all", "eestack", "dso", "dumpheap -live -stat",
+                "clrstack -a -all", "clrstack -i -a -all"]
     outs = {reader: drivers.run_cli(commands, core=core, timeout=600,
                                     env={"SOSEXT_READER": reader, "SOSEXT_CLR_PATH": ""})
             for reader in ("dac", "contracts")}

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from ..errors import ContractError, MemoryReadError, ReaderUnsupported, SosError
 from ..formats.metadata.errors import MetadataError
-from ..formats.metadata.signatures import ElementType as ET, SigType
+from ..formats.metadata.signatures import SIG_GENERIC, ElementType as ET, MethodSig, SigType
 from ..readers.stacks import FrameValue
 from .debuginfo import (VLT_FIXED_VA, VLT_FPSTK, VLT_INVALID, VLT_REG, VLT_REG_REG, VLT_REG_STK, VLT_STK, VLT_STK2, VLT_STK_REG, NativeVar,
                         blob_vars, jitted_debug_info, jitted_vars)
-from .methoddescs import MC_IL, MC_INSTANTIATED
+from .methoddescs import MC_ARRAY, MC_DYNAMIC, MC_IL, MC_INSTANTIATED
 
 if TYPE_CHECKING:
     from .executionmanager import CodeBlock, ExecutionManager
@@ -51,17 +51,26 @@ class FrameValues:
                                     "--reader dac (or setreader dac) does")
         self.regs = regs
         self.md = self.methods.method_desc(block.method_desc)
-        if self.md.classification not in (MC_IL, MC_INSTANTIATED) or not self.md.token & 0xFFFFFF:
-            raise _unsupported("arguments and locals of stubs and dynamic methods")
         self.module = self.methods.module(self.md)
-        self.metadata = types.metadata.metadata(self.module)
-        if self.metadata is None:
-            raise ContractError(f"MethodDesc {self.md.address:#x}: its module has no readable metadata")
-        try:
-            method = self.metadata.method(self.md.token)
-        except MetadataError as e:
-            raise ContractError(f"MethodDesc {self.md.address:#x}: {e}") from None
-        self.signature = method.signature
+        self.metadata = None
+        if self.md.classification in (MC_DYNAMIC, MC_ARRAY):
+            # an IL stub, a DynamicMethod or an array's accessor: its signature is stored with
+            # it, its types may be TypeHandles (ELEMENT_TYPE_INTERNAL); no metadata names its
+            # parameters
+            blob = self.methods.stored_signature(self.md)
+            if blob is None:
+                raise ContractError(f"MethodDesc {self.md.address:#x}: a dynamic method without a signature")
+            self.signature = _StoredSig(blob, types.data.pointer_size).method()
+        elif self.md.token & 0xFFFFFF:  # IL, generic instantiations, P/Invoke, FCalls …
+            self.metadata = types.metadata.metadata(self.module)
+            if self.metadata is None:
+                raise ContractError(f"MethodDesc {self.md.address:#x}: its module has no readable metadata")
+            try:
+                self.signature = self.metadata.method(self.md.token).signature
+            except MetadataError as e:
+                raise ContractError(f"MethodDesc {self.md.address:#x}: {e}") from None
+        else:
+            raise ContractError(f"MethodDesc {self.md.address:#x} has neither a token nor a stored signature")
         self.manager = manager
         # The DAC reads the variable infos when asked for the first value: where they cannot be
         # read, its first answer fails and SOS lists nothing more of the frame.
@@ -113,12 +122,16 @@ class FrameValues:
         return tuple(self._value("", t, self.count + i) for i, t in enumerate(types))
 
     def _param_names(self) -> list[str]:
+        if self.metadata is None:
+            return []
         try:
             return self.metadata.param_names(self.md.token)
         except MetadataError:
             return []
 
     def _local_types(self) -> tuple[SigType, ...] | None:
+        if self.md.classification not in (MC_IL, MC_INSTANTIATED) or self.metadata is None:
+            return None  # not IL: the DAC counts no locals
         header = self.methods.il_header(self.md)
         if not header:
             return None
@@ -196,6 +209,8 @@ class FrameValues:
         et = sig.element_type
         if et in _PRIMITIVE_SIZES:
             return _PRIMITIVE_SIZES[et]
+        if et == ET.INTERNAL and sig.token:
+            return _PRIMITIVE_SIZES.get(self.types.rts.signature_element_type(sig.token))
         if et in (ET.VAR, ET.MVAR):
             args = (self.types.rts.instantiation(self.md.method_table) if et == ET.VAR
                     else self.methods.method_instantiation(self.md))
@@ -203,6 +218,73 @@ class FrameValues:
                 return None
             return _PRIMITIVE_SIZES.get(self.types.rts.signature_element_type(args[sig.index]))
         return None
+
+
+class _StoredSig:
+    """A runtime-stored method signature: ECMA-335's, plus ELEMENT_TYPE_INTERNAL (a TypeHandle
+    inline). Only what the values need is kept: each parameter's outer type."""
+
+    def __init__(self, blob: bytes, pointer_size: int) -> None:
+        self.blob, self.pos, self.pointer_size = blob, 0, pointer_size
+
+    def _byte(self) -> int:
+        if self.pos >= len(self.blob):
+            raise ContractError("a stored method signature ends early")
+        b = self.blob[self.pos]
+        self.pos += 1
+        return b
+
+    def _compressed(self) -> int:
+        b = self._byte()
+        if not b & 0x80:
+            return b
+        if not b & 0x40:
+            return (b & 0x3F) << 8 | self._byte()
+        return (b & 0x1F) << 24 | self._byte() << 16 | self._byte() << 8 | self._byte()
+
+    def method(self) -> MethodSig:
+        convention = self._byte()
+        generic = self._compressed() if convention & SIG_GENERIC else 0
+        count = self._compressed()
+        if count > 0xFFFF:
+            raise ContractError(f"a stored method signature of {count} parameters")
+        returns = self._type(0)
+        params = tuple(self._type(0) for _ in range(count))
+        return MethodSig(convention, generic, returns, params)
+
+    def _type(self, depth: int) -> SigType:
+        if depth > 64:
+            raise ContractError("a stored method signature nests too deeply")
+        et = self._byte()
+        while et in (ET.CMOD_REQD, ET.CMOD_OPT, ET.PINNED, ET.SENTINEL):
+            if et in (ET.CMOD_REQD, ET.CMOD_OPT):
+                self._compressed()
+            et = self._byte()
+        if et in (ET.PTR, ET.BYREF, ET.SZARRAY):
+            self._type(depth + 1)
+        elif et in (ET.VALUETYPE, ET.CLASS, ET.VAR, ET.MVAR):
+            return SigType(et, index=self._compressed())
+        elif et == ET.ARRAY:
+            self._type(depth + 1)
+            self._compressed()
+            for _ in range(self._compressed()):
+                self._compressed()
+            for _ in range(self._compressed()):
+                self._compressed()
+        elif et == ET.GENERICINST:
+            self._byte()
+            self._compressed()
+            for _ in range(self._compressed()):
+                self._type(depth + 1)
+        elif et == ET.FNPTR:
+            self.method()
+        elif et == ET.INTERNAL:
+            raw = self.blob[self.pos:self.pos + self.pointer_size]
+            if len(raw) != self.pointer_size:
+                raise ContractError("a stored method signature ends early")
+            self.pos += self.pointer_size
+            return SigType(et, token=int.from_bytes(raw, "little"))
+        return SigType(et)
 
 
 def _unsupported(what: str) -> ReaderUnsupported:

@@ -423,6 +423,10 @@ class MethodDescs:
             out.append(SigText(self, md_reader, type_args, method_args).parameters(signature))
         return "".join(out)
 
+    def stored_signature(self, md: MethodDesc) -> bytes | None:
+        """The signature a stub or dynamic method keeps with it (StoredSigMethodDesc)."""
+        return self._stored_sig(md)
+
     def _stored_sig(self, md: MethodDesc) -> bytes | None:
         d = self.data
         sig = d.field_pointer(md.address, "StoredSigMethodDesc", "Sig")
