@@ -229,11 +229,24 @@ class MethodDescs:
         not tier (a tiered method's versions carry tiers the .NET 10 descriptor does not publish)."""
         md = self.method_desc(address)
         self._default_il_version_only(md, rejit_id)
-        if md.flags3 & ELIGIBLE_FOR_TIERING:
-            raise ReaderUnsupported("the contracts reader cannot answer a tiered method's code versions yet; "
-                                    "--reader dac (or setreader dac) does")
         code = self.default_native_code(md)
-        return [TieredVersionData(code, self._tier(md, code), 0)]
+        tier = self._tier(md, code)
+        if md.flags3 & ELIGIBLE_FOR_TIERING and (tier != TIER_READY_TO_RUN or self._has_version_nodes(md)):
+            # A JIT-compiled version's tier is the NativeCodeVersionNode's OptimizationTier (not
+            # in the .NET 10 descriptor) or, for the method's first code, the runtime's initial
+            # tier (from its configuration, not in the target's contracts either). Only the
+            # precompiled code of a method the runtime has not re-JIT-compiled is answered.
+            raise ReaderUnsupported("the contracts reader cannot answer a tiered method's JIT-compiled code "
+                                    "versions (this runtime's descriptor has no optimization tier); "
+                                    "--reader dac (or setreader dac) does")
+        return [TieredVersionData(code, tier, 0)]
+
+    def _has_version_nodes(self, md: MethodDesc) -> bool:
+        """Whether the runtime made explicit native code versions (tier 1, OSR …) of ``md``."""
+        d = self.data
+        code_data = d.field_pointer(md.address, "MethodDesc", "CodeData")
+        state = d.field_pointer(code_data, "MethodDescCodeData", "VersioningState") if code_data else 0
+        return bool(state and d.field_pointer(state, "MethodDescVersioningState", "NativeCodeVersionNode"))
 
     def _tier(self, md: MethodDesc, code: int) -> int:
         d = self.data
