@@ -249,6 +249,35 @@ def test_both_readers_find_the_same_stack_references(case: Case) -> None:
     assert [a.register_name(r) for r in range(-17, 17)] == [b.register_name(r) for r in range(-17, 17)]
 
 
+def test_both_readers_give_the_same_arguments_and_locals(case: Case) -> None:
+    """Every managed frame's arguments and locals (name, register or stack address, bytes) from
+    the contracts reader's native variable info are the DAC's IXCLRDataFrame values, frame by
+    frame on every thread, and many of them have data (not an agreement on nothing)."""
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.reader import ContractReader
+    from sosext.dac.loader import locate_dac
+    from sosext.dac.sos import open_dac
+    from sosext.readers.stacks import NotManagedThread
+    from sosext.targets.elfcore import CoreTarget
+    target = CoreTarget(str(case.core))
+    location = locate_dac(target)
+    a, b = open_dac(target, location), ContractReader(target, location.runtime)
+    values = []
+    for _addr, thread in a.threads():
+        if not thread.os_thread_id:
+            continue
+        try:
+            dac = a.stack_frames(thread.os_thread_id, arguments=True, local_variables=True)
+        except NotManagedThread:
+            continue
+        contracts = b.stack_frames(thread.os_thread_id, arguments=True, local_variables=True)
+        mine = [(f.method_desc, f.arguments, f.locals) for f in contracts.frames if f.is_managed]
+        theirs = [(f.method_desc, f.arguments, f.locals) for f in dac.frames if f.is_managed]
+        assert mine == theirs, hex(thread.os_thread_id)
+        values += [v for _md, args, local_values in theirs for v in (args or ()) + (local_values or ())]
+    assert len(values) > 20 and sum(v.data is not None for v in values) > 10
+
+
 # -- the GC half alone, under the DAC's type answers -----------------------------------------------
 
 class SplitReader:
