@@ -401,7 +401,8 @@ class ContractReader:
                 method = (self.method_desc_name(md) or "<unknown method>") if md else ""
                 frames.append(ClrStackFrame(FrameKind.RUNTIME, f.frame, f.ip, md, method, frame_address=f.frame,
                                             frame_name=f.frame_kind, registers=regs))
-        return ClrStack(os_tid, tuple(frames), complete=True)
+        # A walk with no stop at all is a failed one, as the DAC's: it has no first context.
+        return ClrStack(os_tid, tuple(frames), complete=bool(frames))
 
     def method_table_slots(self, mt: int) -> list[rec.MethodSlotData] | None:
         """The slots as the type half reads them from the MethodDesc chunks, except that a vtable
