@@ -401,6 +401,14 @@ def _assert_equal_records(core: Path, truth: dict) -> None:
     assert handles == b.handles() and len(handles) > 10  # same handles, same order
     os_tids = {t.os_thread_id for _, t in b.threads()}
     assert {t["osTid"] for t in truth["threads"]} <= os_tids
+    # how every module was loaded (dumpmodule's Attributes, clrmodules' layout), where the
+    # runtime's descriptor describes PEImage layouts (.NET 10)
+    if b.descriptor.has_type("PEImageLayout"):
+        modules = [m for d in a.app_domain_list(a.app_domain_store_data().domain_count)
+                   for asm in a.assembly_list(d) for m in a.assembly_module_list(asm)]
+        assert len(modules) > 5
+        for m in modules:
+            assert a.module_load_data(m) == b.module_load_data(m), hex(m)
 
 
 def test_the_contracts_reader_maps_no_dac(case: Case) -> None:

@@ -298,6 +298,10 @@ class TypeAnswers:
             return None
 
     def module_load_data(self, module: int) -> GetModuleData | None:
+        if not self.data.desc.has_type("PEImageLayout") or not self.data.desc.has_type("CGrowableSymbolStream"):
+            raise ReaderUnsupported("the contracts reader cannot answer how a module was loaded: this runtime's "
+                                    "descriptor does not describe PEImage layouts (.NET 9); --reader dac "
+                                    "(or setreader dac) does")
         try:
             return self.loader.module_load_data(module)
         except SosError:
