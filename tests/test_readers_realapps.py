@@ -106,7 +106,7 @@ def plan(core: Path) -> list[str]:
         commands.append(f"dumpmodule {module}")
     # the code versions of methods on the stacks (tiered, ReadyToRun, jitted): ip2md
     ips = list(dict.fromkeys(re.findall(r"^[0-9A-F]{16} ([0-9A-F]{16}) \w", first[3].text, re.M)))
-    commands += [f"ip2md {ip}" for ip in ips[:12]]
+    commands += [f"ip2md {ip}" for ip in ips[:30]]
     for name, _mt in exceptions[:1]:
         commands += [f"pe {obj}" for obj in objects.get(name, [])[:1]]
     return commands
