@@ -237,11 +237,17 @@ class MethodDescs:
         if not md.flags3 & ELIGIBLE_FOR_TIERING:
             return [TieredVersionData(code, tier, 0)]
         if tier != TIER_READY_TO_RUN:
-            # The method's first JIT-compiled code has the runtime's initial tier, which follows
-            # its configuration (quick JIT, tiered PGO …): not in the target's contracts.
+            # The first JIT-compiled code's tier is TieredCompilationManager::GetInitialOptimizationTier:
+            # Optimized where the method's call counting was disabled (the loader allocator's
+            # CallCountingManager table), else tier 0, instrumented or not by EEConfig's TieredPGO
+            # and TieredPGO_InstrumentOnlyHotCode. The .NET 9/10 descriptors describe neither
+            # (later ones add the EEConfig global and the CallCountingManager/CallCountingInfo
+            # types), and a guess from the default configuration would be wrong exactly where
+            # it matters.
             raise ReaderUnsupported("the contracts reader cannot answer the tier of a tiered method's first "
-                                    "JIT-compiled code (the runtime's configuration decides it); --reader dac "
-                                    "(or setreader dac) does")
+                                    "JIT-compiled code (it follows EEConfig's TieredPGO settings and the "
+                                    "method's call counting, which this runtime's data descriptor does not "
+                                    "describe); --reader dac (or setreader dac) does")
         # The DAC's order: the method's own (implicit) version, then its NativeCodeVersionNodes.
         out = [TieredVersionData(code, tier, 0)]
         for node in self._version_nodes(md):
