@@ -156,3 +156,39 @@ def test_contracts_reader_prints_what_the_dac_reader_prints_on_real_programs(cas
         # the rest printed the same bytes; these say in one line that the DAC reader answers them
         warnings.warn(f"{case.app}: {len(case.commands) - len(unsupported)} commands identical; the contracts reader "
                       f"does not answer {unsupported}")
+
+
+# -- the code versions of every method on the stacks ----------------------------------------------
+
+@pytest.fixture(scope="module", params=APPS)
+def stack_methods(request) -> tuple[str, list[str], dict[str, list[drivers.Output]]]:  # type: ignore[no-untyped-def]
+    from harness import realapps
+    core = realapps.core(request.param)
+    if core is None:
+        pytest.skip(f"no {request.param} core: {realapps.why_not(request.param)}")
+    (stacks,) = drivers.run_cli(["clrstack -all"], core=core, timeout=1800, env={**ENV, "SOSEXT_READER": "dac"})
+    ips = sorted(set(re.findall(r"^[0-9A-F]{16} ([0-9A-F]{16}) \w", stacks.text, re.M)))
+    commands = [f"ip2md {ip}" for ip in ips]
+    return request.param, commands, {
+        reader: drivers.run_cli(commands, core=core, timeout=1800, env={**ENV, "SOSEXT_READER": reader})
+        for reader in ("dac", "contracts")}
+
+
+def test_ip2md_of_every_stack_method_is_the_dacs_or_says_why_not(stack_methods) -> None:  # type: ignore[no-untyped-def]
+    """ip2md of every managed IP on the program's stacks: the DAC reader's bytes, or (a tiered
+    method whose first code was JIT-compiled, whose tier the .NET 10 descriptor does not let
+    the contracts reader know) the one line naming the DAC reader. A method the runtime gave an
+    instrumented tier-0 version is answered: its first code was tier 0."""
+    app, commands, outputs = stack_methods
+    refused = []
+    for command, dac, contracts in zip(commands, outputs["dac"], outputs["contracts"]):
+        if dac.text == contracts.text:
+            continue
+        assert _unsupported(dac, contracts), f"{app}: {command}"
+        assert "first JIT-compiled code" in contracts.text, f"{app}: {command}"
+        assert "(QuickJitted + Instrumented)" not in dac.text, f"{app}: {command}"
+        refused.append(command)
+    assert len(commands) >= 20 and len(refused) < len(commands) // 2, (app, len(commands), refused)
+    if refused:
+        warnings.warn(f"{app}: ip2md of {len(commands) - len(refused)} of {len(commands)} stack IPs identical; "
+                      f"the rest say in one line that the DAC reader answers them")

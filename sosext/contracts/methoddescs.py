@@ -56,6 +56,7 @@ TIER_MIN_OPT_JITTED, TIER_OPTIMIZED, TIER_READY_TO_RUN = 1, 2, 5
 # NativeCodeVersion::OptimizationTier (Tier0, Tier1, Tier1OSR, Optimized, Tier0Instrumented,
 # Tier1Instrumented) -> DacpTieredVersionData's, as the DAC's GetTieredVersions maps them.
 _NODE_TIERS = {0: 3, 1: 4, 2: 6, 3: 2, 4: 7, 5: 8}
+NODE_TIER0, NODE_TIER0_INSTRUMENTED = 0, 4  # NativeCodeVersion::OptimizationTier
 MODULE_ALLOW_JIT_OPTS = 0x00000800  # Module flags: DEBUGGER_ALLOW_JIT_OPTS_PRIV
 METHOD_IMPL_NO_OPTIMIZATION = 0x0040  # MethodImplAttributes.NoOptimization
 MAX_VERSION_NODES = 10_000
@@ -236,6 +237,7 @@ class MethodDescs:
         tier = self._tier(md, code)
         if not md.flags3 & ELIGIBLE_FOR_TIERING:
             return [TieredVersionData(code, tier, 0)]
+        nodes = self._version_nodes(md)
         if tier != TIER_READY_TO_RUN:
             # The first JIT-compiled code's tier is TieredCompilationManager::GetInitialOptimizationTier:
             # Optimized where the method's call counting was disabled (the loader allocator's
@@ -243,14 +245,19 @@ class MethodDescs:
             # and TieredPGO_InstrumentOnlyHotCode. The .NET 9/10 descriptors describe neither
             # (later ones add the EEConfig global and the CallCountingManager/CallCountingInfo
             # types), and a guess from the default configuration would be wrong exactly where
-            # it matters.
-            raise ReaderUnsupported("the contracts reader cannot answer the tier of a tiered method's first "
-                                    "JIT-compiled code (it follows EEConfig's TieredPGO settings and the "
-                                    "method's call counting, which this runtime's data descriptor does not "
-                                    "describe); --reader dac (or setreader dac) does")
+            # it matters. One case is certain: the runtime gives a JIT-compiled method an
+            # instrumented tier-0 version (AsyncPromoteToTier1) only when its current code is
+            # tier 0 with TieredPGO and InstrumentOnlyHotCode on, and then call counting ran:
+            # its first code is tier 0 (quick JIT), as the DAC computes it.
+            if not any(self._node_optimization_tier(node) == NODE_TIER0_INSTRUMENTED for node in nodes):
+                raise ReaderUnsupported("the contracts reader cannot answer the tier of a tiered method's first "
+                                        "JIT-compiled code (it follows EEConfig's TieredPGO settings and the "
+                                        "method's call counting, which this runtime's data descriptor does not "
+                                        "describe); --reader dac (or setreader dac) does")
+            tier = _NODE_TIERS[NODE_TIER0]
         # The DAC's order: the method's own (implicit) version, then its NativeCodeVersionNodes.
         out = [TieredVersionData(code, tier, 0)]
-        for node in self._version_nodes(md):
+        for node in nodes:
             node_code = self.data.field_pointer(node, "NativeCodeVersionNode", "NativeCode")
             node_tier = self._tier(md, node_code) if node_code else 0
             if node_tier != TIER_READY_TO_RUN:
