@@ -54,7 +54,7 @@ def test_a_packed_fragment_has_no_epilog() -> None:
     assert info.codes[0] == 0xE5  # end_c first: the fragment's codes end its own scope
 
 
-# -- a packed function's prolog and epilog, run instruction by instruction ----------------------
+# -- the JIT's and crossgen's prologs and epilogs, run instruction by instruction -----------------
 
 class Machine:
     """The AArch64 instructions prologs and epilogs are made of, on a scratch stack."""
@@ -212,15 +212,17 @@ def arm64_methods():  # type: ignore[no-untyped-def]
     for module in types.loader.all_modules():
         info = d.field_pointer(module, "Module", "ReadyToRunInfo")
         if info:
-            modules.append((types.metadata.image_range(module)[0], d.field_pointer(info, "ReadyToRunInfo", "RuntimeFunctions"),
+            modules.append((types.metadata.image_range(module)[0],
+                            d.field_pointer(info, "ReadyToRunInfo", "RuntimeFunctions"),
                             d.field_u32(info, "ReadyToRunInfo", "NumRuntimeFunctions")))
     yield t, methods, modules
     t.close()
 
 
 def check_method(start: int, base: int, runtime_function: int, read) -> tuple[int, int]:  # type: ignore[no-untyped-def]
-    """Unwind from every prolog and epilog instruction boundary of the method at ``start``;
-    (1, epilogs checked) or (0, 0) where the interpreter cannot follow its prolog."""
+    """Unwind from every prolog and epilog instruction boundary of the method at ``start``:
+    (1, epilogs checked); (0, 0) where the interpreter stopped inside the prolog (its
+    boundaries up to there are checked, its epilogs are not)."""
     begin, unwind_data = struct.unpack("<II", read(runtime_function, 8))
     assert base + begin == start and not unwind_data & 3
     header = struct.unpack("<I", read(base + unwind_data, 4))[0]
