@@ -90,7 +90,8 @@ class FrameValues:
             return []  # no debug info: the DAC finds no place for any value
         found = jitted_vars(data.read, at)
         if found is None:
-            raise _unsupported("arguments and locals of methods with patchpoint info (OSR)")
+            raise _unsupported("arguments and locals of a tier-0 method with patchpoints (its debug info starts with a "
+                                 "PatchpointInfo this runtime's descriptor does not size)")
         return found
 
     # -- the questions ----------------------------------------------------------------------
