@@ -91,7 +91,7 @@ class FrameValues:
         found = jitted_vars(data.read, at)
         if found is None:
             raise _unsupported("arguments and locals of a tier-0 method with patchpoints (its debug info starts with a "
-                                 "PatchpointInfo this runtime's descriptor does not size)")
+                               "PatchpointInfo this runtime's descriptor does not size)")
         return found
 
     # -- the questions ----------------------------------------------------------------------
