@@ -332,8 +332,8 @@ One row per frame, innermost first: the frame's stack pointer, instruction point
 method (Namespace.Type.Method(ArgTypes)). Runtime transition frames appear as
 [FrameName: address]. A managed frame ends with its source file and line,
 [/src/app/Program.cs @ 42], when the module's portable PDB is found (embedded in the
-assembly, beside it, or in a directory named with setsymbolserver -directory); modules without
-one are named once per session. The current thread is the debugger's selected thread (in the
+assembly, beside it, or in a directory named with setsymbolserver -directory); sosstatus names
+the modules whose frames had none. The current thread is the debugger's selected thread (in the
 CLI the one chosen with setthread, else the first); on a crash dump, until a thread is chosen,
 the thread that took the signal, in every host.
 
@@ -343,6 +343,10 @@ or the object a reference points to; name.field goes deeper, name.[basetype] int
 class) and implies -a; <frame> (decimal) limits the variables to that frame. A number alone,
 `clrstack -i -a <frame>`, is read as SOS reads it, in hex. Frames are numbered as SOS numbers
 them: each row of the -i listing from 0, the runtime's transition frames not counted.
+
+-f adds module names and code offsets; in LLDB and GDB also the native frames between managed
+ones (unwound by sosext from the modules' .eh_frame), as SOS in LLDB shows them. The CLI shows
+what dotnet-dump shows, managed frames and runtime Frames, unless -native asks for them too.
 
 Examples:
   clrstack
@@ -359,7 +363,8 @@ Examples:
         Option("-p", "show parameters"),
         Option("-l", "show locals (unnamed as in SOS; with -i named from the PDB)"),
         Option("-n", "no source file and line numbers"),
-        Option("-f", "full: module names and code offsets"),
+        Option("-f", "full: module names and code offsets; native frames too in LLDB and GDB"),
+        Option("-native", "with -f: native frames in every host (in the CLI too, where dotnet-dump shows none)"),
         Option("-r", "show the registers of every frame"),
         Option("-all", "every managed thread"),
         Option("-c", "at most this many frames", parse_count, "count"),
@@ -426,7 +431,9 @@ Examples:
         table = Cells(_STACK_WIDTHS, _STACK_RIGHT)
         rows = out.table("frames", table, ("os_thread_id", "sp", "ip", "call_site", "method_desc", "managed"))
         out.line(table.row("Child SP", "IP", "Call Site"))
-        native = _native_rows(ctx, tid, stack) if args.f else []
+        # SOS shows native frames where its debugger unwinds them (LLDB), not in dotnet-dump.
+        with_native = args.f and (args.native or getattr(ctx.session.target(), "debugger_unwinds_native", False))
+        native = _native_rows(ctx, tid, stack) if with_native else []
         printed = 0
 
         def room() -> bool:
@@ -536,19 +543,16 @@ def _thread_ip(ctx: CommandContext, tid: int) -> int | None:
     return _thread_sp_ip(ctx, tid)[1]
 
 
-_REPORTED = "sourcelines.reported"  # Session.settings key: modules already named as lacking a PDB
+MODULES_WITHOUT_PDB = "sourcelines.missing"  # Session.settings key: module -> name, frames without lines
 
 
 def report_missing_pdbs(ctx: CommandContext, lines: SourceLines, missing: list[PdbLookup]) -> None:
-    """Name, once per session, the modules whose frames have no source lines for want of a PDB."""
-    reported: set[int] = ctx.session.settings.setdefault(_REPORTED, set())
-    fresh = {m.module: m for m in missing if m.module not in reported}
-    if not fresh:
-        return
-    reported.update(fresh)
-    names = ", ".join(sorted({m.module_name for m in fresh.values()}))
-    ctx.out.line(f"No source lines for {names}: no matching portable PDB found "
-                 "(setsymbolserver -directory <dir> adds a place to look)")
+    """Remember the modules whose frames had no source lines for want of a PDB. SOS's commands
+    print nothing about them, so neither do ours: sosstatus names them (and setsymbolserver
+    -directory is where to point sosext at their PDBs)."""
+    known: dict[int, str] = ctx.session.settings.setdefault(MODULES_WITHOUT_PDB, {})
+    for m in missing:
+        known.setdefault(m.module, m.module_name)
 
 
 def call_site(ctx: CommandContext, f: ClrStackFrame, full: bool = False) -> str:
