@@ -212,6 +212,7 @@ def code_round1(run: CoreRun) -> list[Probe]:
         "assemblies", "clrmodules", "clrmodules -v", "modules", "runtimes", "registers", "parallelstacks",
         "histinit", "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
         "threadpool -wi", "threadpool -stat", "clrstack -i", "clrstack -i -a", "sosstatus",
+        "clrstack -gc", "clrstack -gc -all",
     ]
     return [Probe(c, c) for c in fixed]
 

@@ -5,7 +5,9 @@ table cells print as 16 UPPERCASE hex digits and pointers inside text as 16 lowe
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..clr.addresses import classifier
 from ..clr.threads.frames import frame_variables
@@ -27,6 +29,9 @@ from ..render.table import Cells
 from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
 from .context import CommandContext
 from .icordebug import NOT_IN_TRIAGE_DUMP, write_icordebug_stack
+
+if TYPE_CHECKING:
+    from ..readers.records import StackRefData
 
 CURRENT_THREAD = "current_thread"  # Session.settings key: the CLI's selected OS thread id
 
@@ -326,7 +331,7 @@ _STACK_RIGHT = (True, True)
 class ClrStackCommand(Command):
     names = ("clrstack", "ClrStack")
     summary = "Show the managed call stack of the current thread (or of every thread with -all)."
-    usage = "clrstack [-a] [-p] [-l] [-i [<variable>] [<frame>]] [-n] [-f] [-r] [-all] [-c <count>]"
+    usage = "clrstack [-a] [-p] [-l] [-i [<variable>] [<frame>]] [-n] [-f [-native]] [-r] [-gc] [-all] [-c <count>]"
     details = """\
 One row per frame, innermost first: the frame's stack pointer, instruction pointer and
 method (Namespace.Type.Method(ArgTypes)). Runtime transition frames appear as
@@ -369,7 +374,7 @@ Examples:
         Option("-all", "every managed thread"),
         Option("-c", "at most this many frames", parse_count, "count"),
         Option("-i", "arguments and locals with their names, types and values (names of locals from the PDB)"),
-        Option("-gc", "show GC references per frame (not supported)"),
+        Option("-gc", "the GC references of each frame (the runtime's live slots and registers)"),
     )
     positionals = (Positional("variable", "with -i: the variable whose fields to list (name.field… goes deeper)"),
                    Positional("frame", "with -i: the frame whose variables to show (decimal)"))
@@ -380,8 +385,6 @@ Examples:
         return super().parse([w for w in words if w.lower() != "/d"])
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.gc:
-            raise SosError("clrstack -gc is not supported by sosext")
         params = args.a or args.p
         local_vars = args.a or args.l
         if icordebug_arguments(args)[0]:
@@ -434,6 +437,7 @@ Examples:
         # SOS shows native frames where its debugger unwinds them (LLDB), not in dotnet-dump.
         with_native = args.f and (args.native or getattr(ctx.session.target(), "debugger_unwinds_native", False))
         native = _native_rows(ctx, tid, stack) if with_native else []
+        refs = _gc_refs(ctx, tid) if args.gc and not out.structured else []
         printed = 0
 
         def room() -> bool:
@@ -467,6 +471,10 @@ Examples:
                     site += f" [{loc.path} @ {loc.line}]"
             rows.row(_p(f.sp), ip, site,
                      data=(tid, Address(f.sp), Address(f.ip), site, Address(f.method_desc), bool(f.is_managed)))
+            for r in refs:
+                # SOS matches a managed frame's references by its IP and SP, a Frame's by its address.
+                if (r.source == f.ip and r.stack_pointer == f.sp) if f.is_managed else r.source == f.frame_address:
+                    out.line(" " * 34 + _gc_ref_text(ctx, r))
             if f.is_managed and (params or local_vars):
                 _args_and_locals(ctx, f, params, local_vars)
             if f.registers is not None and args.r:
@@ -513,6 +521,55 @@ def icordebug_arguments(args: Parsed) -> tuple[str | None, int | None]:
     if second is None:
         return first, None
     return first, parse_count(second)
+
+
+def _gc_refs(ctx: CommandContext, tid: int) -> "list[StackRefData]":
+    """The thread's stack references as the runtime reports them (none when it cannot say)."""
+    try:
+        return ctx.runtime.reader.stack_references(tid)
+    except (SosError, OSError):
+        return []
+
+
+def _gc_ref_text(ctx: CommandContext, r: "StackRefData") -> str:
+    """One reference as SOS's clrstack -gc prints it: ``rbp-30: <slot> -> <object> - <type>``,
+    ``rbx: <object> - <type>`` for a register, ``(pinned)``/``(interior)`` after it."""
+    text = ""
+    if r.has_register_information:
+        text = ctx.runtime.reader.register_name(r.register) or "<unknown register>"
+        if r.offset:
+            text += f"{'+' if r.offset > 0 else '-'}{abs(r.offset):x}"
+        text += ": "
+    if r.address:
+        text += f"{r.address:016x} -> "
+    text += f"{r.object:016x}"
+    if r.flags & 2:
+        text += " (pinned)"
+    if r.flags & 1:
+        text += " (interior)"
+    if r.object and not r.flags & 1:
+        text += " - " + _type_with_extra_info(ctx, r.object)
+    return text
+
+
+def _type_with_extra_info(ctx: CommandContext, address: int) -> str:
+    """SOS's name of the object a reference holds: its type (an array's element type with []),
+    a string's first 31 characters after it, cut to 127 characters as SOS's buffer cuts it."""
+    runtime = ctx.runtime
+    try:
+        mt = method_table_of(runtime.target, address) or 0
+        data = runtime.method_table_data(mt) if mt else None
+        if data is None:
+            return "<invalid object: 'Invalid object'>"
+        if mt == runtime.types.string_mt:
+            text = (runtime.reader.object_string(address) or "")[:31]
+            return safe_line(f'{runtime.types.name_of(mt)}: "{text}"')[:127]
+        name = runtime.types.name_of(mt)
+        if data.component_size and name.endswith("]"):
+            name = re.sub(r"\[,*\]$", "[]", name)  # SOS names an array by its element type, with []
+        return safe_line(name)[:127]
+    except SosError as e:
+        return f"<invalid object: '{safe_line(str(e))}'>"
 
 
 def _native_rows(ctx: CommandContext, tid: int, stack: ClrStack) -> list[NativeFrame]:
