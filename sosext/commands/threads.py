@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..clr.addresses import classifier
 from ..clr.threads.frames import frame_variables
 from ..clr.threads.exceptions import ClrExceptionInfo, StackTraceState, read_exception
 from ..clr.threads.nativeframes import NativeFrame, native_frames
-from ..clr.heap.objects import method_table_of
+from ..clr.heap.objects import method_table_of, string_text
+from ..clr.threads.gcrefs import StackGcReference, stack_gc_references
 from ..clr.threads.rawstack import RawFrame
 from ..clr.code.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.threads.stacks import ClrStack, ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
@@ -29,9 +29,6 @@ from ..render.table import Cells
 from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
 from .context import CommandContext
 from .icordebug import NOT_IN_TRIAGE_DUMP, write_icordebug_stack
-
-if TYPE_CHECKING:
-    from ..readers.records import StackRefData
 
 CURRENT_THREAD = "current_thread"  # Session.settings key: the CLI's selected OS thread id
 
@@ -437,7 +434,7 @@ Examples:
         # SOS shows native frames where its debugger unwinds them (LLDB), not in dotnet-dump.
         with_native = args.f and (args.native or getattr(ctx.session.target(), "debugger_unwinds_native", False))
         native = _native_rows(ctx, tid, stack) if with_native else []
-        refs = _gc_refs(ctx, tid) if args.gc and not out.structured else []
+        refs = stack_gc_references(ctx.runtime, tid) if args.gc and not out.structured else []
         printed = 0
 
         def room() -> bool:
@@ -523,50 +520,41 @@ def icordebug_arguments(args: Parsed) -> tuple[str | None, int | None]:
     return first, parse_count(second)
 
 
-def _gc_refs(ctx: CommandContext, tid: int) -> "list[StackRefData]":
-    """The thread's stack references as the runtime reports them (none when it cannot say)."""
-    try:
-        return ctx.runtime.reader.stack_references(tid)
-    except (SosError, OSError):
-        return []
-
-
-def _gc_ref_text(ctx: CommandContext, r: "StackRefData") -> str:
+def _gc_ref_text(ctx: CommandContext, r: StackGcReference) -> str:
     """One reference as SOS's clrstack -gc prints it: ``rbp-30: <slot> -> <object> - <type>``,
     ``rbx: <object> - <type>`` for a register, ``(pinned)``/``(interior)`` after it."""
     text = ""
-    if r.has_register_information:
-        text = ctx.runtime.reader.register_name(r.register) or "<unknown register>"
+    if r.register is not None:
+        text = r.register
         if r.offset:
             text += f"{'+' if r.offset > 0 else '-'}{abs(r.offset):x}"
         text += ": "
     if r.address:
         text += f"{r.address:016x} -> "
     text += f"{r.object:016x}"
-    if r.flags & 2:
+    if r.pinned:
         text += " (pinned)"
-    if r.flags & 1:
+    if r.interior:
         text += " (interior)"
-    if r.object and not r.flags & 1:
+    if r.object and not r.interior:
         text += " - " + _type_with_extra_info(ctx, r.object)
     return text
 
 
 def _type_with_extra_info(ctx: CommandContext, address: int) -> str:
-    """SOS's name of the object a reference holds: its type (an array's element type with []),
-    a string's first 31 characters after it, cut to 127 characters as SOS's buffer cuts it."""
+    """SOS's name of the object a reference holds: its type (an array by its element type, with
+    []), a string's first 31 characters after it; cut to 127 characters, as SOS's buffer cuts it."""
     runtime = ctx.runtime
     try:
         mt = method_table_of(runtime.target, address) or 0
         data = runtime.method_table_data(mt) if mt else None
         if data is None:
             return "<invalid object: 'Invalid object'>"
-        if mt == runtime.types.string_mt:
-            text = (runtime.reader.object_string(address) or "")[:31]
-            return safe_line(f'{runtime.types.name_of(mt)}: "{text}"')[:127]
         name = runtime.types.name_of(mt)
+        if mt == runtime.types.string_mt:
+            return safe_line(f'{name}: "{string_text(runtime.target, address, 31)}"')[:127]
         if data.component_size and name.endswith("]"):
-            name = re.sub(r"\[,*\]$", "[]", name)  # SOS names an array by its element type, with []
+            name = re.sub(r"\[,*\]$", "[]", name)
         return safe_line(name)[:127]
     except SosError as e:
         return f"<invalid object: '{safe_line(str(e))}'>"

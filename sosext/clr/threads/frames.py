@@ -255,9 +255,11 @@ def _by_reference(runtime: "ClrRuntime", module: int, index: int, name: str, typ
             size = ELEMENT_SIZES[et]
             value = decode_primitive(et, bytes(runtime.target.read(target, size)))
             return FrameVariable(index, name, type_name, "primitive", raw, value=value)
-        if et == ET.VALUETYPE:
+        if et == ET.VALUETYPE or (et == ET.GENERICINST and element.value_type):
             mt = _struct_method_table(runtime, module, element)
-            enum = _enum_text(runtime, mt, bytes(runtime.target.read_partial(target, 8))) if mt else None
+            enum = None
+            if mt and et == ET.VALUETYPE:
+                enum = _enum_text(runtime, mt, bytes(runtime.target.read_partial(target, 8)))
             if enum is not None:
                 return FrameVariable(index, name, type_name, "enum", raw, value=enum)
             return FrameVariable(index, name, type_name, "struct", raw, address=target, mt=mt)
