@@ -88,6 +88,8 @@ TEMPLATES = [
     "clrstack -n -all",
     "clrstack -r -all",
     "clrstack -f -all",
+    "clrstack -f -native -all",
+    "clrstack -gc -all",
     "eestack",
     "dso",
     "dumpheap -live",
