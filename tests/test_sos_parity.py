@@ -212,7 +212,7 @@ def code_round1(run: CoreRun) -> list[Probe]:
         "assemblies", "clrmodules", "clrmodules -v", "modules", "runtimes", "registers", "parallelstacks",
         "histinit", "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
         "threadpool -wi", "threadpool -stat", "clrstack -i", "clrstack -i -a", "sosstatus",
-        "clrstack -gc", "clrstack -gc -all",
+        "clrstack -gc", "clrstack -gc -all", "clrstack -i this",
     ]
     return [Probe(c, c) for c in fixed]
 
@@ -579,9 +579,10 @@ def _live_count_without_null(text: str, core: Path) -> str:
     return _LIVE_COUNT.sub(lambda m: f"{m.group(1)}{int(m.group(2).replace(',', '')) - 1:,}{m.group(3)}", text)
 
 
-# clrstack -i's line of an enum variable: "  + <type> <name> = Member | Member" (SOS's " = null"
-# of a null reference is no enum's).
-_ENUM_VALUE = r"^(  \+ \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_]\w*)*$"
+# clrstack -i's line of an enum variable, "  + <type> <name> = Member | Member", or of an enum
+# field under an expanded one, "     |- <type> <name> = Member" (SOS's " = null" of a null
+# reference is no enum's).
+_ENUM_VALUE = r"^((?:  \+| *\|-) \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_]\w*)*$"
 
 
 CODE_LISTED: list[Listed] = [

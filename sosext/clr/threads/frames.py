@@ -369,6 +369,26 @@ def _exact(runtime: "ClrRuntime", v: FrameVariable) -> FrameVariable:
     return replace(v, type_name=debugger_type_name(name))
 
 
+def _object_type(runtime: "ClrRuntime", address: int) -> tuple[str, int | None] | None:
+    """(the debugger API's name of the heap object at ``address``, its length when it is a
+    one-dimensional array); None for a string, or when it cannot be checked."""
+    try:
+        checker = classifier(runtime)
+        if checker.object_or_none(address) is None:
+            return None
+        mt = checker.method_table_or_none(method_table_of(runtime.target, address) or 0)
+    except SosError:
+        return None
+    data = runtime.method_table_data(mt) if mt else None
+    if data is None or mt == runtime.types.string_mt:
+        return None
+    name = runtime.types.name_of(mt)
+    if not name or name.startswith("<") or "System.__Canon" in name:
+        return None
+    length = _array_length(runtime, address) if data.component_size and name.endswith("[]") else None
+    return debugger_type_name(name), length
+
+
 def _object(runtime: "ClrRuntime", address: int, string: bool) -> tuple[str, "str | None"]:
     """(kind, a string's text) of a reference to ``address``."""
     if string and address:
@@ -439,7 +459,7 @@ def expand_fields(runtime: "ClrRuntime", mt: int, address: int, value_class: boo
     shown = sorted((f for f in own if not (f.is_thread_static or f.is_context_static)), key=lambda f: f.token)
     values = tuple(_field_value(runtime, f, _field_location(runtime, f, address, value_class))
                    for f in shown[:_MAX_FIELDS])
-    shown_base = "" if base_name in _PLAIN_BASES else base_name
+    shown_base = "" if base_name in _PLAIN_BASES else debugger_type_name(base_name)
     return FieldExpansion(shown_base, base if shown_base else 0, values, address, value_class)
 
 
@@ -473,9 +493,22 @@ def _field_value(runtime: "ClrRuntime", f: "ClrField", at: int | None) -> FieldV
         return FieldValue(f.name, type_name, "unknown")
     if f.is_reference:
         kind, text = _object(runtime, int(value), f.sig_type == ET.STRING)
+        if kind == "reference" and value:
+            # As a variable, a field's object is typed by itself (a field of an interface type
+            # holding a Host is "Microsoft.Extensions.Hosting.Internal.Host"); an array by its length.
+            exact = _object_type(runtime, int(value))
+            if exact is not None and exact[1] is not None:
+                return FieldValue(f.name, exact[0], "array", value=exact[1], address=int(value))
+            if exact is not None:
+                type_name = exact[0]
         return FieldValue(f.name, type_name, kind, value=text, address=int(value))
     if f.element_type in (ET.PTR, ET.FNPTR):
         return FieldValue(f.name, type_name, "pointer", address=int(value))
+    # An enum field: the runtime types it by its underlying integer, and names the enum's MethodTable.
+    if f.type_mt and f.element_type in _SOS_ENUM_READS and isinstance(value, int) and not isinstance(value, bool):
+        enum = _enum_text(runtime, f.type_mt, (value & _MASK64).to_bytes(8, "little"))
+        if enum is not None:
+            return FieldValue(f.name, debugger_type_name(runtime.types.name_of(f.type_mt)), "enum", value=enum)
     return FieldValue(f.name, type_name, "primitive", value=value)
 
 
