@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from contextlib import redirect_stderr
@@ -90,6 +91,9 @@ TEMPLATES = [
     "clrstack -f -all",
     "clrstack -f -native -all",
     "clrstack -gc -all",
+    "clrstack -i -all",
+    "clrstack -a -all",
+    "clrstack -i -a -all",
     "eestack",
     "dso",
     "dumpheap -live",
@@ -98,16 +102,45 @@ TEMPLATES = [
     "gcroot {stack_held}",
     "gcroot -nostacks {tail}",
     "gcroot -nostacks {root}",
+    # the rest of issue 24's point 2: {module} is the debuggee's module (from the DAC reader's
+    # dumpmt), {exception} the runtime's preallocated OutOfMemoryException, {boxed} the data of a
+    # boxed UniqueStruct ({struct_mt}), {core} the core itself (a diff against itself)
+    "dumpheap -thinlock",
+    "dumpheap -bycount -stat",
+    "dumpheap -heap 0 -stat",
+    "dumpheap -stat -retained",
+    "dumpmt -md {mt}",
+    "dumpvc {struct_mt} {boxed}",
+    "dumpmodule {module}",
+    "dumpmodule -mt {module}",
+    "verifyheap",
+    "pe {exception}",
+    "syncblk",
+    "syncblk -all",
+    "retained {obj}",
+    "dominators -top 5",
+    "heapdiff {core}",
+    "leaks {core}",
+    "report --format folded -o -",
 ]
 
 
-def commands_for(truth: dict) -> list[str]:
+def commands_for(truth: dict, core: Path) -> list[str]:
     item = truth["types"]["SosextDebuggee.HeapItemA"]
     worker = truth["threads"][0]
+    boxed = truth["types"]["SosextDebuggee.UniqueStruct"]
+    # what the truth does not print, asked of the DAC reader once
+    module, exception = drivers.run_cli([f"dumpmt {item['mt']}", "dumpheap -type System.OutOfMemoryException -short"],
+                                        core=core, env={"SOSEXT_READER": "dac", "SOSEXT_CLR_PATH": ""})
+    module_address = re.search(r"^Module:\s+([0-9A-Fa-f]+)$", module.text, re.M)
+    exception_object = re.search(r"^([0-9a-f]{8,16})$", exception.text, re.M)
+    assert module_address and exception_object, module.text + exception.text
     return [t.format(obj=item["addresses"][0], mt=item["mt"], string_mt=truth["stringMethodTable"]["mt"],
                      item_e=truth["itemE"]["address"], item_e_mt=truth["types"]["SosextDebuggee.HeapItemE"]["mt"],
                      root=truth["objects"]["staticRoot"]["address"], tail=truth["rootChain"]["path"][-1]["address"],
-                     stack_only=worker["stackOnly"]["address"], stack_held=worker["held"]["address"])
+                     stack_only=worker["stackOnly"]["address"], stack_held=worker["held"]["address"],
+                     struct_mt=boxed["mt"], boxed=f"{int(boxed['addresses'][0], 16) + 8:#x}",
+                     module=module_address.group(1), exception=exception_object.group(1), core=core)
             for t in TEMPLATES]
 
 
@@ -129,7 +162,7 @@ def case(request, tmp_path_factory) -> Case:
     cores = tmp_path_factory.mktemp(f"cores-readers-{gc}-{flavor}")
     with Debuggee("heap", gc=gc, gc_flavor=flavor, tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
         c = Case(d.truth, d.write_core("heap", cores / "heap.core"), [])
-    c.commands = commands_for(c.truth)
+    c.commands = commands_for(c.truth, c.core)
     for reader in ("dac", "contracts"):
         c.outputs[reader] = drivers.run_cli(c.commands, core=c.core, timeout=600,
                                             env={"SOSEXT_READER": reader, "SOSEXT_CLR_PATH": ""})
@@ -216,6 +249,35 @@ def test_both_readers_find_the_same_stack_references(case: Case) -> None:
     found = {r.object for _a, t in a.threads() if t.os_thread_id for r in b.stack_references(t.os_thread_id)}
     assert held <= found and total > 20
     assert [a.register_name(r) for r in range(-17, 17)] == [b.register_name(r) for r in range(-17, 17)]
+
+
+def test_both_readers_give_the_same_arguments_and_locals(case: Case) -> None:
+    """Every managed frame's arguments and locals (name, register or stack address, bytes) from
+    the contracts reader's native variable info are the DAC's IXCLRDataFrame values, frame by
+    frame on every thread, and many of them have data (not an agreement on nothing)."""
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.reader import ContractReader
+    from sosext.dac.loader import locate_dac
+    from sosext.dac.sos import open_dac
+    from sosext.readers.stacks import NotManagedThread
+    from sosext.targets.elfcore import CoreTarget
+    target = CoreTarget(str(case.core))
+    location = locate_dac(target)
+    a, b = open_dac(target, location), ContractReader(target, location.runtime)
+    values = []
+    for _addr, thread in a.threads():
+        if not thread.os_thread_id:
+            continue
+        try:
+            dac = a.stack_frames(thread.os_thread_id, arguments=True, local_variables=True)
+        except NotManagedThread:
+            continue
+        contracts = b.stack_frames(thread.os_thread_id, arguments=True, local_variables=True)
+        mine = [(f.method_desc, f.arguments, f.locals) for f in contracts.frames if f.is_managed]
+        theirs = [(f.method_desc, f.arguments, f.locals) for f in dac.frames if f.is_managed]
+        assert mine == theirs, hex(thread.os_thread_id)
+        values += [v for _md, args, local_values in theirs for v in (args or ()) + (local_values or ())]
+    assert len(values) > 20 and sum(v.data is not None for v in values) > 10
 
 
 # -- the GC half alone, under the DAC's type answers -----------------------------------------------
@@ -341,6 +403,14 @@ def _assert_equal_records(core: Path, truth: dict) -> None:
     assert handles == b.handles() and len(handles) > 10  # same handles, same order
     os_tids = {t.os_thread_id for _, t in b.threads()}
     assert {t["osTid"] for t in truth["threads"]} <= os_tids
+    # how every module was loaded (dumpmodule's Attributes, clrmodules' layout), where the
+    # runtime's descriptor describes PEImage layouts (.NET 10)
+    if b.descriptor.has_type("PEImageLayout"):
+        modules = [m for d in a.app_domain_list(a.app_domain_store_data().domain_count)
+                   for asm in a.assembly_list(d) for m in a.assembly_module_list(asm)]
+        assert len(modules) > 5
+        for m in modules:
+            assert a.module_load_data(m) == b.module_load_data(m), hex(m)
 
 
 def test_the_contracts_reader_maps_no_dac(case: Case) -> None:
@@ -379,7 +449,7 @@ def test_net8_has_no_descriptor_and_says_so_in_one_line(tmp_path: Path) -> None:
     assert out.lines == ["error: the contracts reader cannot read this runtime: the runtime has no contract "
                          "descriptor (DotNetRuntimeContractDescriptor: .NET 9 and later export one); "
                          "--reader dac reads it"], out.text
-    (auto,) = drivers.run_cli(["eeversion"], core=core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
+    (auto,) = drivers.run_cli(["eeversion -reader"], core=core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
     assert "Reader: the DAC reader answers" in auto.text
 
 
@@ -391,7 +461,7 @@ def test_setreader_in_the_debuggers(case: Case, host: str) -> None:
     if case.truth["runtime"]["serverGC"]:
         pytest.skip("one GC flavour is enough for the host plumbing")
     runner = drivers.run_lldb if host == "lldb" else drivers.run_gdb
-    outs = runner(["setreader", "setreader contracts", "eeheap -gc", "sosstatus", "setreader auto", "eeversion",
+    outs = runner(["setreader", "setreader contracts", "eeheap -gc", "sosstatus", "setreader auto", "eeversion -reader",
                    "setreader contracts", "clrstack -all"],
                   core=case.core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
     assert outs[0].lines == ["Runtime reader: auto"] and outs[1].lines == ["Runtime reader set to contracts"]
@@ -407,13 +477,15 @@ def test_stacks_with_an_exception_in_flight_are_the_dacs(scenario: str, tmp_path
     """A thread blocked inside a catch block (its SoftwareExceptionFrame, the catch funclet,
     the frames the exception unwound, the funclet's parent): clrstack (-r, -f), eestack, dso
     and the liveness print the DAC reader's bytes, and every thread's stack references are the
-    DAC's (the unwound frames and the funclet's parent report none)."""
+    DAC's (the unwound frames and the funclet's parent report none); so do the arguments and
+    locals of every frame (clrstack -a, -i -a), a catch funclet's among them."""
     from harness import dotnet_path
     if dotnet_path() is None:
         pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
     with Debuggee(scenario, dll=build_debuggee(), core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / f"{scenario}.core")
-    commands = ["clrstack -all", "clrstack -r -all", "clrstack -f -all", "eestack", "dso", "dumpheap -live -stat"]
+    commands = ["clrstack -all", "clrstack -r -all", "clrstack -f -all", "eestack", "dso", "dumpheap -live -stat",
+                "clrstack -a -all", "clrstack -i -a -all"]
     outs = {reader: drivers.run_cli(commands, core=core, timeout=600,
                                     env={"SOSEXT_READER": reader, "SOSEXT_CLR_PATH": ""})
             for reader in ("dac", "contracts")}

@@ -64,7 +64,7 @@ def _short(text: str) -> list[str]:
 
 def plan(core: Path) -> list[str]:
     """Every command to compare on ``core``."""
-    first = drivers.run_cli(["dumpheap -stat", "dumpdomain", "dumpheap -type Exception -stat"],
+    first = drivers.run_cli(["dumpheap -stat", "dumpdomain", "dumpheap -type Exception -stat", "clrstack -n -all"],
                             core=core, env={**ENV, "SOSEXT_READER": "dac"})
     stat = _stat(first[0].text)
     types: list[tuple[str, str]] = []  # (name, mt)
@@ -87,7 +87,8 @@ def plan(core: Path) -> list[str]:
                 "dumpheap -dead -stat", "dumpheap -gen loh -short", "dumpheap -gen gen2 -stat",
                 "dumpheap -type System.Collections. -stat", "dumpheap -mt {string_mt} -min 1000 -short",
                 "eeheap -gc", "dumpdomain", "gchandles", "gchandles -stat", "finalizequeue", "verifyheap",
-                "syncblk", "clrthreads", "clrstack -all", "clrstack -gc -all", "dso", "gcheapstat", "sizestats",
+                "syncblk", "clrthreads", "clrstack -all", "clrstack -gc -all", "clrstack -a -all", "clrstack -i -a -all",
+                "dso", "gcheapstat", "sizestats",
                 "name2ee *!System.String", "name2ee System.Private.CoreLib.dll!System.Collections.Generic.List`1",
                 "dominators -top 5", "heapdiff {core}", "leaks {core}", "report --format folded -o -"]
     string_mt = next((mt for n, mt in types if n == "System.String"), None)
@@ -104,6 +105,9 @@ def plan(core: Path) -> list[str]:
                 commands.append(f"dumparray {obj}")
     for module in modules[:3]:
         commands.append(f"dumpmodule {module}")
+    # the code versions of methods on the stacks (tiered, ReadyToRun, jitted): ip2md
+    ips = list(dict.fromkeys(re.findall(r"^[0-9A-F]{16} ([0-9A-F]{16}) \w", first[3].text, re.M)))
+    commands += [f"ip2md {ip}" for ip in ips[:30]]
     for name, _mt in exceptions[:1]:
         commands += [f"pe {obj}" for obj in objects.get(name, [])[:1]]
     return commands

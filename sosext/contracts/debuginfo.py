@@ -148,3 +148,104 @@ def jitted_bounds(read: Callable[[int, int], bytes], at: int) -> list[OffsetMapp
     if size > _MAX_BLOB:
         raise ContractError("debug info bounds claim too many bytes")
     return parse_bounds(bytes(read(at, start + size)))
+
+
+# -- native variable info: where each argument and local lives, over which native range ----------
+
+# ICorDebugInfo::VarLocType
+VLT_REG, VLT_REG_BYREF, VLT_REG_FP, VLT_STK, VLT_STK_BYREF, VLT_REG_REG, VLT_REG_STK, VLT_STK_REG, VLT_STK2, \
+    VLT_FPSTK, VLT_FIXED_VA, VLT_COUNT, VLT_INVALID = range(13)
+_MAX_ILNUM = -4  # ICorDebugInfo::MAX_ILNUM (UNKNOWN_ILNUM): var numbers are stored minus this
+_MAX_VARS = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class NativeVar:
+    """One ICorDebugInfo::NativeVarInfo: IL variable ``number`` (arguments first, then locals;
+    negative numbers are the JIT's own: -3 the generic context …) lives at ``location`` while
+    the native offset is in [start, end] (the DAC's lookup includes the end)."""
+
+    start: int
+    end: int
+    number: int
+    kind: int                          # VLT_*
+    registers: tuple[int, ...] = ()    # ICorDebugInfo::RegNum values, in the location's order
+    base_register: int = 0             # the stack part's base register
+    offset: int = 0                    # the stack part's offset from it
+
+
+def _signed(r: _Nibbles) -> int:
+    value = r.unsigned()
+    return -(value >> 1) if value & 1 else value >> 1
+
+
+def parse_vars(data: bytes) -> list[NativeVar]:
+    """The native variable infos of a debug info blob's vars chunk (debuginfostore.cpp's
+    DoNativeVarInfo: start, end - start, var number - MAX_ILNUM, then the location's type and
+    its registers and stack offsets, all nibble-coded)."""
+    if not data:
+        return []
+    r = _Nibbles(data)
+    count = r.unsigned()
+    if count > _MAX_VARS:
+        raise ContractError(f"debug info claims {count} variables")
+    out = []
+    for _ in range(count):
+        start = r.unsigned()
+        end = (start + r.unsigned()) & 0xFFFFFFFF
+        number = (r.unsigned() + _MAX_ILNUM) & 0xFFFFFFFF
+        number = number - (1 << 32) if number >= 1 << 31 else number
+        kind = r.unsigned()
+        if kind in (VLT_REG, VLT_REG_FP, VLT_REG_BYREF):
+            var = NativeVar(start, end, number, kind, (r.unsigned(),))
+        elif kind in (VLT_STK, VLT_STK_BYREF, VLT_STK2):
+            base = r.unsigned()
+            var = NativeVar(start, end, number, kind, (), base, _signed(r))
+        elif kind == VLT_REG_REG:
+            var = NativeVar(start, end, number, kind, (r.unsigned(), r.unsigned()))
+        elif kind == VLT_REG_STK:
+            reg, base = r.unsigned(), r.unsigned()
+            var = NativeVar(start, end, number, kind, (reg,), base, _signed(r))
+        elif kind == VLT_STK_REG:
+            offset = _signed(r)
+            base, reg = r.unsigned(), r.unsigned()
+            var = NativeVar(start, end, number, kind, (reg,), base, offset)
+        elif kind in (VLT_FPSTK, VLT_FIXED_VA):
+            var = NativeVar(start, end, number, kind, (r.unsigned(),))
+        else:
+            raise ContractError(f"debug info names a variable location of kind {kind}")
+        out.append(var)
+    return out
+
+
+def jitted_vars(read: Callable[[int, int], bytes], at: int) -> list[NativeVar] | None:
+    """The native variable infos of the JIT-compiled debug info at ``at``; None when the blob
+    carries what is not read here (patchpoint info, whose size this reader does not know)."""
+    flags = read(at, 1)
+    if len(flags) != 1 or flags[0] & ~(_PATCHPOINT | _RICH):
+        raise ContractError("a debug info flag byte is not one this reader knows")
+    at += 1
+    if flags[0] & _PATCHPOINT:
+        return None
+    if flags[0] & _RICH:
+        size = int.from_bytes(read(at, 4), "little")
+        if size > _MAX_BLOB:
+            raise ContractError("rich debug info claims too many bytes")
+        at += 4 + size
+    return blob_vars(read, at)
+
+
+def blob_vars(read: Callable[[int, int], bytes], at: int) -> list[NativeVar]:
+    """The native variable infos of the nibble-coded debug info at ``at`` (its header of chunk
+    sizes first: bounds, vars …), as a ReadyToRun image stores it and the JIT's follows its
+    flag byte."""
+    header = _Nibbles(bytes(read(at, _MAX_HEADER)))
+    bounds_size = header.unsigned()
+    if bounds_size == _DEBUG_INFO_FAT:
+        bounds_size, vars_size = header.unsigned(), header.unsigned()
+    else:
+        vars_size = header.unsigned()
+    if bounds_size > _MAX_BLOB or vars_size > _MAX_BLOB:
+        raise ContractError("debug info claims too many bytes")
+    start = at + header.next_byte() + bounds_size
+    return parse_vars(bytes(read(start, vars_size))) if vars_size else []

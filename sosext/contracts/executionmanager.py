@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ContractError
+from ..errors import ContractError, SosError
 from .targetdata import TargetData
 
 _MAP_LEVELS, _BITS_PER_LEVEL, _MAX_SET_BIT = 5, 8, 56
@@ -105,6 +105,25 @@ class ExecutionManager:
         if flags & _CODE_HEAP and not flags & _RANGE_LIST:
             return self._jitted(section, base, ip)
         return None
+
+    def is_code_of_no_method(self, ip: int) -> bool:
+        """Whether ``ip`` lies in managed code (a code heap or an R2R image) that names no
+        method: R2R code whose entry point the image's map does not hold yet, or whose
+        lookup tables the dump left out (a heap dump without the image). The DAC answers
+        no MethodDesc for such an entry point rather than looking at the stubs."""
+        section = self.range_section(ip)
+        if not section:
+            return False
+        d = self.data
+        flags = d.field_i32(section, "RangeSection", "Flags")
+        managed = d.field_pointer(section, "RangeSection", "R2RModule") or \
+            (flags & _CODE_HEAP and not flags & _RANGE_LIST)
+        if not managed:
+            return False
+        try:
+            return self.code_block(ip) is None
+        except SosError:  # the image's tables are not in the dump: the DAC finds no method either
+            return True
 
     def _jitted(self, section: int, base: int, ip: int) -> CodeBlock | None:
         d = self.data
@@ -211,6 +230,42 @@ class ExecutionManager:
         return CodeBlock(start, md, ip - start, base, table + covering * self.rf_size, True, gc_info,
                          funclet=covering != index)
 
+    def ready_to_run_debug_info(self, block: CodeBlock) -> int:
+        """Where an R2R method's debug info is (ReadyToRunInfo::GetDebugInfo): the image's
+        DebugInfo section (READYTORUN_HEADER's section list, type 105) is a NativeArray indexed
+        by the method's RUNTIME_FUNCTION; an entry is an offset, or a look-back to a shared
+        blob. 0 when the image has none for it."""
+        d = self.data
+        section = self.range_section(block.start)
+        module = d.field_pointer(section, "RangeSection", "R2RModule") if section else 0
+        info = d.field_pointer(module, "Module", "ReadyToRunInfo") if module else 0
+        if not info:
+            return 0
+        composite = d.field_pointer(info, "ReadyToRunInfo", "CompositeInfo") or info
+        header = d.field_pointer(composite, "ReadyToRunInfo", "ReadyToRunHeader")
+        base = block.unwind_base
+        directory = None
+        count = d.u32(header + _R2R_SECTION_COUNT)
+        if count > _MAX_R2R_SECTIONS:
+            raise ContractError(f"a ReadyToRun header claims {count} sections")
+        for i in range(count):
+            entry = header + _R2R_SECTIONS + i * _R2R_SECTION_SIZE
+            if d.u32(entry) == _R2R_DEBUG_INFO:
+                directory = d.u32(entry + 4)
+                break
+        if directory is None:
+            return 0
+        table = d.field_pointer(info, "ReadyToRunInfo", "RuntimeFunctions")
+        index = self._runtime_function(table, d.field_u32(info, "ReadyToRunInfo", "NumRuntimeFunctions"),
+                                       block.start - base)
+        if index is None:
+            return 0
+        offset = _native_array_at(lambda at: d.u8(base + at), directory, index)
+        if offset is None:
+            return 0
+        after, look_back = _decode_unsigned(lambda at: d.u8(base + at), offset)
+        return base + (offset - look_back if look_back else after)
+
     def unwind_data_size(self, xdata: int) -> int:
         """Bytes of a method's unwind data in an R2R image, which its GC info follows
         (GetUnwindDataBlob): on x86-64 the UNWIND_INFO header, its 16-bit code slots and the
@@ -279,3 +334,58 @@ class ExecutionManager:
                 return 0  # no collision: the key is not there
             seed = (seed + increment) & 0xFFFFFFFF
         return 0
+
+
+# READYTORUN_HEADER: Signature, MajorVersion, MinorVersion, Flags, NumberOfSections, then
+# READYTORUN_SECTIONs of (Type, RVA, Size).
+_R2R_SECTION_COUNT, _R2R_SECTIONS, _R2R_SECTION_SIZE = 12, 16, 12
+_R2R_DEBUG_INFO = 105  # ReadyToRunSectionType::DebugInfo
+_MAX_R2R_SECTIONS = 256
+_NATIVE_ARRAY_BLOCK = 16  # NativeArray::_blockSize
+
+
+def _decode_unsigned(u8, offset: int) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """NativeReader::DecodeUnsigned: (the offset after the value, the value); the low bits of
+    the first byte tell how many bytes follow."""
+    first = u8(offset)
+    if not first & 1:
+        return offset + 1, first >> 1
+    if not first & 2:
+        return offset + 2, first >> 2 | u8(offset + 1) << 6
+    if not first & 4:
+        return offset + 3, first >> 3 | u8(offset + 1) << 5 | u8(offset + 2) << 13
+    if not first & 8:
+        return offset + 4, first >> 4 | u8(offset + 1) << 4 | u8(offset + 2) << 12 | u8(offset + 3) << 20
+    if not first & 16:
+        return offset + 5, int.from_bytes(bytes(u8(offset + i) for i in range(1, 5)), "little")
+    raise ContractError("a ReadyToRun image holds a malformed number")
+
+
+def _native_array_at(u8, offset: int, index: int) -> int | None:  # type: ignore[no-untyped-def]
+    """NativeArray::TryGetAt: the offset of element ``index`` of the NativeArray at ``offset``
+    (a header of base offset, count and index entry size, then per block of 16 a root offset
+    into a small tree whose nodes say where the left and right halves are); None if absent."""
+    base, header = _decode_unsigned(u8, offset)
+    count, entry_size = header >> 2, header & 3
+    if index >= count:
+        return None
+    width = 1 << entry_size if entry_size < 3 else 4
+    at = base + width * (index // _NATIVE_ARRAY_BLOCK)
+    node = base + int.from_bytes(bytes(u8(at + i) for i in range(width)), "little")
+    bit = _NATIVE_ARRAY_BLOCK >> 1
+    while bit:
+        after, value = _decode_unsigned(u8, node)
+        if index & bit:
+            if value & 2:
+                node += value >> 2
+                bit >>= 1
+                continue
+        elif value & 1:
+            node = after
+            bit >>= 1
+            continue
+        if not value & 3 and value >> 2 == index & (_NATIVE_ARRAY_BLOCK - 1):
+            return after  # a leaf that names this index
+        return None
+    return node
+

@@ -16,12 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..errors import ContractError, SosError
-from ..readers.records import AppDomainData, AppDomainStoreData, AssemblyData, ModuleData
+from ..readers.records import AppDomainData, AppDomainStoreData, AssemblyData, GetModuleData, ModuleData
 from .ecmametadata import EcmaMetadata
 from .targetdata import TargetData
 
 ASSEMBLY_LEVEL_LOADED = 4
 MODULE_REFLECTION_EMIT = 0x40
+# PEImageLayout flags: the image is mapped section by section / the layout holds the file's bytes.
+# A layout with contents that is not mapped is the file as it lies on disk (SOS: IsFileLayout).
+LAYOUT_MAPPED = 0x1
+LAYOUT_CONTENTS = 0x2
 MAX_ASSEMBLIES = 100_000
 MAX_MAP_SEGMENTS = 4096
 MAX_MAP_ENTRIES = 1 << 24  # a RID has 24 bits
@@ -156,6 +160,42 @@ class Loader:
         if self.module_flags(module) & MODULE_REFLECTION_EMIT:
             return 0
         return self.data.field_pointer(module, "Module", "Base")
+
+    def module_load_data(self, module: int) -> GetModuleData:
+        """How the module's image was loaded, as the DAC's IXCLRDataModule private request
+        (DacpGetModuleData) reports it: Loader.md's TryGetLoadedImageContents (the PEImage's
+        loaded PEImageLayout), IsProbeExtensionResultValid and TryGetSymbolStream."""
+        d = self.data
+        emit = bool(self.module_flags(module) & MODULE_REFLECTION_EMIT)
+        in_memory = is_file_layout = 0
+        base = size = 0
+        pe_assembly = d.field_pointer(module, "Module", "PEAssembly")
+        if pe_assembly:
+            image = d.field_pointer(pe_assembly, "PEAssembly", "PEImage")
+            # a path-less image, or one an assembly probe extension (a bundle) supplied, is "in memory"
+            in_memory = int(emit or self._probe_extension_valid(image) or not self.module_path(module))
+            layout = d.field_pointer(image, "PEImage", "LoadedImageLayout") if image else 0
+            if layout:
+                base = d.field_pointer(layout, "PEImageLayout", "Base")
+                size = d.field_u32(layout, "PEImageLayout", "Size")
+                flags = d.field_u32(layout, "PEImageLayout", "Flags")
+                if not emit:
+                    is_file_layout = int(bool(flags & LAYOUT_CONTENTS) and not flags & LAYOUT_MAPPED)
+        pdb = pdb_size = 0
+        stream = d.field_pointer(module, "Module", "GrowableSymbolStream")
+        if stream:
+            pdb = d.field_pointer(stream, "CGrowableSymbolStream", "Buffer")
+            pdb_size = d.field_u32(stream, "CGrowableSymbolStream", "Size")
+        # since .NET 9 the DAC names the Module itself where a PEAssembly was asked for
+        return GetModuleData(is_dynamic=int(emit), is_in_memory=in_memory, is_file_layout=is_file_layout,
+                             pe_assembly=module, loaded_pe_address=base, loaded_pe_size=size,
+                             in_memory_pdb_address=pdb, in_memory_pdb_size=pdb_size)
+
+    def _probe_extension_valid(self, image: int) -> bool:
+        if not image:
+            return False
+        result = image + self.data.offset("PEImage", "ProbeExtensionResult")  # held inline
+        return self.data.field_i32(result, "ProbeExtensionResult", "Type") != 0  # 0: no result
 
     def _map_table(self, module: int, field: str) -> int:
         return self.data.field_pointer(module + self.data.offset("Module", field), "ModuleLookupMap", "TableData")

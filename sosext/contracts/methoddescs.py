@@ -53,6 +53,9 @@ DEFAULT_VERSION_IS_ACTIVE_CHILD, NODE_IS_ACTIVE_CHILD = 0x4, 0x1
 REJIT_ACTIVE = 2  # DacpReJitData: kActive
 # DacpTieredVersionData::OptimizationTier
 TIER_MIN_OPT_JITTED, TIER_OPTIMIZED, TIER_READY_TO_RUN = 1, 2, 5
+# NativeCodeVersion::OptimizationTier (Tier0, Tier1, Tier1OSR, Optimized, Tier0Instrumented,
+# Tier1Instrumented) -> DacpTieredVersionData's, as the DAC's GetTieredVersions maps them.
+_NODE_TIERS = {0: 3, 1: 4, 2: 6, 3: 2, 4: 7, 5: 8}
 MODULE_ALLOW_JIT_OPTS = 0x00000800  # Module flags: DEBUGGER_ALLOW_JIT_OPTS_PRIV
 METHOD_IMPL_NO_OPTIMIZATION = 0x0040  # MethodImplAttributes.NoOptimization
 MAX_VERSION_NODES = 10_000
@@ -229,11 +232,57 @@ class MethodDescs:
         not tier (a tiered method's versions carry tiers the .NET 10 descriptor does not publish)."""
         md = self.method_desc(address)
         self._default_il_version_only(md, rejit_id)
-        if md.flags3 & ELIGIBLE_FOR_TIERING:
-            raise ReaderUnsupported("the contracts reader cannot answer a tiered method's code versions yet; "
-                                    "--reader dac (or setreader dac) does")
         code = self.default_native_code(md)
-        return [TieredVersionData(code, self._tier(md, code), 0)]
+        tier = self._tier(md, code)
+        if not md.flags3 & ELIGIBLE_FOR_TIERING:
+            return [TieredVersionData(code, tier, 0)]
+        if tier != TIER_READY_TO_RUN:
+            # The method's first JIT-compiled code has the runtime's initial tier, which follows
+            # its configuration (quick JIT, tiered PGO …): not in the target's contracts.
+            raise ReaderUnsupported("the contracts reader cannot answer the tier of a tiered method's first "
+                                    "JIT-compiled code (the runtime's configuration decides it); --reader dac "
+                                    "(or setreader dac) does")
+        # The DAC's order: the method's own (implicit) version, then its NativeCodeVersionNodes.
+        out = [TieredVersionData(code, tier, 0)]
+        for node in self._version_nodes(md):
+            node_code = self.data.field_pointer(node, "NativeCodeVersionNode", "NativeCode")
+            node_tier = self._tier(md, node_code) if node_code else 0
+            if node_tier != TIER_READY_TO_RUN:
+                node_tier = _NODE_TIERS.get(self._node_optimization_tier(node), 0)
+            out.append(TieredVersionData(node_code, node_tier, node))
+        return out
+
+    def _version_nodes(self, md: MethodDesc) -> list[int]:
+        """The explicit native code versions (tier 1, OSR …) of ``md``'s default IL version, in
+        the versioning state's list order."""
+        d = self.data
+        code_data = d.field_pointer(md.address, "MethodDesc", "CodeData")
+        state = d.field_pointer(code_data, "MethodDescCodeData", "VersioningState") if code_data else 0
+        node = d.field_pointer(state, "MethodDescVersioningState", "NativeCodeVersionNode") if state else 0
+        out = []
+        for _ in range(MAX_VERSION_NODES):
+            if not node:
+                return out
+            if d.field_pointer(node, "NativeCodeVersionNode", "MethodDesc") == md.address and \
+                    d.field_pointer(node, "NativeCodeVersionNode", "ILVersionId") == 0:
+                out.append(node)
+            node = d.field_pointer(node, "NativeCodeVersionNode", "Next")
+        raise ContractError(f"MethodDesc {md.address:#x}: its code version list does not end")
+
+    def _node_optimization_tier(self, node: int) -> int:
+        """NativeCodeVersionNode::m_optTier, which the .NET 10 descriptor does not list: in
+        codeversion.h it follows Next (a pointer) and the 32-bit version id; the descriptor's
+        Flags offset must be where that layout (with OSR's patchpoint info and IL offset, without
+        GC coverage) puts it, else the layout is another and the tier is not read."""
+        d = self.data
+        ptr = d.pointer_size
+        tier_at = d.offset("NativeCodeVersionNode", "Next") + ptr + 4
+        flags_expected = ((tier_at + 4 + ptr - 1) // ptr) * ptr + ptr + 4
+        if d.offset("NativeCodeVersionNode", "Flags") != flags_expected:
+            raise ReaderUnsupported("the contracts reader cannot answer a tiered method's JIT-compiled code versions "
+                                    "(this runtime's NativeCodeVersionNode layout is not the one it knows); "
+                                    "--reader dac (or setreader dac) does")
+        return d.u32(node + tier_at)
 
     def _tier(self, md: MethodDesc, code: int) -> int:
         d = self.data
@@ -371,6 +420,10 @@ class MethodDescs:
         args = d.field_pointer(md.address, "InstantiatedMethodDesc", "PerInstInfo")
         return [d.pointer(args + i * d.pointer_size) for i in range(count)] if args and count else []
 
+    def method_instantiation(self, md: MethodDesc) -> list[int]:
+        """The type arguments of a generic method's instantiation ([] for any other method)."""
+        return self._instantiation(md)
+
     def _is_generic_definition(self, md: MethodDesc) -> bool:
         return md.classification == MC_INSTANTIATED and \
             self.data.field_u16(md.address, "InstantiatedMethodDesc", "Flags2") & IMD_KIND_MASK == \
@@ -418,6 +471,10 @@ class MethodDescs:
         if signature is not None:
             out.append(SigText(self, md_reader, type_args, method_args).parameters(signature))
         return "".join(out)
+
+    def stored_signature(self, md: MethodDesc) -> bytes | None:
+        """The signature a stub or dynamic method keeps with it (StoredSigMethodDesc)."""
+        return self._stored_sig(md)
 
     def _stored_sig(self, md: MethodDesc) -> bytes | None:
         d = self.data

@@ -24,6 +24,8 @@ from typing import Iterator
 
 from ..errors import ContractError, ReaderUnsupported, SosError
 from ..readers import records as rec
+from ..readers.stacks import (CONTEXT_REGISTERS_X64, MAX_FRAMES, ClrStack, ClrStackFrame, FrameKind,
+                              NotManagedThread)
 from ..targets.base import Module, Target
 from .descriptor import ContractDescriptor, read_descriptor
 from .gcvars import GC_HEAP_SVR, GcDacVars, GcHeapView, runtime_gc_globals
@@ -346,13 +348,16 @@ class ContractReader:
         return self._global_pointer("StressLog") or None
 
     def sync_block_data(self, number: int) -> rec.SyncBlockData | None:
-        """Not answered: the .NET 9/10 descriptors describe SyncTableEntry and SyncBlock's
-        InteropInfo only; the entry count (SyncBlockCache) and the monitor's state (AwareLock)
-        are not described (dotnet/runtime adds a SyncBlock contract after .NET 10)."""
+        """Not answered. The .NET 9/10 descriptors give the table (global SyncTableEntries,
+        type SyncTableEntry) but not how many entries are in use (SyncBlockCache's free index:
+        no global) nor a lock's state (SyncBlock describes InteropInfo only: no MonitorHeld,
+        recursion or owning thread). The SyncBlock contract that adds both (dotnet/runtime
+        docs/design/datacontracts/SyncBlock.md) comes after .NET 10."""
         if "SyncBlock" in self.descriptor.contracts:
             raise self.unsupported("sync blocks (the SyncBlock contract is not read)")
-        raise ReaderUnsupported("the contracts reader cannot answer sync blocks: this runtime's descriptor does "
-                                "not describe the sync block cache; --reader dac (or setreader dac) does")
+        raise ReaderUnsupported("the contracts reader cannot answer sync blocks: this runtime's descriptor has no "
+                                "SyncBlockCache (how many entries are in use) and no lock state in SyncBlock "
+                                "(MonitorHeld, recursion, owner); --reader dac (or setreader dac) does")
 
     # -- roots ------------------------------------------------------------------------------
 
@@ -364,13 +369,58 @@ class ContractReader:
                 return stack_references(self._stack_walker(), os_tid, thread.frame)
         raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
 
-    def stack_frames(self, os_tid: int) -> list:  # list[stackwalk.StackFrame]
-        """A thread's frames, innermost first: managed methods' and the runtime's Frames
-        (stackwalk.py; what the DAC's IXCLRDataStackWalk gives the model)."""
-        for _addr, thread in self.threads():
-            if thread.os_thread_id == os_tid:
-                return self._stack_walker().walk(os_tid, thread.frame)
-        return []
+    def stack_frames(self, os_tid: int, *, arguments: bool = False, local_variables: bool = False,
+                     registers: bool = False, max_frames: int = 0) -> ClrStack:
+        """A thread's stops, innermost first: managed methods' and the runtime's Frames
+        (stackwalk.py); registers are the walk's on x86-64 (the integer registers of the DAC's
+        CONTEXT); arguments and locals from the JIT's native variable info (framevalues.py)."""
+        thread = next((t for _a, t in self.threads() if t.os_thread_id == os_tid), None)
+        if thread is None:
+            raise NotManagedThread(os_tid)
+        walker = self._stack_walker()
+        want = registers and self.target.arch == "x86_64"
+        frames: list[ClrStackFrame] = []
+        for step in itertools.islice(walker.steps(os_tid, thread.frame), max_frames or MAX_FRAMES):
+            f = step.frame
+            regs = {name: f.registers.get(name, 0) for name in CONTEXT_REGISTERS_X64} if want and f.registers else None
+            if f.method_desc:
+                args = local_values = None
+                if (arguments or local_variables) and step.block is not None:
+                    from .framevalues import FrameValues
+                    values = FrameValues(self.types, walker.manager, self.target.arch, step.block, f.ip, step.regs)
+                    args = values.arguments() if arguments else None
+                    # as SOS: once the arguments could not be listed, the locals are not tried
+                    listed = not arguments or values.vars is not None or not values.count
+                    local_values = values.locals() if local_variables and listed else None
+                frames.append(ClrStackFrame(FrameKind.MANAGED, f.sp, f.ip, f.method_desc,
+                                            self.method_desc_name(f.method_desc) or "", arguments=args,
+                                            locals=local_values, registers=regs))
+            else:
+                # As the DAC's walk: a runtime Frame's stack pointer is the Frame's address.
+                md = f.frame_method_desc
+                method = (self.method_desc_name(md) or "<unknown method>") if md else ""
+                frames.append(ClrStackFrame(FrameKind.RUNTIME, f.frame, f.ip, md, method, frame_address=f.frame,
+                                            frame_name=f.frame_kind, registers=regs))
+        # A walk with no stop at all is a failed one, as the DAC's: it has no first context.
+        return ClrStack(os_tid, tuple(frames), complete=bool(frames))
+
+    def method_table_slots(self, mt: int) -> list[rec.MethodSlotData] | None:
+        """The slots as the type half reads them from the MethodDesc chunks, except that a vtable
+        slot holding managed code of no known method gets no MethodDesc, as the DAC's slot
+        enumerator (GetMethodDescForSlot_NoThrow: the owner of the entry point) answers."""
+        slots = self.types.method_table_slots(mt)
+        if not slots or not self.descriptor.contract_version("ExecutionManager"):
+            return slots
+        manager = self._stack_walker().manager
+        vtable = self.types.methods.num_vtable_slots(mt)  # the first entries; the rest come from chunks
+        out = []
+        for i, s in enumerate(slots):
+            try:
+                unknown = i < vtable and bool(s.entry_point) and manager.is_code_of_no_method(s.entry_point)
+            except SosError:
+                unknown = False
+            out.append(rec.MethodSlotData(0, s.entry_point, 0, 0, 0, s.slot) if unknown else s)
+        return out
 
     def method_desc_from_ip(self, ip: int) -> int | None:
         """The MethodDesc whose code holds ``ip`` (the ExecutionManager contract)."""

@@ -10,7 +10,7 @@ EcmaMetadata (domains, assemblies, modules, metadata), and the type-name builder
 from __future__ import annotations
 
 from ..errors import ContractError, ReaderUnsupported, SosError
-from ..readers.records import (AppDomainData, AppDomainStoreData, AssemblyData, ExceptionObjectData,
+from ..readers.records import (AppDomainData, AppDomainStoreData, AssemblyData, ExceptionObjectData, GetModuleData,
                                FieldDescData, MethodTableCollectibleData, MethodTableData, MethodTableFieldData,
                                MethodDescData, MethodSlotData, ModuleData, ObjectData, ReJitData2,
                                TieredVersionData)
@@ -294,6 +294,16 @@ class TypeAnswers:
     def module_data(self, module: int) -> ModuleData | None:
         try:
             return self.loader.module_data(module)
+        except SosError:
+            return None
+
+    def module_load_data(self, module: int) -> GetModuleData | None:
+        if not self.data.desc.has_type("PEImageLayout") or not self.data.desc.has_type("CGrowableSymbolStream"):
+            raise ReaderUnsupported("the contracts reader cannot answer how a module was loaded: this runtime's "
+                                    "descriptor does not describe PEImage layouts (.NET 9); --reader dac "
+                                    "(or setreader dac) does")
+        try:
+            return self.loader.module_load_data(module)
         except SosError:
             return None
 

@@ -11,6 +11,7 @@ import threading
 from typing import Any, Iterator
 
 from ..errors import DacError
+from ..readers.stacks import ClrStack
 from . import structs as st
 from .com import (ADDR, GUID, I32, P_ADDR, P_I32, P_PTR, P_U32, P_WCHAR, PTR, U32, ComPtr, hresult_text,
                   slot_table, utf16_buffer, utf16_text)
@@ -382,6 +383,13 @@ class SosDac:
         if hr & 0x80000000 or not out.value:
             raise DacError(f"GetStackReferences({os_tid:#x}) failed: {hresult_text(hr)}")
         return self._drain(ComPtr(out.value, "ISOSStackRefEnum"), st.StackRefData)
+
+    def stack_frames(self, os_tid: int, *, arguments: bool = False, local_variables: bool = False,
+                     registers: bool = False, max_frames: int = 0) -> ClrStack:
+        """A thread's stops, innermost first, through IXCLRDataStackWalk (dac/stackwalk.py)."""
+        from .stackwalk import stack_frames
+        return stack_frames(self, os_tid, arguments=arguments, local_variables=local_variables,
+                            registers=registers, max_frames=max_frames)
 
     def register_name(self, reg: int) -> str | None:
         return self._text(self.sos, "GetRegisterName", SOS["GetRegisterName"], ((_I32, reg),))

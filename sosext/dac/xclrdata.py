@@ -331,10 +331,6 @@ class Value(_Interface):
         return bytes(buf[: size.value]), True
 
 
-# CLRDATA_IL_OFFSET_MARKER: an address with no IL offset, in a prolog or in an epilog.
-IL_OFFSET_NO_MAPPING = 0xFFFFFFFF
-IL_OFFSET_PROLOG = 0xFFFFFFFE
-IL_OFFSET_EPILOG = 0xFFFFFFFD
 
 
 def _require_dac(reader: object) -> None:

@@ -19,6 +19,7 @@ from typing import Iterator, Protocol, runtime_checkable
 
 from ..targets.base import Target
 from . import records as rec
+from .stacks import ClrStack
 
 
 @runtime_checkable
@@ -96,6 +97,14 @@ class RuntimeReader(Protocol):
 
     def threads(self) -> Iterator[tuple[int, rec.ThreadData]]:
         """Every runtime Thread with its data, in the runtime's list order."""
+        ...
+
+    def stack_frames(self, os_tid: int, *, arguments: bool = False, local_variables: bool = False,
+                     registers: bool = False, max_frames: int = 0) -> ClrStack:
+        """OS thread ``os_tid``'s stops, innermost first: managed frames (with their arguments'
+        and locals' locations and values when asked, where the reader knows them) and the
+        runtime's Frames; each stop's registers when asked; at most ``max_frames`` (0: all).
+        Raises NotManagedThread when no runtime Thread runs there."""
         ...
 
     def frame_code_start(self, md: int, ip: int) -> int | None:

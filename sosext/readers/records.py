@@ -20,6 +20,12 @@ I32 = "i"
 U16 = "H"
 BOOL = "i"
 
+# CLRDATA_IL_OFFSET_MARKER: what an IL-offset answer holds for code with no IL offset, in a
+# method's prolog or in an epilog (both readers answer these).
+IL_OFFSET_NO_MAPPING = 0xFFFFFFFF
+IL_OFFSET_PROLOG = 0xFFFFFFFE
+IL_OFFSET_EPILOG = 0xFFFFFFFD
+
 T = TypeVar("T")
 Layout = list[tuple[str, Any]]  # (field, code | record class | (element, count))
 LAYOUTS: dict[type, tuple[int, Layout]] = {}  # record class -> (header size, layout)

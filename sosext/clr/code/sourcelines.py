@@ -20,7 +20,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ...dac.xclrdata import IL_OFFSET_EPILOG, IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG
+from ...readers.records import IL_OFFSET_EPILOG, IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG
 from ...errors import ReaderUnsupported, SosError
 from ...formats.metadata.errors import MetadataError
 from ...formats.metadata.pdb import CodeViewInfo, PortablePdb, SourceLocation, codeview, debug_directory, embedded_pdb
