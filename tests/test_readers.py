@@ -89,6 +89,8 @@ TEMPLATES = [
     "clrstack -n -all",
     "clrstack -r -all",
     "clrstack -f -all",
+    "clrstack -f -native -all",
+    "clrstack -gc -all",
     "clrstack -i -all",
     "clrstack -a -all",
     "clrstack -i -a -all",

@@ -87,7 +87,8 @@ def plan(core: Path) -> list[str]:
                 "dumpheap -dead -stat", "dumpheap -gen loh -short", "dumpheap -gen gen2 -stat",
                 "dumpheap -type System.Collections. -stat", "dumpheap -mt {string_mt} -min 1000 -short",
                 "eeheap -gc", "dumpdomain", "gchandles", "gchandles -stat", "finalizequeue", "verifyheap",
-                "syncblk", "clrthreads", "clrstack -all", "clrstack -a -all", "clrstack -i -a -all", "dso", "gcheapstat", "sizestats",
+                "syncblk", "clrthreads", "clrstack -all", "clrstack -gc -all", "clrstack -a -all", "clrstack -i -a -all",
+                "dso", "gcheapstat", "sizestats",
                 "name2ee *!System.String", "name2ee System.Private.CoreLib.dll!System.Collections.Generic.List`1",
                 "dominators -top 5", "heapdiff {core}", "leaks {core}", "report --format folded -o -"]
     string_mt = next((mt for n, mt in types if n == "System.String"), None)

@@ -212,6 +212,7 @@ def code_round1(run: CoreRun) -> list[Probe]:
         "assemblies", "clrmodules", "clrmodules -v", "modules", "runtimes", "registers", "parallelstacks",
         "histinit", "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
         "threadpool -wi", "threadpool -stat", "clrstack -i", "clrstack -i -a", "sosstatus",
+        "clrstack -gc", "clrstack -gc -all", "clrstack -i this",
     ]
     return [Probe(c, c) for c in fixed]
 
@@ -530,11 +531,38 @@ def _signed_byte_as_sos(text: str) -> str:
     return re.sub(r"^(\s*IL_([0-9a-f]{4}): [a-z.]+\.s IL_)([0-9a-f]{4})$", branch, text, flags=re.M)
 
 
+_LIVE_COUNT = re.compile(r"^(Calculating live objects complete: )([\d,]+)( objects)", re.M)
+
+
+def _null_secondary_is_live(core: Path) -> bool:
+    """Whether a live object of ``core`` is the primary of a dependent handle whose secondary is
+    null: ClrMD's reference walk then yields address 0, which SOS's live set counts."""
+    from sosext.clr.roots.roots import DEPENDENT
+    rt = _runtime_of(core) if core not in _RUNTIMES else _RUNTIMES[core]
+    _RUNTIMES[core] = rt
+    heap = rt.heap  # type: ignore[attr-defined]
+    ix, live = heap.index(), heap.live(None)
+    for h in heap.roots().handles:
+        i = ix.find(h.object) if h.handle_type == DEPENDENT and h.object and not h.secondary else None
+        if i is not None and live[i]:
+            return True
+    return False
+
+
+def _live_count_without_null(text: str, core: Path) -> str:
+    """SOS's "Calculating live objects complete: N objects" with the null it counts taken off."""
+    if not _LIVE_COUNT.search(text) or not _null_secondary_is_live(core):
+        return text
+    return _LIVE_COUNT.sub(lambda m: f"{m.group(1)}{int(m.group(2).replace(',', '')) - 1:,}{m.group(3)}", text)
+
+
+# clrstack -i's line of an enum variable, "  + <type> <name> = Member | Member", or of an enum
+# field under an expanded one, "     |- <type> <name> = Member" (SOS's " = null" of a null
+# reference is no enum's).
+_ENUM_VALUE = r"^((?:  \+| *\|-) \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_]\w*)*$"
+
+
 CODE_LISTED: list[Listed] = [
-    Listed("clrstack names the modules it has no PDB for", r"^(clrstack|ip2md|pe|printexception)\b",
-           ours=_drop_lines(r"^No source lines for .*: no matching portable PDB found")),
-    Listed("clrstack -f shows native frames in the CLI too", r"^clrstack -f",
-           ours=_drop_lines(r"^[0-9A-F]{16} [0-9A-F]{16} [^(\[]+$")),
     Listed("timerinfo names a static callback", r"^timerinfo",
            sos=_mask(r" -> \S*$", " ->"), ours=_mask(r" -> \S*$", " ->")),
     Listed("registers shows the values the core holds", r"^registers",
@@ -554,6 +582,10 @@ CODE_LISTED: list[Listed] = [
            ours=_mask(r"^(EHHandler \d+: TYPED catch\().+\)", r"\1)")),
     Listed("clrmodules -v names the assembly and its file version", r"^clrmodules -v",
            sos=_drop_lines(r"^    Version: "), ours=_drop_lines(r"^    Version: ")),
+    Listed("clrstack -i names an enum's value whatever memory follows it", r"^clrstack -i",
+           sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
+    Listed("dumpheap -live counts no null as a live object", r"^dumpheap .*-live",
+           sos_on_core=lambda t, core: _live_count_without_null(t, core)),
 ]
 LISTED += CODE_LISTED
 
@@ -667,17 +699,7 @@ FAMILIES = sorted({p.label.split()[0].lower() for p in
 # (core, family) pairs of real programs' cores where sosext still differs from SOS, unlisted:
 # known and open (issue 25), each with what is missing. They run and report as xfail, and turn
 # into a pass (not hidden) the day they match.
-_STACK_ROOTS = ("sosext's stack roots on deep async frames differ from SOS's (SOS also reports r14/r15 "
-                "and rbp-relative slots there that sosext's walk does not): dumpheap -live counts one root less")
-KNOWN_OPEN = {
-    ("webapi", "clrstack"): "clrstack -i -a: a byref's value, an enum local and generic names print otherwise "
-                            "than SOS (which also HTML-escapes '<')",
-    ("msbuild", "clrstack"): "clrstack -i -a: as on webapi",
-    ("vbcscompiler", "clrstack"): "clrstack -i -a: as on webapi",
-    ("webapi", "dumpheap"): _STACK_ROOTS,
-    ("msbuild", "dumpheap"): _STACK_ROOTS,
-    ("msbuild", "gcroot"): _STACK_ROOTS + "; gcroot of a RuntimeType finds other stack roots",
-}
+KNOWN_OPEN: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -790,3 +812,72 @@ def test_dumpobj_on_a_heap_only_core(tmp_path: Path, request) -> None:  # type: 
     # What SOS itself does on the heap-only core: recorded, not required (a later SOS may not crash).
     sos_heap = sosref.run_sos(heap_core, commands[:1])[0]
     print(f"\nSOS's dumpobj on a heap-only core: {sos_heap.status}")
+
+
+def _frames_by_sp(text: str, row: str, variable: str) -> dict[tuple[int, str], re.Match]:
+    """{(frame SP, variable name): its line's match} of a clrstack listing: ``row`` matches a
+    frame's row (SP first), ``variable`` a variable's line (with a group named ``name``)."""
+    out: dict[tuple[int, str], re.Match] = {}
+    sp = None
+    for ln in text.splitlines():
+        m = re.match(row, ln)
+        if m:
+            sp = int(m.group(1), 16)
+            continue
+        v = re.match(variable, ln)
+        if v and sp is not None:
+            out.setdefault((sp, v.group("name")), v)
+    return out
+
+
+def test_clrstack_i_names_the_enum_value_the_frame_holds(core_run: CoreRun) -> None:
+    """Each enum argument clrstack -i names (" = Member | Member") holds the value SOS's own
+    clrstack -a reads for it (same thread, same frame), as the enum's metadata defines the
+    members. SOS's -i reads the value's bytes as 8 whatever the enum's size, so whether it names
+    the member depends on memory of its own (listed: "clrstack -i names an enum's value …")."""
+    from sosext.clr.typesystem.enums import constant_values
+    from sosext.formats.metadata.records import FIELD_LITERAL
+    raw = _frames_by_sp(core_run.text("clrstack -a"), r"^([0-9A-F]{16}) [0-9A-F]{16} ",
+                        r"^        (?P<name>\S+) \((?:0x[0-9A-F]+|<CLR reg>)\) = 0x(?P<value>[0-9a-f]+)$")
+    ours = _frames_by_sp(core_run.ours["clrstack -i -a"].text, r"^([0-9A-F]{16}) [0-9a-f]{16} ",
+                         r"^  \+ (?P<type>\S+) (?P<name>\S+) = (?P<members>(?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_]\w*)*)$")
+    rt = _runtime_of(core_run.core)
+    checked = 0
+    for key, line in ours.items():
+        if key not in raw:
+            continue
+        consts: dict[str, int] = {}
+        for module in rt.catalog.modules():
+            md = rt.catalog.metadata(module)
+            token = md.find_type(line.group("type")) if md is not None else None
+            if token:
+                values = constant_values(md)
+                consts = {f.name: values[f.token] for f in md.fields_of(token)
+                          if f.flags & FIELD_LITERAL and f.token in values}
+                break
+        named = line.group("members").split(" | ")
+        assert consts and all(n in consts for n in named), (line.group(0), consts)
+        combined = 0
+        for n in named:
+            combined |= consts[n] & 0xFFFFFFFF
+        assert combined == int(raw[key].group("value"), 16) & 0xFFFFFFFF, (line.group(0), raw[key].group(0))
+        checked += 1
+    if not checked:
+        pytest.skip("no enum argument on the current thread's stack that SOS's clrstack -a reads")
+
+
+def test_dumpheap_live_counts_the_objects_it_lists(core_run: CoreRun) -> None:
+    """sosext's "Calculating live objects complete: N objects" is the number of live objects
+    dumpheap -stat -live totals; SOS's is one more exactly when a live object is the primary of
+    a dependent handle whose secondary is null (ClrMD's walk yields 0 for it and SOS counts it),
+    and SOS's own total is sosext's."""
+    sos, ours = core_run.text("dumpheap -stat -live"), core_run.ours["dumpheap -stat -live"].text
+    counts = []
+    for text in (sos, ours):
+        done = _LIVE_COUNT.search(text)
+        total = re.search(r"^Total ([\d,]+) objects", text, re.M)
+        assert done and total, text[:500]
+        counts.append((int(done.group(2).replace(",", "")), int(total.group(1).replace(",", ""))))
+    (sos_done, sos_total), (ours_done, ours_total) = counts
+    assert ours_done == ours_total == sos_total
+    assert sos_done == sos_total + int(_null_secondary_is_live(core_run.core))

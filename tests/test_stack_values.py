@@ -46,6 +46,7 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("clrstack -a", "clrstack -a"),
         ("clrstack -p", "clrstack -p"),
         ("clrstack -l", "clrstack -l"),
+        ("clrstack -gc", "clrstack -gc"),
         ("dumpstack", "dumpstack"),
         ("dumpstack -EE", "dumpstack -EE"),
         ("pstacks", "pstacks -a"),
@@ -325,6 +326,28 @@ def test_clrstack_a_shows_raw_values_as_sos_does(case: Case, host: str) -> None:
     values = {int(m.group(1), 16) for m in (re.fullmatch(r"        0x[0-9A-F]{16} = 0x([0-9a-f]{16})", ln)
                                              for ln in locals_) if m}
     assert {v["localCount"], v["localBig"], addr(v["localItem"])} <= values, locals_
+
+
+def test_clrstack_gc_lists_the_frames_references_as_sos_does(case: Case, host: str) -> None:
+    """clrstack -gc: under the frame, each reference the runtime reports, as SOS prints it
+    ("rbp-30: <slot> -> <object> - <type>", a string with its text). The debuggee's arguments and
+    locals are there: the item and text arguments in the slots clrstack -a names for them, the
+    local item and text by their objects."""
+    v = case.truth["values"]
+    block = frame_block(case.out(host, "clrstack -gc").text, v["method"])
+    assert block and all(ln.startswith(" " * 34) for ln in block), block
+    refs = [re.fullmatch(r" {34}(?:(\w+)([+-][0-9a-f]+)?: )?(?:([0-9a-f]{16}) -> )?([0-9a-f]{16})"
+                         r"((?: \(pinned\))?(?: \(interior\))?)(?: - (.+))?", ln) for ln in block]
+    assert all(refs), block
+    held = {int(m.group(4), 16): m for m in refs if m}
+    slots = {m.group(1): int(m.group(2), 16) for m in (re.fullmatch(r"        (\w+) \((0x[0-9A-F]{16})\) = .*", ln)
+                                                       for ln in frame_block(case.out(host, "clrstack -a").text, v["method"]))
+             if m}
+    item, local_item = held[addr(v["item"])], held[addr(v["localItem"])]
+    assert item.group(6) == local_item.group(6) == v["itemType"], block
+    assert int(item.group(3), 16) == slots["item"], (block, slots)
+    text = held[addr(v["textAddress"])]
+    assert text.group(6) == f'System.String: "{v["text"][:31]}"' and int(text.group(3), 16) == slots["text"], block
 
 
 def test_clrstack_p_and_l_show_only_their_half(case: Case, host: str) -> None:

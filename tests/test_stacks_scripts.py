@@ -44,7 +44,8 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         pairs += [(f"{key} select", drivers.select_thread(host, c[key]["osTid"])),
                   (f"{key} clrstack", "clrstack"), (f"{key} pe", "pe")]
     pairs += [("divzero select again", drivers.select_thread(host, c["divzero"]["osTid"])),
-              ("divzero clrstack -f", "clrstack -f"), ("divzero pe -lines", "pe -lines"),
+              ("divzero clrstack -f", "clrstack -f -native"), ("divzero clrstack -f as SOS", "clrstack -f"),
+              ("divzero pe -lines", "pe -lines"),
               ("divzero dumpstack", "dumpstack"), ("divzero dumpstack -EE", "dumpstack -EE"),
               ("nested select again", drivers.select_thread(host, c["nested"]["osTid"])),
               ("nested pe -nested", "pe -nested"), ("nested pe -lines", "pe -lines")]
@@ -181,9 +182,22 @@ def test_clrstack_f_names_modules_and_offsets(case: Case, host: str) -> None:
     assert rows[2].site.startswith(f"{frames[0]['module']}!{frames[0]['method']}("), rows[2]
 
 
+def test_clrstack_f_shows_native_frames_where_sos_does(case: Case, host: str) -> None:
+    """clrstack -f shows native frames where SOS does: in LLDB (and GDB), which unwind native code,
+    not in the CLI, as dotnet-dump shows none; there -native adds them."""
+    as_sos = stack_rows(case.out(host, "divzero clrstack -f as SOS").text)
+    native = stack_rows(case.out(host, "divzero clrstack -f").text)
+    if host.startswith("cli"):
+        assert as_sos == [r for r in native if not NATIVE_SITE.fullmatch(r.site)], as_sos
+        assert not any(NATIVE_SITE.fullmatch(r.site) for r in as_sos), as_sos
+    else:
+        assert as_sos == native
+
+
 def test_clrstack_f_shows_native_frames_named_by_symbol(case: Case, host: str) -> None:
-    """SOS's -f interleaves the native frames: the thread blocks in libc's condition wait called
-    by the runtime, below its first managed frame, and the runtime started the thread."""
+    """With -native, -f interleaves the native frames as SOS in LLDB does: the thread blocks in
+    libc's condition wait called by the runtime, below its first managed frame, and the runtime
+    started the thread."""
     lines = case.out(host, "divzero clrstack -f").lines
     rows = [(ln, STACK_ROW.match(ln)) for ln in lines]
     rows = [(int(m.group(1), 16), m.group(3).rstrip()) for ln, m in rows if m]

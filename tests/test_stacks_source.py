@@ -49,6 +49,7 @@ def batch(truth: dict, host: str, ip: int) -> list[tuple[str, str]]:
         ("gcroot", f"gcroot {src['held']}"),
         ("managedexception", "clrthreads -managedexception"),
         ("pe current", "pe -lines"),
+        ("sosstatus", "sosstatus"),
     ]
 
 
@@ -129,9 +130,11 @@ def test_clrstack_frames_end_with_the_debuggees_file_and_line(case: Case, host: 
     for f in src["frames"]:
         row = frame_row(sites, f["method"])
         assert row.endswith(f" [{src['file']} @ {f['line']}]"), row
-    # Frames of CoreLib have no PDB here: no brackets, and one note naming the module once.
+    # Frames of CoreLib have no PDB here: no brackets, and no note (SOS prints none); sosstatus
+    # names the module.
     assert not any(" @ " in s for s in sites if s.startswith("System.Threading.ManualResetEventSlim"))
-    notes = [ln for ln in case.out(host, "clrstack").lines if ln.startswith("No source lines for ")]
+    assert not any(ln.startswith("No source lines for ") for ln in case.out(host, "clrstack").lines)
+    notes = [ln for ln in case.out(host, "sosstatus").lines if ln.startswith("No source lines for ")]
     assert len(notes) == 1 and "System.Private.CoreLib.dll" in notes[0] and DLL not in notes[0], notes
 
 
@@ -140,7 +143,6 @@ def test_clrstack_slash_d_is_accepted_and_n_drops_the_lines(case: Case, host: st
     assert rows(case.out(host, "clrstack /d").text) == rows(case.out(host, "clrstack").text)
     plain = rows(case.out(host, "clrstack -n").text)
     assert plain and not any(" @ " in s for s in plain), plain
-    # The note is said once per session: the second and third clrstack do not repeat it.
     assert "No source lines for" not in case.out(host, "clrstack /d").text
 
 
@@ -241,9 +243,9 @@ def test_pdb_from_a_symbol_directory_and_never_from_another_build(case: Case, tm
     shutil.move(beside, symbols / PDB)
     try:
         # No PDB anywhere: no lines, and the module is named once.
-        outs = _analyze(case.core, commands=[select, "clrstack", "setsymbolserver"])
+        outs = _analyze(case.core, commands=[select, "clrstack", "setsymbolserver", "sosstatus"])
         assert not _inner_row(outs[1], truth).endswith(want), outs[1]
-        assert any(ln.startswith("No source lines for ") and DLL in ln for ln in outs[1].splitlines()), outs[1]
+        assert any(ln.startswith("No source lines for ") and DLL in ln for ln in outs[3].splitlines()), outs[3]
         assert "No symbol directories" in outs[2]
         # --symbols DIR
         outs = _analyze(case.core, "--symbols", str(symbols), commands=[select, "clrstack"])

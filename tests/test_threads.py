@@ -47,7 +47,7 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("select-named", drivers.select_thread(host, named)),
         ("clrstack", "clrstack"),
         ("clrstack -a", "clrstack -a"),
-        ("clrstack -f", "clrstack -f -c 60"),
+        ("clrstack -f", "clrstack -f -native -c 60"),
         ("registers", "registers"),
         ("clrstack -i", "clrstack -i"),
         *([("lldb registers", "register read r8 r9 rflags rip rsp")] if host == "lldb-core" else []),
@@ -275,8 +275,8 @@ def test_clrstack_a_shows_arguments_and_locals(case: Case, host: str) -> None:
 
 def test_clrstack_f_adds_modules_and_offsets(case: Case, host: str) -> None:
     sites = call_sites(case.out(host, "clrstack -f").text)
-    # -f interleaves native frames (module!symbol + off, or module + 0xoff) with the managed ones
-    # (module.dll!Method + IL offset); -c counts both, as SOS's does. The thread waits in native code.
+    # -f -native interleaves native frames (module!symbol + off, or module + 0xoff) with the managed
+    # ones (module.dll!Method + IL offset); -c counts both, as SOS's does. The thread waits in native code.
     first_managed = next(i for i, s in enumerate(sites) if ".dll!" in s)
     assert first_managed > 0, sites
     native = [s for s in sites[:first_managed] if not s.startswith("[")]  # "[…Frame: …]" rows are the runtime's

@@ -71,6 +71,8 @@ def value_text(v: "FrameVariable | FieldValue") -> str:
         return "   (empty)" if n == 0 else "   (1 element)" if n == 1 else f"   ({n} elements)"
     if v.kind == "pointer":
         return "  = <pointer>"
+    if v.kind == "enum":
+        return str(v.value)
     if v.kind == "struct":
         return f" @ 0x{v.address:x}" if v.address is not None else ""
     n = v.raw.value if isinstance(v, FrameVariable) else None
@@ -137,6 +139,9 @@ def write_variables(ctx: CommandContext, fv: FrameVariables, params: bool, local
                 out.line(retrieval_error(v, what))
                 continue
             type_name = f"{v.type_name} " if v.type_name else ""
+            if v.kind == "print_error":  # SOS reached the value but could not print it
+                out.line(f"  + {type_name}{v.name}  + (Error 0x{v.value:x} printing {what} {v.index})")
+                continue
             out.line(f"  + {type_name}{v.name}{value_text(v)}")
             write_expansion(ctx, v, v.name, wanted, 1)
     if params or local_vars:

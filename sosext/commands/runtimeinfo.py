@@ -11,6 +11,7 @@ import sys
 
 from ..version import VERSION as __version__
 from ..clr.code.sourcelines import symbol_directories
+from .threads import MODULES_WITHOUT_PDB
 from ..render.json import emit_json
 from ..errors import SosError
 from ..render.text import safe_line as escape
@@ -120,7 +121,8 @@ class SOSStatus(Command):
     usage = "sosstatus [-reset]"
     details = """\
 What sosext is working with: the target, the runtime and the DAC (as `runtimes` shows them),
-the directories searched for PDBs (`setsymbolserver -directory`), where heap indexes of cores
+the directories searched for PDBs (`setsymbolserver -directory`) and the modules whose stack
+frames had no source lines for want of one (clrstack, ip2md, pe), where heap indexes of cores
 are cached, whether the heap kernels are compiled, whether the reference graph that later
 gcroots answer from is built, and the Python running sosext.
 `-reset` forgets everything read from the target (as `sosflush`).
@@ -152,6 +154,10 @@ Example:
         ctx.out.line(escape(f"Reader: {rt.reader_reason}"))
         dirs = symbol_directories()
         ctx.out.line(escape("Symbol directories: " + (", ".join(dirs) if dirs else "none (setsymbolserver -directory adds one)")))
+        missing = ctx.session.settings.get(MODULES_WITHOUT_PDB)
+        if missing:
+            ctx.out.line(escape("No source lines for " + ", ".join(sorted(set(missing.values()))) +
+                                ": no matching portable PDB found (setsymbolserver -directory <dir> adds a place to look)"))
         ctx.out.line(escape(f"Heap index cache: {rt.index_dir or 'off'}"))
         ctx.out.line(f"Heap kernels: {kernels.mode()}")
         ctx.out.line(f"Reference graph: {graph_state(rt.built_heap())}")

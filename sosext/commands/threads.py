@@ -5,13 +5,15 @@ table cells print as 16 UPPERCASE hex digits and pointers inside text as 16 lowe
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..clr.addresses import classifier
 from ..clr.threads.frames import frame_variables
 from ..clr.threads.exceptions import ClrExceptionInfo, StackTraceState, read_exception
 from ..clr.threads.nativeframes import NativeFrame, native_frames
-from ..clr.heap.objects import method_table_of
+from ..clr.heap.objects import method_table_of, string_text
+from ..clr.threads.gcrefs import StackGcReference, stack_gc_references
 from ..clr.threads.rawstack import RawFrame
 from ..clr.code.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.threads.stacks import ClrStack, ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
@@ -326,14 +328,14 @@ _STACK_RIGHT = (True, True)
 class ClrStackCommand(Command):
     names = ("clrstack", "ClrStack")
     summary = "Show the managed call stack of the current thread (or of every thread with -all)."
-    usage = "clrstack [-a] [-p] [-l] [-i [<variable>] [<frame>]] [-n] [-f] [-r] [-all] [-c <count>]"
+    usage = "clrstack [-a] [-p] [-l] [-i [<variable>] [<frame>]] [-n] [-f [-native]] [-r] [-gc] [-all] [-c <count>]"
     details = """\
 One row per frame, innermost first: the frame's stack pointer, instruction pointer and
 method (Namespace.Type.Method(ArgTypes)). Runtime transition frames appear as
 [FrameName: address]. A managed frame ends with its source file and line,
 [/src/app/Program.cs @ 42], when the module's portable PDB is found (embedded in the
-assembly, beside it, or in a directory named with setsymbolserver -directory); modules without
-one are named once per session. The current thread is the debugger's selected thread (in the
+assembly, beside it, or in a directory named with setsymbolserver -directory); sosstatus names
+the modules whose frames had none. The current thread is the debugger's selected thread (in the
 CLI the one chosen with setthread, else the first); on a crash dump, until a thread is chosen,
 the thread that took the signal, in every host.
 
@@ -343,6 +345,10 @@ or the object a reference points to; name.field goes deeper, name.[basetype] int
 class) and implies -a; <frame> (decimal) limits the variables to that frame. A number alone,
 `clrstack -i -a <frame>`, is read as SOS reads it, in hex. Frames are numbered as SOS numbers
 them: each row of the -i listing from 0, the runtime's transition frames not counted.
+
+-f adds module names and code offsets; in LLDB and GDB also the native frames between managed
+ones (unwound by sosext from the modules' .eh_frame), as SOS in LLDB shows them. The CLI shows
+what dotnet-dump shows, managed frames and runtime Frames, unless -native asks for them too.
 
 Examples:
   clrstack
@@ -359,12 +365,13 @@ Examples:
         Option("-p", "show parameters"),
         Option("-l", "show locals (unnamed as in SOS; with -i named from the PDB)"),
         Option("-n", "no source file and line numbers"),
-        Option("-f", "full: module names and code offsets"),
+        Option("-f", "full: module names and code offsets; native frames too in LLDB and GDB"),
+        Option("-native", "with -f: native frames in every host (in the CLI too, where dotnet-dump shows none)"),
         Option("-r", "show the registers of every frame"),
         Option("-all", "every managed thread"),
         Option("-c", "at most this many frames", parse_count, "count"),
         Option("-i", "arguments and locals with their names, types and values (names of locals from the PDB)"),
-        Option("-gc", "show GC references per frame (not supported)"),
+        Option("-gc", "the GC references of each frame (the runtime's live slots and registers)"),
     )
     positionals = (Positional("variable", "with -i: the variable whose fields to list (name.field… goes deeper)"),
                    Positional("frame", "with -i: the frame whose variables to show (decimal)"))
@@ -375,8 +382,6 @@ Examples:
         return super().parse([w for w in words if w.lower() != "/d"])
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        if args.gc:
-            raise SosError("clrstack -gc is not supported by sosext")
         params = args.a or args.p
         local_vars = args.a or args.l
         if icordebug_arguments(args)[0]:
@@ -426,7 +431,10 @@ Examples:
         table = Cells(_STACK_WIDTHS, _STACK_RIGHT)
         rows = out.table("frames", table, ("os_thread_id", "sp", "ip", "call_site", "method_desc", "managed"))
         out.line(table.row("Child SP", "IP", "Call Site"))
-        native = _native_rows(ctx, tid, stack) if args.f else []
+        # SOS shows native frames where its debugger unwinds them (LLDB), not in dotnet-dump.
+        with_native = args.f and (args.native or getattr(ctx.session.target(), "debugger_unwinds_native", False))
+        native = _native_rows(ctx, tid, stack) if with_native else []
+        refs = stack_gc_references(ctx.runtime, tid) if args.gc and not out.structured else []
         printed = 0
 
         def room() -> bool:
@@ -460,6 +468,10 @@ Examples:
                     site += f" [{loc.path} @ {loc.line}]"
             rows.row(_p(f.sp), ip, site,
                      data=(tid, Address(f.sp), Address(f.ip), site, Address(f.method_desc), bool(f.is_managed)))
+            for r in refs:
+                # SOS matches a managed frame's references by its IP and SP, a Frame's by its address.
+                if (r.source == f.ip and r.stack_pointer == f.sp) if f.is_managed else r.source == f.frame_address:
+                    out.line(" " * 34 + _gc_ref_text(ctx, r))
             if f.is_managed and (params or local_vars):
                 _args_and_locals(ctx, f, params, local_vars)
             if f.registers is not None and args.r:
@@ -508,6 +520,46 @@ def icordebug_arguments(args: Parsed) -> tuple[str | None, int | None]:
     return first, parse_count(second)
 
 
+def _gc_ref_text(ctx: CommandContext, r: StackGcReference) -> str:
+    """One reference as SOS's clrstack -gc prints it: ``rbp-30: <slot> -> <object> - <type>``,
+    ``rbx: <object> - <type>`` for a register, ``(pinned)``/``(interior)`` after it."""
+    text = ""
+    if r.register is not None:
+        text = r.register
+        if r.offset:
+            text += f"{'+' if r.offset > 0 else '-'}{abs(r.offset):x}"
+        text += ": "
+    if r.address:
+        text += f"{r.address:016x} -> "
+    text += f"{r.object:016x}"
+    if r.pinned:
+        text += " (pinned)"
+    if r.interior:
+        text += " (interior)"
+    if r.object and not r.interior:
+        text += " - " + _type_with_extra_info(ctx, r.object)
+    return text
+
+
+def _type_with_extra_info(ctx: CommandContext, address: int) -> str:
+    """SOS's name of the object a reference holds: its type (an array by its element type, with
+    []), a string's first 31 characters after it; cut to 127 characters, as SOS's buffer cuts it."""
+    runtime = ctx.runtime
+    try:
+        mt = method_table_of(runtime.target, address) or 0
+        data = runtime.method_table_data(mt) if mt else None
+        if data is None:
+            return "<invalid object: 'Invalid object'>"
+        name = runtime.types.name_of(mt)
+        if mt == runtime.types.string_mt:
+            return safe_line(f'{name}: "{string_text(runtime.target, address, 31)}"')[:127]
+        if data.component_size and name.endswith("]"):
+            name = re.sub(r"\[,*\]$", "[]", name)
+        return safe_line(name)[:127]
+    except SosError as e:
+        return f"<invalid object: '{safe_line(str(e))}'>"
+
+
 def _native_rows(ctx: CommandContext, tid: int, stack: ClrStack) -> list[NativeFrame]:
     """clrstack -f's native frames (unwound from the thread and out of its managed frames)."""
     contexts = [f.registers for f in stack.frames if f.is_managed and f.registers]
@@ -536,19 +588,16 @@ def _thread_ip(ctx: CommandContext, tid: int) -> int | None:
     return _thread_sp_ip(ctx, tid)[1]
 
 
-_REPORTED = "sourcelines.reported"  # Session.settings key: modules already named as lacking a PDB
+MODULES_WITHOUT_PDB = "sourcelines.missing"  # Session.settings key: module -> name, frames without lines
 
 
 def report_missing_pdbs(ctx: CommandContext, lines: SourceLines, missing: list[PdbLookup]) -> None:
-    """Name, once per session, the modules whose frames have no source lines for want of a PDB."""
-    reported: set[int] = ctx.session.settings.setdefault(_REPORTED, set())
-    fresh = {m.module: m for m in missing if m.module not in reported}
-    if not fresh:
-        return
-    reported.update(fresh)
-    names = ", ".join(sorted({m.module_name for m in fresh.values()}))
-    ctx.out.line(f"No source lines for {names}: no matching portable PDB found "
-                 "(setsymbolserver -directory <dir> adds a place to look)")
+    """Remember the modules whose frames had no source lines for want of a PDB. SOS's commands
+    print nothing about them, so neither do ours: sosstatus names them (and setsymbolserver
+    -directory is where to point sosext at their PDBs)."""
+    known: dict[int, str] = ctx.session.settings.setdefault(MODULES_WITHOUT_PDB, {})
+    for m in missing:
+        known.setdefault(m.module, m.module_name)
 
 
 def call_site(ctx: CommandContext, f: ClrStackFrame, full: bool = False) -> str:

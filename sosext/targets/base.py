@@ -179,6 +179,9 @@ class TargetBase:
     # (clr/roots/background.py): only when every read goes to sosext's own mapping of a core file,
     # never through the host's API.
     background_safe: bool = False
+    # A debugger that unwinds native code itself (LLDB, GDB): SOS there shows its native frames
+    # in clrstack -f; dotnet-dump, which cannot, shows managed frames and runtime Frames only.
+    debugger_unwinds_native: bool = False
 
     @property
     def generation(self) -> int:

@@ -173,6 +173,8 @@ interrupt_state = _Interruptible()
 class GdbTarget(TargetBase):
     """GDB's selected inferior (or ``inferior``) as a sosext Target. Never writes to it."""
 
+    debugger_unwinds_native = True
+
     def __init__(self, inferior: "gdb.Inferior | None" = None, core_path: str | None = None,
                  use_procfs: bool = True, use_core_reader: bool = True) -> None:
         inferior = inferior if inferior is not None else gdb.selected_inferior()

@@ -46,6 +46,8 @@ def _target_for_core(debugger: "lldb.SBDebugger", core_path: str) -> "lldb.SBTar
 
 
 class LldbTarget(TargetBase):
+    debugger_unwinds_native = True
+
     def __init__(self, debugger: "lldb.SBDebugger", core_path: str | None = None) -> None:
         target = debugger.GetSelectedTarget()
         if (not target or not target.IsValid()) and core_path:

@@ -143,7 +143,12 @@ def finalizer_roots(heap: "HeapParts") -> list[ClrRoot]:
 
 
 def stack_roots(heap: "HeapParts", errors: list[str] | None = None) -> list[ClrRoot]:
-    """Precise stack roots of every managed thread that is running on an OS thread."""
+    """Precise stack roots of every managed thread that is running on an OS thread.
+
+    The runtime reports every live GC slot; an interior one (a byref) may point anywhere, into
+    the stack too. As ClrMD (and so SOS) does, an interior pointer outside the GC heap stands for
+    the object whose reference it points to, when that is on the heap, and roots nothing
+    otherwise (it is left out)."""
     dac = heap.reader
     out = []
     known_tids = {t.tid for t in heap.runtime.target.threads()}
@@ -160,16 +165,30 @@ def stack_roots(heap: "HeapParts", errors: list[str] | None = None) -> list[ClrR
         for r in refs:
             if not r.object:
                 continue
+            obj = r.object
+            if r.flags & 1 and heap.segment_of(obj) is None:
+                obj = _pointed_heap_object(heap, obj)
+                if not obj:
+                    continue
             reg = ""
             if r.has_register_information:
                 if r.register not in reg_names:
                     reg_names[r.register] = dac.register_name(r.register) or f"r{r.register}"
                 reg = reg_names[r.register]
-            out.append(ClrRoot(RootKind.STACK, r.address, r.object, thread_os_id=t.os_thread_id,
+            out.append(ClrRoot(RootKind.STACK, r.address, obj, thread_os_id=t.os_thread_id,
                                thread_address=taddr, frame_sp=r.stack_pointer, source=r.source,
                                source_is_frame=r.source_type == 1, register=reg, offset=r.offset,
                                interior=bool(r.flags & 1), pinned=bool(r.flags & 2)))
     return out
+
+
+def _pointed_heap_object(heap: "HeapParts", address: int) -> int:
+    """The pointer stored at ``address`` when it points into the GC heap, else 0."""
+    try:
+        value = heap.runtime.target.read_pointer(address)
+    except SosError:
+        return 0
+    return value if value and heap.segment_of(value) is not None else 0
 
 
 @dataclass

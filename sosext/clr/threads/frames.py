@@ -18,6 +18,8 @@ from ...formats.metadata.errors import MetadataError
 from ...formats.metadata.signatures import ElementType as ET
 from ...formats.metadata.signatures import SigType
 from ..addresses import classifier
+from ..typesystem.debuggernames import debugger_type_name, generic_text
+from ..typesystem.enums import enum_info
 from ..typesystem.fields import OBJECT_HEADER
 from ..heap.objects import method_table_of
 from ..code.sourcelines import source_lines
@@ -202,8 +204,7 @@ def _type_name(reader: "MetadataReader | None", sig: SigType | None) -> str:
     if et in (ET.CLASS, ET.VALUETYPE) and sig.token:
         return _safe(lambda: reader.type_name(sig.token))
     if et == ET.GENERICINST and sig.token:
-        args = ",".join(_type_name(reader, a) for a in sig.args)
-        return _safe(lambda: reader.type_name(sig.token)) + f"<{args}>"
+        return generic_text(_safe(lambda: reader.type_name(sig.token)), [_type_name(reader, a) for a in sig.args])
     return _safe(lambda: reader.format_sig(sig))
 
 
@@ -211,7 +212,7 @@ def _variable(runtime: "ClrRuntime", reader: "MetadataReader | None", module: in
               name: str, sig: SigType | None, this_type: str) -> FrameVariable:
     name = name or raw.name
     if sig is None and this_type:  # `this` of a class (a struct's `this` is a byref: shown as a pointer)
-        return _reference(runtime, index, name, this_type, raw)
+        return _exact(runtime, _reference(runtime, index, name, this_type, raw))
     type_name = _type_name(reader, sig)
     et = sig.element_type if sig is not None else None
     data = raw.data if not raw.read_failed else None
@@ -219,14 +220,10 @@ def _variable(runtime: "ClrRuntime", reader: "MetadataReader | None", module: in
         return FrameVariable(index, name, type_name, "unknown", raw)
     if et == ET.STRING:
         return _reference(runtime, index, name, type_name, raw, string=True)
-    if et in (ET.CLASS, ET.OBJECT):
-        # The debugger API types a reference by the object it points to (SOS prints
-        # "System.RuntimeType t" for a `Type t`), the declared type only when it is null.
-        v = _reference(runtime, index, name, type_name, raw)
-        exact = _exact_type_name(runtime, v.address) if v.kind == "reference" and v.address else None
-        return replace(v, type_name=exact) if exact else v
     if et in _REFERENCES or (et == ET.GENERICINST and not sig.value_type):
-        return _reference(runtime, index, name, type_name, raw)
+        return _exact(runtime, _reference(runtime, index, name, type_name, raw))
+    if et == ET.BYREF and sig.element is not None:
+        return _by_reference(runtime, module, index, name, type_name, raw, sig.element, _pointer(data))
     if et in (ET.PTR, ET.BYREF, ET.FNPTR):
         return FrameVariable(index, name, type_name, "pointer", raw, address=_pointer(data))
     if et in KEYWORDS:
@@ -235,9 +232,87 @@ def _variable(runtime: "ClrRuntime", reader: "MetadataReader | None", module: in
             return FrameVariable(index, name, type_name, "unknown", raw)
         return FrameVariable(index, name, type_name, "primitive", raw, value=decode_primitive(et, data[:size]))
     if et == ET.VALUETYPE or (et == ET.GENERICINST and sig.value_type):
+        mt = _struct_method_table(runtime, module, sig)
+        enum = _enum_text(runtime, mt, data) if et == ET.VALUETYPE else None
+        if enum is not None:
+            return FrameVariable(index, name, type_name, "enum", raw, value=enum)
         return FrameVariable(index, name, type_name, "struct", raw, address=raw.location,
-                             mt=_struct_method_table(runtime, module, sig) if raw.location is not None else 0)
+                             mt=mt if raw.location is not None else 0)
     return FrameVariable(index, name, type_name, "unknown", raw)
+
+
+def _by_reference(runtime: "ClrRuntime", module: int, index: int, name: str, type_name: str, raw: FrameValue,
+                  element: SigType, target: int) -> FrameVariable:
+    """A byref argument or local as SOS's PrintValue shows it: the debugger API dereferences it
+    (and a reference it then holds, once more) and prints what it reaches. A byref to a class
+    reference reaches an object value, which PrintValue cannot print: SOS then prints an error
+    (E_NOINTERFACE), as it does for a null reference reached that way."""
+    et = element.element_type
+    if not target:
+        return FrameVariable(index, name, type_name, "reference", raw, address=0)
+    try:
+        if et in KEYWORDS and et not in (ET.STRING, ET.OBJECT):
+            size = ELEMENT_SIZES[et]
+            value = decode_primitive(et, bytes(runtime.target.read(target, size)))
+            return FrameVariable(index, name, type_name, "primitive", raw, value=value)
+        if et == ET.VALUETYPE or (et == ET.GENERICINST and element.value_type):
+            mt = _struct_method_table(runtime, module, element)
+            enum = None
+            if mt and et == ET.VALUETYPE:
+                enum = _enum_text(runtime, mt, bytes(runtime.target.read_partial(target, 8)))
+            if enum is not None:
+                return FrameVariable(index, name, type_name, "enum", raw, value=enum)
+            return FrameVariable(index, name, type_name, "struct", raw, address=target, mt=mt)
+        if et in (ET.PTR, ET.FNPTR, ET.BYREF):
+            return FrameVariable(index, name, type_name, "pointer", raw, address=target)
+        inner = runtime.target.read_pointer(target)
+    except SosError:
+        return FrameVariable(index, name, type_name, "print_error", raw, value=CORDBG_E_READVIRTUAL_FAILURE)
+    if inner:
+        kind, text = _object(runtime, inner, True)
+        if kind == "string":
+            return FrameVariable(index, name, type_name, "string", raw, value=text, address=inner)
+        count = _array_length(runtime, inner) if et == ET.SZARRAY else None
+        if count is not None:
+            return FrameVariable(index, name, type_name, "array", raw, value=count, address=inner)
+    return FrameVariable(index, name, type_name, "print_error", raw, value=E_NOINTERFACE)
+
+
+# HRESULTs SOS prints for a value it reached but could not print.
+E_NOINTERFACE = 0x80004002
+CORDBG_E_READVIRTUAL_FAILURE = 0x80131C49
+_MASK64 = (1 << 64) - 1
+
+
+def _enum_text(runtime: "ClrRuntime", mt: int, data: bytes | None) -> str | None:
+    """SOS's PrintEnumValue of an enum value (None when ``mt`` is no enum): " = A | B", the
+    members, in declaration order, whose value equals what is left or whose bits are all set in it
+    (each clears its bits); "" when none does."""
+    info = enum_info(runtime, mt) if mt and data is not None else None
+    if info is None:
+        return None
+    underlying = next((f.element_type for f in runtime.fields.own_fields(mt) or [] if f.is_instance), ET.I4)
+    width, signed = _SOS_ENUM_READS.get(underlying, (0, False))
+    size = ELEMENT_SIZES.get(underlying, 4)
+    rest = int.from_bytes(data[:size], "little")
+    names = []
+    for constant, member in info.members:
+        value = 0
+        if width:
+            value = constant & ((1 << width) - 1)
+            if signed and value >> (width - 1):
+                value -= 1 << width
+            value &= _MASK64
+        if value == rest or (value and value & rest == value):
+            rest &= ~value
+            names.append(member)
+    return (" = " + " | ".join(names)) if names else ""
+
+
+# How SOS reads an enum's constants by its underlying type: (bits, signed). Its (U)LONG is 32
+# bits on Linux, so a long enum's constants are cut to 32 bits; native ints and floats read 0.
+_SOS_ENUM_READS = {ET.CHAR: (8, True), ET.I1: (8, True), ET.U1: (8, False), ET.I2: (16, True), ET.U2: (16, False),
+                   ET.I4: (32, True), ET.U4: (32, False), ET.I8: (32, True), ET.U8: (32, False), ET.I: (32, True)}
 
 
 def _pointer(data: bytes) -> int:
@@ -265,10 +340,38 @@ def _array_length(runtime: "ClrRuntime", address: int) -> int | None:
         return None
 
 
-def _exact_type_name(runtime: "ClrRuntime", address: int) -> str | None:
-    """The name of the type of the heap object at ``address`` when it is a plain class (not a
-    string, an array or a generic instantiation, whose names the declared signature gives as
-    SOS does); None when the object cannot be checked (a triage dump has no heap to check)."""
+def _exact(runtime: "ClrRuntime", v: FrameVariable) -> FrameVariable:
+    """A reference typed, as the debugger API types it, by the object it points to (SOS prints
+    "System.RuntimeType t" for a `Type t`, a Task subclass for a `Task this`), the declared type
+    only when it is null; a string reached through an `object` is printed as a string."""
+    if v.kind not in ("reference", "array") or not v.address:
+        return v
+    try:
+        checker = classifier(runtime)
+        if checker.object_or_none(v.address) is None:
+            return v
+        mt = checker.method_table_or_none(method_table_of(runtime.target, v.address) or 0)
+    except SosError:
+        return v  # no heap to check it against (a triage dump)
+    data = runtime.method_table_data(mt) if mt else None
+    if data is None or mt == runtime.types.string_mt:
+        if data is not None and v.kind == "reference":
+            kind, text = _object(runtime, v.address, True)
+            return replace(v, type_name="string", kind=kind, value=text)
+        return v
+    name = runtime.types.name_of(mt)
+    if not name or name.startswith("<") or "System.__Canon" in name:
+        return v
+    if data.component_size and name.endswith("]") and v.kind == "reference":
+        count = _array_length(runtime, v.address) if name.endswith("[]") else None
+        if count is not None:
+            return replace(v, type_name=debugger_type_name(name), kind="array", value=count)
+    return replace(v, type_name=debugger_type_name(name))
+
+
+def _object_type(runtime: "ClrRuntime", address: int) -> tuple[str, int | None] | None:
+    """(the debugger API's name of the heap object at ``address``, its length when it is a
+    one-dimensional array); None for a string, or when it cannot be checked."""
     try:
         checker = classifier(runtime)
         if checker.object_or_none(address) is None:
@@ -277,11 +380,13 @@ def _exact_type_name(runtime: "ClrRuntime", address: int) -> str | None:
     except SosError:
         return None
     data = runtime.method_table_data(mt) if mt else None
-    if data is None or data.component_size:
+    if data is None or mt == runtime.types.string_mt:
         return None
     name = runtime.types.name_of(mt)
-    plain = name and not any(c in name for c in "`<[")
-    return name if plain else None
+    if not name or name.startswith("<") or "System.__Canon" in name:
+        return None
+    length = _array_length(runtime, address) if data.component_size and name.endswith("[]") else None
+    return debugger_type_name(name), length
 
 
 def _object(runtime: "ClrRuntime", address: int, string: bool) -> tuple[str, "str | None"]:
@@ -354,7 +459,7 @@ def expand_fields(runtime: "ClrRuntime", mt: int, address: int, value_class: boo
     shown = sorted((f for f in own if not (f.is_thread_static or f.is_context_static)), key=lambda f: f.token)
     values = tuple(_field_value(runtime, f, _field_location(runtime, f, address, value_class))
                    for f in shown[:_MAX_FIELDS])
-    shown_base = "" if base_name in _PLAIN_BASES else base_name
+    shown_base = "" if base_name in _PLAIN_BASES else debugger_type_name(base_name)
     return FieldExpansion(shown_base, base if shown_base else 0, values, address, value_class)
 
 
@@ -388,9 +493,22 @@ def _field_value(runtime: "ClrRuntime", f: "ClrField", at: int | None) -> FieldV
         return FieldValue(f.name, type_name, "unknown")
     if f.is_reference:
         kind, text = _object(runtime, int(value), f.sig_type == ET.STRING)
+        if kind == "reference" and value:
+            # As a variable, a field's object is typed by itself (a field of an interface type
+            # holding a Host is "Microsoft.Extensions.Hosting.Internal.Host"); an array by its length.
+            exact = _object_type(runtime, int(value))
+            if exact is not None and exact[1] is not None:
+                return FieldValue(f.name, exact[0], "array", value=exact[1], address=int(value))
+            if exact is not None:
+                type_name = exact[0]
         return FieldValue(f.name, type_name, kind, value=text, address=int(value))
     if f.element_type in (ET.PTR, ET.FNPTR):
         return FieldValue(f.name, type_name, "pointer", address=int(value))
+    # An enum field: the runtime types it by its underlying integer, and names the enum's MethodTable.
+    if f.type_mt and f.element_type in _SOS_ENUM_READS and isinstance(value, int) and not isinstance(value, bool):
+        enum = _enum_text(runtime, f.type_mt, (value & _MASK64).to_bytes(8, "little"))
+        if enum is not None:
+            return FieldValue(f.name, debugger_type_name(runtime.types.name_of(f.type_mt)), "enum", value=enum)
     return FieldValue(f.name, type_name, "primitive", value=value)
 
 
@@ -401,7 +519,7 @@ def _field_type_name(runtime: "ClrRuntime", f: "ClrField") -> str:
     if keyword is not None:
         return keyword
     if f.type_mt and f.element_type in (ET.CLASS, ET.VALUETYPE):
-        return runtime.types.name_of(f.type_mt)
+        return debugger_type_name(runtime.types.name_of(f.type_mt))
     reader = runtime.catalog.metadata(f.module)
     sig = _safe(lambda: reader.field(f.token).signature, None) if reader is not None else None
     name = _type_name(reader, sig) if isinstance(sig, SigType) else ""
