@@ -266,7 +266,9 @@ class Heap:
 
     def gcroot(self, obj: HeapObject | int, *, stacks: bool | None = None,
                limit: int | None = None) -> Iterator["RootPath"]:
-        """The roots that keep ``obj`` alive, each with its shortest chain of references.
+        """The roots that keep ``obj`` alive, each with the chain of references gcroot prints
+        (on a core SOS's, found by ClrMD's depth-first search; on a live process a shortest one),
+        each yielded as soon as it is found.
 
         Paths come as gcroot prints them: handles, then the finalizer queue, then thread stacks
         (``stacks=False`` leaves those out; the default, None, includes them wherever thread

@@ -142,17 +142,15 @@ class GCRoot(Command):
     usage = "gcroot [-nostacks] [-limit <n>] [-gcgen <n>] [--json] <address>"
     details = """\
 Roots are strong GC handles, the finalizer queue's ready-for-finalization part and the
-references on managed threads' stacks and registers. For each root that reaches the
-object, its shortest chain of objects from the root to it is printed; the last line counts
-the roots. On a core the first two gcroots search from the roots over the core's memory (no
-heap walk); later ones, and a live process, use the reverse reference graph built once per
-stop, so they take milliseconds.
+references on managed threads' stacks and registers, taken in SOS's order. For each root
+that reaches the object its chain of objects is printed as soon as it is found, and the last
+line counts the roots. On a core the chains are SOS's: ClrMD's depth-first search from each
+root in turn, where an object an earlier root's search met is not followed again and one on
+a chain already printed ends the search; a live process answers from the reverse reference
+graph (each root's shortest chain).
 
--limit n answers as soon as n roots are found: on a core without the graph each root is
-searched depth-first, stopping at the object (what a leak dump's "why is this alive" needs,
-without searching the rest of the heap); each chain is printed as soon as it is found and is
-the shortest over the objects that search went through, which is not always the shortest
-of the whole heap (without -limit every chain is).
+-limit n stops at the n-th root that reaches the object: the first chain costs what
+reaching the object costs, not a search of the whole heap.
 
 Examples:
   gcroot 7f3a14005678
@@ -165,7 +163,7 @@ gcroot's. For n = 0 or 1 SOS also walks the GC's internal root array of older-ge
 objects, which holds entries only while a GC runs: on a stopped process or a dump sosext
 says so in one line."""
     options = (Option("-nostacks", "do not consider thread stacks"),
-               Option("-limit", "stop after n roots (n >= 1), searching depth-first", parse_limit, "n"),
+               Option("-limit", "stop after n roots (n >= 1)", parse_limit, "n"),
                Option("-gcgen", "as findroots: the condemned generation n (0, 1 or 2)", parse_count, "n"),
                Option("--json", "print the result as JSON", dest="json"))
     positionals = (Positional("address", "the object"),)
