@@ -17,9 +17,11 @@ slots) are each checked against ``found``, then ``seen``; the new ones are pendi
 walk's stack. ClrMD keeps them in 32-byte lists (a byte of cursor, the object and its
 parent, then references, each stored in 5, 6 or 8 bytes by its size) and takes the last
 list first, each list in order: ``chunk_order`` lays a walk's pending references out in
-that order, so that the search follows them exactly as ClrMD does. Objects without
-GC references are never walked (their dependent handles are not followed either), and the
-target's own references are not walked.
+that order, so that the search follows them exactly as ClrMD does. The target's own
+references are not walked. One deliberate difference: ClrMD never walks an object whose type
+has no GC references, so a dependent handle whose primary is such an object (a
+``DependentHandle`` or ``ConditionalWeakTable`` keyed by a string) is not followed and SOS
+finds no root for its secondary, which the primary keeps alive; here it is followed.
 
 **State** lives in arrays and ``st`` (root cursor, depth, pending top, found count, objects
 walked, unknown header, pending needed, -, objects per call, found root), so a call that
@@ -245,7 +247,14 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 st[5] = np.int64(mem[reach.word_at(v, s, seg_hi, seg_word)] & _LOW3)
                 st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
                 return UNKNOWN
-        if t < 0 or gc_kind[t] == 0:  # not an object, or one without references: a dead end
+        d0 = 0
+        d1 = 0
+        if ndep and t >= 0:
+            d0 = reach.lower_bound(dep_primary, v)
+            d1 = d0
+            while d1 < ndep and dep_primary[d1] == v:
+                d1 += 1
+        if t < 0 or (gc_kind[t] == 0 and d1 == d0):  # not an object, or one that holds nothing: a dead end
             if depth == 0:
                 rc += 1
             else:
@@ -255,13 +264,6 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         size = np.int64(base_sizes[t])
         if component_sizes[t] != 0:
             size += component_sizes[t] * np.int64(mem[at + 1] & np.uint64(0xFFFFFFFF))
-        d0 = 0
-        d1 = 0
-        if ndep:
-            d0 = reach.lower_bound(dep_primary, v)
-            d1 = d0
-            while d1 < ndep and dep_primary[d1] == v:
-                d1 += 1
         need = ptop + (d1 - d0) + refs.slot_bound(at, seg_word[s], size, t, gc_kind, series_first, series_count,
                                                   series_offset, series_size) + 1
         if need > pend.size:
