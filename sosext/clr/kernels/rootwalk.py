@@ -7,8 +7,8 @@ target, and what one root's search learnt serves the next:
 - ``found`` (a hash: object → the next object of its chain, ``END`` for the target) holds
   every object of a chain printed so far; meeting one ends a search at once, and the
   chain goes on as that object's did.
-- ``seen`` (a bit per 8 heap bytes) marks an object the moment it is met as a reference,
-  before it is walked; a reference already seen is not followed again, by this root or a
+- ``seen`` (a bit per 8 heap bytes; a hash, ``xkeys``, for values outside the heap) marks
+  an object the moment it is met as a reference, before it is walked; a reference already seen is not followed again, by this root or a
   later one. When a search ends at the target, the objects it met but did not walk are
   taken out of ``seen`` again (ClrMD 4's ``DrainUnwalkedFromSeen``).
 
@@ -24,8 +24,8 @@ has no GC references, so a dependent handle whose primary is such an object (a
 finds no root for its secondary, which the primary keeps alive; here it is followed.
 
 **State** lives in arrays and ``st`` (root cursor, depth, pending top, found count, objects
-walked, unknown header, pending needed, -, objects per call, found root), so a call that
-returns early (``UNKNOWN``: a MethodTable to learn; ``GROW``; ``PENDING``; ``PAUSE``;
+walked, unknown header, needed size, values outside the heap, objects per call, found root), so a call that
+returns early (``UNKNOWN``: a MethodTable to learn; ``GROW``, ``XGROW``; ``PENDING``; ``PAUSE``;
 ``FOUND``) resumes where it stopped. Frame ``f`` is the object ``f_obj[f]`` being walked,
 its pending references ``pend[f_cur[f]:f_end[f]]``; frame ``f``'s region starts where
 frame ``f - 1``'s ends, and frame ``f``'s object is a reference frame ``f - 1`` took.
@@ -45,6 +45,7 @@ GROW = 2  # ``found`` may not hold what the next step could add: rehash into one
 PENDING = 3  # ``pend`` needs st[6] entries
 PAUSE = 4  # st[8] more objects were walked: Python reports progress (and Ctrl-C), then resumes
 FOUND = 5  # root st[9] reaches the target: its chain is in ``found``
+XGROW = 6  # ``xkeys`` (values met outside the heap) must hold st[6] at most half full
 
 END = np.int64(1)  # the target's entry in ``found``: its chain ends there
 
@@ -148,18 +149,25 @@ def chunk_order(pend: np.ndarray, a: int, b: int, capacity: int) -> None:
         used = size if k < n else 0
 
 
-@kernel("void", "u8", "u8[]r", "u8[]r", "i8[]r", "u8[]")
-def unsee_object(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block: np.ndarray, seen: np.ndarray) -> None:
+@kernel("i8", "u8", "u8[]r", "u8[]r", "i8[]r", "u8[]", "u8[]", "i8[]")
+def unsee_object(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block: np.ndarray, seen: np.ndarray,
+                 xkeys: np.ndarray, xvals: np.ndarray) -> int:
+    """Take ``v`` out of ``seen`` (or, for a value outside the heap, out of ``xkeys``: then 1)."""
     s = reach.segment_of(v, seg_lo, seg_hi)
-    if s >= 0:
+    if s >= 0 and not v & np.uint64(7):
         b = np.int64((v - seg_lo[s]) >> np.uint64(3))
         seen[seg_block[s] + (b >> 6)] &= ~(_ONE << np.uint64(b & 63))
+        return 0
+    if reach.open_find(v, xkeys, xvals) < 0:
+        return 0
+    reach.open_delete(v, xkeys, xvals)
+    return 1
 
 
 @kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
         "u8[]r", "u8[]r", "u8[]r", "u8",
-        "u8[]", "u8[]", "i8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]")
+        "u8[]", "u8[]", "i8[]", "u8[]", "i8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]")
 def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
               seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
               keys: np.ndarray, values: np.ndarray,
@@ -168,8 +176,8 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
               series_size: np.ndarray, repeat_start: np.ndarray, repeat_first: np.ndarray,
               repeat_items: np.ndarray, repeat_count: np.ndarray, repeat_skip: np.ndarray,
               roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray, target: np.uint64,
-              seen: np.ndarray, fkeys: np.ndarray, fvals: np.ndarray, f_obj: np.ndarray, f_cur: np.ndarray,
-              f_end: np.ndarray, pend: np.ndarray, st: np.ndarray) -> int:
+              seen: np.ndarray, xkeys: np.ndarray, xvals: np.ndarray, fkeys: np.ndarray, fvals: np.ndarray,
+              f_obj: np.ndarray, f_cur: np.ndarray, f_end: np.ndarray, pend: np.ndarray, st: np.ndarray) -> int:
     """The search of the module's docstring from root ``st[0]`` on; FOUND after each root
     that reaches ``target`` (its position in ``st[9]``), DONE after the last root."""
     rc = st[0]
@@ -177,12 +185,13 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
     ptop = st[2]
     nfound = st[3]
     nwalked = st[4]
+    nx = st[7]
     pause_at = nwalked + st[8]
     ndep = dep_primary.size
     last = 0
     while True:
         if nwalked >= pause_at:
-            st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
             return PAUSE
         f = depth - 1
         if depth == 0:
@@ -193,13 +202,13 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             if nxt != 0 or (v == target and v != 0):
                 if nxt == 0:
                     if 2 * (nfound + 1) > fkeys.size:
-                        st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+                        st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
                         return GROW
                     found_add(v, END, fkeys, fvals)
                     nfound += 1
                 st[9] = rc
                 rc += 1
-                st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
                 return FOUND
         elif f_cur[f] == f_end[f]:  # every reference of the frame is done: it is a dead end
             ptop = f_end[f - 1] if f > 0 else 0
@@ -211,7 +220,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             v = pend[f_cur[f]]
             if v == target:
                 if 2 * (nfound + depth + 1) > fkeys.size:
-                    st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+                    st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
                     return GROW
                 f_cur[f] += 1
                 found_add(v, END, fkeys, fvals)
@@ -223,12 +232,12 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                     nxt = np.int64(f_obj[k])
                 for k in range(depth):  # met, never walked: free for later roots
                     for q in range(f_cur[k], f_end[k]):
-                        unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen)
+                        nx -= unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen, xkeys, xvals)
                 st[9] = rc
                 rc += 1
                 depth = 0
                 ptop = 0
-                st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
                 return FOUND
         # walk v: its type first (nothing changes before it is known)
         if v & np.uint64(7) or v == 0:
@@ -245,7 +254,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                             component_sizes)
             if t == UNKNOWN_TYPE:
                 st[5] = np.int64(mem[reach.word_at(v, s, seg_hi, seg_word)] & _LOW3)
-                st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
                 return UNKNOWN
         d0 = 0
         d1 = 0
@@ -267,11 +276,11 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         need = ptop + (d1 - d0) + refs.slot_bound(at, seg_word[s], size, t, gc_kind, series_first, series_count,
                                                   series_offset, series_size) + 1
         if need > pend.size:
-            st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
             st[6] = need
             return PENDING
         if 2 * (nfound + depth + 2) > fkeys.size:
-            st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
             return GROW
         if depth > 0:
             f_cur[f] += 1
@@ -284,6 +293,19 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         ptop = refs.object_refs(mem, at, seg_word[s], size, t, gc_kind, series_first, series_count, series_offset,
                                 series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
                                 pend, ptop)
+        outside = 0
+        for q in range(a, ptop):
+            r = pend[q]
+            if r != 0 and (r & np.uint64(7) or reach.segment_of(r, seg_lo, seg_hi) < 0):
+                outside += 1
+        if outside and 2 * (nx + outside + 1) > xkeys.size:  # nothing changed yet: grow, then walk again
+            ptop = a
+            if depth > 0:
+                f_cur[f] -= 1
+            nwalked -= 1
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[6] = nx + outside + 1
+            return XGROW
         w = a
         hit = np.int64(0)
         for q in range(a, ptop):
@@ -295,8 +317,14 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 hit = np.int64(r)
                 break
             u = last if seg_lo[last] <= r < seg_hi[last] else reach.segment_of(r, seg_lo, seg_hi)
-            if u < 0 or r & np.uint64(7):
-                continue  # not in the heap: never an object to walk
+            if u < 0 or r & np.uint64(7):  # not in the heap: pending all the same (a dead end when walked)
+                if reach.open_find(r, xkeys, xvals) >= 0:
+                    continue
+                reach.open_insert(r, 0, xkeys, xvals)
+                nx += 1
+                pend[w] = r
+                w += 1
+                continue
             b = np.int64((r - seg_lo[u]) >> np.uint64(3))
             blk = seg_block[u] + (b >> 6)
             bit = _ONE << np.uint64(b & 63)
@@ -308,7 +336,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         if hit != 0:
             # v holds an object of a chain: v's chain goes on as that one's
             for q in range(a, w):
-                unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen)
+                nx -= unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen, xkeys, xvals)
             found_add(v, hit, fkeys, fvals)
             nfound += 1
             nxt = np.int64(v)
@@ -318,12 +346,12 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 nxt = np.int64(f_obj[k])
             for k in range(depth):
                 for q in range(f_cur[k], f_end[k]):
-                    unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen)
+                    nx -= unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen, xkeys, xvals)
             st[9] = rc
             rc += 1
             depth = 0
             ptop = 0
-            st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
             return FOUND
         ptop = w
         if w == a:  # nothing new to follow
@@ -336,5 +364,5 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         f_cur[depth] = a
         f_end[depth] = w
         depth += 1
-    st[0], st[1], st[2], st[3], st[4] = rc, depth, ptop, nfound, nwalked
+    st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
     return DONE

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...errors import SosError
 from ..heap import memory
+from ..kernels import reach
 from ..kernels import rootwalk as rw
 from ..typesystem.types import MIN_OBJECT_SIZE
 from .rootsearch import _PAUSE_EVERY, RootSearch
@@ -47,6 +48,7 @@ class RootWalk(RootSearch):
             memory.reserve(most, np.int64)
         pend = memory.reserve(m.heap_bytes // 8 + len(dep_sec) + 16, np.uint64)
         fkeys, fvals = np.zeros(_FIRST_FOUND, np.uint64), np.zeros(_FIRST_FOUND, np.int64)
+        xkeys, xvals = np.zeros(_FIRST_FOUND, np.uint64), np.zeros(_FIRST_FOUND, np.int64)
         st = np.zeros(10, dtype=np.int64)
         st[8] = _PAUSE_EVERY
         found = 0
@@ -55,7 +57,7 @@ class RootWalk(RootSearch):
             while True:
                 status = rw.root_walk(m.words, m.seg_lo, m.seg_hi, m.seg_word, m.seg_block, m.seg_gap, m.gap_lo,
                                       m.gap_hi, self.table.keys, self.table.values, *self.layouts.arrays, starts,
-                                      dep_pri, dep_sec, np.uint64(self.target), seen, fkeys, fvals, f_obj, f_cur,
+                                      dep_pri, dep_sec, np.uint64(self.target), seen, xkeys, xvals, fkeys, fvals, f_obj, f_cur,
                                       f_end, pend, st)
                 if status == rw.UNKNOWN:
                     self._learn(int(st[5]))
@@ -63,6 +65,13 @@ class RootWalk(RootSearch):
                     keys, vals = np.zeros(2 * len(fkeys), np.uint64), np.zeros(2 * len(fkeys), np.int64)
                     rw.found_rehash(fkeys, fvals, keys, vals)
                     fkeys, fvals = keys, vals
+                elif status == rw.XGROW:
+                    size = len(xkeys)
+                    while size < 2 * int(st[6]):
+                        size *= 2
+                    held = xkeys[xkeys != 0]
+                    xkeys, xvals = np.zeros(size, np.uint64), np.zeros(size, np.int64)
+                    reach.rehash(held, len(held), xkeys, xvals)
                 elif status == rw.PAUSE:
                     self.progress.update(int(st[4]))
                 elif status == rw.PENDING:
