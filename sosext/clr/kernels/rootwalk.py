@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import refs
-from . import reach
+from . import hints, reach, refs
+from .hints import prefetch
 from .reach import NOT_OBJECT, UNKNOWN_TYPE
 from .registry import kernel
 
@@ -54,6 +54,9 @@ _MASK2 = np.uint64(0xFFFFFFFFFFFFFFFC)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _ONE = np.uint64(1)
 _LIST_BYTES = 32  # ClrMD's ReferenceList: ArrayPool<byte>.Rent(32)
+AHEAD = 8  # pending references ahead whose headers are asked for (kernels/hints.py)
+
+JIT_FORMS = {"prefetch": hints.jit_prefetch}
 
 
 @kernel("i8", "u8")
@@ -218,6 +221,11 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             continue
         else:
             v = pend[f_cur[f]]
+            k = f_cur[f] + AHEAD  # the header of a reference walked soon: the search waits on headers
+            if k < f_end[f]:
+                u = pend[k]
+                if seg_lo[last] <= u < seg_hi[last]:
+                    prefetch(mem, reach.word_at(u, last, seg_hi, seg_word))
             if v == target:
                 if 2 * (nfound + depth + 1) > fkeys.size:
                     st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
@@ -294,10 +302,15 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                                 series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
                                 pend, ptop)
         outside = 0
-        for q in range(a, ptop):
+        for q in range(a, ptop):  # values outside the heap are counted; the others' seen bits asked for
             r = pend[q]
-            if r != 0 and (r & np.uint64(7) or reach.segment_of(r, seg_lo, seg_hi) < 0):
+            if r == 0:
+                continue
+            u = last if seg_lo[last] <= r < seg_hi[last] else reach.segment_of(r, seg_lo, seg_hi)
+            if u < 0 or r & np.uint64(7):
                 outside += 1
+            else:
+                prefetch(seen, seg_block[u] + (np.int64((r - seg_lo[u]) >> np.uint64(3)) >> 6))
         if outside and 2 * (nx + outside + 1) > xkeys.size:  # nothing changed yet: grow, then walk again
             ptop = a
             if depth > 0:
