@@ -143,7 +143,7 @@ def test_registers_are_aarch64_and_alike_in_every_host(heap: Case, host: str) ->
     assert text == heap.out("cli", "registers").text
     # The program counter lies in a module the core maps (the main thread waits in libc's read).
     pc = h(regs["pc"])
-    mods = [ln.split() for ln in heap.out(host, "modules").lines if re.match(r"^[0-9a-f]{16} ", ln)]
+    mods = [ln.split() for ln in heap.out(host, "modules").lines if re.match(r"^[0-9A-F]{16} ", ln)]
     assert any(h(b) <= pc < h(b) + h(s) for b, s, *_ in mods), hex(pc)
 
 
@@ -159,7 +159,7 @@ def test_registers_equal_the_debuggers_own(heap: Case) -> None:
 
 def test_modules_name_the_arm64_runtime(heap: Case, host: str) -> None:
     runtime_dir = heap.truth["runtime"]["runtimeDir"]
-    paths = {ln.split(None, 2)[2] for ln in heap.out(host, "modules").lines if re.match(r"^[0-9a-f]{16} ", ln)}
+    paths = {ln.split(None, 2)[2] for ln in heap.out(host, "modules").lines if re.match(r"^[0-9A-F]{16} ", ln)}
     assert f"{runtime_dir}/libcoreclr.so" in paths
     assert f"{runtime_dir}/System.Private.CoreLib.dll" in paths
     # The build id sosext reads from the image in the core is the file's own (readelf's).

@@ -359,11 +359,11 @@ def test_untrusted_dac_falls_back_to_the_contracts_reader(world: World, host: st
     auto = {"SOSEXT_CLR_PATH": "", "SOSEXT_READER": ""}
     with world.planted_dac("plain", mode=0o777) as dac:
         if host == "cli":
-            outs = drivers.run_cli(["eeheap -gc", "eeversion", "dumpheap -stat"], core=world.core, timeout=300,
+            outs = drivers.run_cli(["eeheap -gc", "eeversion -reader", "dumpheap -stat"], core=world.core, timeout=300,
                                    env=auto)
         else:
             runner = drivers.run_lldb if host == "lldb" else drivers.run_gdb
-            outs = runner(["eeheap -gc", "eeversion", "dumpheap -stat"], core=world.core, exe=world.exe,
+            outs = runner(["eeheap -gc", "eeversion -reader", "dumpheap -stat"], core=world.core, exe=world.exe,
                           timeout=300, env=auto)
         notes = [ln for o in outs for ln in o.text.splitlines() if ln.startswith("note: ")]
         assert len(notes) == 1, [o.text[-800:] for o in outs]

@@ -1,7 +1,7 @@
 """What a new user meets in the first hour, each a one-line answer (issue 27).
 
 On a heap core of the test debuggee: `eeheap -segment 0` is its error alone; `dumpasync` with
-nothing to show says so; `threadpool` says why it has no data; `sosext diff NEW OLD` notices
+nothing to show says so; `threadpool -why` says why it has no data; `sosext diff NEW OLD` notices
 the swap; a directory is "a directory" to `diff` as to `analyze`; `analyze <pid>` hints at
 `collect`; a bad pid is worded alike by collect, counters and gcdump, and gcdump checks it
 before announcing a collection.
@@ -60,9 +60,12 @@ def test_dumpasync_with_nothing_to_show_says_so(cores) -> None:
 
 @slow
 def test_threadpool_says_why_it_has_no_data(cores) -> None:
-    lines = sosext("analyze", str(cores[1]), "-c", "threadpool").stdout.splitlines()
+    # SOS's one line by default; -why adds the reason.
+    plain = sosext("analyze", str(cores[1]), "-c", "threadpool").stdout.splitlines()
+    lines = sosext("analyze", str(cores[1]), "-c", "threadpool -why").stdout.splitlines()
     if lines[0].startswith("Using the "):
         pytest.skip("this debuggee's thread pool exists: nothing to explain")
+    assert plain == ["Failed to obtain ThreadPool data."]
     assert lines[0] == "Failed to obtain ThreadPool data."
     assert lines[1].startswith("Why: System.Threading.PortableThreadPool ") and lines[1].endswith(".")
     assert "the DAC gives no native thread-pool data" in lines[1] and len(lines) == 2

@@ -410,7 +410,8 @@ def test_clrmodules_lists_the_modules(case: HeapCase, host: str) -> None:
     verbose = case.out(host, "clrmodules -v -n ^sosextdebuggee").text.splitlines()
     assert verbose[0] == m["path"]  # this assembly, twice: the default and the plugin's load context
     assert verbose.count(m["path"]) == 2
-    assert f"    AssemblyName:    {m['assemblyName']}" in verbose
+    # The runtime's assembly name, as SOS prints it: the path the assembly was loaded from.
+    assert f"    AssemblyName:    {m['path']}" in verbose
     assert f"    ImageBase:       {mine[0][0]}" in verbose
     assert f"    Version:         {m['fileVersion']}" in verbose
     doc = json.loads(case.out(host, "clrmodules --json").text)

@@ -377,7 +377,7 @@ def test_net8_has_no_descriptor_and_says_so_in_one_line(tmp_path: Path) -> None:
     assert out.lines == ["error: the contracts reader cannot read this runtime: the runtime has no contract "
                          "descriptor (DotNetRuntimeContractDescriptor: .NET 9 and later export one); "
                          "--reader dac reads it"], out.text
-    (auto,) = drivers.run_cli(["eeversion"], core=core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
+    (auto,) = drivers.run_cli(["eeversion -reader"], core=core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
     assert "Reader: the DAC reader answers" in auto.text
 
 
@@ -389,7 +389,7 @@ def test_setreader_in_the_debuggers(case: Case, host: str) -> None:
     if case.truth["runtime"]["serverGC"]:
         pytest.skip("one GC flavour is enough for the host plumbing")
     runner = drivers.run_lldb if host == "lldb" else drivers.run_gdb
-    outs = runner(["setreader", "setreader contracts", "eeheap -gc", "sosstatus", "setreader auto", "eeversion",
+    outs = runner(["setreader", "setreader contracts", "eeheap -gc", "sosstatus", "setreader auto", "eeversion -reader",
                    "setreader contracts", "clrstack -all"],
                   core=case.core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
     assert outs[0].lines == ["Runtime reader: auto"] and outs[1].lines == ["Runtime reader set to contracts"]

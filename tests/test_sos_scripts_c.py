@@ -267,7 +267,15 @@ def test_modules_and_clrmodules_verbose(case: Case, host: str) -> None:
     `clrmodules -v` gives SOS's lines for each managed module."""
     text = case.out(host, "modules -v").text
     _verify(text, r"\s*<HEXVAL>\s+<HEXVAL>.*")
-    assert re.search(r"^[0-9a-f]{16} [0-9a-f]{8} \S*/SosextDebuggee\.dll$", text, re.M), text
+    # dotnet-dump's rows: upper-case hex, the file's first image and the PE file's SizeOfImage (as
+    # the assembly on disk says, unless the next file starts sooner), then the total.
+    row = re.search(r"^([0-9A-F]{16}) ([0-9A-F]{8}) (\S*/SosextDebuggee\.dll)$", text, re.M)
+    assert row, text
+    image = Path(row.group(3)).read_bytes()
+    pe = int.from_bytes(image[0x3C:0x40], "little")
+    assert int(row.group(2), 16) <= int.from_bytes(image[pe + 24 + 56:pe + 24 + 60], "little")
+    rows = re.findall(r"^[0-9A-F]{16} ([0-9A-F]{8}) ", text, re.M)
+    assert text.splitlines()[-1] == f"Total image size: {sum(int(s, 16) for s in rows)}"
     verbose = case.out(host, "clrmodules -v").text
     _verify(verbose, r"\s*<HEXVAL>.*")
     blocks = [b for b in re.split(r"^(?=\S)", verbose, flags=re.M) if b.strip()]
@@ -275,4 +283,5 @@ def test_modules_and_clrmodules_verbose(case: Case, host: str) -> None:
     labels = [ln.split(":")[0].strip() for ln in ours.splitlines()[1:]]
     assert labels == ["AssemblyName", "ImageBase", "Size", "ModuleAddress", "AssemblyAddress", "IsPEFile",
                       "Layout", "IsDynamic", "MetadataAddress", "MetadataSize", "PdbInfo", "Version"], ours
-    assert "    AssemblyName:    SosextDebuggee" in ours.splitlines()
+    # The runtime's assembly name, as SOS prints it: the path it was loaded from.
+    assert f"    AssemblyName:    {ours.splitlines()[0]}" in ours.splitlines()

@@ -55,6 +55,14 @@ SYNTHETIC = [
     "Foo`1[[A, a]]*", "Foo`1[[A, a]]&", "Foo`1[[A, a]][]*", "Foo`1[[A, a]]+<M>d__0", "Foo`1[[A, a]",
     "Foo`1[[A, a],[B, b]]", "Foo`1[[A, a]][*]", "Foo`1[[A, a]] ", "Foo`x[[A, a]]", "Foo`1[[A]]",
     "Foo`1[[Bar`1[[A, a]]*, b]]", "method System.Void *(System.Int32)",
+    # An array of an instantiation as an argument, whose last argument ends in ranks (directly
+    # or through its own last argument): ClrMD keeps the whole name (MSBuild's heap has one).
+    "System.Lazy`1[[System.Collections.Generic.KeyValuePair`2[[System.Int32, System.Private.CoreLib],"
+    "[NuGet.Frameworks.NuGetFramework[], NuGet.Frameworks]][], System.Private.CoreLib]]",
+    "A`1[[B`1[[D[], d]][], b]]", "A`1[[B`1[[D[,], d]][][], b]]", "A`1[[B`1[[C`1[[D[], d]], d]][], b]]",
+    "A`1[[B`1[[C`1[[D, d]][], d]][], b]]", "A`1[[B`1+C[[D[], d]][], b]]", "A`2[[E, e],[B`1[[D[], d]][], b]]",
+    "A`1[[X`1[[B`1[[D[], d]][], b]], x]]", "A`1[[B`1[[C`1[[D, d]], d]][], b]]", "A`1[[B`2[[D[], d],[E, e]][], b]]",
+    "A`1[B`1[D[]][]]", "A`1[[B`1[[D*, d]][], b]]", "A`1[[B`1[[D[], d]], b]][]", "B`1[[D[], d]][]",
 ]
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from ..clr.threads.crashinfo import CrashException, crash_info
-from ..errors import SosError
 from ..render.text import safe_line as escape
 from .base import Command, Parsed, register
 from .context import CommandContext
@@ -22,7 +21,7 @@ nested exceptions with their stack traces. A NativeAOT runtime leaves a triage J
 (found through createdump's DIAGINFOHEADER exception record, as SOS does); a CoreCLR crash
 dump (DOTNET_DbgEnableMiniDump) has none, so the record is built from the thread that took
 the signal and its unhandled exception. A live process, or a dump not written at a crash,
-has no crash info.
+has no crash info: the command says so in one line, as SOS does.
 
 Example:
   crashinfo"""
@@ -30,7 +29,8 @@ Example:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         info = crash_info(ctx.runtime)
         if info is None:
-            raise SosError("No crash info to display")
+            ctx.out.line("No crash info to display")  # an answer, not an error: SOS prints it so
+            return
         out = ctx.out
         out.field("crash_reason", info.reason_name, f"CrashReason:        {info.reason_name}")
         out.field("thread_id", info.thread_id, f"ThreadId:           {info.thread_id:04X}")

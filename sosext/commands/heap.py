@@ -12,7 +12,7 @@ from ..clr.addresses import AddressKind, classifier
 from ..clr.heap.heap import ClrHeap
 from ..clr.heap.heapstats import HeapStatistics
 from ..clr.heap.index import HeapIndex
-from ..clr.code.loaderheaps import NativeHeapBlock, code_heaps, domain_heaps, domain_loader_allocator
+from ..clr.code.loaderheaps import SOS_HEAP_KINDS, NativeHeapBlock, code_heaps, domain_heaps, domain_loader_allocator
 from ..clr.heap.objects import string_text, thin_lock
 from ..clr.progress import polled
 from ..clr.heap.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
@@ -526,7 +526,7 @@ def _string_cell(text: str, limit: int = 128) -> str:
 class EEHeap(Command):
     names = ("eeheap", "EEHeap")
     summary = "Display the runtime's native heaps: loader heaps, JIT code heaps and the GC heap's segments."
-    usage = "eeheap [-gc] [-loader] [-heap <n>] [-segment <addr>] [start [end]]"
+    usage = "eeheap [-gc] [-loader] [-names] [-heap <n>] [-segment <addr>] [start [end]]"
     details = """\
 Without options, SOS's whole listing: each domain's loader heaps (its LoaderAllocator's
 LowFrequencyHeap, HighFrequencyHeap, StubHeap ..., each block as address(reserved:readable)
@@ -534,16 +534,18 @@ with the kind's total), each JIT manager's code heaps, then the GC heap, and the
 runtime holds in all. -loader shows only the first two, -gc only the GC heap: per GC heap,
 the small object heap's regions by generation (or segments), the NonGC (frozen) heap, the
 large and pinned object heaps, with each segment's address, object range, committed end and
-sizes; then the allocated and committed totals.
+sizes; then the allocated and committed totals. A loader heap of a kind SOS does not know
+(.NET 10's StaticsHeap) is "Unknown", as SOS prints it; -names shows the runtime's name.
 
 Examples:
   eeheap
-  eeheap -loader
+  eeheap -loader -names
   eeheap -gc
   eeheap -gc -heap 1"""
     options = (
         Option("-gc", "only the GC heap"),
         Option("-loader", "only the loader and code heaps"),
+        Option("-names", "the runtime's name of a loader heap SOS calls Unknown (StaticsHeap)"),
         Option("-heap", "only GC heap number n", parse_count, "n"),
         Option("-segment", "only the segment at (or containing) this address", parse_address, "address"),
     )
@@ -554,7 +556,7 @@ Examples:
         gc_filter = args.heap is not None or args.segment is not None or args.start is not None
         show_loader = args.loader or not (args.gc or gc_filter)
         show_gc = args.gc or not args.loader
-        total = _loader_section(ctx) if show_loader else 0
+        total = _loader_section(ctx, args.names) if show_loader else 0
         if show_gc:
             total += self.gc_section(ctx, args)
         if show_loader and show_gc:
@@ -668,7 +670,7 @@ def _heap_row(out: Output, label: str, value: str) -> None:
     out.line(f"{label:<21} {value}")
 
 
-def _loader_section(ctx: CommandContext) -> int:
+def _loader_section(ctx: CommandContext, names: bool = False) -> int:
     """SOS's "Loader Heap:" part: each domain's LoaderAllocator heaps by kind (a LoaderAllocator
     or heap already shown is not shown again), then each JIT manager's code heaps. Returns the
     readable bytes counted."""
@@ -693,8 +695,10 @@ def _loader_section(ctx: CommandContext) -> int:
             if h.address in seen:
                 continue
             seen.add(h.address)
+            # SOS groups the kinds it does not know under "Unknown"; -names keeps the runtime's.
+            shown = h.kind if names or h.kind in SOS_HEAP_KINDS else "Unknown"
             for b in h.blocks:
-                by_kind.setdefault(h.kind, []).append(b)
+                by_kind.setdefault(shown, []).append(b)
                 rows.row(data=(Address(d.address), h.kind, Address(h.address), Address(b.address), b.size,
                                b.actual, b.current))
         size = wasted = 0

@@ -3,10 +3,10 @@ with dumpclass.
 
 These are SOS's native-engine commands: label lines padded to 13 characters, pointers as
 16 hex digits (lowercase where SOS builds them with its DML helpers, uppercase where it
-uses a raw %p), the field table in SOS's printf layout. sosext adds, after a field's
-name, a readable rendering in parentheses where the SOS value column says little:
-decimal, DateTime, TimeSpan and Guid values, enum member names, floats that %f rounds
-away, and statics whose class constructor has not run.
+uses a raw %p), the field table in SOS's printf layout, byte for byte by default. With
+-notes sosext adds, after a field's name, a readable rendering in parentheses where the SOS
+value column says little: a char's character, decimal, DateTime, TimeSpan and Guid values,
+enum member names, floats that %f rounds away, and statics whose class constructor has not run.
 """
 from __future__ import annotations
 
@@ -118,12 +118,20 @@ def object_data_or_none(ctx: CommandContext, address: int) -> ObjectData | None:
 
 # -- the field table ----------------------------------------------------------------------
 
+NOTES_HELP = ("after a field's name, in parentheses, what its value means where SOS's number says little: "
+              "a char's character, enum members, decimal/DateTime/TimeSpan/Guid values, floats %f rounds away, "
+              "(not initialized) for a static whose class constructor has not run (SOS prints none of these)")
+
+
+
 
 class FieldTable:
     """SOS's DisplayFields: one row per field, inherited ones first."""
 
-    def __init__(self, ctx: CommandContext, indent: int = 0) -> None:
+    def __init__(self, ctx: CommandContext, indent: int = 0, *, notes: bool = False) -> None:
         self.ctx = ctx
+        # -notes: sosext's readings after a field's name, which SOS does not print.
+        self.notes = notes
         self.rt = ctx.runtime
         self.target = self.rt.target
         self.indent = " " * (4 * indent)
@@ -180,11 +188,14 @@ class FieldTable:
             bases = self.rt.fields.static_bases(f.owner_mt)
             note = "not initialized" if bases is not None and bases.initialized is False else None
             value, extra = self.value(f, addr, align=True, static=True) if addr else (" " * 16, None)
-            return [row(*cells, "static", value, f"{f.name}{_note(note or extra)}")]
+            return [row(*cells, "static", value, f"{f.name}{self._note(note or extra)}")]
         if start is None:
             return [row(*cells, "instance", " " * 16, f.name)]
         value, extra = self.value(f, f.address_in(start, value_class), align=True)
-        return [row(*cells, "instance", value, f"{f.name}{_note(extra)}")]
+        return [row(*cells, "instance", value, f"{f.name}{self._note(extra)}")]
+
+    def _note(self, text: str | None) -> str:
+        return f" ({text})" if text and self.notes else ""
 
     def _thread_static_rows(self, f: ClrField, mt: int, cells: tuple) -> list[str]:
         attr = "TLstatic" if f.is_thread_static else "CLstatic"
@@ -197,7 +208,7 @@ class FieldTable:
         rows.append("    Thread static values (Thread:Value)")
         for tid, addr in places:
             value, extra = self.value(f, addr, align=False, static=True)
-            rows.append(f"        {tid:x}:{value}{_note(extra)}")
+            rows.append(f"        {tid:x}:{value}{self._note(extra)}")
         rows.append("")
         return rows
 
@@ -250,10 +261,6 @@ class FieldTable:
         return info.text(value) if info is not None else None
 
 
-def _note(text: str | None) -> str:
-    return f" ({text})" if text else ""
-
-
 def _char_note(code: int) -> str | None:
     return f"'{chr(code)}'" if 32 <= code < 127 else None
 
@@ -262,7 +269,7 @@ def _char_note(code: int) -> str | None:
 
 
 def object_lines(ctx: CommandContext, address: int, data: ObjectData, *, fields: bool = True,
-                 indent: int = 0) -> list[str]:
+                 indent: int = 0, notes: bool = False) -> list[str]:
     """SOS's PrintObj for a checked object."""
     rt = ctx.runtime
     heap = ctx.heap
@@ -292,7 +299,7 @@ def object_lines(ctx: CommandContext, address: int, data: ObjectData, *, fields:
         out.append("Fields:")
         fdata = rt.field_counts(mt)
         if fdata is not None and fdata.num_instance_fields + fdata.num_static_fields > 0:
-            out.extend(FieldTable(ctx, indent).lines(mt, address, False))
+            out.extend(FieldTable(ctx, indent, notes=notes).lines(mt, address, False))
         else:
             out.append("None")
     lock = _thin_lock(ctx, address)
@@ -452,25 +459,28 @@ def object_json(ctx: CommandContext, address: int, data: ObjectData) -> dict[str
 class DumpObj(Command):
     names = ("dumpobj", "do", "DumpObj")
     summary = "Display a managed object: its type, size, fields and their values."
-    usage = "dumpobj [-nofields] [-refs] [--json] <address>"
+    usage = "dumpobj [-nofields] [-refs] [-notes] [--json] <address>"
     details = """\
 Shows the object's type name, MethodTable, size and module file; a string's text; an
 array's rank, length and element type (and the characters of byte/char arrays); then
 every instance and static field (inherited first) with its type's MethodTable, token,
 offset, type, value-type flag, attribute, value and name. References print the address
 they point to, embedded structs their own address (dumpvc <MT> <address> shows them).
-After the name, sosext shows in parentheses what the value means when SOS's number is not
-enough: decimal/DateTime/TimeSpan/Guid values, enum members, imprecise floats, and
-statics whose class constructor has not run yet.
+The table is SOS's, byte for byte; with -notes sosext shows after a field's name, in
+parentheses, what the value means when SOS's number is not enough: a char's character,
+decimal/DateTime/TimeSpan/Guid values, enum members, imprecise floats, and statics whose
+class constructor has not run yet.
 
 Examples:
   dumpobj 7f3a1c000040
   do -nofields 7f3a1c000040
+  dumpobj -notes 7f3a1c000040
   dumpobj -refs 7f3a1c000040
   dumpobj --json 7f3a1c000040"""
     options = (
         Option("-nofields", "do not list the fields"),
         Option("-refs", "also list the objects this one references (GC Refs)"),
+        Option("-notes", NOTES_HELP),
         Option("--json", "print the object and its field values as JSON", dest="json"),
     )
     positionals = (Positional("address", "the object's address (hex)", required=True),)
@@ -481,7 +491,7 @@ Examples:
         if args.json:
             emit_json(ctx.out, object_json(ctx, address, data))
             return
-        ctx.out.record(object_lines(ctx, address, data, fields=not args.nofields))
+        ctx.out.record(object_lines(ctx, address, data, fields=not args.nofields, notes=args.notes))
         if args.refs and data.object_type != OBJ_FREE:
             ctx.out.lines(gc_ref_lines(ctx, address, data))
 
@@ -490,7 +500,7 @@ Examples:
 
 
 def valuetype_lines(ctx: CommandContext, mt: int, address: int | None, *, fields: bool = True,
-                    indent: int = 0) -> list[str]:
+                    indent: int = 0, notes: bool = False) -> list[str]:
     """SOS's PrintVC: a struct of type ``mt`` whose data starts at ``address``."""
     rt = ctx.runtime
     t = ctx.heap.types.get(mt)
@@ -509,7 +519,7 @@ def valuetype_lines(ctx: CommandContext, mt: int, address: int | None, *, fields
         out.append("Fields:")
         fdata = rt.field_counts(mt)
         if fdata is not None and fdata.num_instance_fields + fdata.num_static_fields > 0:
-            out.extend(FieldTable(ctx, indent).lines(mt, address, True))
+            out.extend(FieldTable(ctx, indent, notes=notes).lines(mt, address, True))
     return out
 
 
@@ -517,14 +527,15 @@ def valuetype_lines(ctx: CommandContext, mt: int, address: int | None, *, fields
 class DumpVC(Command):
     names = ("dumpvc", "DumpVC")
     summary = "Display the fields of a value type (struct) stored at an address."
-    usage = "dumpvc <MethodTable> <address>"
+    usage = "dumpvc [-notes] <MethodTable> <address>"
     details = """\
 A struct has no header, so its type must be given: the MethodTable printed next to the
 field (dumpobj's MT column) or an array's "Element Methodtable". Offsets are from the
-struct's first byte.
+struct's first byte. -notes adds what a field's value means, as dumpobj -notes.
 
 Example:
   dumpvc 00007f3a1c2d6fa8 00007f3a1c0108c0"""
+    options = (Option("-notes", NOTES_HELP),)
     positionals = (Positional("mt", "the struct's MethodTable"), Positional("address", "the struct's address"))
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
@@ -542,7 +553,7 @@ Example:
             raise SosError("Free MethodTable")
         if not cls.readable(address, 1):
             raise SosError(f"{address:#x} is not readable in the target")
-        ctx.out.record(valuetype_lines(ctx, mt, address))
+        ctx.out.record(valuetype_lines(ctx, mt, address, notes=args.notes))
 
 
 # -- dumparray ------------------------------------------------------------------------------
@@ -552,12 +563,12 @@ Example:
 class DumpArray(Command):
     names = ("dumparray", "da", "DumpArray")
     summary = "Display the elements of an array (references, or addresses of struct elements)."
-    usage = "dumparray [-start <index>] [-length <n>] [-details] [-nofields] <array address>"
+    usage = "dumparray [-start <index>] [-length <n>] [-details] [-nofields] [-notes] <array address>"
     details = """\
 Lists each element as [index] followed by the object it references ("null" if none) or,
 for value-type elements (primitives included), the element's own address. Multi-dimensional
 arrays print every index ([1][2]). -details shows each element with dumpobj's or dumpvc's
-layout; -start and -length select part of a one-dimensional array.
+layout (-notes as dumpobj -notes); -start and -length select part of a one-dimensional array.
 
 Examples:
   dumparray 7f3a1c000040
@@ -567,6 +578,7 @@ Examples:
         Option("-length", "how many elements to show (one-dimensional arrays)", parse_count, "n"),
         Option("-details", "show each element's fields"),
         Option("-nofields", "with -details, do not list the elements' fields"),
+        Option("-notes", "with -details, " + NOTES_HELP),
     )
     positionals = (Positional("address", "the array's address", required=True),)
 
@@ -605,7 +617,8 @@ Examples:
             if value_elements:
                 elements.row(f"{label} {p16(where)}", data=(label, Address(where)))
                 if args.details:
-                    out.lines(valuetype_lines(ctx, elem_mt, where, fields=not args.nofields, indent=1))
+                    out.lines(valuetype_lines(ctx, elem_mt, where, fields=not args.nofields, indent=1,
+                                              notes=args.notes))
                 continue
             raw = rt.target.read_partial(where, 8)
             if len(raw) < 8:
@@ -616,7 +629,7 @@ Examples:
             if args.details and ref:
                 rdata = object_data_or_none(ctx, ref)
                 if rdata is not None:
-                    out.lines(object_lines(ctx, ref, rdata, fields=not args.nofields, indent=1))
+                    out.lines(object_lines(ctx, ref, rdata, fields=not args.nofields, indent=1, notes=args.notes))
 
 
 def _array_elements(rt: ClrRuntime, address: int, data: ObjectData, start: int,  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ from ..clr.progress import Progress, polled
 from ..clr.roots.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
     finalizer_queue_ranges, read_handles, read_pointer_array
 from ..clr.code.sourcelines import source_lines
+from ..clr.threads.stackscan import stack_scan_ranges
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
 from ..render.numbers import P16, os_thread_column, os_thread_id, p16
@@ -455,8 +456,11 @@ class DumpStackObjects(Command):
     summary = "List the managed objects referenced from the current thread's registers and stack."
     usage = "dumpstackobjects [-verify] [<os thread id>]"
     details = """\
-A conservative scan: every register and every stack slot from the stack pointer to the
-stack's base that holds the exact start of a heap object.
+A conservative scan: every register and every stack slot that holds the exact start of a heap
+object, over the range dotnet-dump reads: from the stack pointer to 0x2000 bytes past the
+outermost managed frame (which may reach past the stack's base into the thread's TLS block);
+64 KiB from the stack pointer for a thread without managed frames; and, when the thread seems
+to run on an alternate signal stack, its normal stack too (a note line says so).
 
 Examples:
   dso
@@ -482,6 +486,10 @@ Examples:
         index_of = {t.tid: t.index for t in target.threads()}
         # numbered as clrstack does
         ctx.out.field("os_thread_id", tid, f"OS Thread Id: {os_thread_id(tid)} ({index_of.get(tid, -1)})")
+        ranges = stack_scan_ranges(heap.runtime, tid, sp)
+        if ranges.other is not None:
+            ctx.out.line("Note: Thread appears to be on alternate signal stack. Also scanning normal thread "
+                         f"stack {ranges.other[0]:x}-{ranges.other[1]:x}.")
         t = ctx.out.table("objects", Table(Column(16, True, lambda v: v if isinstance(v, str) else f"{fmt_pointer(int(v))}"),
                                            Pointer(), TypeName()), ("location", "object", "name", "csharp_name"))
         t.header("SP/REG", "Object", "Name")
@@ -491,16 +499,26 @@ Examples:
             i = ix.find(regs[reg])
             if i is not None and reg not in ("rip", "pc"):
                 t.row(reg, regs[reg], shown(i), data=(reg, Address(regs[reg]), name_of(i), shown(i)))
-        top = _stack_top(heap, tid, sp)
-        data = target.read_partial(sp, top - sp) if top > sp else b""
-        n = len(data) // 8
-        words = np.frombuffer(bytes(data[: n * 8]), dtype=np.uint64)
-        pos = np.searchsorted(ix.addresses, words)
-        pos[pos >= len(ix.addresses)] = 0
-        hits = np.nonzero(ix.addresses[pos] == words)[0] if len(words) else []
-        for k in polled(hits):
-            t.row(sp + 8 * int(k), int(words[k]), shown(int(pos[k])),
-                  data=(Address(sp + 8 * int(k)), Address(int(words[k])), name_of(int(pos[k])), shown(int(pos[k]))))
+        found: dict[int, tuple[int, int]] = {}  # slot -> (object, its index); one row per slot
+        for low, high in ranges.scanned:
+            for slot, obj, i in _objects_in(target, ix, low, high):
+                found.setdefault(slot, (obj, i))
+        for slot in polled(sorted(found)):
+            obj, i = found[slot]
+            t.row(slot, obj, shown(i), data=(Address(slot), Address(obj), name_of(i), shown(i)))
+
+
+def _objects_in(target, ix, low: int, high: int):  # type: ignore[no-untyped-def]
+    """(slot, object, index) for each word of [low, high) that holds an object's start."""
+    data = target.read_partial(low, high - low) if high > low else b""
+    n = len(data) // 8
+    words = np.frombuffer(bytes(data[: n * 8]), dtype=np.uint64)
+    if not len(words) or not len(ix.addresses):
+        return
+    pos = np.searchsorted(ix.addresses, words)
+    pos[pos >= len(ix.addresses)] = 0
+    for k in np.nonzero(ix.addresses[pos] == words)[0]:
+        yield low + 8 * int(k), int(words[k]), int(pos[k])
 
 
 def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untyped-def]
@@ -517,12 +535,6 @@ def _thread_argument(target, text: str | None) -> int:  # type: ignore[no-untype
             raise SosError("the target has no threads")
         tid = threads[0].tid
     return tid
-
-
-def _stack_top(heap: ClrHeap, tid: int, sp: int) -> int:
-    """The stack's upper end: from the runtime's Thread when managed, else the mapping."""
-    known = heap.runtime.stack_range(tid, sp)
-    return known[1] if known else sp + (1 << 20)
 
 
 @register

@@ -36,10 +36,11 @@ class ThreadPoolQueue(Command):
     summary = "List the work items queued to the thread pool and not yet run, with a summary by method."
     usage = "threadpoolqueue"
     details = """\
-As SOS: the global queue first, then each worker thread's local queue. A Task prints
-`Task | Type.Method` (what its delegate will call, and its scheduler when it is not the
-thread pool's), a ThreadPool.QueueUserWorkItem callback `Work | Type.Method`, any other
-work item its type. Then a count per method, tasks first, each list ending with its total.
+As SOS: the global queue first, then each worker thread's local queue. A
+System.Threading.Tasks.Task prints `Task | Type.Method` (what its delegate will call, and its
+scheduler when it is not the thread pool's), a ThreadPool.QueueUserWorkItem callback
+`Work | Type.Method`, any other work item (a Task<T>, an async state machine box, the callback
+of QueueUserWorkItem<TState> …) its type, in C# form. Then a count per method, tasks first, each list ending with its total.
 Queued items that never run are a sign of thread-pool starvation (see `threadpool`).
 
 Example:
@@ -187,7 +188,8 @@ class ClrModules(Command):
     details = """\
 As SOS (its `assemblies`, alias `clrmodules`): one line per loaded managed module, its
 image base, image size and path (dynamic ones marked `(Dynamic)`). `-n` keeps modules whose
-file name matches the regular expression (any case); `-v` adds the assembly name, module
+file name matches the regular expression (any case); `-v` adds the assembly name (the
+runtime's: the file's path, as SOS prints it), module
 and assembly addresses, the image's layout (Flat: as the file; Mapped: by sections), the
 metadata's place, the PDB the image names (GUID, age, path) and the file version.
 
@@ -222,7 +224,9 @@ Examples:
             md = m.data
             ctx.out.lines([
                 f"{path}{dynamic}",
-                f"    AssemblyName:    {os.path.splitext(os.path.basename(names.get(m.assembly) or path))[0]}",
+                # The DAC's assembly name, as SOS prints it: the file's path (a bare file name
+                # for an assembly loaded from bytes).
+                f"    AssemblyName:    {safe_line(names.get(m.assembly) or path)}",
                 f"    ImageBase:       {m.image_base:016X}",
                 f"    Size:            {size:08X}",
                 f"    ModuleAddress:   {m.address:016X}",
@@ -300,7 +304,8 @@ Example:
         alc_data = rt.object_data(alc) if classifier(rt).object_or_none(alc) is not None else None
         if alc_data is None:
             raise SosError(f"the AssemblyLoadContext {alc:#x} of {address:#x} is not a valid object")
-        ctx.out.record(object_lines(ctx, alc, alc_data))
+        # sosext's own command: the field table with sosext's readings after the names.
+        ctx.out.record(object_lines(ctx, alc, alc_data, notes=True))
 
 
 @register

@@ -30,17 +30,20 @@ def _gc_mode(ctx: CommandContext) -> str:
 class EEVersion(Command):
     names = ("eeversion", "EEVersion")
     summary = "The runtime's version, its GC mode, and sosext's version."
-    usage = "eeversion [--json]"
+    usage = "eeversion [-reader] [--json]"
     details = """\
 As SOS: the runtime's file version (x.y.z.w: the build number is the patch release times 100
 plus a revision), the version text its build embeds (with the source commit), the GC mode
 (`Workstation mode` or `Server mode with N gc heaps`, then the server GC's DATAS mode as
-`DATAS <n>`: 1 when it adapts the heap count to the application), the extension's version, and which
-runtime reader answers and why (the DAC, or the contracts reader: docs/readers.md).
+`DATAS <n>`: 1 when it adapts the heap count to the application) and the extension's version.
+-reader adds which runtime reader answers and why (the DAC, or the contracts reader:
+docs/readers.md), a line SOS does not print (sosstatus shows it too).
 
-Example:
-  eeversion"""
-    options = (Option("--json", "print the result as JSON", dest="json"),)
+Examples:
+  eeversion
+  eeversion -reader"""
+    options = (Option("-reader", "a last line naming the runtime reader that answers and why (SOS prints none)"),
+               Option("--json", "print the result as JSON", dest="json"))
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         rt = ctx.runtime
@@ -64,7 +67,8 @@ Example:
             if datas is not None and datas >= 0:
                 ctx.out.line(f"DATAS {datas} ")
         ctx.out.line(f"SOS Version: sosext {__version__} (Python {sys.version.split()[0]})")
-        ctx.out.line(escape(f"Reader: {rt.reader_reason}"))
+        if args.reader:
+            ctx.out.line(escape(f"Reader: {rt.reader_reason}"))
 
 
 @register

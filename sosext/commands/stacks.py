@@ -131,7 +131,9 @@ def pstacks_frame_text(method: str) -> str:
     """A frame as dotnet-dump's parallelstacks names it: the declaring type as ClrMD names it
     (`Task<System.__Canon>`), the method's name, each parameter's type without its namespace and
     generic arity (`System.Span`1<Byte>` -> `Span<Byte>`, `System.String[]` -> `String[]`), a
-    ByRef kept."""
+    ByRef kept. An explicit interface implementation keeps its interface in a plain type
+    (`IOQueue.System.Threading.IThreadPoolWorkItem.Execute()`) and loses it in a generic one
+    (`KestrelConnection<System.__Canon>.Execute()`), as dotnet-dump prints them."""
     cut = method.find("(")
     if cut < 0 or not method.endswith(")"):
         return method
@@ -148,8 +150,19 @@ def pstacks_frame_text(method: str) -> str:
         # "[[" of the whole signature (which, in a generic type, is the type's own name).
         first = method.find("[[")
         name = method[method.rfind(".", 0, first) + 1:first]
-    owner = csharp_name(head[:dot]) if dot > 0 else ""
+    owner = _pstacks_owner(head[:dot]) if dot > 0 else ""
     return f"{owner}.{name}({', '.join(params)})" if owner else f"{name}({', '.join(params)})"
+
+
+def _pstacks_owner(text: str) -> str:
+    # A generic type's instantiation ends the type: what follows it ("].System.IDisposable")
+    # is an explicit implementation's interface, which dotnet-dump's name leaves out.
+    depth = 0
+    for i, c in enumerate(text):
+        depth += (c == "[") - (c == "]")
+        if c == "]" and depth == 0 and i + 1 < len(text) and text[i + 1] == ".":
+            return csharp_name(text[:i + 1])
+    return csharp_name(text)
 
 
 def _short_parameter(text: str) -> str:

@@ -773,24 +773,27 @@ def write_exception(ctx: CommandContext, e: ClrExceptionInfo, *, lines: bool = F
 class ThreadPoolCommand(Command):
     names = ("threadpool", "ThreadPool")
     summary = "Show the thread pool: CPU utilization, worker counts and limits."
-    usage = "threadpool"
+    usage = "threadpool [-wi] [-stat] [-why]"
     details = """\
 Reads the managed thread pool (System.Threading.PortableThreadPool, .NET 6+) the way
 SOS does: its CPU utilization, worker thread counts and limits. Older runtimes answer
 through the DAC's thread-pool data. -wi lists the queued work items (threadpoolqueue tells
 more about each), -stat counts them by type as dumpheap -stat does; -ti (the hill climbing
-log) is accepted and prints nothing more yet.
+log) is accepted and prints nothing more yet. Where SOS can only say "Failed to obtain
+ThreadPool data.", -why adds one line saying why (SOS prints no such line).
 
-Example:
-  threadpool"""
+Examples:
+  threadpool
+  threadpool -why"""
     options = (
         Option("-ti", "hill climbing log (not read yet: nothing is printed for it)", aliases=("-hc",)),
         Option("-wi", "the queued work items (as threadpoolqueue finds them)"),
         Option("-stat", "statistics of the queued work items, as dumpheap -stat", aliases=("-summary",)),
+        Option("-why", "when the pool cannot be read, a line saying why (SOS prints none)"),
     )
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        self._pool(ctx)
+        self._pool(ctx, args.why)
         if args.wi or args.stat:
             self._work_items(ctx, args.wi, args.stat)
 
@@ -829,13 +832,14 @@ Example:
         write_stats(ctx, heap, [(mt, c, t) for mt, (c, t) in order])
 
     @staticmethod
-    def _pool(ctx: CommandContext) -> None:
+    def _pool(ctx: CommandContext, why: bool) -> None:
         pool = read_threadpool_or_reason(ctx.runtime)
         out = ctx.out
         if isinstance(pool, str):
-            # SOS's line, then why: a bare failure leaves the user guessing.
+            # SOS's line; -why then says why, which a bare failure leaves the user guessing.
             out.record_line("Failed to obtain ThreadPool data.")
-            out.record_line(f"Why: {pool}.")
+            if why:
+                out.record_line(f"Why: {pool}.")
             return
         out.record_line(f"Using the {pool.kind} thread pool.")
         out.record_line()

@@ -17,7 +17,7 @@ from ..render.output import Address, label_fields
 from ..render.table import Column, Table, Text
 from .base import Command, Option, Parsed, Positional, address_or, parse_mt, register
 from .context import CommandContext
-from .objects import FieldTable, module_file, prefers_canonical_mt
+from .objects import NOTES_HELP, FieldTable, module_file, prefers_canonical_mt
 
 MODULE_RULE = "-" * 38
 MATCH_RULE = "-" * 23
@@ -36,12 +36,14 @@ def _label(label: str, value: str, width: int = 20) -> str:
 class DumpMT(Command):
     names = ("dumpmt", "DumpMT")
     summary = "Display a MethodTable: name, module, sizes, method count; -md lists its methods."
-    usage = "dumpmt [-md] [-all] <MethodTable>"
+    usage = "dumpmt [-md] [-all] [-notes] <MethodTable>"
     details = """\
 BaseSize is the size of an instance without elements (the size dumpheap shows for
 fixed-size objects); ComponentSize the bytes per element of arrays and strings.
 -md adds each slot's entry point, MethodDesc, JIT state (JIT, PreJIT, FCALL, NONE), slot
-number and name; -all also the class details and the field list (as dumpclass).
+number and name; -all also the class details and the field list (as dumpclass; -notes
+adds what a static's value means, as dumpobj -notes). The GC's filler type (Free) prints
+"Free MethodTable" alone, as SOS does.
 
 Examples:
   dumpmt 00007f3a1c2d4e80
@@ -49,6 +51,7 @@ Examples:
     options = (
         Option("-md", "list the methods (MethodDesc table)", aliases=("-MD",)),
         Option("-all", "also show the class details and fields"),
+        Option("-notes", "with -all, " + NOTES_HELP),
     )
     positionals = (Positional("mt", "the MethodTable address"),)
 
@@ -63,7 +66,9 @@ Examples:
         if t is None:
             raise SosError(f"{P16(original)} is not a MethodTable")
         if t.is_free:
-            raise SosError("Free MethodTable")
+            # SOS's one line for the GC's filler type: what the MethodTable is, not a failure.
+            ctx.out.record_line("Free MethodTable")
+            return
         out = ctx.out
         out.field("mt", Address(mt))
         out.field("parent", Address(t.parent), _label("Parent:", p16(t.parent)))
@@ -113,7 +118,7 @@ Examples:
         if args.all:
             out.line("-" * 38)
             out.line("Additional Details")
-            out.record(class_details(ctx, mt))
+            out.record(class_details(ctx, mt, notes=args.notes))
 
 
 def _token_name(rt: ClrRuntime, module: int, token: int) -> str:
@@ -126,7 +131,7 @@ def _token_name(rt: ClrRuntime, module: int, token: int) -> str:
         return f"Unknown Module!{token:08x}"
 
 
-def class_details(ctx: CommandContext, mt: int) -> list[str]:
+def class_details(ctx: CommandContext, mt: int, *, notes: bool = False) -> list[str]:
     """Attributes, slot counts and the field list (dumpclass, dumpmt -all)."""
     rt = ctx.runtime
     data = rt.method_table_data(mt)
@@ -147,7 +152,7 @@ def class_details(ctx: CommandContext, mt: int) -> list[str]:
             out.append(f"ContextStaticOffset: 0x{fdata.context_static_offset:x}")
             out.append(f"ContextStaticsSize:  {fdata.context_statics_size}")
         if fdata.num_instance_fields + fdata.num_static_fields > 0:
-            out.extend(FieldTable(ctx).lines(mt, None, False))
+            out.extend(FieldTable(ctx, notes=notes).lines(mt, None, False))
     return out
 
 
@@ -158,15 +163,17 @@ def class_details(ctx: CommandContext, mt: int) -> list[str]:
 class DumpClass(Command):
     names = ("dumpclass", "DumpClass")
     summary = "Display a class: name, token, parent, attributes and fields with static values."
-    usage = "dumpclass <EEClass or canonical MethodTable>"
+    usage = "dumpclass [-notes] <EEClass or canonical MethodTable>"
     details = """\
 On .NET 9 and later the runtime has no separate EEClass address: pass the canonical
 MethodTable (dumpmt's "Canonical:", or the MethodTable of a non-generic type). On older
 runtimes pass the EEClass (dumpmt's "EEClass:"); sosext also accepts a MethodTable there.
-Instance fields are listed without values; statics with their values.
+Instance fields are listed without values; statics with their values (-notes adds what a
+static's value means, as dumpobj -notes).
 
 Example:
   dumpclass 00007f3a1c2d4e80"""
+    options = (Option("-notes", NOTES_HELP),)
     positionals = (Positional("eeclass", "an EEClass or canonical MethodTable address"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
@@ -202,7 +209,7 @@ Example:
         out.record_line(f"Method Table:    {p16(mt)}")
         if prefer and mt != t.canonical:
             out.record_line(f"Canonical:    {p16(t.canonical)}")
-        out.record(class_details(ctx, mt))
+        out.record(class_details(ctx, mt, notes=args.notes))
 
 
 def _eeclass_method_table(ctx: CommandContext, addr: int) -> int | None:

@@ -23,6 +23,8 @@ CODE_HEAP_LOADER, CODE_HEAP_HOST = 0, 1
 _ORDER = ("LowFrequencyHeap", "HighFrequencyHeap", "StubHeap", "ExecutableHeap", "FixupPrecodeHeap",
           "NewStubPrecodeHeap", "IndirectionCellHeap", "LookupHeap", "ResolveHeap", "DispatchHeap",
           "CacheEntryHeap", "VtableHeap")
+# The loader heap kinds SOS knows (ClrMD's NativeHeapKind); SOS calls any other "Unknown".
+SOS_HEAP_KINDS = frozenset(_ORDER)
 # SOS's names for the runtime's heap names where they differ.
 _SOS_NAMES = {"IndcellHeap": "IndirectionCellHeap"}
 

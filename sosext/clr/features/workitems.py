@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 from .concurrent import read_concurrent_queue
-from .delegates import callback_name, derives_from
+from .delegates import callback_name
 from ..heap.instances import ObjectReader, objects_of_type, reference_elements
 
 if TYPE_CHECKING:
@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 WORK_QUEUE = "System.Threading.ThreadPoolWorkQueue"
 LOCAL_QUEUE = "System.Threading.ThreadPoolWorkQueue+WorkStealingQueue"
 TASK = "System.Threading.Tasks.Task"
-QUEUE_USER_WORK_ITEM = "System.Threading.QueueUserWorkItemCallback"
+# SOS names exactly these types (not a Task's subclasses, not the generic callbacks of
+# QueueUserWorkItem<TState>): every other item shows its type, as SOS shows it.
+QUEUE_USER_WORK_ITEMS = ("System.Threading.QueueUserWorkItemCallback",
+                         "System.Threading.QueueUserWorkItemCallbackDefaultContext")
 DEFAULT_SCHEDULER = "System.Threading.Tasks.ThreadPoolTaskScheduler"
 _GLOBAL_QUEUES = ("highPriorityWorkItems", "workItems")  # in the order workers take from them
 
@@ -33,14 +36,14 @@ _GLOBAL_QUEUES = ("highPriorityWorkItems", "workItems")  # in the order workers 
 class WorkItemKind(enum.Enum):
     TASK = "task"
     WORK = "work"  # a ThreadPool.QueueUserWorkItem callback
-    RAW = "raw"  # any other IThreadPoolWorkItem: its type is all SOS shows
+    RAW = "raw"  # any other work item (a Task's subclass too): its type is all SOS shows
 
 
 @dataclass(frozen=True, slots=True)
 class QueuedWorkItem:
     address: int
     kind: WorkItemKind
-    type_name: str
+    type_name: str  # in C# form, as ClrMD (and so SOS's threadpool commands) names it
     method: str  # what will run ("Type.Method", with SOS's notes); the type name for RAW
     is_local: bool  # in a worker thread's own queue rather than a global one
 
@@ -78,12 +81,12 @@ def _local_items(reader: ObjectReader, local: int) -> Iterator[int]:
 
 
 def _item(reader: ObjectReader, address: int, is_local: bool) -> QueuedWorkItem:
-    runtime = reader.runtime
     mt = reader.method_table(address)
-    type_name = reader.heap.types.name_of(mt)
-    if derives_from(runtime, mt, TASK):
+    runtime_name = reader.heap.types.name_of(mt)
+    type_name = reader.heap.types.csharp_name_of(mt)
+    if runtime_name == TASK:
         return QueuedWorkItem(address, WorkItemKind.TASK, type_name, _task_method(reader, address), is_local)
-    if type_name.startswith(QUEUE_USER_WORK_ITEM):
+    if runtime_name in QUEUE_USER_WORK_ITEMS:
         return QueuedWorkItem(address, WorkItemKind.WORK, type_name, _callback_method(reader, address), is_local)
     return QueuedWorkItem(address, WorkItemKind.RAW, type_name, type_name, is_local)
 

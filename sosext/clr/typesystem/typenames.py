@@ -16,7 +16,11 @@ ClrMD (microsoft/clrmd, ``DacNameParser``) rewrites these to
 - arguments the name lacks become ``T1``, ``T2`` … of their segment (``Foo`2`` → ``Foo<T1, T2>``),
   but only where the innermost segment is itself generic and nothing follows it;
 - a name it cannot read (a pointer or byref after an instantiation, too many arguments, a
-  stray bracket) is left exactly as it is, as ClrMD leaves it.
+  stray bracket) is left exactly as it is, as ClrMD leaves it; so is one where an array of an
+  instantiation is itself an argument and that instantiation's last, assembly-qualified
+  argument ends in array ranks, directly or through its own last argument
+  (``Lazy`1[[KeyValuePair`2[[Int32, a],[Framework[], b]][], c]]``): ClrMD's parser loses its
+  place there.
 
 tests/test_typenames.py holds this to ClrMD's own parse and to ClrMD's names on real cores.
 """
@@ -39,15 +43,16 @@ def csharp_name(name: str) -> str:
     if "`" not in name and "[" not in name:
         return name  # the common case: nothing generic
     try:
-        text, end = _type(name, 0, in_args=False)
+        text, end, _ = _type(name, 0, in_args=False)
     except (_Unreadable, IndexError, ValueError):
         return name
     return text if end == len(name) else name
 
 
-def _type(s: str, i: int, in_args: bool) -> tuple[str, int]:
-    """One type name starting at ``s[i]``: its C# text and the index just past it. Inside an
-    argument list the name stops at ``,`` or ``]``; ranks and pointers stay with the argument."""
+def _type(s: str, i: int, in_args: bool) -> tuple[str, int, bool]:
+    """One type name starting at ``s[i]``: its C# text, the index just past it, and whether it
+    ends in array ranks (its own, or through its last argument's). Inside an argument list the
+    name stops at ``,`` or ``]``; ranks and pointers stay with the argument."""
     j = i
     while j < len(s) and s[j] not in "[],":
         j += 1
@@ -58,8 +63,9 @@ def _type(s: str, i: int, in_args: bool) -> tuple[str, int]:
     marks = [_ARITY.search(seg) for seg in segments]
     arities = [int(m.group(1)) if m else 0 for m in marks]
     args: list[str] | None = None
+    last_ranked = False  # the last argument, assembly-qualified, ends in array ranks
     if j < len(s) and s[j] == "[" and j + 1 < len(s) and s[j + 1] not in "],":
-        args, j = _arguments(s, j)
+        args, j, last_ranked = _arguments(s, j)
         if not any(marks):  # F#'s and obfuscators' generics carry no arity: the list is the arity
             arities[-1] = len(args)
     suffix_end = _RANKS.match(s, j).end()
@@ -69,11 +75,13 @@ def _type(s: str, i: int, in_args: bool) -> tuple[str, int]:
         if len(ranks) > 1:  # ClrMD writes a jagged array's every rank as "[]"
             suffix = "[]" * len(ranks)
     j = suffix_end
+    if in_args and args is not None and suffix and last_ranked:
+        raise _Unreadable(s)  # ClrMD's parser loses its place here and keeps the whole name
     if not in_args and j != len(s):
         raise _Unreadable(s)  # e.g. "List`1[[A, a]]*": ClrMD gives up there too
     if args is None:
         if not arities[-1] or suffix:
-            return base + suffix, j
+            return base + suffix, j, bool(suffix)
         args = []
     if len(args) > sum(arities):
         raise _Unreadable(s)
@@ -88,27 +96,29 @@ def _type(s: str, i: int, in_args: bool) -> tuple[str, int]:
         mine += [f"T{k + 1}" for k in range(len(mine), n)]
         pos += n
         out.append(f"{stem}<{', '.join(mine)}>")
-    return "+".join(out) + suffix, j
+    return "+".join(out) + suffix, j, bool(suffix) or last_ranked
 
 
-def _arguments(s: str, i: int) -> tuple[list[str], int]:
-    """The arguments of ``[[A, asm],[B, asm]]`` or ``[A,B]`` at ``s[i]``, converted, and the
-    index just past the closing bracket."""
+def _arguments(s: str, i: int) -> tuple[list[str], int, bool]:
+    """The arguments of ``[[A, asm],[B, asm]]`` or ``[A,B]`` at ``s[i]``, converted, the
+    index just past the closing bracket, and whether the last is assembly-qualified and ends
+    in array ranks."""
     i += 1  # the list's '['
     args: list[str] = []
     while True:
         if s[i] == "[":  # assembly-qualified: [type, assembly]
-            text, i = _type(s, i + 1, in_args=True)
+            text, i, ranked = _type(s, i + 1, in_args=True)
             if s[i] == ",":
                 i = _assembly_end(s, i)
             if s[i] != "]":
                 raise _Unreadable(s)
             i += 1
         else:
-            text, i = _type(s, i, in_args=True)
+            text, i, _ = _type(s, i, in_args=True)
+            ranked = False
         args.append(text)
         if s[i] == "]":
-            return args, i + 1
+            return args, i + 1, ranked
         if s[i] != ",":
             raise _Unreadable(s)
         i += 1
