@@ -344,6 +344,8 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             if seen[blk] & bit:
                 continue
             seen[blk] |= bit
+            if w - a < AHEAD:  # among the first walked after this object (the walk waits on headers)
+                prefetch(mem, reach.word_at(r, u, seg_hi, seg_word))
             pend[w] = r
             w += 1
         if hit != 0:
