@@ -58,19 +58,21 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
 
 
 def iter_root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None = None,
-                     progress: "Progress | None" = None) -> Iterator[RootChain]:
+                     progress: "Progress | None" = None, shortest: bool = False) -> Iterator[RootChain]:
     """The chain of each root in ``roots`` (in that order) that reaches the object at
     ``address``, at most ``limit`` of them, each as soon as it is known.
 
-    On a core whose graph is not built, a ``limit`` searches each root depth-first up to
-    the target (``rootsearch.FirstPaths``: the first chains cost what reaching them costs);
-    without one, the first two gcroots search from the roots over the core's memory
-    (``rootsearch.RootSearch``: no heap walk, no graph; every root's shortest chain), and
-    an object the last such search did not meet has no roots; later ones, and live
-    processes, build the reverse graph once and answer from it in milliseconds.
-    ``SOSEXT_GCROOT=graph``, ``=search`` or ``=first`` forces one way (tests compare them)."""
+    On a core, SOS's chains: ClrMD's search in the roots' order (``rootwalk.RootWalk``). With
+    ``shortest`` (and on a live process), each root's shortest chain: with a ``limit`` on a
+    core without the graph each root is searched depth-first up to the target
+    (``rootsearch.FirstPaths``: the shortest chain over that search's objects); without one
+    the first two such gcroots search from the roots over the core's memory
+    (``rootsearch.RootSearch``), and an object the last such search did not meet has no roots;
+    later ones, and live processes, build the reverse graph once and answer from it in
+    milliseconds. ``SOSEXT_GCROOT=walk``, ``=graph``, ``=search`` or ``=first`` forces one way
+    (tests compare them)."""
     way = os.environ.get("SOSEXT_GCROOT", "")
-    if way in ("", "walk"):
+    if way == "walk" or (way == "" and not shortest):
         walked = _walk_chains(heap, address, roots, limit, progress)
         if walked is not None:
             yield from walked
