@@ -48,6 +48,8 @@ def commands_for(t: dict) -> list[str]:
         f"gcroot -limit 1 {t['dependent']['secondary']}",
         f"gcroot -limit 1 {t['longChain']['tail']}",
         f"gcroot {t['longChain']['tail']}",
+        f"gcroot -shortest {t['cacheLeak']['chain'][-1]}",
+        f"gcroot -shortest {t['customerLeak']['chain'][-1]}",
         f"gcroot --json {t['wrapperLeak']['chain'][-1]}",
         "dumpheap -live -type SosextDebuggee. -stat",
         "dumpheap -dead -type SosextDebuggee. -stat",
@@ -153,6 +155,25 @@ def test_limit_gives_the_first_roots_in_order_each_with_a_real_chain(case: Case,
     (longest,), _ = parse_gcroot(case.out(host, f"gcroot -limit 1 {t['longChain']['tail']}").text)
     nodes = [c for c in longest.chain if c[1] == "SosextDebuggee.LongChainNode"]
     assert len(nodes) == t["longChain"]["length"] and nodes[-1][0] == int(t["longChain"]["tail"], 16)
+
+
+def test_shortest_prints_every_root_sos_prints_with_a_chain_no_longer(case: Case, host: str) -> None:
+    """-shortest: each root's shortest chain, and every root that reaches the object (SOS's
+    search, the default, may drop some): each root the default prints is there, from the same
+    object to the target, no longer."""
+    t = case.truth
+    for name in ("cacheLeak", "customerLeak"):
+        target = t[name]["chain"][-1]
+        sos, n = gcroot(case, host, target)
+        short, m = gcroot(case, host, target, "-shortest ")
+        assert m >= n >= 1
+        ours = {}
+        for r in short:
+            ours.setdefault(r.header[-1], []).append(r)
+        for r in sos:
+            assert any(s.chain[0][0] == r.chain[0][0] and len(s.chain) <= len(r.chain)
+                       for s in ours.get(r.header[-1], [])), (name, r.header)
+        assert all(s.chain[-1][0] == int(target, 16) for s in short)
 
 
 def test_customer_leak_chain_from_a_thread_local(case: Case, host: str) -> None:

@@ -373,74 +373,11 @@ def _without_free_rows(text: str, core: Path) -> str:
     return "" if len(rows) == 1 and not re.match(r"^ *[0-9a-f]{8,16} ", rows[0]) else "\n".join(rows)
 
 
-def _root_chains(text: str) -> tuple[dict[tuple[str, ...], list[int]], int]:
-    """gcroot's output as {root: chain of object addresses} and its count of roots. A root is
-    known by its own line (handle, register or stack slot) with the thread and frame it is in."""
-    chains: dict[tuple[str, ...], list[int]] = {}
-    context = {"thread": "", "frame": "", "section": ""}
-    key: tuple[str, ...] | None = None
-    count = -1
-    for ln in text.splitlines():
-        m = re.match(r"^ +-> ([0-9a-f]+) ", ln + " ")
-        if m:
-            if key is not None:
-                chains.setdefault(key, []).append(int(m.group(1), 16))
-            continue
-        found = re.match(r"^Found ([\d,]+) unique roots", ln)
-        if found:
-            count = int(found.group(1).replace(",", ""))
-        elif ln.startswith("Thread "):
-            context.update(thread=ln.strip(), frame="")
-        elif re.match(r"^[A-Z][A-Za-z ]+:$", ln):
-            context.update(section=ln.strip(), thread="", frame="")
-        elif re.match(r"^    [0-9a-f]+ [0-9a-f]+ ", ln) and context["thread"]:
-            context["frame"] = ln.strip()
-        elif ln.strip():
-            key = (context["section"], context["thread"], context["frame"], ln.strip())
-    return chains, count
-
-
-def _same_roots(sos: str, ours: str, core: Path) -> bool:
-    """Every root SOS prints, sosext prints, with a chain from the same first object to the same
-    target and no longer than SOS's; every chain sosext prints is a true one on the core (each
-    step a reference the object holds, or a dependent handle) ending at the target. sosext's
-    breadth-first search prints a shortest chain and every root that reaches the object; SOS's
-    depth-first search (ClrMD's GCRoot) the first chain it meets, and it loses roots whose only
-    paths run through objects an earlier root's search set aside unexplored."""
-    a, a_count = _root_chains(sos)
-    b, b_count = _root_chains(ours)
-    if not set(a) <= set(b) or b_count != len(b) or a_count != len(a):
-        return False
-    if core not in _RUNTIMES:
-        from sosext.clr.runtime import ClrRuntime
-        from sosext.targets.elfcore import CoreTarget
-        _RUNTIMES[core] = ClrRuntime(CoreTarget(core))
-    heap = _RUNTIMES[core].heap  # type: ignore[attr-defined]
-    ix = heap.index()
-    graph = heap.graph()
-    deps = set(heap.roots(include_stacks=False).dependent_pairs(ix.find))
-    targets = {c[-1] for c in b.values()}
-    if len(targets) != 1:
-        return False
-    for key, cb in b.items():
-        ca = a.get(key)
-        if ca is not None and (ca[0] != cb[0] or ca[-1] != cb[-1] or len(cb) > len(ca)):
-            return False
-        for x, y in zip(cb, cb[1:]):
-            i, j = ix.find(x), ix.find(y)
-            if i is None or j is None:
-                return False
-            if j not in graph.targets[graph.offsets[i]:graph.offsets[i + 1]].tolist() and (i, j) not in deps:
-                return False
-    return True
-
-
 LISTED: list[Listed] = [
     Listed("Errors are one line that starts with error:", r".*",
            sos=_lines_sub(r"^ERROR: ", ""), ours=_lines_sub(r"^error: ", "")),
     Listed("gcroot names the static that holds the object", r"^gcroot ",
            sos=_lines_sub(r" \(static variable: [^)]*\)$", ""), ours=_lines_sub(r" \(static variable: [^)]*\)$", "")),
-    Listed("gcroot shows the shortest chain from each root, and every root", r"^gcroot ", agree=lambda a, b, core: _same_roots(a, b, core)),
     Listed("eeheap shows the LoaderAllocator the runtime has", r"^eeheap",
            sos=lambda t: _eeheap_allocators(t, True), ours=lambda t: _eeheap_allocators(t, False)),
     Listed("name2ee prints a field's token", r"^name2ee ",

@@ -265,13 +265,15 @@ class Heap:
         return HeapObject(self, address, self.type_of(mt), size, Generation(g))
 
     def gcroot(self, obj: HeapObject | int, *, stacks: bool | None = None,
-               limit: int | None = None) -> Iterator["RootPath"]:
-        """The roots that keep ``obj`` alive, each with its shortest chain of references.
+               limit: int | None = None, shortest: bool = False) -> Iterator["RootPath"]:
+        """The roots that keep ``obj`` alive, each with the chain of references gcroot prints
+        (on a core SOS's, found by ClrMD's depth-first search; on a live process a shortest one),
+        each yielded as soon as it is found.
 
         Paths come as gcroot prints them: handles, then the finalizer queue, then thread stacks
         (``stacks=False`` leaves those out; the default, None, includes them wherever thread
         registers are available, i.e. everywhere but ``open(pid=...)``). Each path's ``objects`` run from the root's object
-        to ``obj``.
+        to ``obj``. ``shortest=True``: each root's shortest chain instead, as ``gcroot -shortest``.
 
         >>> for path in heap.gcroot(obj):
         ...     print(path.root.kind, [hex(o.address) for o in path.objects])
@@ -286,7 +288,7 @@ class Heap:
         pos = _model.find(self._model, address)
         if pos is None:
             raise SosError(self._model.explain_non_object(address))
-        yield from paths_to(self, pos, stacks=stacks, limit=limit)
+        yield from paths_to(self, pos, stacks=stacks, limit=limit, shortest=shortest)
 
 
     def _position(self, obj: "HeapObject | int") -> int:

@@ -65,16 +65,17 @@ def describe_root(heap: "Heap", r: "ClrRoot") -> Root:
                 register=r.register or None, interior=r.interior, pinned=r.pinned)
 
 
-def paths_to(heap: "Heap", position: int, *, stacks: bool, limit: int | None) -> Iterator[RootPath]:
+def paths_to(heap: "Heap", position: int, *, stacks: bool, limit: int | None,
+             shortest: bool = False) -> Iterator[RootPath]:
     model = heap._model
     roots = model.roots(include_stacks=stacks).roots
     order = {RootKind.HANDLE: 0, RootKind.FINALIZER: 1, RootKind.STACK: 2}
     ordered = [r for r in sorted(roots, key=lambda r: order[r.kind])  # stable: the runtime's order within a kind
                if stacks or r.kind is not RootKind.STACK]
-    if limit is not None:  # the first chains, found depth-first (gcroot -limit): no whole-heap search
+    if not shortest or limit is not None:  # gcroot's chains, each as soon as it is found
         from ..clr.roots.gcroot import iter_root_chains
         address = int(model.index().addresses[position])
-        for c in iter_root_chains(model, address, ordered, limit):
+        for c in iter_root_chains(model, address, ordered, limit, shortest=shortest):
             chain = [_model.find(model, a) for a in c.addresses]
             yield RootPath(describe_root(heap, c.root), tuple(heap._at(i) for i in chain), tuple(c.via_dependent),
                            chain_static(model, chain))

@@ -140,20 +140,23 @@ def parse_limit(text: str) -> int:
 class GCRoot(Command):
     names = ("gcroot", "GCRoot")
     summary = "Show the chains of references from GC roots to an object."
-    usage = "gcroot [-nostacks] [-limit <n>] [-gcgen <n>] [--json] <address>"
+    usage = "gcroot [-nostacks] [-limit <n>] [-shortest] [-gcgen <n>] [--json] <address>"
     details = """\
 Roots are strong GC handles, the finalizer queue's ready-for-finalization part and the
-references on managed threads' stacks and registers. For each root that reaches the
-object, its shortest chain of objects from the root to it is printed; the last line counts
-the roots. On a core the first two gcroots search from the roots over the core's memory (no
-heap walk); later ones, and a live process, use the reverse reference graph built once per
-stop, so they take milliseconds.
+references on managed threads' stacks and registers, taken in SOS's order. For each root
+that reaches the object its chain of objects is printed as soon as it is found, and the last
+line counts the roots. On a core the chains are SOS's: ClrMD's depth-first search from each
+root in turn, where an object an earlier root's search met is not followed again and one on
+a chain already printed ends the search; a live process answers from the reverse reference
+graph (each root's shortest chain).
 
--limit n answers as soon as n roots are found: on a core without the graph each root is
-searched depth-first, stopping at the object (what a leak dump's "why is this alive" needs,
-without searching the rest of the heap); each chain is printed as soon as it is found and is
-the shortest over the objects that search went through, which is not always the shortest
-of the whole heap (without -limit every chain is).
+-limit n stops at the n-th root that reaches the object: the first chain costs what
+reaching the object costs, not a search of the whole heap.
+
+-shortest prints each root's shortest chain instead (and every root that reaches the
+object, where SOS's search drops some): searched from the roots for the first two, then
+from the reverse reference graph, which after the first gcroot is built on the other core
+while you read (LLDB and the CLI), so that later ones take milliseconds.
 
 Examples:
   gcroot 7f3a14005678
@@ -166,7 +169,8 @@ gcroot's. For n = 0 or 1 SOS also walks the GC's internal root array of older-ge
 objects, which holds entries only while a GC runs: on a stopped process or a dump sosext
 says so in one line."""
     options = (Option("-nostacks", "do not consider thread stacks"),
-               Option("-limit", "stop after n roots (n >= 1), searching depth-first", parse_limit, "n"),
+               Option("-limit", "stop after n roots (n >= 1)", parse_limit, "n"),
+               Option("-shortest", "each root's shortest chain (later gcroots from the reference graph)"),
                Option("-gcgen", "as findroots: the condemned generation n (0, 1 or 2)", parse_count, "n"),
                Option("--json", "print the result as JSON", dest="json"))
     positionals = (Positional("address", "the object"),)
@@ -183,7 +187,7 @@ says so in one line."""
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
                   ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
-        chains = iter_root_chains(heap, address, ordered, args.limit, ctx.progress)
+        chains = iter_root_chains(heap, address, ordered, args.limit, ctx.progress, shortest=args.shortest)
         if not args.json and not ctx.out.structured:  # each chain as soon as it is known
             state: dict = {}
             n = 0

@@ -34,7 +34,7 @@ import numpy as np
 
 from .registry import DTYPES, KERNELS, KernelSpec
 
-SOURCES = ("heapwalk", "refs", "dominators", "reach", "components")
+SOURCES = ("heapwalk", "refs", "dominators", "reach", "components", "rootwalk")
 AOT_NAME = "_sosext_kernels"
 _mode: str | None = None
 _why_slow = ""

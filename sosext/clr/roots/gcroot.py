@@ -58,18 +58,27 @@ def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int 
 
 
 def iter_root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None = None,
-                     progress: "Progress | None" = None) -> Iterator[RootChain]:
+                     progress: "Progress | None" = None, shortest: bool = False) -> Iterator[RootChain]:
     """The chain of each root in ``roots`` (in that order) that reaches the object at
     ``address``, at most ``limit`` of them, each as soon as it is known.
 
-    On a core whose graph is not built, a ``limit`` searches each root depth-first up to
-    the target (``rootsearch.FirstPaths``: the first chains cost what reaching them costs);
-    without one, the first two gcroots search from the roots over the core's memory
-    (``rootsearch.RootSearch``: no heap walk, no graph; every root's shortest chain), and
-    an object the last such search did not meet has no roots; later ones, and live
-    processes, build the reverse graph once and answer from it in milliseconds.
-    ``SOSEXT_GCROOT=graph``, ``=search`` or ``=first`` forces one way (tests compare them)."""
+    On a core, SOS's chains: ClrMD's search in the roots' order (``rootwalk.RootWalk``). With
+    ``shortest`` (and on a live process), each root's shortest chain: with a ``limit`` on a
+    core without the graph each root is searched depth-first up to the target
+    (``rootsearch.FirstPaths``: the shortest chain over that search's objects); without one
+    the first two such gcroots search from the roots over the core's memory
+    (``rootsearch.RootSearch``), and an object the last such search did not meet has no roots;
+    later ones, and live processes, build the reverse graph once and answer from it in
+    milliseconds. ``SOSEXT_GCROOT=walk``, ``=graph``, ``=search`` or ``=first`` forces one way
+    (tests compare them)."""
     way = os.environ.get("SOSEXT_GCROOT", "")
+    if way == "walk" or (way == "" and not shortest):
+        walked = _walk_chains(heap, address, roots, limit, progress)
+        if walked is not None:
+            yield from walked
+            return
+        if way == "walk":
+            raise SosError("the search in SOS's order cannot read this heap in place (a live process)")
     if way != "graph" and (way == "search" or not heap.has_graph):
         last = heap.last_root_search  # it met every object its roots reach
         if last is not None and last.is_object(address) and not last.reached(address) \
@@ -100,6 +109,31 @@ def iter_root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit:
         n += 1
         if limit is not None and n >= limit:
             break
+
+
+def _walk_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None,
+                 progress: "Progress | None") -> Iterator[RootChain] | None:
+    """SOS's chains in SOS's order (``rootwalk.RootWalk``), or None where the core's heap
+    cannot be read in place (a live process: the graph answers)."""
+    from .. import kernels
+    if not kernels.compiled() or heap.runtime.target.is_live:
+        return None
+    from .rootsearch import CoreHeapMemory
+    from .rootwalk import RootWalk
+    mem = CoreHeapMemory.of(heap)
+    if mem is None:
+        return None
+    walk = RootWalk(heap, mem, address, roots, progress)
+    if not walk.is_object(address):
+        return None
+    read = heap.runtime.target.read_pointer
+
+    def stream() -> Iterator[RootChain]:
+        for root, chain, via in walk.paths(roots, limit):
+            yield RootChain(root, chain, tuple(read(a) & ~7 for a in chain), via)
+        heap.root_searches += 1
+        _plan_build(heap, mem.heap_bytes // 24)  # objects the heap can hold, at most
+    return stream()
 
 
 def _rent(heap: "ClrHeap") -> bool:

@@ -1,0 +1,383 @@
+"""gcroot in SOS's order: ClrMD's ``GCRoot`` search (what dotnet-dump's gcroot runs), over
+a core's mapping, so that every chain is the one SOS prints.
+
+**The search.** Roots are taken in SOS's order; each is searched depth-first for the
+target, and what one root's search learnt serves the next:
+
+- ``found`` (a hash: object → the next object of its chain, ``END`` for the target) holds
+  every object of a chain printed so far; meeting one ends a search at once, and the
+  chain goes on as that object's did.
+- ``seen`` (a bit per 8 heap bytes; a hash, ``xkeys``, for values outside the heap) marks
+  an object the moment it is met as a reference, before it is walked; a reference already seen is not followed again, by this root or a
+  later one. When a search ends at the target, the objects it met but did not walk are
+  taken out of ``seen`` again (ClrMD 4's ``DrainUnwalkedFromSeen``).
+
+A walked object's references (its dependent handles' secondaries first, then its GCDesc
+slots) are each checked against ``found``, then ``seen``; the new ones are pending on the
+walk's stack. ClrMD keeps them in 32-byte lists (a byte of cursor, the object and its
+parent, then references, each stored in 5, 6 or 8 bytes by its size) and takes the last
+list first, each list in order: ``chunk_order`` lays a walk's pending references out in
+that order, so that the search follows them exactly as ClrMD does. The target's own
+references are not walked. One deliberate difference: ClrMD never walks an object whose type
+has no GC references, so a dependent handle whose primary is such an object (a
+``DependentHandle`` or ``ConditionalWeakTable`` keyed by a string) is not followed and SOS
+finds no root for its secondary, which the primary keeps alive; here it is followed.
+
+**State** lives in arrays and ``st`` (root cursor, depth, pending top, found count, objects
+walked, unknown header, needed size, values outside the heap, objects per call, found root), so a call that
+returns early (``UNKNOWN``: a MethodTable to learn; ``GROW``, ``XGROW``; ``PENDING``; ``PAUSE``;
+``FOUND``) resumes where it stopped. Frame ``f`` is the object ``f_obj[f]`` being walked,
+its pending references ``pend[f_cur[f]:f_end[f]]``; frame ``f``'s region starts where
+frame ``f - 1``'s ends, and frame ``f``'s object is a reference frame ``f - 1`` took.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import hints, reach, refs
+from .hints import prefetch
+from .reach import NOT_OBJECT, UNKNOWN_TYPE
+from .registry import kernel
+
+DONE = 0
+UNKNOWN = 1  # a header word not in the MethodTable table: st[5] holds it
+GROW = 2  # ``found`` may not hold what the next step could add: rehash into one twice as large
+PENDING = 3  # ``pend`` needs st[6] entries
+PAUSE = 4  # st[8] more objects were walked: Python reports progress (and Ctrl-C), then resumes
+FOUND = 5  # root st[9] reaches the target: its chain is in ``found``
+XGROW = 6  # ``xkeys`` (values met outside the heap) must hold st[6] at most half full
+
+END = np.int64(1)  # the target's entry in ``found``: its chain ends there
+
+_LOW3 = np.uint64(0xFFFFFFFFFFFFFFF8)
+_MASK2 = np.uint64(0xFFFFFFFFFFFFFFFC)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_ONE = np.uint64(1)
+_LIST_BYTES = 32  # ClrMD's ReferenceList: ArrayPool<byte>.Rent(32)
+AHEAD = 8  # pending references ahead whose headers are asked for (kernels/hints.py)
+
+JIT_FORMS = {"prefetch": hints.jit_prefetch}
+
+
+@kernel("i8", "u8")
+def stored_bytes(p: np.uint64) -> int:
+    """How many bytes ClrMD's ReferenceList stores a pointer in (0: not stored)."""
+    p = p & _MASK2
+    if p == 0:
+        return 0
+    if p < np.uint64(1 << 40):
+        return 5
+    if p < np.uint64(1 << 48):
+        return 6
+    return 8
+
+
+@kernel("i8", "u8", "u8[]r", "i8[]r")
+def found_get(v: np.uint64, fkeys: np.ndarray, fvals: np.ndarray) -> int:
+    """The next object of ``v``'s chain (``END`` for the target), or 0 when ``v`` is on no chain."""
+    mask = fkeys.size - 1
+    i = np.int64((v * _GOLDEN) >> np.uint64(32)) & mask
+    while True:
+        k = fkeys[i]
+        if k == v:
+            return fvals[i]
+        if k == 0:
+            return 0
+        i = (i + 1) & mask
+
+
+@kernel("void", "u8", "i8", "u8[]", "i8[]")
+def found_add(v: np.uint64, nxt: int, fkeys: np.ndarray, fvals: np.ndarray) -> None:
+    """``v``'s next object, unless it has one already (ClrMD's AddLink keeps the first)."""
+    mask = fkeys.size - 1
+    i = np.int64((v * _GOLDEN) >> np.uint64(32)) & mask
+    while fkeys[i] != 0:
+        if fkeys[i] == v:
+            return
+        i = (i + 1) & mask
+    fkeys[i] = v
+    fvals[i] = nxt
+
+
+@kernel("void", "u8[]r", "i8[]r", "u8[]", "i8[]")
+def found_rehash(old_keys: np.ndarray, old_vals: np.ndarray, fkeys: np.ndarray, fvals: np.ndarray) -> None:
+    for i in range(old_keys.size):
+        if old_keys[i] != 0:
+            found_add(old_keys[i], old_vals[i], fkeys, fvals)
+
+
+@kernel("i8", "u8", "u8[]r", "i8[]r", "u8[]")
+def found_chain(start: np.uint64, fkeys: np.ndarray, fvals: np.ndarray, out: np.ndarray) -> int:
+    """The chain from ``start`` to the target into ``out``; its length (-1: ``out`` too small)."""
+    n = 0
+    v = start
+    while True:
+        if n >= out.size:
+            return -1
+        out[n] = v
+        n += 1
+        nxt = found_get(v, fkeys, fvals)
+        if nxt == END or nxt == 0:
+            return n
+        v = np.uint64(nxt)
+
+
+@kernel("void", "u8[]", "i8", "i8", "i8")
+def chunk_order(pend: np.ndarray, a: int, b: int, capacity: int) -> None:
+    """Reorder ``pend[a:b]`` (references in the order met) as ClrMD takes them: cut into
+    lists of ``capacity`` bytes, the last list first, each list in order. Reverse the
+    whole, then each list back (list k of the order met is at [b - end_k, b - start_k))."""
+    i, j = a, b - 1
+    while i < j:
+        pend[i], pend[j] = pend[j], pend[i]
+        i += 1
+        j -= 1
+    n = b - a
+    start = 0
+    used = 0
+    size = 0
+    for k in range(n + 1):
+        if k < n:
+            size = stored_bytes(pend[b - 1 - k])
+            if used + size <= capacity:
+                used += size
+                continue
+        # list [start, k) of the order met closes: put it back in order
+        i, j = b - k, b - 1 - start
+        while i < j:
+            pend[i], pend[j] = pend[j], pend[i]
+            i += 1
+            j -= 1
+        start = k
+        used = size if k < n else 0
+
+
+@kernel("i8", "u8", "u8[]r", "u8[]r", "i8[]r", "u8[]", "u8[]", "i8[]")
+def unsee_object(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block: np.ndarray, seen: np.ndarray,
+                 xkeys: np.ndarray, xvals: np.ndarray) -> int:
+    """Take ``v`` out of ``seen`` (or, for a value outside the heap, out of ``xkeys``: then 1)."""
+    s = reach.segment_of(v, seg_lo, seg_hi)
+    if s >= 0 and not v & np.uint64(7):
+        b = np.int64((v - seg_lo[s]) >> np.uint64(3))
+        seen[seg_block[s] + (b >> 6)] &= ~(_ONE << np.uint64(b & 63))
+        return 0
+    if reach.open_find(v, xkeys, xvals) < 0:
+        return 0
+    reach.open_delete(v, xkeys, xvals)
+    return 1
+
+
+@kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
+        "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
+        "u8[]r", "u8[]r", "u8[]r", "u8",
+        "u8[]", "u8[]", "i8[]", "u8[]", "i8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]")
+def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
+              seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
+              keys: np.ndarray, values: np.ndarray,
+              base_sizes: np.ndarray, component_sizes: np.ndarray, gc_kind: np.ndarray,
+              series_first: np.ndarray, series_count: np.ndarray, series_offset: np.ndarray,
+              series_size: np.ndarray, repeat_start: np.ndarray, repeat_first: np.ndarray,
+              repeat_items: np.ndarray, repeat_count: np.ndarray, repeat_skip: np.ndarray,
+              roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray, target: np.uint64,
+              seen: np.ndarray, xkeys: np.ndarray, xvals: np.ndarray, fkeys: np.ndarray, fvals: np.ndarray,
+              f_obj: np.ndarray, f_cur: np.ndarray, f_end: np.ndarray, pend: np.ndarray, st: np.ndarray) -> int:
+    """The search of the module's docstring from root ``st[0]`` on; FOUND after each root
+    that reaches ``target`` (its position in ``st[9]``), DONE after the last root."""
+    rc = st[0]
+    depth = st[1]
+    ptop = st[2]
+    nfound = st[3]
+    nwalked = st[4]
+    nx = st[7]
+    pause_at = nwalked + st[8]
+    ndep = dep_primary.size
+    last = 0
+    while True:
+        if nwalked >= pause_at:
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            return PAUSE
+        f = depth - 1
+        if depth == 0:
+            if rc >= roots.size:
+                break
+            v = roots[rc]
+            nxt = found_get(v, fkeys, fvals) if v != 0 else 0
+            if nxt != 0 or (v == target and v != 0):
+                if nxt == 0:
+                    if 2 * (nfound + 1) > fkeys.size:
+                        st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                        return GROW
+                    found_add(v, END, fkeys, fvals)
+                    nfound += 1
+                st[9] = rc
+                rc += 1
+                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                return FOUND
+        elif f_cur[f] == f_end[f]:  # every reference of the frame is done: it is a dead end
+            ptop = f_end[f - 1] if f > 0 else 0
+            depth -= 1
+            if depth == 0:
+                rc += 1
+            continue
+        else:
+            v = pend[f_cur[f]]
+            k = f_cur[f] + AHEAD  # the header of a reference walked soon: the search waits on headers
+            if k < f_end[f]:
+                u = pend[k]
+                if seg_lo[last] <= u < seg_hi[last]:
+                    prefetch(mem, reach.word_at(u, last, seg_hi, seg_word))
+            if v == target:
+                if 2 * (nfound + depth + 1) > fkeys.size:
+                    st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                    return GROW
+                f_cur[f] += 1
+                found_add(v, END, fkeys, fvals)
+                nfound += 1
+                nxt = np.int64(v)
+                for k in range(f, -1, -1):  # the frames are the chain (ClrMD's CleanupAndGetResult)
+                    found_add(f_obj[k], nxt, fkeys, fvals)
+                    nfound += 1
+                    nxt = np.int64(f_obj[k])
+                for k in range(depth):  # met, never walked: free for later roots
+                    for q in range(f_cur[k], f_end[k]):
+                        nx -= unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen, xkeys, xvals)
+                st[9] = rc
+                rc += 1
+                depth = 0
+                ptop = 0
+                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                return FOUND
+        # walk v: its type first (nothing changes before it is known)
+        if v & np.uint64(7) or v == 0:
+            s = -1
+        elif seg_lo[last] <= v < seg_hi[last]:
+            s = last
+        else:
+            s = reach.segment_of(v, seg_lo, seg_hi)
+            if s >= 0:
+                last = s
+        t = NOT_OBJECT
+        if s >= 0:
+            t = reach.object_type(v, s, mem, seg_hi, seg_word, seg_gap, gap_lo, gap_hi, keys, values, base_sizes,
+                            component_sizes)
+            if t == UNKNOWN_TYPE:
+                st[5] = np.int64(mem[reach.word_at(v, s, seg_hi, seg_word)] & _LOW3)
+                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                return UNKNOWN
+        d0 = 0
+        d1 = 0
+        if ndep and t >= 0:
+            d0 = reach.lower_bound(dep_primary, v)
+            d1 = d0
+            while d1 < ndep and dep_primary[d1] == v:
+                d1 += 1
+        if t < 0 or (gc_kind[t] == 0 and d1 == d0):  # not an object, or one that holds nothing: a dead end
+            if depth == 0:
+                rc += 1
+            else:
+                f_cur[f] += 1
+            continue
+        at = reach.word_at(v, s, seg_hi, seg_word)
+        size = np.int64(base_sizes[t])
+        if component_sizes[t] != 0:
+            size += component_sizes[t] * np.int64(mem[at + 1] & np.uint64(0xFFFFFFFF))
+        need = ptop + (d1 - d0) + refs.slot_bound(at, seg_word[s], size, t, gc_kind, series_first, series_count,
+                                                  series_offset, series_size) + 1
+        if need > pend.size:
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[6] = need
+            return PENDING
+        if 2 * (nfound + depth + 2) > fkeys.size:
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            return GROW
+        if depth > 0:
+            f_cur[f] += 1
+        nwalked += 1
+        # its references: dependent handles' secondaries, then the GCDesc's slots
+        a = ptop
+        for d in range(d0, d1):
+            pend[ptop] = dep_secondary[d]
+            ptop += 1
+        ptop = refs.object_refs(mem, at, seg_word[s], size, t, gc_kind, series_first, series_count, series_offset,
+                                series_size, repeat_start, repeat_first, repeat_items, repeat_count, repeat_skip,
+                                pend, ptop)
+        outside = 0
+        for q in range(a, ptop):  # values outside the heap are counted; the others' seen bits asked for
+            r = pend[q]
+            if r == 0:
+                continue
+            u = last if seg_lo[last] <= r < seg_hi[last] else reach.segment_of(r, seg_lo, seg_hi)
+            if u < 0 or r & np.uint64(7):
+                outside += 1
+            else:
+                prefetch(seen, seg_block[u] + (np.int64((r - seg_lo[u]) >> np.uint64(3)) >> 6))
+        if outside and 2 * (nx + outside + 1) > xkeys.size:  # nothing changed yet: grow, then walk again
+            ptop = a
+            if depth > 0:
+                f_cur[f] -= 1
+            nwalked -= 1
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[6] = nx + outside + 1
+            return XGROW
+        w = a
+        hit = np.int64(0)
+        for q in range(a, ptop):
+            r = pend[q]
+            if r == 0:
+                continue
+            nxt = found_get(r, fkeys, fvals)
+            if nxt != 0:
+                hit = np.int64(r)
+                break
+            u = last if seg_lo[last] <= r < seg_hi[last] else reach.segment_of(r, seg_lo, seg_hi)
+            if u < 0 or r & np.uint64(7):  # not in the heap: pending all the same (a dead end when walked)
+                if reach.open_find(r, xkeys, xvals) >= 0:
+                    continue
+                reach.open_insert(r, 0, xkeys, xvals)
+                nx += 1
+                pend[w] = r
+                w += 1
+                continue
+            b = np.int64((r - seg_lo[u]) >> np.uint64(3))
+            blk = seg_block[u] + (b >> 6)
+            bit = _ONE << np.uint64(b & 63)
+            if seen[blk] & bit:
+                continue
+            seen[blk] |= bit
+            if w - a < AHEAD:  # among the first walked after this object (the walk waits on headers)
+                prefetch(mem, reach.word_at(r, u, seg_hi, seg_word))
+            pend[w] = r
+            w += 1
+        if hit != 0:
+            # v holds an object of a chain: v's chain goes on as that one's
+            for q in range(a, w):
+                nx -= unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen, xkeys, xvals)
+            found_add(v, hit, fkeys, fvals)
+            nfound += 1
+            nxt = np.int64(v)
+            for k in range(f, -1, -1):
+                found_add(f_obj[k], nxt, fkeys, fvals)
+                nfound += 1
+                nxt = np.int64(f_obj[k])
+            for k in range(depth):
+                for q in range(f_cur[k], f_end[k]):
+                    nx -= unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen, xkeys, xvals)
+            st[9] = rc
+            rc += 1
+            depth = 0
+            ptop = 0
+            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            return FOUND
+        ptop = w
+        if w == a:  # nothing new to follow
+            if depth == 0:
+                rc += 1
+            continue
+        parent = f_obj[f] if depth > 0 else np.uint64(0)
+        chunk_order(pend, a, w, _LIST_BYTES - 1 - stored_bytes(v) - stored_bytes(parent))
+        f_obj[depth] = v
+        f_cur[depth] = a
+        f_end[depth] = w
+        depth += 1
+    st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+    return DONE
