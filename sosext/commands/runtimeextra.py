@@ -273,15 +273,17 @@ def _object_address(ctx: CommandContext, text: str | None, missing: str) -> int:
 class DumpALC(Command):
     names = ("dumpalc", "DumpALC")
     summary = "Show the AssemblyLoadContext an object's type was loaded into."
-    usage = "dumpalc <object address>"
+    usage = "dumpalc [-notes] <object address>"
     details = """\
 The AssemblyLoadContext object of the assembly that defines the object's type, shown as
 dumpobj shows it (a plugin's objects name the plugin's load context; most name
 System.Runtime.Loader.DefaultAssemblyLoadContext). When the default context's managed
-object was never created, SOS's two lines say so.
+object was never created, SOS's two lines say so. -notes adds sosext's readings after the
+field names, as dumpobj -notes does (an enum's name: "_state (Alive)").
 
 Example:
   dumpalc 7f3a14005678"""
+    options = (Option("-notes", "sosext's readings after the field names (enum names …), as dumpobj -notes"),)
     positionals = (Positional("address", "an object"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
@@ -304,8 +306,7 @@ Example:
         alc_data = rt.object_data(alc) if classifier(rt).object_or_none(alc) is not None else None
         if alc_data is None:
             raise SosError(f"the AssemblyLoadContext {alc:#x} of {address:#x} is not a valid object")
-        # sosext's own command: the field table with sosext's readings after the names.
-        ctx.out.record(object_lines(ctx, alc, alc_data, notes=True))
+        ctx.out.record(object_lines(ctx, alc, alc_data, notes=args.notes))
 
 
 @register
