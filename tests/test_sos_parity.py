@@ -306,7 +306,8 @@ COVER_TYPES: dict[str, Callable[[str], bool]] = {
 
 
 def cover_round1(run: CoreRun) -> list[Probe]:
-    fixed = ["ephrefs", "ephtoloh", "dumpgcdata", "dumphttp", "dumprequests", "threadpool -ti"]
+    fixed = ["ephrefs", "ephtoloh", "dumpgcdata", "dumphttp", "dumprequests", "threadpool -ti",
+             "sos threadstate 0x3021220", "ext analyzeoom"]
     return [Probe(c, c) for c in fixed]
 
 
@@ -365,7 +366,7 @@ def cover_round4(run: CoreRun) -> list[Probe]:
 
 COVER_FAMILIES = {"ephrefs", "ephtoloh", "dumpgcdata", "dumphttp", "dumprequests", "notreachableinrange", "verifyobj",
                   "findappdomain", "dumpalc", "histobj", "histobjfind", "histroot", "dcd", "dcq", "taskstate",
-                  "token2ee", "pathto", "histclear", "sosflush"}
+                  "token2ee", "pathto", "histclear", "sosflush", "sos", "ext"}
 for _round, _producer in zip(PROBES, (cover_round1, cover_round2, cover_round3, cover_round4)):
     _round.append(_producer)
 
@@ -773,6 +774,8 @@ KNOWN_OPEN = {
     ("webapi", "dumpheap"): _STACK_ROOTS,
     ("msbuild", "dumpheap"): _STACK_ROOTS,
     ("msbuild", "gcroot"): _STACK_ROOTS + "; gcroot of a RuntimeType finds other stack roots",
+    ("webapi", "notreachableinrange"): _STACK_ROOTS.replace("dumpheap -live", "the live set"),
+    ("msbuild", "notreachableinrange"): _STACK_ROOTS.replace("dumpheap -live", "the live set"),
 }
 
 
