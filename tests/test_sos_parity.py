@@ -301,7 +301,7 @@ COVER_TYPES: dict[str, Callable[[str], bool]] = {
     "concurrent queue": lambda n: n.startswith("System.Collections.Concurrent.ConcurrentQueue<") and n[-1] != "]",
     # Not a queue, though its name starts as one: SOS reads it as a queue and says what it lacks.
     "concurrent queue array": lambda n: n.startswith("System.Collections.Concurrent.ConcurrentQueue<") and n[-1] == "]",
-    "task": lambda n: n == "System.Threading.Tasks.Task" or n.startswith("System.Threading.Tasks.Task<"),
+    "task": lambda n: n == "System.Threading.Tasks.Task" or (n.startswith("System.Threading.Tasks.Task<") and n[-1] != "]"),
 }
 
 
@@ -318,6 +318,10 @@ def cover_round2(run: CoreRun) -> list[Probe]:
         mt = _stat_pick(source, test)
         if mt:
             probes.append(Probe(f"dumpheap -short -mt <{kind}>", f"dumpheap -short -mt {mt}"))
+    # SOS's native u, which dotnet-dump's help does not list but its sos prefix runs.
+    ips = [m.group(1) for m in map(FRAME_IP.match, run.text("clrstack -all").splitlines()) if m]
+    if ips:
+        probes.append(Probe("sos u <frame 0>", f"sos u {ips[0]}"))
     # notreachableinrange over the finalization queue's first generation (what finalizequeue runs).
     m = _GEN_LINE.search(run.text("finalizequeue"))
     if m:
@@ -648,9 +652,44 @@ def _empty_hist_table_as_hint(text: str) -> str:
     return _HIST_HINT if lines and all(re.fullmatch(r" *GCCount .*|-+", ln) for ln in lines) else text
 
 
+_EPH_SECTIONS = ("Ephemeral objects pointing to the Large objects:", "Large objects pointing to Ephemeral objects:",
+                 "Ephemeral objects which point to Large objects which point to Ephemeral objects:")
+
+
+def _eph_rows(text: str) -> list[set[tuple[str, ...]]]:
+    """ephtoloh's three tables as sets of rows (the objects' addresses), in order."""
+    tables: list[set[tuple[str, ...]]] = [set(), set(), set()]
+    current = None
+    for ln in text.splitlines():
+        if ln in _EPH_SECTIONS:
+            current = _EPH_SECTIONS.index(ln)
+        elif current is not None and re.match(r"^ +[0-9a-f]+ ", ln):
+            tables[current].add(tuple(w for w in ln.split() if re.fullmatch(r"[0-9a-f]{8,}", w)))
+    return tables
+
+
+def _ephtoloh_agree(sos: str, ours: str, core: Path) -> bool:
+    """SOS's rows are sosext's, but for ephemeral objects of generation 1 (which SOS's test,
+    `gen is not Generation0 or Generation1`, leaves out) and the third table's rows after the
+    first (SOS writes only its first row)."""
+    a, b = _eph_rows(sos), _eph_rows(ours)
+    if a[1] != b[1] or not a[0] <= b[0] or not a[2] <= b[2]:
+        return False
+    from sosext.clr.heap.segments import Generation
+    heap = _runtime_of(core).heap
+    extra = {row[0] for row in b[0] - a[0]}
+    if any(heap.generation_of(int(x, 16)) is not Generation.GEN1 for x in extra):
+        return False
+    # The third table: each ephemeral -> LOH -> ephemeral chain from the first two.
+    return all((f, l) in b[0] and (l, e) in b[1] for f, l, e in b[2])
+
+
 # The rest of SOS's commands (coverage).
 COVER_LISTED: list[Listed] = [
     Listed("hist* commands say that histinit has no history", r"^hist(obj|objfind|root) ", sos=_empty_hist_table_as_hint),
+    Listed("ephtoloh counts generation 1 as ephemeral", r"^ephtoloh$", agree=_ephtoloh_agree),
+    Listed("u disassembles in the CLI too", r"^sos u ", sos=_drop_lines(r"^$"),
+           ours=_drop_lines(r"^(>>> )?[0-9a-f]{16} [0-9a-f]+ +\S")),
 ]
 LISTED += COVER_LISTED
 

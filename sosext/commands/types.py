@@ -521,7 +521,10 @@ Examples:
             table = rt.catalog.type_def_map(mod.address) if kind == 0x02 else rt.catalog.type_ref_map(mod.address)
             mt = table.get(token)
             if not mt:
-                return None
+                # SOS names no type it cannot find loaded (a token of one module only: with *
+                # such a module is left out).
+                return None if strict else [f"Token:       {token:08x}", "MethodTable: <not loaded yet>",
+                                            "EEClass:     <not loaded yet>", "Name:        <unknown>"]
             return _type_lines(token, mt, ctx.heap.types.csharp_name_of(mt), 8)
         md = rt.catalog.metadata(mod)
         if kind == 0x06:
