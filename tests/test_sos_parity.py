@@ -318,10 +318,13 @@ def cover_round2(run: CoreRun) -> list[Probe]:
         mt = _stat_pick(source, test)
         if mt:
             probes.append(Probe(f"dumpheap -short -mt <{kind}>", f"dumpheap -short -mt {mt}"))
-    # SOS's native u, which dotnet-dump's help does not list but its sos prefix runs.
-    ips = [m.group(1) for m in map(FRAME_IP.match, run.text("clrstack -all").splitlines()) if m]
-    if ips:
-        probes.append(Probe("sos u <frame 0>", f"sos u {ips[0]}"))
+    # Without their arguments (no output shows a signature's address): SOS's usage lines.
+    probes += [Probe(c, c) for c in ("dumpsig", "dumpsigelem")]
+    # dumplog writes a file: only where histinit found no stress log (then neither writes one).
+    if "No Stress log in the image" in run.text("histinit"):
+        probes.append(Probe("dumplog <no stress log>", "dumplog"))
+    # Not SOS's native u (dotnet-dump's sos prefix runs it): with no disassembler in dotnet-dump
+    # it prints empty lines without end.
     # notreachableinrange over the finalization queue's first generation (what finalizequeue runs).
     m = _GEN_LINE.search(run.text("finalizequeue"))
     if m:
@@ -370,7 +373,7 @@ def cover_round4(run: CoreRun) -> list[Probe]:
 
 COVER_FAMILIES = {"ephrefs", "ephtoloh", "dumpgcdata", "dumphttp", "dumprequests", "notreachableinrange", "verifyobj",
                   "findappdomain", "dumpalc", "histobj", "histobjfind", "histroot", "dcd", "dcq", "taskstate",
-                  "token2ee", "pathto", "histclear", "sosflush", "sos", "ext"}
+                  "token2ee", "pathto", "histclear", "sosflush", "sos", "ext", "dumpsig", "dumpsigelem", "dumplog"}
 for _round, _producer in zip(PROBES, (cover_round1, cover_round2, cover_round3, cover_round4)):
     _round.append(_producer)
 
@@ -688,8 +691,6 @@ def _ephtoloh_agree(sos: str, ours: str, core: Path) -> bool:
 COVER_LISTED: list[Listed] = [
     Listed("hist* commands say that histinit has no history", r"^hist(obj|objfind|root) ", sos=_empty_hist_table_as_hint),
     Listed("ephtoloh counts generation 1 as ephemeral", r"^ephtoloh$", agree=_ephtoloh_agree),
-    Listed("u disassembles in the CLI too", r"^sos u ", sos=_drop_lines(r"^$"),
-           ours=_drop_lines(r"^(>>> )?[0-9a-f]{16} [0-9a-f]+ +\S")),
 ]
 LISTED += COVER_LISTED
 
