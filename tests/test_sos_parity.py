@@ -321,7 +321,8 @@ def cover_round2(run: CoreRun) -> list[Probe]:
     # Without their arguments (no output shows a signature's address): SOS's usage lines.
     probes += [Probe(c, c) for c in ("dumpsig", "dumpsigelem")]
     # dumplog writes a file: only where histinit found no stress log (then neither writes one).
-    if "No Stress log in the image" in run.text("histinit"):
+    histinit = run.sos.get("histinit")  # SOS calls it a failure then: its text, whatever the status
+    if histinit is not None and "No Stress log in the image" in histinit.text:
         probes.append(Probe("dumplog <no stress log>", "dumplog"))
     # Not SOS's native u (dotnet-dump's sos prefix runs it): with no disassembler in dotnet-dump
     # it prints empty lines without end.
