@@ -688,10 +688,24 @@ def _ephtoloh_agree(sos: str, ours: str, core: Path) -> bool:
     return all((f, l) in b[0] and (l, e) in b[1] for f, l, e in b[2])
 
 
+def _queue_items(text: str) -> list[str]:
+    return [m.group(1) for m in re.finditer(r"^ *\d+ - (.*)$", text, re.M)]
+
+
+def _dcq_agree(sos: str, ours: str, core: Path) -> bool:
+    """sosext's items are among SOS's slots (which include the empty and the already dequeued
+    ones of a value-type queue), and its count line counts them."""
+    from collections import Counter
+    a, b = _queue_items(sos), _queue_items(ours)
+    return (sos.splitlines()[:1] == ours.splitlines()[:1] and not Counter(b) - Counter(a)
+            and f"\n{len(b)} items" in "\n" + ours)
+
+
 # The rest of SOS's commands (coverage).
 COVER_LISTED: list[Listed] = [
     Listed("hist* commands say that histinit has no history", r"^hist(obj|objfind|root) ", sos=_empty_hist_table_as_hint),
     Listed("ephtoloh counts generation 1 as ephemeral", r"^ephtoloh$", agree=_ephtoloh_agree),
+    Listed("dcq lists the items in the queue, not every slot", r"^dcq ", agree=_dcq_agree),
 ]
 LISTED += COVER_LISTED
 
