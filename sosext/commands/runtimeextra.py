@@ -11,7 +11,7 @@ import numpy as np
 
 from ..clr.addresses import classifier
 from ..clr.heap.gcdata import (BIT_MECHANISMS, COMPACT_MANDATORY, COMPACT_REASONS, DATA_POINTS, EXPAND_MECHANISMS,
-                          GLOBAL_MECHANISMS, GCCounters, gc_counters, gc_global_mechanisms, out_of_memory)
+                          GLOBAL_MECHANISMS, GCCounters, counters_unpublished, gc_counters, gc_global_mechanisms, out_of_memory)
 from ..formats.metadata.pdb import CodeViewInfo
 from ..formats.metadata.pe import file_version_of
 from ..formats.metadata import MetadataError
@@ -112,13 +112,19 @@ What the runtime's GC counts about its own work since the process started (its
 GC_CONFIG_DRIVEN data, through the DAC): with workstation GC the global mechanisms
 (concurrent, compacting, promoting GCs …), then per GC heap the interesting data points
 (pinned plugs before and after), the reasons GCs compacted ([M] mandatory, [W] wanted),
-how segments were expanded and which mechanisms were used.
+how segments were expanded and which mechanisms were used. Under a standalone workstation GC
+(libclrgc.so), which publishes no counters, one line says so: the DAC would fault reading them.
 
 Example:
   dumpgcdata"""
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         heap = ctx.heap
+        if counters_unpublished(heap):
+            # An answer, not a failure (SOS's dumpgcdata takes dotnet-dump down on such a GC).
+            ctx.out.line("The standalone GC in use (libclrgc.so) keeps no GC_CONFIG_DRIVEN counters "
+                         "(its GcDacVars publishes none).")
+            return
         counters = gc_counters(heap)
         if counters is None:
             raise SosError("the runtime's DAC gives no GC counters (ISOSDacInterface3): its GC keeps none")
