@@ -334,9 +334,6 @@ Example:
             raise UsageError(f"range {start:#x}-{end:#x} is larger than {RANGE_MAX >> 20} MiB")
         heap = ctx.heap
         ix = heap.index(ctx.progress)
-        # SOS's live-object service says when it first computes the live set; the -nofinalizer
-        # set is its own (stack and handle roots only).
-        live = live_without_finalizer_queue(heap) if args.nofinalizer else live_objects(ctx)
         values, found = pointers_in(heap, start, end)
         if end > start and not len(values):
             raise SosError(f"Could not read pointer {start & ~7:x}")
@@ -344,7 +341,12 @@ Example:
             ctx.out.line(f"Warning: could not read pointer {(start & ~7) + 8 * len(values):x}: the range stops there")
         ctx.out.lines(f"Warning: {v:x} is not a valid object" for v in values[found < 0].tolist())
         sel = found[found >= 0]
-        sel = sel[~live[sel]]
+        if len(sel):
+            # SOS asks whether each object is live, so its live-object service (which says when
+            # it first computes the live set) runs only for a range that holds objects; the
+            # -nofinalizer set is its own (stack and handle roots only).
+            live = live_without_finalizer_queue(heap) if args.nofinalizer else live_objects(ctx)
+            sel = sel[~live[sel]]
         if args.short:
             write_addresses(ctx, ix, [sel])
             return
