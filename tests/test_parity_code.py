@@ -31,7 +31,7 @@ CLAUSE_KINDS = {"Clause": {"TYPED"}, "Filter": {"FILTER"}, "Fault": {"FAULT"},
                 # the JIT clones a finally into the normal path and keeps the original as a fault
                 "Finally": {"FINALLY", "FAULT"}}
 INSN = re.compile(r"^(>>> )?(?:([0-9a-f]{4}) )?([0-9a-f]{16}) ([0-9a-f]+) +(\S.*)$")
-BEGIN = re.compile(r"^Begin ([0-9a-f]{16}), size ([0-9a-f]+)$", re.M)
+BEGIN = re.compile(r"^Begin ([0-9A-F]{16}), size ([0-9a-f]+)$", re.M)
 
 
 def _sos(host: str, command: str) -> str:

@@ -189,9 +189,29 @@ def test_dumpobjgcrefs_lists_the_fields(case: HeapCase, host: str) -> None:
     assert case.out(host, "dumpobjgcrefs zz").errors == ["error: Invalid object address: 'zz'"]
 
 
+_NOTICES = ("Caching GC roots, this may take a while.", "Subsequent runs of this command will be faster.",
+            "Calculating live objects, this may take a while...")
+
+
+def without_notices(lines: list[str]) -> list[str]:
+    """The lines without SOS's once-per-session notices about its root and live-object caches
+    (the first root-using command of a session prints them, as SOS does)."""
+    out, skip_blank = [], False
+    for ln in lines:
+        if ln in _NOTICES or ln.startswith("Calculating live objects complete: "):
+            skip_blank = ln == _NOTICES[1]
+            continue
+        if skip_blank and ln == "":
+            skip_blank = False
+            continue
+        skip_blank = False
+        out.append(ln)
+    return out
+
+
 def test_pathto_follows_the_chain(case: HeapCase, host: str) -> None:
     n = x(case)["nodes"]
-    lines = case.out(host, f"pathto {n['a']} {n['c']}").text.splitlines()
+    lines = without_notices(case.out(host, f"pathto {n['a']} {n['c']}").text.splitlines())
     assert [ln.split() for ln in lines] == [["->", f"{h(n[k]):x}", n["type"]] for k in "abc"]
     assert case.out(host, f"pathto {n['c']} {n['a']}").text.strip() == \
         f"Could not find a path from {h(n['c']):x} to {h(n['a']):x}"
@@ -307,7 +327,7 @@ def test_analyzeoom_without_an_oom(case: HeapCase, host: str) -> None:
 def test_notreachableinrange_lists_the_dead_objects(case: HeapCase, host: str) -> None:
     r = x(case)["range"]
     dead = [h(a) for a in r["dead"]]
-    lines = case.out(host, f"notreachableinrange {r['start']} {r['end']}").text.splitlines()
+    lines = without_notices(case.out(host, f"notreachableinrange {r['start']} {r['end']}").text.splitlines())
     assert lines[0] == "         Address               MT           Size"
     rows = [ln.split() for ln in lines[1:lines.index("")]]
     assert [h(a) for a, _mt, _s in rows] == dead

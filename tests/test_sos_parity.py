@@ -290,6 +290,96 @@ PROBES: list[list[Producer]] = [[heap_round1, code_round1], [heap_round2, code_r
                                 [heap_round3, code_round3], [heap_round4]]
 
 
+# -- the rest of SOS's commands (coverage: every command that runs on a Linux dump) ----------------
+
+def _stat_pick(text: str, test: Callable[[str], bool]) -> str | None:
+    """The MT of the first row of a dumpheap -stat table whose name passes `test`."""
+    return next((mt for mt, _c, _s, name in stat_rows(text) if test(name)), None)
+
+
+COVER_TYPES: dict[str, Callable[[str], bool]] = {
+    "concurrent dictionary": lambda n: n.startswith("System.Collections.Concurrent.ConcurrentDictionary<") and n[-1] != "]",
+    "concurrent queue": lambda n: n.startswith("System.Collections.Concurrent.ConcurrentQueue<") and n[-1] != "]",
+    # Not a queue, though its name starts as one: SOS reads it as a queue and says what it lacks.
+    "concurrent queue array": lambda n: n.startswith("System.Collections.Concurrent.ConcurrentQueue<") and n[-1] == "]",
+    "task": lambda n: n == "System.Threading.Tasks.Task" or (n.startswith("System.Threading.Tasks.Task<") and n[-1] != "]"),
+}
+
+
+def cover_round1(run: CoreRun) -> list[Probe]:
+    fixed = ["ephrefs", "ephtoloh", "dumpgcdata", "dumphttp", "dumprequests", "threadpool -ti",
+             "sos threadstate 0x3021220", "ext analyzeoom"]
+    return [Probe(c, c) for c in fixed]
+
+
+def cover_round2(run: CoreRun) -> list[Probe]:
+    probes = []
+    for kind, test in COVER_TYPES.items():
+        source = run.text("dumpheap -stat" if kind == "task" else "dumpheap -type System.Collections.Concurrent -stat")
+        mt = _stat_pick(source, test)
+        if mt:
+            probes.append(Probe(f"dumpheap -short -mt <{kind}>", f"dumpheap -short -mt {mt}"))
+    # Without their arguments (no output shows a signature's address): SOS's usage lines.
+    probes += [Probe(c, c) for c in ("dumpsig", "dumpsigelem")]
+    # dumplog writes a file: only where histinit found no stress log (then neither writes one).
+    histinit = run.sos.get("histinit")  # SOS calls it a failure then: its text, whatever the status
+    if histinit is not None and "No Stress log in the image" in histinit.text:
+        probes.append(Probe("dumplog <no stress log>", "dumplog"))
+    # Not SOS's native u (dotnet-dump's sos prefix runs it): with no disassembler in dotnet-dump
+    # it prints empty lines without end.
+    # notreachableinrange over the finalization queue's first generation (what finalizequeue runs).
+    m = _GEN_LINE.search(run.text("finalizequeue"))
+    if m:
+        probes.append(Probe("notreachableinrange <finalizequeue gen>", f"notreachableinrange {m.group(3)} {m.group(4)}"))
+    return probes
+
+
+def cover_round3(run: CoreRun) -> list[Probe]:
+    probes = []
+    for kind in pick_types(run):
+        if kind == "free":
+            continue
+        for o in first_objects(run.text(f"dumpheap -short -mt <{kind}>")):
+            probes += [Probe(f"verifyobj <{kind}>", f"verifyobj {o}"), Probe(f"findappdomain <{kind}>", f"findappdomain {o}"),
+                       Probe(f"dumpalc <{kind}>", f"dumpalc {o}")]
+            if kind in ("string", "object[]"):
+                probes += [Probe(f"{c} <{kind}>", f"{c} {o}") for c in ("histobj", "histobjfind", "histroot")]
+    for kind, command in (("concurrent dictionary", "dcd"), ("concurrent queue", "dcq"), ("concurrent queue array", "dcq"),
+                          ("task", "taskstate")):
+        for o in first_objects(run.text(f"dumpheap -short -mt <{kind}>")):
+            probes.append(Probe(f"{command} <{kind}>", f"{command} {o}"))
+    # token2ee of the types dumpmt showed: their module's file name and their TypeDef token.
+    for kind in ("string", "generic", "dictionary"):
+        text = run.text(f"dumpmt <{kind}>")
+        m = re.search(r"^mdToken:\s+([0-9a-fA-F]+)$", text, re.M)
+        if m and "System.Private.CoreLib" in run.text("dumpdomain"):
+            probes.append(Probe(f"token2ee <token of {kind}>", f"token2ee System.Private.CoreLib.dll {m.group(1)}"))
+    return probes
+
+
+def cover_round4(run: CoreRun) -> list[Probe]:
+    probes = []
+    # pathto from an object to the first object it references (dumpobjgcrefs lists them).
+    for label in sorted(run.sos):
+        if not label.startswith("dumpobjgcrefs <"):
+            continue
+        source = next(p.command for p in run.probes if p.label == label).split()[-1]
+        # Rows: [field] offset (0x…) object type.
+        refs = re.findall(rf"^(?:.* )?0x{HEX} +({HEX}) \S", run.text(label), re.M)
+        if refs:
+            probes.append(Probe(f"pathto <{label[len('dumpobjgcrefs <'):-1]}> <its first reference>",
+                                f"pathto {source} {refs[0]}"))
+    probes += [Probe("histclear", "histclear"), Probe("sosflush", "sosflush")]
+    return probes
+
+
+COVER_FAMILIES = {"ephrefs", "ephtoloh", "dumpgcdata", "dumphttp", "dumprequests", "notreachableinrange", "verifyobj",
+                  "findappdomain", "dumpalc", "histobj", "histobjfind", "histroot", "dcd", "dcq", "taskstate",
+                  "token2ee", "pathto", "histclear", "sosflush", "sos", "ext", "dumpsig", "dumpsigelem", "dumplog"}
+for _round, _producer in zip(PROBES, (cover_round1, cover_round2, cover_round3, cover_round4)):
+    _round.append(_producer)
+
+
 # -- listed differences ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -526,6 +616,68 @@ CODE_LISTED: list[Listed] = [
 ]
 LISTED += CODE_LISTED
 
+_HIST_HINT = "Run !histinit to initialize the GC history from the stress log."
+
+
+def _empty_hist_table_as_hint(text: str) -> str:
+    """SOS 10's native hist* print an empty table (header, dashes) when histinit read no history."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return _HIST_HINT if lines and all(re.fullmatch(r" *GCCount .*|-+", ln) for ln in lines) else text
+
+
+_EPH_SECTIONS = ("Ephemeral objects pointing to the Large objects:", "Large objects pointing to Ephemeral objects:",
+                 "Ephemeral objects which point to Large objects which point to Ephemeral objects:")
+
+
+def _eph_rows(text: str) -> list[set[tuple[str, ...]]]:
+    """ephtoloh's three tables as sets of rows (the objects' addresses), in order."""
+    tables: list[set[tuple[str, ...]]] = [set(), set(), set()]
+    current = None
+    for ln in text.splitlines():
+        if ln in _EPH_SECTIONS:
+            current = _EPH_SECTIONS.index(ln)
+        elif current is not None and re.match(r"^ +[0-9a-f]+ ", ln):
+            tables[current].add(tuple(w for w in ln.split() if re.fullmatch(r"[0-9a-f]{8,}", w)))
+    return tables
+
+
+def _ephtoloh_agree(sos: str, ours: str, core: Path) -> bool:
+    """SOS's rows are sosext's, but for ephemeral objects of generation 1 (which SOS's test,
+    `gen is not Generation0 or Generation1`, leaves out) and the third table's rows after the
+    first (SOS writes only its first row)."""
+    a, b = _eph_rows(sos), _eph_rows(ours)
+    if a[1] != b[1] or not a[0] <= b[0] or not a[2] <= b[2]:
+        return False
+    from sosext.clr.heap.segments import Generation
+    heap = _runtime_of(core).heap
+    extra = {row[0] for row in b[0] - a[0]}
+    if any(heap.generation_of(int(x, 16)) is not Generation.GEN1 for x in extra):
+        return False
+    # The third table: each ephemeral -> LOH -> ephemeral chain from the first two.
+    return all((f, l) in b[0] and (l, e) in b[1] for f, l, e in b[2])
+
+
+def _queue_items(text: str) -> list[str]:
+    return [m.group(1) for m in re.finditer(r"^ *\d+ - (.*)$", text, re.M)]
+
+
+def _dcq_agree(sos: str, ours: str, core: Path) -> bool:
+    """sosext's items are among SOS's slots (which include the empty and the already dequeued
+    ones of a value-type queue), and its count line counts them."""
+    from collections import Counter
+    a, b = _queue_items(sos), _queue_items(ours)
+    return (sos.splitlines()[:1] == ours.splitlines()[:1] and not Counter(b) - Counter(a)
+            and f"\n{len(b)} items" in "\n" + ours)
+
+
+# The rest of SOS's commands (coverage).
+COVER_LISTED: list[Listed] = [
+    Listed("hist* commands say that histinit has no history", r"^hist(obj|objfind|root) ", sos=_empty_hist_table_as_hint),
+    Listed("ephtoloh counts generation 1 as ephemeral", r"^ephtoloh$", agree=_ephtoloh_agree),
+    Listed("dcq lists the items in the queue, not every slot", r"^dcq ", agree=_dcq_agree),
+]
+LISTED += COVER_LISTED
+
 
 RESULTS: dict[str, dict[str, str]] = {}   # core -> label -> verdict
 
@@ -630,7 +782,7 @@ def core_run(request, tmp_path_factory) -> CoreRun:
 FAMILIES = sorted({p.label.split()[0].lower() for p in
                    heap_round1(CoreRun("", Path(), {}))} | {
     "dumpmt", "dumpmodule", "dumpassembly", "dumpobj", "do", "gcwhere", "gcroot", "objsize", "listnearobj",
-    "dumpobjgcrefs", "dumparray", "dumpvc", "dumpclass"} | CODE_FAMILIES)
+    "dumpobjgcrefs", "dumparray", "dumpvc", "dumpclass"} | CODE_FAMILIES | COVER_FAMILIES)
 
 
 # (core, family) pairs of real programs' cores where sosext still differs from SOS, unlisted:

@@ -344,7 +344,7 @@ def test_clru_of_foo4(case: Case, host: str) -> None:
         lines = [ln.strip() for ln in out.lines]
         assert "Normal JIT generated code" in lines, (key, lines[:6])
         assert f"{FOO4}(System.String)" in lines, (key, lines[:6])
-        assert any(re.fullmatch(r"Begin [0-9a-f]{16}, size [0-9a-f]+", ln) for ln in lines), (key, lines[:8])
+        assert any(re.fullmatch(r"Begin [0-9A-F]{16}, size [0-9a-f]+", ln) for ln in lines), (key, lines[:8])
         has_lines = any(re.fullmatch(rf"\S+/ScriptsScenario\.cs @ {s['parkLine']}:", ln) for ln in lines)
         assert has_lines == (key != "clru -n"), (key, [ln for ln in lines if " @ " in ln])
 
@@ -458,7 +458,7 @@ def test_pinvoke_stub_frames_and_clru_of_the_stub(case: Case, host: str) -> None
         assert not out.errors and not any("failed" in ln.lower() or "Unknown error" in ln for ln in lines), (key, out.text)
         assert "Normal JIT generated code" in lines, (key, lines[:5])
         assert any(ln.startswith("ILStubClass.IL_STUB_PInvoke(") for ln in lines), (key, lines[:5])
-        assert any(re.fullmatch(r"Begin [0-9a-f]{16}, size [0-9a-f]+", ln) for ln in lines), (key, lines[:5])
+        assert any(re.fullmatch(r"Begin [0-9A-F]{16}, size [0-9a-f]+", ln) for ln in lines), (key, lines[:5])
 
 
 # -- Overflow.script: the stack overflow's exception, on its crash dump and live -----------------------------

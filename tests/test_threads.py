@@ -62,6 +62,7 @@ def batch(truth: dict, host: str) -> list[tuple[str, str]]:
         ("clrstack -c", "clrstack -c 3"),
         ("clrstack -all", "clrstack -all"),
         ("threadpool", "threadpool"),
+        ("threadpool -ti", "threadpool -ti"),
         ("threadstate", "threadstate 3021220"),
         # Thread 2 is a runtime-internal native thread (the PAL's synchronization manager).
         ("select-2", select_index(host, 2)),
@@ -399,6 +400,28 @@ def test_threadpool_counts(case: Case, host: str) -> None:
     assert running >= 1  # the blocked work item
     assert running + int(field_of(text, "Workers Idle:")) == tp["threadCount"]
     assert re.fullmatch(r"\d+%", field_of(text, "CPU utilization:"))
+
+
+HILL_ROW = re.compile(r"^ {0,9}(-?\d+\.\d\d) (\w+) +([\d,]+) +([\d,]+) (\d+\.\d\d)$")
+
+
+def test_threadpool_hill_climbing_log_is_the_pools(case: Case, host: str) -> None:
+    """threadpool -ti lists the hill climbing log the debuggee read from its own pool by
+    reflection: the same steps, goals and sample counts, oldest first, the same time between them
+    (the log may have grown between the truth and the dump, never shrunk)."""
+    log = case.truth["threadPool"].get("hillClimbingLog")
+    if not log:
+        pytest.skip("the debuggee's pool logged no hill climbing step")
+    text = case.out(host, "threadpool -ti").text
+    assert "Hill Climbing Log:\n      Time Transition            #New Threads       #Samples Throughput\n" in text
+    rows = [m.groups() for m in map(HILL_ROW.match, text.partition("Hill Climbing Log:")[2].splitlines()) if m]
+    assert len(rows) >= len(log), rows
+    assert rows[-1][0] == "0.00"
+    for row, entry in zip(rows, log):
+        assert (row[1], int(row[2].replace(",", "")), int(row[3].replace(",", ""))) == (
+            entry["transition"], entry["newControlSetting"], entry["lastHistoryCount"])
+        elapsed = (entry["tickCount"] - log[0]["tickCount"]) / 1000
+        assert abs(float(row[0]) - float(rows[0][0]) - elapsed) <= 0.011, (row, entry)
 
 
 def test_threadstate_names_the_bits(case: Case, host: str) -> None:

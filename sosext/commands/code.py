@@ -22,7 +22,7 @@ from ..formats.metadata.signatures import MethodSig
 from ..clr.typesystem.sigtext import element_text, field_sig_text, method_sig_text, sos_type_namer
 from ..clr.code.sourcelines import source_lines
 from ..errors import SosError, UsageError
-from ..render.numbers import p16
+from ..render.numbers import P16, p16
 from ..render.output import Address
 from ..targets.disasm import Instruction, NoDisassembler
 from .base import Command, Option, Parsed, Positional, address_or, register
@@ -174,10 +174,10 @@ Example:
         out.line(code.method.name)
         if code.cold_start:
             out.field("begin", Address(code.start),
-                      f"Begin {p16(code.start)}, size {code.hot_size:x}. "
-                      f"Cold region begin {p16(code.cold_start)}, size {code.cold_size:x}")
+                      f"Begin {P16(code.start)}, size {code.hot_size:x}. "
+                      f"Cold region begin {P16(code.cold_start)}, size {code.cold_size:x}")
         else:
-            out.field("begin", Address(code.start), f"Begin {p16(code.start)}, size {code.size:x}")
+            out.field("begin", Address(code.start), f"Begin {P16(code.start)}, size {code.size:x}")
         out.field("size", code.size)
         if args.map:
             entries = il_native_map(rt, code)

@@ -28,6 +28,7 @@ from .base import Command, Option, Parsed, Positional, add_length, parse_address
 from .context import CommandContext
 from .heap import type_stats, write_addresses, write_listing, write_stats
 from .objects import OBJ_FREE, gc_ref_lines, gc_ref_rows, referenced_type
+from .rootnotices import announce_roots, live_objects
 from .roots import object_chain_lines
 
 GENERATION_ERROR = ("Unknown generation: {}. Only gen0, gen1, gen2, loh (large), poh (pinned) and foh (frozen) "
@@ -269,10 +270,11 @@ Example:
             ctx.out.field("chain", [], f"Could not find a path from {source:x} to {target:x}")
             return
         chain, via = found
+        announce_roots(ctx)  # SOS asks its root cache whether each link is a dependent handle's
         ix = heap.index()
         ctx.out.field("chain", [{"address": f"0x{int(ix.addresses[i]):x}", "type": heap.type_name_at(i),
                                  "csharp_type": heap.csharp_type_name_at(i)} for i in chain])
-        ctx.out.lines(object_chain_lines(heap, chain, via))
+        ctx.out.lines(object_chain_lines(heap, chain, via, statics=False))
 
 
 def _parse_named(text: str | None, name: str) -> int:
@@ -332,7 +334,6 @@ Example:
             raise UsageError(f"range {start:#x}-{end:#x} is larger than {RANGE_MAX >> 20} MiB")
         heap = ctx.heap
         ix = heap.index(ctx.progress)
-        live = live_without_finalizer_queue(heap) if args.nofinalizer else heap.live(ctx.progress)
         values, found = pointers_in(heap, start, end)
         if end > start and not len(values):
             raise SosError(f"Could not read pointer {start & ~7:x}")
@@ -340,7 +341,12 @@ Example:
             ctx.out.line(f"Warning: could not read pointer {(start & ~7) + 8 * len(values):x}: the range stops there")
         ctx.out.lines(f"Warning: {v:x} is not a valid object" for v in values[found < 0].tolist())
         sel = found[found >= 0]
-        sel = sel[~live[sel]]
+        if len(sel):
+            # SOS asks whether each object is live, so its live-object service (which says when
+            # it first computes the live set) runs only for a range that holds objects; the
+            # -nofinalizer set is its own (stack and handle roots only).
+            live = live_without_finalizer_queue(heap) if args.nofinalizer else live_objects(ctx)
+            sel = sel[~live[sel]]
         if args.short:
             write_addresses(ctx, ix, [sel])
             return

@@ -13,6 +13,7 @@ from ..clr.features.concurrent import DICTIONARY_PREFIXES, ClrValue, read_concur
 from ..clr.heap.heap import ClrHeap
 from ..formats.metadata.signatures import ElementType as ET
 from ..clr.heap.objects import method_table_of
+from ..clr.heap.instances import MissingField
 from ..clr.progress import polled
 from ..clr.heap.segments import Generation, SegmentKind
 from ..clr.heap.syncblocks import ORPHANED, sync_block_table
@@ -920,7 +921,16 @@ Example:
         name, shown = heap.types.name_of(mt), heap.types.csharp_name_of(mt)  # SOS's dcq prints ClrMD's name
         if not name.startswith(QUEUE_PREFIXES):
             raise SosError(f"{args.address} is not a ConcurrentQueue but an instance of {escape(shown)}...")
-        items = [value_text(v) for v in read_concurrent_queue(ctx.runtime, addr)]
+        try:
+            items = [value_text(v) for v in read_concurrent_queue(ctx.runtime, addr)]
+        except MissingField as e:
+            if args.json:
+                raise
+            # A ConcurrentQueue<T>[] (its name starts as a queue's): SOS prints the type, then
+            # ClrMD's message about the field the queue should have.
+            ctx.out.lines([escape(shown), f"Type '{escape(heap.types.csharp_name_of(e.method_table))}' does not "
+                                          f"contain a field named '{e.field}'", ""])
+            return
         if args.json:
             emit_json(ctx.out, {"command": "dumpconcurrentqueue", "address": f"0x{addr:x}", "type": name,
                                 "csharp_type": shown, "items": items})

@@ -95,11 +95,13 @@ def chain_lines(heap: ClrHeap, path: RootChain) -> list[str]:
     return _chain_rows(heap, path.addresses, path.method_tables, path.via_dependent, chain_static_of(heap, path))
 
 
-def object_chain_lines(heap: ClrHeap, chain: tuple[int, ...], via_dependent: tuple[bool, ...]) -> list[str]:
-    """SOS's ``->  address type`` lines of a chain of heap index positions (pathto)."""
+def object_chain_lines(heap: ClrHeap, chain: tuple[int, ...], via_dependent: tuple[bool, ...], *,
+                       statics: bool = True) -> list[str]:
+    """SOS's ``->  address type`` lines of a chain of heap index positions; ``statics=False``
+    names no static variable (SOS's pathto passes gcroot's printer no statics)."""
     ix = heap.index()
     return _chain_rows(heap, tuple(int(ix.addresses[i]) for i in chain), tuple(ix.method_table_at(i) for i in chain),
-                       via_dependent, chain_static(heap, chain))
+                       via_dependent, chain_static(heap, chain) if statics else None)
 
 
 def _chain_rows(heap: ClrHeap, addresses: tuple[int, ...], method_tables: tuple[int, ...],

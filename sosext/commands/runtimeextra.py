@@ -11,7 +11,7 @@ import numpy as np
 
 from ..clr.addresses import classifier
 from ..clr.heap.gcdata import (BIT_MECHANISMS, COMPACT_MANDATORY, COMPACT_REASONS, DATA_POINTS, EXPAND_MECHANISMS,
-                          GLOBAL_MECHANISMS, GCCounters, gc_counters, gc_global_mechanisms, out_of_memory)
+                          GLOBAL_MECHANISMS, GCCounters, counters_unpublished, gc_counters, gc_global_mechanisms, out_of_memory)
 from ..formats.metadata.pdb import CodeViewInfo
 from ..formats.metadata.pe import file_version_of
 from ..formats.metadata import MetadataError
@@ -112,13 +112,19 @@ What the runtime's GC counts about its own work since the process started (its
 GC_CONFIG_DRIVEN data, through the DAC): with workstation GC the global mechanisms
 (concurrent, compacting, promoting GCs …), then per GC heap the interesting data points
 (pinned plugs before and after), the reasons GCs compacted ([M] mandatory, [W] wanted),
-how segments were expanded and which mechanisms were used.
+how segments were expanded and which mechanisms were used. Under a standalone workstation GC
+(libclrgc.so), which publishes no counters, one line says so: the DAC would fault reading them.
 
 Example:
   dumpgcdata"""
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         heap = ctx.heap
+        if counters_unpublished(heap):
+            # An answer, not a failure (SOS's dumpgcdata takes dotnet-dump down on such a GC).
+            ctx.out.line("The standalone GC in use (libclrgc.so) keeps no GC_CONFIG_DRIVEN counters "
+                         "(its GcDacVars publishes none).")
+            return
         counters = gc_counters(heap)
         if counters is None:
             raise SosError("the runtime's DAC gives no GC counters (ISOSDacInterface3): its GC keeps none")
@@ -273,15 +279,17 @@ def _object_address(ctx: CommandContext, text: str | None, missing: str) -> int:
 class DumpALC(Command):
     names = ("dumpalc", "DumpALC")
     summary = "Show the AssemblyLoadContext an object's type was loaded into."
-    usage = "dumpalc <object address>"
+    usage = "dumpalc [-notes] <object address>"
     details = """\
 The AssemblyLoadContext object of the assembly that defines the object's type, shown as
 dumpobj shows it (a plugin's objects name the plugin's load context; most name
 System.Runtime.Loader.DefaultAssemblyLoadContext). When the default context's managed
-object was never created, SOS's two lines say so.
+object was never created, SOS's two lines say so. -notes adds sosext's readings after the
+field names, as dumpobj -notes does (an enum's name: "_state (Alive)").
 
 Example:
   dumpalc 7f3a14005678"""
+    options = (Option("-notes", "sosext's readings after the field names (enum names …), as dumpobj -notes"),)
     positionals = (Positional("address", "an object"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
@@ -304,8 +312,7 @@ Example:
         alc_data = rt.object_data(alc) if classifier(rt).object_or_none(alc) is not None else None
         if alc_data is None:
             raise SosError(f"the AssemblyLoadContext {alc:#x} of {address:#x} is not a valid object")
-        # sosext's own command: the field table with sosext's readings after the names.
-        ctx.out.record(object_lines(ctx, alc, alc_data, notes=True))
+        ctx.out.record(object_lines(ctx, alc, alc_data, notes=args.notes))
 
 
 @register

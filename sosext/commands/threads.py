@@ -17,12 +17,12 @@ from ..clr.threads.gcrefs import StackGcReference, stack_gc_references
 from ..clr.threads.rawstack import RawFrame
 from ..clr.code.sourcelines import PdbLookup, SourceLines, source_lines
 from ..clr.threads.stacks import ClrStack, ClrStackFrame, FrameValue, NotManagedThread, module_file_name, walk_stack
-from ..clr.features.threadpool import read_threadpool_or_reason
+from ..clr.features.threadpool import ClrThreadPool, read_threadpool_or_reason
 from ..clr.threads.threads import ClrThread, clr_threads, faulting_thread, thread_by_os_id, thread_store
 from ..errors import SosError, UsageError
 from ..render.text import safe_line
 from ..targets.base import ThreadInfo
-from ..render.numbers import P16 as _p, os_thread_column, os_thread_id, p16
+from ..render.numbers import P16 as _p, count, dotnet_fixed2, os_thread_column, os_thread_id, p16
 from ..render.numbers import p16 as _lp
 from ..render.output import Address
 from ..render.table import Cells
@@ -827,22 +827,33 @@ class ThreadPoolCommand(Command):
 Reads the managed thread pool (System.Threading.PortableThreadPool, .NET 6+) the way
 SOS does: its CPU utilization, worker thread counts and limits. Older runtimes answer
 through the DAC's thread-pool data. -wi lists the queued work items (threadpoolqueue tells
-more about each), -stat counts them by type as dumpheap -stat does; -ti (the hill climbing
-log) is accepted and prints nothing more yet. Where SOS can only say "Failed to obtain
-ThreadPool data.", -why adds one line saying why (SOS prints no such line).
+more about each), -stat counts them by type as dumpheap -stat does. -ti (alias -hc) adds
+the hill climbing log: each time the pool's thread-count goal moved, oldest first, with the
+time in seconds before the last entry, the step (Warmup, ClimbingMove, Starvation …), the new
+goal, the samples it rested on and the measured throughput (work items/s); nothing when
+the log is empty. Where SOS can only say "Failed to obtain ThreadPool data.", -why adds one
+line saying why (SOS prints no such line).
 
 Examples:
   threadpool
+  threadpool -ti
+    ...
+    Hill Climbing Log:
+          Time Transition            #New Threads       #Samples Throughput
+         -3.80 Initializing                     2              0 0.00
+         -3.02 Warmup                           3              0 0.01
   threadpool -why"""
     options = (
-        Option("-ti", "hill climbing log (not read yet: nothing is printed for it)", aliases=("-hc",)),
+        Option("-ti", "the hill climbing log (why the pool changed its thread count)", aliases=("-hc",)),
         Option("-wi", "the queued work items (as threadpoolqueue finds them)"),
         Option("-stat", "statistics of the queued work items, as dumpheap -stat", aliases=("-summary",)),
         Option("-why", "when the pool cannot be read, a line saying why (SOS prints none)"),
     )
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        self._pool(ctx, args.why)
+        pool = self._pool(ctx, args.why)
+        if args.ti and pool is not None:
+            self._hill_climbing(ctx, pool)
         if args.wi or args.stat:
             self._work_items(ctx, args.wi, args.stat)
 
@@ -881,7 +892,35 @@ Examples:
         write_stats(ctx, heap, [(mt, c, t) for mt, (c, t) in order])
 
     @staticmethod
-    def _pool(ctx: CommandContext, why: bool) -> None:
+    def _hill_climbing(ctx: CommandContext, pool: ClrThreadPool) -> None:
+        """SOS's "Hill Climbing Log:" table; nothing when the log is empty."""
+        from ..clr.features.threadpool import TRANSITIONS, read_hill_climbing_log
+
+        out = ctx.out
+        if pool.kind == "Windows":
+            out.record_line("Hill Climbing Log is not supported by the Windows thread pool.")
+            out.record_line()
+            return
+        log = read_hill_climbing_log(ctx.runtime)
+        if not log:
+            return
+        width = max(map(len, TRANSITIONS))  # SOS sizes the column to its enum's longest name
+        out.record_line("Hill Climbing Log:")
+        out.line(f"{'Time':>10} {'Transition':<{width}} {'#New Threads':>14} {'#Samples':>14} Throughput")
+        rows = out.table("hill_climbing", Cells((), ()),
+                         ("seconds", "transition", "new_threads", "samples", "throughput"))
+        end = log[-1].tick_count
+        for e in log:
+            ms = (e.tick_count - end + 2**31) % 2**32 - 2**31  # an int subtraction, as SOS's wraps
+            seconds = dotnet_fixed2(ms / 1000.0)
+            throughput = dotnet_fixed2(e.throughput, single=True)
+            rows.row(f"{seconds:>10} {e.transition_name:<{width}} {count(e.new_thread_count):>14} "
+                     f"{count(e.sample_count):>14} {throughput}",
+                     data=(ms / 1000.0, e.transition_name, e.new_thread_count, e.sample_count, e.throughput))
+        out.record_line()
+
+    @staticmethod
+    def _pool(ctx: CommandContext, why: bool) -> ClrThreadPool | None:
         pool = read_threadpool_or_reason(ctx.runtime)
         out = ctx.out
         if isinstance(pool, str):
@@ -889,7 +928,7 @@ Examples:
             out.record_line("Failed to obtain ThreadPool data.")
             if why:
                 out.record_line(f"Why: {pool}.")
-            return
+            return None
         out.record_line(f"Using the {pool.kind} thread pool.")
         out.record_line()
         if pool.kind == "Windows":
@@ -901,7 +940,7 @@ Examples:
                                  ("Worker Max Limit:", pool.max_workers)):
                 out.record_line(f"{label:<17} {value}")
         out.record_line()
-
+        return pool
 
 
 # -- ip2md -------------------------------------------------------------------------------------

@@ -478,7 +478,8 @@ class Token2EE(Command):
     usage = "token2ee <module|*> <token>"
     details = """\
 Accepts TypeDef (02xxxxxx), TypeRef (01xxxxxx), MethodDef (06xxxxxx) and FieldDef
-(04xxxxxx) tokens, in hex with or without 0x.
+(04xxxxxx) tokens, in hex with or without 0x. A type is named as SOS names it (ClrMD's
+form: a generic definition is `Dictionary<T1, T2>`).
 
 Examples:
   token2ee MyApp.dll 02000004
@@ -520,8 +521,11 @@ Examples:
             table = rt.catalog.type_def_map(mod.address) if kind == 0x02 else rt.catalog.type_ref_map(mod.address)
             mt = table.get(token)
             if not mt:
-                return None
-            return _type_lines(token, mt, ctx.heap.types.name_of(mt), 8)
+                # SOS names no type it cannot find loaded (a token of one module only: with *
+                # such a module is left out).
+                return None if strict else [f"Token:       {token:08x}", "MethodTable: <not loaded yet>",
+                                            "EEClass:     <not loaded yet>", "Name:        <unknown>"]
+            return _type_lines(token, mt, ctx.heap.types.csharp_name_of(mt), 8)
         md = rt.catalog.metadata(mod)
         if kind == 0x06:
             owner_mt = 0

@@ -120,6 +120,11 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
     ``color``: the host's output is a terminal that takes colour (the command's --no-color
     and NO_COLOR still turn it off). ``announce``: a debugger's session, which says once per
     runtime what it found."""
+    if name.lower() in ("sos", "ext"):
+        # SOS's prefix (dotnet-dump's too): `sos <command> [arguments]` runs that command.
+        inner, _, rest = line.strip().partition(" ")
+        return execute(session, inner.lstrip("!") or "soshelp", rest, write, error, color=color,
+                       progress_stream=progress_stream, announce=announce)
     load_for(name)
     write, error = console_tee(session.settings, write), console_tee(session.settings, error)
     cls = lookup(name)

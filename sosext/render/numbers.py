@@ -65,3 +65,16 @@ def os_thread_id(tid: int) -> str:
 def os_thread_column(tid: int) -> str:
     """An OS thread id in a table column: ``1a2b``."""
     return f"{tid:x}"
+
+
+def dotnet_fixed2(value: float, *, single: bool = False) -> str:
+    """``value.ToString("0.00")`` as .NET (Core 3.0+) prints it: the number first cut to the
+    significant digits .NET keeps for custom formats (15 for a double, 7 for a float), then
+    rounded half away from zero to two decimals (a negative value that rounds to 0 keeps its
+    sign, as .NET Core 3.0+ keeps -0's)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    if value != value or value in (float("inf"), float("-inf")):
+        return {"nan": "NaN", "inf": "∞", "-inf": "-∞"}[repr(value)]
+    digits = Decimal(f"{value:.{6 if single else 14}e}")
+    return f"{digits.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):f}"

@@ -109,7 +109,8 @@ def read_concurrent_queue(runtime: "ClrRuntime", address: int) -> Iterator[ClrVa
     array of Slot structs (``Item``, ``SequenceNumber``) is a ring, and its ``_headAndTail``
     (``Head``, ``Tail``) counts the items dequeued and enqueued. A segment frozen for
     enqueues (once a newer one exists) has ``2 * slots`` added to Tail. SOS prints every slot
-    of every segment; the items are those in [Head, Tail), which is what this reads.
+    of every segment; the items are those in [Head, Tail), which is what this reads. Struct
+    items (not primitives) are not read: as SOS, the segment's slots array stands for them.
     """
     r = ObjectReader(runtime)
     seg = r.read(address, "_head")
@@ -133,6 +134,13 @@ def read_concurrent_queue(runtime: "ClrRuntime", address: int) -> Iterator[ClrVa
             tail -= 2 * n
         if n == 0 or n & (n - 1) or not 0 <= tail - head <= n:
             raise SosError(f"ConcurrentQueue segment {seg:#x} has an impossible head {head} and tail {tail}")
+        item = r.field(arr.element_type_handle, "Item") if arr.element_type_handle else None
+        if item is not None and item.is_struct:
+            # Items that are structs (not primitives): SOS names the segment's slots array for
+            # dumparray instead of the items, once per segment, whatever the queue holds.
+            yield ClrValue("array", slots)
+            seg = r.read(seg, "_nextSegment")
+            continue
         for i in range(head, tail):
             count += 1
             if count > _MAX_ITEMS:

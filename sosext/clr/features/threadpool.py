@@ -9,9 +9,16 @@ through the DAC's GetThreadpoolData instead; .NET 8+ DACs refuse that call.
 
 The fields are found by name: the type's FieldDescs give offsets and tokens, CoreLib's
 metadata (read from the target) gives the names.
+
+The pool's hill climbing (PortableThreadPool+HillClimbing, the static ``ThreadPoolHillClimber``)
+keeps why it changed the thread count in a ring of LogEntry structs: ``_log`` (the array),
+``_logStart`` (the oldest entry) and ``_logSize`` (entries in use). Read as ClrMD reads it, so
+threadpool -ti lists what SOS lists. Runtimes before .NET 6 kept that log natively (the DAC's
+GetHillClimbingLogEntry); they are not read here.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,7 +30,12 @@ if TYPE_CHECKING:
     from ..runtime import ClrRuntime
 
 PORTABLE_POOL = "System.Threading.PortableThreadPool"
+HILL_CLIMBING = PORTABLE_POOL + "+HillClimbing"
 _MAX_FIELDS = 4096
+_MAX_LOG = 1 << 16  # the runtime keeps 200 entries; a bigger number is a corrupt core
+# HillClimbing.StateOrTransition, in the runtime's order (its values are what the log stores).
+TRANSITIONS = ("Warmup", "Initializing", "RandomMove", "ClimbingMove", "ChangePoint", "Stabilizing",
+               "Starvation", "ThreadTimedOut", "CooperativeBlocking")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +56,20 @@ class ClrThreadPool:
     @property
     def workers_total(self) -> int:
         return self.workers_existing + self.workers_retired
+
+
+@dataclass(frozen=True, slots=True)
+class HillClimbingLogEntry:
+    """One change of the pool's thread-count goal, or one state the climber went through."""
+    tick_count: int  # Environment.TickCount when logged (ms)
+    transition: int  # a HillClimbing.StateOrTransition value
+    new_thread_count: int  # newControlSetting: the goal after this step
+    sample_count: int  # lastHistoryCount
+    throughput: float  # lastHistoryMean: completions per second (a float32)
+
+    @property
+    def transition_name(self) -> str:
+        return TRANSITIONS[self.transition] if 0 <= self.transition < len(TRANSITIONS) else str(self.transition)
 
 
 def read_threadpool(runtime: "ClrRuntime") -> ClrThreadPool | None:
@@ -159,3 +185,55 @@ def _i32(b: bytes) -> int:
 
 def _i16(b: bytes) -> int:
     return int.from_bytes(b, "little", signed=True)
+
+
+def read_hill_climbing_log(runtime: "ClrRuntime") -> list[HillClimbingLogEntry]:
+    """The hill climbing log, oldest first; empty when the climber was never created (or its
+    type or fields are not what .NET 6+ has)."""
+    runtime.refresh()
+    corelib = _CoreLib(runtime)
+    target = runtime.target
+    ptr = target.pointer_size
+    mt = corelib.method_table(HILL_CLIMBING)
+    if not mt:
+        return []
+    fields = corelib.fields(mt)
+    static_base = getattr(runtime.reader, "static_base_address", None)
+    bases = static_base(mt) if static_base is not None else None
+    climber_field = fields.get("ThreadPoolHillClimber")
+    if climber_field is None or not bases or not bases[1]:
+        return []
+    climber = target.read_pointer(bases[1] + climber_field.offset)
+    need = ("_logStart", "_logSize", "_log")
+    if not climber or any(n not in fields for n in need):
+        return []
+    data = climber + ptr
+    start = _i32(target.read(data + fields["_logStart"].offset, 4))
+    size = _i32(target.read(data + fields["_logSize"].offset, 4))
+    log = target.read_pointer(data + fields["_log"].offset)
+    if not log:
+        return []
+    array_mt = runtime.reader.method_table_data(target.read_pointer(log))
+    entry_mt = corelib.method_table(HILL_CLIMBING + "+LogEntry")
+    if array_mt is None or not array_mt.component_size or not entry_mt:
+        return []
+    length = _i32(target.read(log + ptr, 4))
+    size = max(0, min(size, length, _MAX_LOG))
+    ef = corelib.fields(entry_mt)
+    names = ("tickCount", "stateOrTransition", "newControlSetting", "lastHistoryCount", "lastHistoryMean")
+    if any(n not in ef for n in names):
+        return []
+    stride = array_mt.component_size
+    elements = log + 2 * ptr  # MethodTable pointer, then the length padded to a pointer
+    raw = target.read(elements, size * stride) if size else b""
+    entries = []
+    for i in range(size):
+        # (i + start) % size: the ring as ClrMD walks it (start is the oldest entry).
+        at = ((i + start) % size) * stride
+
+        def i32(name: str) -> int:
+            return _i32(raw[at + ef[name].offset:at + ef[name].offset + 4])
+        mean = struct.unpack_from("<f", raw, at + ef["lastHistoryMean"].offset)[0]
+        entries.append(HillClimbingLogEntry(i32("tickCount"), i32("stateOrTransition"), i32("newControlSetting"),
+                                            i32("lastHistoryCount"), mean))
+    return entries

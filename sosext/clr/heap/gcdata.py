@@ -99,6 +99,29 @@ def out_of_memory(heap: "ClrHeap") -> list[OutOfMemoryInfo]:
     return out
 
 
+_COUNTER_VARS = ("interesting_data_per_heap", "compact_reasons_per_heap", "expand_mechanisms_per_heap",
+                 "interesting_mechanism_bits_per_heap", "gc_global_mechanisms")
+
+
+def counters_unpublished(heap: "ClrHeap") -> bool:
+    """Whether a standalone GC (libclrgc.so, DOTNET_GCName) runs a workstation heap and publishes
+    no GC_CONFIG_DRIVEN counters in its GcDacVars (.NET 10's has them null): the DAC's static
+    requests read them through those variables without checking and fault (SIGSEGV), so they
+    are looked at before it is asked. (The runtime's own GC answers the DAC by other means.)
+    False when the GcDacVars cannot be read here: the DAC is asked as before."""
+    from ...contracts.reader import ContractReader
+    from ...errors import SosError
+    rt = heap.runtime
+    if heap.is_server or not any(m.name.startswith("libclrgc") for m in rt.target.modules()):
+        return False
+    reader = rt.reader if isinstance(rt.reader, ContractReader) else None
+    try:
+        gc = (reader or ContractReader(rt.target, rt.location.runtime)).gc
+        return not any(gc.var(name) for name in _COUNTER_VARS)
+    except (SosError, AttributeError, ValueError):
+        return False
+
+
 def gc_counters(heap: "ClrHeap") -> list[GCCounters] | None:
     """Each GC heap's GC_CONFIG_DRIVEN counters; None when the runtime keeps none."""
     out = []

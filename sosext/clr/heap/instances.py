@@ -18,7 +18,13 @@ if TYPE_CHECKING:
 
 
 class MissingField(SosError):
-    """A BCL type lacks a field this runtime version was expected to have."""
+    """A BCL type lacks a field this runtime version was expected to have (or the object is
+    not of the type the caller assumed): ``method_table`` and ``field`` say which."""
+
+    def __init__(self, message: str, method_table: int = 0, field: str = "") -> None:
+        super().__init__(message)
+        self.method_table = method_table
+        self.field = field
 
 
 class ObjectReader:
@@ -52,7 +58,7 @@ class ObjectReader:
         f = self.field(mt, name)
         if f is None:
             raise MissingField(f"{self.heap.types.name_of(mt)} has no field {name}: "
-                               "this runtime version's layout is not supported")
+                               "this runtime version's layout is not supported", mt, name)
         return self.runtime.fields.read(f, f.address_in(obj, value_class))
 
     def is_object(self, address: int) -> bool:

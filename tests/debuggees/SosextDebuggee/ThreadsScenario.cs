@@ -17,7 +17,8 @@ namespace DebuggeeHost
     /// * "sosext-thrower" runs ThrowOuter → ThrowMiddle → ThrowInner, which throws a TestException
     ///   (with an InnerTestException); ThrowerThreadMain catches it, keeps it in a static and blocks
     ///   inside its catch block.
-    /// * one thread-pool work item blocks, so the pool has a running worker.
+    /// * one thread-pool work item blocks, so the pool has a running worker; waves of short work items
+    ///   before that make the pool's hill climbing log a few steps (threadpool -ti).
     /// The truth names the threads' OS and managed ids, the frames' methods, the argument values and
     /// the exception's type, message, HResult, inner exception and stack-trace methods.
     /// </summary>
@@ -59,6 +60,28 @@ namespace DebuggeeHost
             foreach (ManualResetEventSlim e in new[] { s_namedReady, s_throwerReady, s_poolReady })
                 if (!e.Wait(30_000)) throw new TimeoutException("a scenario thread did not start");
             if (s_exception == null) throw new InvalidOperationException("the thrower thread caught nothing");
+            ExerciseHillClimbing();
+        }
+
+        private const BindingFlags AnyMember = BindingFlags.Public | BindingFlags.NonPublic | BindingFlags.Static | BindingFlags.Instance;
+        private static readonly Type s_hillClimbing =
+            typeof(ThreadPool).Assembly.GetType("System.Threading.PortableThreadPool+HillClimbing");
+
+        // Short work items in waves until the pool's hill climbing has logged a few steps (at most
+        // 5 s), so threadpool -ti has a log to show.
+        private static void ExerciseHillClimbing()
+        {
+            object climber = s_hillClimbing?.GetField("ThreadPoolHillClimber", AnyMember)?.GetValue(null);
+            FieldInfo logSize = s_hillClimbing?.GetField("_logSize", AnyMember);
+            if (climber == null || logSize == null) return;
+            var watch = Stopwatch.StartNew();
+            while ((int)logSize.GetValue(climber) < 4 && watch.ElapsedMilliseconds < 5000)
+            {
+                using var wave = new CountdownEvent(32);
+                for (int i = 0; i < 32; i++)
+                    ThreadPool.UnsafeQueueUserWorkItem(_ => { Thread.SpinWait(20_000); wave.Signal(); }, null);
+                wave.Wait();
+            }
         }
 
         // -- the named thread ------------------------------------------------------------------------
@@ -232,8 +255,36 @@ namespace DebuggeeHost
             w.Prop("minWorkers", minWorkers);
             w.Prop("maxWorkers", maxWorkers);
             w.Prop("threadCount", ThreadPool.ThreadCount);
+            WriteHillClimbingLog(w);
             w.EndObject();
             w.Prop("osThreadCount", Process.GetCurrentProcess().Threads.Count);
+        }
+
+        // The pool's hill climbing log as the pool itself holds it (PortableThreadPool+HillClimbing's
+        // ThreadPoolHillClimber: the ring _log, its oldest entry _logStart, its count _logSize),
+        // oldest first; read by reflection, so nothing of it is our own guess.
+        private static void WriteHillClimbingLog(Json w)
+        {
+            const BindingFlags any = AnyMember;
+            Type climbing = s_hillClimbing;
+            object climber = climbing?.GetField("ThreadPoolHillClimber", any)?.GetValue(null);
+            if (climber == null) return;
+            int start = (int)climbing.GetField("_logStart", any).GetValue(climber);
+            int size = (int)climbing.GetField("_logSize", any).GetValue(climber);
+            Array log = (Array)climbing.GetField("_log", any).GetValue(climber);
+            w.Name("hillClimbingLog").BeginArray();
+            for (int i = 0; i < Math.Min(size, log.Length); i++)
+            {
+                object entry = log.GetValue((start + i) % log.Length);
+                Type t = entry.GetType();
+                w.BeginObject();
+                w.Prop("tickCount", (int)t.GetField("tickCount", any).GetValue(entry));
+                w.Prop("transition", t.GetField("stateOrTransition", any).GetValue(entry).ToString());
+                w.Prop("newControlSetting", (int)t.GetField("newControlSetting", any).GetValue(entry));
+                w.Prop("lastHistoryCount", (int)t.GetField("lastHistoryCount", any).GetValue(entry));
+                w.EndObject();
+            }
+            w.EndArray();
         }
 
         public bool OnCommand(string command) => false;
