@@ -611,7 +611,7 @@ CODE_LISTED: list[Listed] = [
            sos=_drop_lines(r"^    Version: "), ours=_drop_lines(r"^    Version: ")),
     Listed("clrstack -i names an enum's value whatever memory follows it", r"^clrstack -i",
            sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
-    Listed("dumpheap -live counts no null as a live object", r"^dumpheap .*-live",
+    Listed("dumpheap -live counts no null as a live object", r"^(dumpheap .*-live|notreachableinrange)",
            sos_on_core=lambda t, core: _live_count_without_null(t, core)),
 ]
 LISTED += CODE_LISTED

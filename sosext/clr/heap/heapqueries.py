@@ -133,6 +133,12 @@ def references_to_ephemeral(heap: "ClrHeap") -> tuple[list[YoungReferences], int
             order.append(key)
         entry[1] += 1
         entry[2] += size
+    # An object's gen0 record comes before its gen1 record, whatever its fields' order (SOS
+    # yields them so, and the groups' order follows from the records').
+    seen_at: dict[int, int] = {}
+    for i, (s, _d) in enumerate(order):
+        seen_at.setdefault(s, i)
+    order.sort(key=lambda k: (seen_at[k[0]], k[1] != Generation.GEN0))
     found = [YoungReferences(s, Generation(groups[(s, d)][0]), Generation(d), groups[(s, d)][1], groups[(s, d)][2])
              for s, d in order]
     # Grouped as SOS groups them: by (object generation, referenced generation) in order of
