@@ -202,7 +202,9 @@ def _render_tree(node: CallNode, depth: int, limit: int, emit) -> None:  # type:
         shown = [f"{t:x}" for t in (tids if limit < 0 else tids[:limit])]
         return ",".join(shown) + ("..." if 0 <= limit < len(tids) else "")
 
-    if node.stopped:
+    # As dotnet-dump: the threads that stop at a frame are named there only when it has at most
+    # one callee; under a frame with several callees they are counted but not named.
+    if node.stopped and len(node.children) <= 1:
         emit(f"{align} ~~~~ {ids(node.stopped)}", None)
     for child in sorted(node.children, key=lambda c: len(c.threads)):
         _render_tree(child, depth if len(child.threads) == len(node.threads) else depth + 1, limit, emit)
@@ -218,7 +220,9 @@ class ParallelStacksCommand(Command):
 As dotnet-dump's parallelstacks: one block per outermost frame (a root), under a line of
 underscores. Within a block the innermost frames come first, as in a stack: each line is a frame
 with the number of threads through it, right-aligned in 5 columns; a ~~~~ line names, in hex, the
-OS ids of the threads whose innermost managed frame is the frame below it. Where fewer threads go
+OS ids of the threads whose innermost managed frame is the frame below it (not under a frame
+with two or more callees: there dotnet-dump counts those threads without naming them, and so
+does sosext; `--json` lists them as `stopped`). Where fewer threads go
 on into a callee than came through the caller, the callee's lines indent by 5. With -a every
 thread id is listed; without it at most 4 per line, then "...". Roots come in the order of their
 first thread (the runtime's thread list); parameter types are named without their namespace, as
