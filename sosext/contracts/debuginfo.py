@@ -130,9 +130,9 @@ _PATCHPOINT, _RICH = 0x01, 0x02
 _MAX_BLOB = 1 << 24
 
 
-def jitted_bounds(read: Callable[[int, int], bytes], at: int) -> list[OffsetMapping] | None:
-    """The bounds of the JIT-compiled debug info at ``at`` (flag byte first); None when the
-    blob carries what is not read here (patchpoint info)."""
+def _after_jit_header(read: Callable[[int, int], bytes], at: int) -> int | None:
+    """Where the bounds start in the JIT-compiled debug info at ``at``: past its flag byte and
+    any rich debug info; None when it carries patchpoint info (its size is not known here)."""
     flags = read(at, 1)
     if len(flags) != 1 or flags[0] & ~(_PATCHPOINT | _RICH):
         raise ContractError("a debug info flag byte is not one this reader knows")
@@ -144,6 +144,15 @@ def jitted_bounds(read: Callable[[int, int], bytes], at: int) -> list[OffsetMapp
         if size > _MAX_BLOB:
             raise ContractError("rich debug info claims too many bytes")
         at += 4 + size
+    return at
+
+
+def jitted_bounds(read: Callable[[int, int], bytes], at: int) -> list[OffsetMapping] | None:
+    """The bounds of the JIT-compiled debug info at ``at`` (flag byte first); None when the
+    blob carries what is not read here (patchpoint info)."""
+    at = _after_jit_header(read, at)
+    if at is None:
+        return None
     start, size = bounds_extent(bytes(read(at, _MAX_HEADER)))
     if size > _MAX_BLOB:
         raise ContractError("debug info bounds claim too many bytes")
@@ -221,17 +230,9 @@ def parse_vars(data: bytes) -> list[NativeVar]:
 def jitted_vars(read: Callable[[int, int], bytes], at: int) -> list[NativeVar] | None:
     """The native variable infos of the JIT-compiled debug info at ``at``; None when the blob
     carries what is not read here (patchpoint info, whose size this reader does not know)."""
-    flags = read(at, 1)
-    if len(flags) != 1 or flags[0] & ~(_PATCHPOINT | _RICH):
-        raise ContractError("a debug info flag byte is not one this reader knows")
-    at += 1
-    if flags[0] & _PATCHPOINT:
+    at = _after_jit_header(read, at)
+    if at is None:
         return None
-    if flags[0] & _RICH:
-        size = int.from_bytes(read(at, 4), "little")
-        if size > _MAX_BLOB:
-            raise ContractError("rich debug info claims too many bytes")
-        at += 4 + size
     return blob_vars(read, at)
 
 
