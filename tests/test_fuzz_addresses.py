@@ -53,6 +53,9 @@ COMMANDS = [
     "dumpsig {a} {a}", "dumpsigelem {a}",
     "verifyobj {a}", "listnearobj {a}", "gcroot -gcgen 2 {a}", "ip2md {a}", "histobj {a}", "histobjfind {a}",
     "histroot {a}", "bpmd -md {a}", "tks {a}",
+    # options this session added to commands above
+    "gcroot -shortest {a}", "dumpobj -notes {a}", "dumpvc -notes {mt} {a}", "dumpclass -notes {a}",
+    "dumpalc -notes {a}", "dumparray -details -notes {a}",
 ]
 
 
