@@ -263,3 +263,16 @@ def link_front_door(home: Path) -> dict[str, str]:
     subprocess.run([PYTHON, str(REPO / "scripts" / "link_checkout.py"), "--user"], env=env, check=True,
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     return env
+
+
+def runtime_dir(core: Path) -> str:
+    """The directory the core's libcoreclr.so was loaded from. Tests that build a runtime inside
+    the checkout (.NET 8/9 packs, the arm64 runtime) name it with SOSEXT_CLR_PATH, trusting it
+    by that choice: a checkout cloned under /tmp, as CI clones it, is world-writable on the way
+    and sosext rightly refuses a DAC found there by itself."""
+    import sys
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from sosext.readers.location import find_runtime
+    from sosext.targets.elfcore import CoreTarget
+    return os.path.dirname(find_runtime(CoreTarget(str(core))).path)

@@ -350,22 +350,28 @@ def test_net9_gc_half_equals_the_dac(net9_core: tuple[Path, dict]) -> None:
     """.NET 9's descriptor has the Thread contract but fewer globals (no ProfilerControlBlock, no
     string globals) and its GC's DAC variables are version 2.1: the GC half still equals the DAC."""
     core, truth = net9_core
-    _assert_equal_records(core, truth)
+    clr_path = drivers.runtime_dir(core)  # built inside the checkout, which may lie under /tmp
+    _assert_equal_records(core, truth, clr_path=clr_path)
     commands = ["eeheap -gc", "dumpheap -gen loh -short", "dumpheap -gen poh -short"]
-    dac = drivers.run_cli(commands, core=core, env={"SOSEXT_READER": "dac", "SOSEXT_CLR_PATH": ""})
-    contracts = drivers.run_cli(commands, core=core, env={"SOSEXT_READER": "contracts", "SOSEXT_CLR_PATH": ""})
+    dac = drivers.run_cli(commands, core=core, env={"SOSEXT_READER": "dac", "SOSEXT_CLR_PATH": clr_path})
+    contracts = drivers.run_cli(commands, core=core, env={"SOSEXT_READER": "contracts", "SOSEXT_CLR_PATH": clr_path})
     for command, a, b in zip(commands, dac, contracts):
         assert not a.errors and a.text == b.text, command
 
 
-def _assert_equal_records(core: Path, truth: dict) -> None:
+def _assert_equal_records(core: Path, truth: dict, clr_path: str | None = None) -> None:
     sys.path.insert(0, str(drivers.REPO))
     from sosext.contracts.reader import ContractReader
-    from sosext.dac.loader import locate_dac
+    from sosext.dac.loader import clr_path_override, locate_dac, set_clr_path
     from sosext.dac.sos import open_dac
     from sosext.targets.elfcore import CoreTarget
     target = CoreTarget(str(core))
-    location = locate_dac(target)
+    before = clr_path_override()
+    set_clr_path(clr_path or before)
+    try:
+        location = locate_dac(target)
+    finally:
+        set_clr_path(before)
     a, b = open_dac(target, location), ContractReader(target, location.runtime)
     data = a.gc_heap_data()
     assert data == b.gc_heap_data()
@@ -445,11 +451,12 @@ def test_net8_has_no_descriptor_and_says_so_in_one_line(tmp_path: Path) -> None:
         pytest.skip(f"no .NET 8 debuggee: {str(e).splitlines()[0]}")
     with Debuggee("heap", tfm="net8.0", dll=dll, core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / "heap.core")
-    (out,) = drivers.run_cli(["eeheap -gc"], core=core, env={"SOSEXT_READER": "contracts", "SOSEXT_CLR_PATH": ""})
+    clr_path = drivers.runtime_dir(core)  # built inside the checkout, which may lie under /tmp
+    (out,) = drivers.run_cli(["eeheap -gc"], core=core, env={"SOSEXT_READER": "contracts", "SOSEXT_CLR_PATH": clr_path})
     assert out.lines == ["error: the contracts reader cannot read this runtime: the runtime has no contract "
                          "descriptor (DotNetRuntimeContractDescriptor: .NET 9 and later export one); "
                          "--reader dac reads it"], out.text
-    (auto,) = drivers.run_cli(["eeversion -reader"], core=core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": ""})
+    (auto,) = drivers.run_cli(["eeversion -reader"], core=core, env={"SOSEXT_READER": "", "SOSEXT_CLR_PATH": clr_path})
     assert "Reader: the DAC reader answers" in auto.text
 
 

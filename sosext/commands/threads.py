@@ -22,7 +22,7 @@ from ..clr.threads.threads import ClrThread, clr_threads, faulting_thread, threa
 from ..errors import SosError, UsageError
 from ..render.text import safe_line
 from ..targets.base import ThreadInfo
-from ..render.numbers import P16 as _p, count, dotnet_fixed2, os_thread_column, os_thread_id, p16
+from ..render.numbers import P16 as _p, count, dotnet_fixed2, os_thread_column, os_thread_id, p16, printf_d
 from ..render.numbers import p16 as _lp
 from ..render.output import Address
 from ..render.table import Cells
@@ -617,8 +617,9 @@ def call_site(ctx: CommandContext, f: ClrStackFrame, full: bool = False) -> str:
     text = _module_prefix(ctx, f.method_desc) + f.method_name
     start = runtime.method_code_start(f.method_desc, f.ip)
     if start is not None and f.ip != start:
-        text += f" + {(f.ip - start) & 0xFFFFFFFFFFFFFFFF}"
+        text += f" + {printf_d(f.ip - start)}"
     return text
+
 
 
 def _module_prefix(ctx: CommandContext, md: int) -> str:

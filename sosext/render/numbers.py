@@ -28,6 +28,14 @@ def P16(value: int) -> str:  # noqa: N802 - SOS's raw %p: uppercase
     return f"{value & MASK64:016X}"
 
 
+def printf_d(value: int) -> str:
+    """A 64-bit value as SOS's ``Decimal()`` prints it: handed to printf's ``%d``, so only the low
+    32 bits, signed. Shows where a displacement wraps because the runtime reports no code start
+    (NativeCodeAddr -1), as for some P/Invoke stubs under an InlinedCallFrame."""
+    low = value & 0xFFFFFFFF
+    return str(low - (1 << 32) if low & 0x80000000 else low)
+
+
 def count(v: Any) -> str:
     """A count or size in a table: thousands separators ("" for None)."""
     return "" if v is None else f"{int(v):,}"

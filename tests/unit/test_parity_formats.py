@@ -67,3 +67,16 @@ def test_bordered_table_frame() -> None:
     assert head[0] == head[2] == " +-" + "-" * 11 + "---" + "-" * 14 + "-+ "
     assert len(head[0]) == len(head[1])
     assert t.row("GCHeap", 1234) == " | GCHeap      |          1,234 | "
+
+
+@pytest.mark.parametrize("value, expected", [
+    (288, "288"),
+    # A webapi core's P/Invoke stub under an InlinedCallFrame: its MethodDesc reports no code
+    # start (-1), so the displacement is ip + 1; SOS printed "+ 432339026" for ip 0x7FCD19C4F851.
+    ((0x7FCD19C4F851 - 0xFFFFFFFFFFFFFFFF) & 0xFFFFFFFFFFFFFFFF, "432339026"),
+    (0x80000000, "-2147483648"),
+    (0xFFFFFFFF, "-1"),
+])
+def test_displacements_print_as_sos_printf_d(value: int, expected: str) -> None:
+    from sosext.render.numbers import printf_d
+    assert printf_d(value) == expected
