@@ -561,26 +561,31 @@ def _signed_byte_as_sos(text: str) -> str:
 _LIVE_COUNT = re.compile(r"^(Calculating live objects complete: )([\d,]+)( objects)", re.M)
 
 
-def _null_secondary_is_live(core: Path) -> bool:
-    """Whether a live object of ``core`` is the primary of a dependent handle whose secondary is
-    null: ClrMD's reference walk then yields address 0, which SOS's live set counts."""
+def _live_set_non_objects(core: Path) -> int:
+    """How many values SOS's live set holds that are no heap object. ClrMD's walk (which SOS's
+    LiveObjectService runs) adds every root's value as it is, and 0 for a live primary of a
+    dependent handle whose secondary is null; a stack slot the GC info reports live may hold
+    a stale non-object (a stack address, a small integer), which counts too."""
     from sosext.clr.roots.roots import DEPENDENT
     rt = _runtime_of(core) if core not in _RUNTIMES else _RUNTIMES[core]
     _RUNTIMES[core] = rt
     heap = rt.heap  # type: ignore[attr-defined]
     ix, live = heap.index(), heap.live(None)
-    for h in heap.roots().handles:
+    roots = heap.roots()
+    values = {r.object for r in roots.roots}
+    for h in roots.handles:
         i = ix.find(h.object) if h.handle_type == DEPENDENT and h.object and not h.secondary else None
         if i is not None and live[i]:
-            return True
-    return False
+            values.add(0)
+    return sum(1 for v in values if v == 0 or ix.find(v) is None)
 
 
-def _live_count_without_null(text: str, core: Path) -> str:
-    """SOS's "Calculating live objects complete: N objects" with the null it counts taken off."""
-    if not _LIVE_COUNT.search(text) or not _null_secondary_is_live(core):
+def _live_count_of_objects(text: str, core: Path) -> str:
+    """SOS's "Calculating live objects complete: N objects" with the non-objects it counts taken off."""
+    extra = _live_set_non_objects(core) if _LIVE_COUNT.search(text) else 0
+    if not extra:
         return text
-    return _LIVE_COUNT.sub(lambda m: f"{m.group(1)}{int(m.group(2).replace(',', '')) - 1:,}{m.group(3)}", text)
+    return _LIVE_COUNT.sub(lambda m: f"{m.group(1)}{int(m.group(2).replace(',', '')) - extra:,}{m.group(3)}", text)
 
 
 # clrstack -i's line of an enum variable, "  + <type> <name> = Member | Member", or of an enum
@@ -611,8 +616,8 @@ CODE_LISTED: list[Listed] = [
            sos=_drop_lines(r"^    Version: "), ours=_drop_lines(r"^    Version: ")),
     Listed("clrstack -i names an enum's value whatever memory follows it", r"^clrstack -i",
            sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
-    Listed("dumpheap -live counts no null as a live object", r"^(dumpheap .*-live|notreachableinrange)",
-           sos_on_core=lambda t, core: _live_count_without_null(t, core)),
+    Listed("dumpheap -live counts only objects as live objects", r"^(dumpheap .*-live|notreachableinrange)",
+           sos_on_core=lambda t, core: _live_count_of_objects(t, core)),
 ]
 LISTED += CODE_LISTED
 
@@ -957,9 +962,9 @@ def test_clrstack_i_names_the_enum_value_the_frame_holds(core_run: CoreRun) -> N
 
 def test_dumpheap_live_counts_the_objects_it_lists(core_run: CoreRun) -> None:
     """sosext's "Calculating live objects complete: N objects" is the number of live objects
-    dumpheap -stat -live totals; SOS's is one more exactly when a live object is the primary of
-    a dependent handle whose secondary is null (ClrMD's walk yields 0 for it and SOS counts it),
-    and SOS's own total is sosext's."""
+    dumpheap -stat -live totals; SOS's is more by exactly the values of its live set that are no
+    heap object (non-object stack roots, the 0 of a dependent handle's null secondary), and SOS's
+    own total is sosext's."""
     sos, ours = core_run.text("dumpheap -stat -live"), core_run.ours["dumpheap -stat -live"].text
     counts = []
     for text in (sos, ours):
@@ -969,4 +974,4 @@ def test_dumpheap_live_counts_the_objects_it_lists(core_run: CoreRun) -> None:
         counts.append((int(done.group(2).replace(",", "")), int(total.group(1).replace(",", ""))))
     (sos_done, sos_total), (ours_done, ours_total) = counts
     assert ours_done == ours_total == sos_total
-    assert sos_done == sos_total + int(_null_secondary_is_live(core_run.core))
+    assert sos_done == sos_total + _live_set_non_objects(core_run.core)

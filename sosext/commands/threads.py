@@ -542,14 +542,22 @@ def _gc_ref_text(ctx: CommandContext, r: StackGcReference) -> str:
 
 
 def _type_with_extra_info(ctx: CommandContext, address: int) -> str:
-    """SOS's name of the object a reference holds: its type (an array by its element type, with
-    []), a string's first 31 characters after it; cut to 127 characters, as SOS's buffer cuts it."""
+    """SOS's name of the object a reference holds (its ``BuildTypeName``): its type, a string's
+    first 31 characters after it; cut to 127 characters, as SOS's buffer cuts it. A value that is
+    no object fails at SOS's first step it fails: misaligned, unreadable, a zero MethodTable (each
+    quoted as SOS's exception text), or a MethodTable the runtime cannot name (``<error>``)."""
     runtime = ctx.runtime
+    if address & 7:
+        return f"<invalid object: 'Object {_p(address)} is misaligned.'>"
     try:
-        mt = method_table_of(runtime.target, address) or 0
-        data = runtime.method_table_data(mt) if mt else None
+        mt = method_table_of(runtime.target, address)
+        if mt is None:
+            return f"<invalid object: 'Failed to read memory at Object {address:016x}.'>"
+        if mt == 0:
+            return f"<invalid object: 'Object {address:016x} has a corrupt method table.'>"
+        data = runtime.method_table_data(mt)
         if data is None:
-            return "<invalid object: 'Invalid object'>"
+            return "<error>"
         name = runtime.types.name_of(mt)
         if mt == runtime.types.string_mt:
             return safe_line(f'{name}: "{string_text(runtime.target, address, 31)}"')[:127]
