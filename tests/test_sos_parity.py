@@ -565,14 +565,19 @@ def _live_set_non_objects(core: Path) -> int:
     """How many values SOS's live set holds that are no heap object. ClrMD's walk (which SOS's
     LiveObjectService runs) adds every root's value as it is, and 0 for a live primary of a
     dependent handle whose secondary is null; a stack slot the GC info reports live may hold
-    a stale non-object (a stack address, a small integer), which counts too."""
+    a stale non-object (a stack address, a small integer), which counts too. An interior
+    pointer's root is the object containing it."""
     from sosext.clr.roots.roots import DEPENDENT
     rt = _runtime_of(core) if core not in _RUNTIMES else _RUNTIMES[core]
     _RUNTIMES[core] = rt
     heap = rt.heap  # type: ignore[attr-defined]
     ix, live = heap.index(), heap.live(None)
     roots = heap.roots()
-    values = {r.object for r in roots.roots}
+    values = set()
+    for r in roots.roots:
+        # ClrMD's root of an interior pointer is the object that contains it.
+        inside = ix.containing(r.object) if r.interior and ix.find(r.object) is None else None
+        values.add(int(ix.addresses[inside]) if inside is not None else r.object)
     for h in roots.handles:
         i = ix.find(h.object) if h.handle_type == DEPENDENT and h.object and not h.secondary else None
         if i is not None and live[i]:
