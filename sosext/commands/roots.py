@@ -503,7 +503,7 @@ Examples:
         t.header("SP/REG", "Object", "Name")
         name_of = heap.type_name_at
         shown = heap.csharp_type_name_at  # SOS's managed dumpstackobjects prints ClrMD's names
-        for reg in sorted(regs):
+        for reg in sorted(regs, key=_dso_register_order):
             i = ix.find(regs[reg])
             if i is not None and reg not in ("rip", "pc"):
                 t.row(reg, regs[reg], shown(i), data=(reg, Address(regs[reg]), name_of(i), shown(i)))
@@ -514,6 +514,17 @@ Examples:
         for slot in polled(sorted(found)):
             obj, i = found[slot]
             t.row(slot, obj, shown(i), data=(Address(slot), Address(obj), name_of(i), shown(i)))
+
+
+# dotnet-dump numbers a thread's registers in the order its CONTEXT structure declares them
+# (ClrMD's AMD64Context / Arm64Context) and dso lists register rows by that number.
+_CONTEXT_ORDER = {name: i for i, name in enumerate((
+    "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
+    "r15", "rip", *(f"x{n}" for n in range(29)), "fp", "x29", "lr", "x30", "sp", "pc"))}
+
+
+def _dso_register_order(name: str) -> tuple[int, str]:
+    return _CONTEXT_ORDER.get(name, len(_CONTEXT_ORDER)), name
 
 
 def _objects_in(target, ix, low: int, high: int):  # type: ignore[no-untyped-def]

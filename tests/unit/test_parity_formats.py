@@ -80,3 +80,11 @@ def test_bordered_table_frame() -> None:
 def test_displacements_print_as_sos_printf_d(value: int, expected: str) -> None:
     from sosext.render.numbers import printf_d
     assert printf_d(value) == expected
+
+
+def test_dso_lists_registers_in_the_context_order():
+    """dotnet-dump numbers registers as ClrMD's AMD64Context / Arm64Context declare them and dso
+    lists register rows by number: a webapi core's pool thread had rbx before r14."""
+    from sosext.commands.roots import _dso_register_order
+    assert sorted(["r14", "rip", "rbx", "r8", "rax"], key=_dso_register_order) == ["rax", "rbx", "r8", "r14", "rip"]
+    assert sorted(["lr", "x19", "x2", "fp"], key=_dso_register_order) == ["x2", "x19", "fp", "lr"]
