@@ -18,6 +18,7 @@ everything else must match or be a listed difference (tests/test_sos_parity.py).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +104,17 @@ def _sos_session(tool: Path, core: Path, commands: list[str], timeout: float) ->
     return answers
 
 
+# Lines SOS prints only when a walk runs longer than a few seconds (ProgressReporter's scan of
+# the heap, LiveObjectService's count every 15 s): they say how busy the machine was, not what
+# the core holds, and sosext's progress lines are off here (_QUIET), so they are left out.
+_PROGRESS = re.compile(r"^(Scanning heap: [\d,]+ MB / [\d,]+ MB \(\d+%\)\.\.\."
+                       r"|Calculating live objects: [\d,]+ found( - [\d.]+% complete)?)$")
+
+
+def _without_progress(text: str) -> str:
+    return "".join(ln for ln in text.splitlines(keepends=True) if not _PROGRESS.match(ln.rstrip("\r\n")))
+
+
 def run_sos(core: Path, commands: list[str], *, timeout: float = 900) -> list[Answer]:
     """Each command's answer from the real SOS (dotnet-dump) on `core`, in order."""
     tool = dotnet_dump()
@@ -113,7 +125,7 @@ def run_sos(core: Path, commands: list[str], *, timeout: float = 900) -> list[An
     while len(answers) < len(commands):
         rest = commands[len(answers):]
         got = _sos_session(tool, core, rest, timeout)
-        answers += got
+        answers += [Answer(a.command, _without_progress(a.text), a.status) for a in got]
         if len(got) < len(rest):
             # The session died in the next command: record it, go on with a fresh session.
             answers.append(Answer(rest[len(got)], "", "crashed"))

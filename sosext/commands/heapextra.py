@@ -26,7 +26,7 @@ from ..render.output import Address
 from ..render.table import Column, Integer, Pointer, Table, TypeName
 from .base import Command, Option, Parsed, Positional, add_length, parse_address, register
 from .context import CommandContext
-from .heap import type_stats, write_addresses, write_listing, write_stats
+from .heap import sequence_stats, write_addresses, write_listing, write_stats
 from .objects import OBJ_FREE, gc_ref_lines, gc_ref_rows, referenced_type
 from .rootnotices import announce_roots, live_objects
 from .roots import object_chain_lines
@@ -352,9 +352,9 @@ Example:
             return
         if write_listing(ctx, heap, ix, [sel]):
             ctx.out.line()
-        mask = np.zeros(len(ix), dtype=bool)
-        mask[sel] = True
-        write_stats(ctx, heap, type_stats(heap, ix, mask))
+        # SOS's statistics of the objects in the range's order: ties of total size keep the order
+        # in which each type first appears there, and an object in two slots counts twice.
+        write_stats(ctx, heap, sequence_stats(ix, sel))
 
 
 # -- findreferencestoephemeral, findephemeralreferencestoloh -----------------------------------
