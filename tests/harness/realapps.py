@@ -128,6 +128,37 @@ def _createdump(pid: int, path: Path) -> Path:
     return path
 
 
+def _createdump_walkable(pid: int, path: Path, tries: int = 4) -> Path:
+    """A core of pid on which SOS (ClrMD) and sosext walk the same heap: taken again while a
+    thread's allocation context is empty (pointer == limit) with its reserved tail not yet
+    written. The GC keeps that tail (Align(min object size)) beyond every context's limit; ClrMD
+    forgets contexts whose pointer reaches their limit, reads the zero header as an object of
+    no type and steps past the next real object (docs/sos-users.md, "Where sosext and SOS differ").
+    A program under load is dumped in that state about once in ten."""
+    for attempt in range(tries):
+        core = _createdump(pid, path)
+        where = _empty_allocation_context(core)
+        if where is None or attempt == tries - 1:
+            return core
+        time.sleep(0.3)
+    return core
+
+
+def _empty_allocation_context(core: Path) -> int | None:
+    """The pointer of an empty allocation context whose next header is unwritten, if any."""
+    import sys
+    repo = str(Path(__file__).resolve().parents[2])
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    from sosext.clr.runtime import ClrRuntime
+    from sosext.targets.elfcore import CoreTarget
+    heap = ClrRuntime(CoreTarget(str(core))).heap
+    for ptr, limit in heap.alloc_contexts:
+        if ptr == limit and heap.segment_of(ptr) is not None and heap.runtime.target.read_partial(ptr, 8) == bytes(8):
+            return ptr
+    return None
+
+
 def _new_project(root: Path, template: str, name: str) -> Path:
     """A fresh `dotnet new <template>` project, restored and built (Release) into out/."""
     proj = root / f"{name}-src"
@@ -193,7 +224,7 @@ def _webapi(root: Path, path: Path) -> Path:
         for t in clients:
             t.start()
         time.sleep(3)  # under load when dumped
-        return _createdump(app.pid, path)
+        return _createdump_walkable(app.pid, path)
     finally:
         stop.set()
         _end(app)
@@ -234,7 +265,7 @@ def _msbuild(root: Path, path: Path) -> Path:
         else:
             raise RuntimeError("the build ended before its waiting target:\n" + "".join(seen[-40:]))
         time.sleep(1)
-        return _createdump(build.pid, path)
+        return _createdump_walkable(build.pid, path)
     finally:
         _end(build)
 
@@ -260,7 +291,7 @@ def _vbcscompiler(root: Path, path: Path) -> Path:
         if server is None:
             raise RuntimeError(f"no VBCSCompiler with pipe {pipe} after the build:\n{out[-2000:]}")
         time.sleep(1)
-        return _createdump(server, path)
+        return _createdump_walkable(server, path)
     finally:
         _end(build)
         if server is not None:
