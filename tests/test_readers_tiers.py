@@ -1,0 +1,99 @@
+"""The tier of a tiered method's first JIT-compiled code under the contracts reader.
+
+The DAC computes it from the runtime's CallCountingManager table and EEConfig, which the .NET 10
+descriptor does not describe; the contracts reader answers where the core settles it
+(contracts/callcounting.py) and says in one line why not elsewhere. The `threads` debuggee is
+run with tiering on (its project turns it off), once as configured by default and once with
+``DOTNET_TieredPGO_InstrumentOnlyHotCode=0``, which makes the DAC call every first tier-0 code
+instrumented: `dumpmd` of each JIT-compiled method of the debuggee's own classes prints the DAC
+reader's bytes or the one-line refusal, never another tier. The environment the harness gave
+the process is the truth for what the contracts reader reads of it. (The real-program cores of
+test_readers_realapps.py are where methods are reached through call-counting stubs.)
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import drivers
+from harness import Debuggee, build_debuggee
+
+pytestmark = pytest.mark.slow
+
+ENV = {"SOSEXT_CLR_PATH": ""}
+TIERING = {"DOTNET_TieredCompilation": "1"}
+SETTINGS = {"default": {}, "instrument-all": {"DOTNET_TieredPGO_InstrumentOnlyHotCode": "0"}}
+CLASSES = ("DebuggeeHost.Program", "DebuggeeHost.Json", "DebuggeeHost.ThreadsScenario", "DebuggeeHost.Truth")
+
+
+@dataclass
+class Case:
+    setting: str
+    core: Path
+    commands: list[str]
+    outputs: dict[str, list[drivers.Output]]
+
+
+@pytest.fixture(scope="module", params=sorted(SETTINGS))
+def case(request, tmp_path_factory) -> Case:  # type: ignore[no-untyped-def]
+    from harness import dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    work = tmp_path_factory.mktemp(request.param)
+    with Debuggee("threads", dll=build_debuggee(), core_dir=work, env={**TIERING, **SETTINGS[request.param]}) as d:
+        core = d.write_core("heap", work / "threads.core")
+    dac = {**ENV, "SOSEXT_READER": "dac"}
+    found = drivers.run_cli([f"name2ee SosextDebuggee.dll!{c}" for c in CLASSES], core=core, env=dac)
+    mts = sorted({mt for o in found for mt in re.findall(r"^MethodTable:\s+([0-9a-f]+)$", o.text, re.M)})
+    tables = drivers.run_cli([f"dumpmt -md {mt}" for mt in mts], core=core, env=dac)
+    mds = [m for t in tables for m in re.findall(r"^[0-9A-F]{16} ([0-9A-F]{16})\s+JIT ", t.text, re.M)]
+    commands = [f"dumpmd {md}" for md in mds]
+    outputs = {reader: drivers.run_cli(commands, core=core, timeout=600, env={**ENV, "SOSEXT_READER": reader})
+               for reader in ("dac", "contracts")}
+    yield Case(request.param, core, commands, outputs)
+    core.unlink(missing_ok=True)
+
+
+def _refusal(dac: drivers.Output, contracts: drivers.Output) -> str | None:
+    """The contracts reader's one-line refusal after the DAC reader's text up to the question."""
+    lines = contracts.text.rstrip("\n").splitlines()
+    if not lines or not lines[-1].startswith("error: the contracts reader cannot answer") \
+            or "--reader dac" not in lines[-1]:
+        return None
+    before = "".join(line + "\n" for line in lines[:-1])
+    return lines[-1] if dac.text.startswith(before) else None
+
+
+def test_first_jitted_tier_is_the_dacs_or_says_why_not(case: Case) -> None:
+    tiers: dict[str, int] = {}
+    refused = 0
+    for command, dac, contracts in zip(case.commands, case.outputs["dac"], case.outputs["contracts"]):
+        assert not dac.errors, (command, dac.text)
+        for tier in re.findall(r"CodeAddr:\s+[0-9a-f]+\s+\((.+)\)$", dac.text, re.M):
+            tiers[tier] = tiers.get(tier, 0) + 1
+        if dac.text == contracts.text:
+            continue
+        line = _refusal(dac, contracts)
+        assert line is not None and "first JIT-compiled code" in line, (command, contracts.text)
+        refused += 1
+    # not an agreement on nothing: tiering was on, and the debuggee's methods began at tier 0
+    want = "QuickJitted + Instrumented" if case.setting == "instrument-all" else "QuickJitted"
+    assert tiers.get(want, 0) >= 10, tiers
+    assert len(case.commands) >= 20
+
+
+def test_the_environment_says_whether_first_tier0_code_is_instrumented(case: Case) -> None:
+    """What the contracts reader reads of the process environment is what the harness set."""
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.callcounting import instruments_first_tier0
+    from sosext.contracts.reader import ContractReader
+    from sosext.dac.loader import locate_dac
+    from sosext.targets.elfcore import CoreTarget
+    target = CoreTarget(str(case.core))
+    reader = ContractReader(target, locate_dac(target).runtime)
+    # default: the setting is left alone (tier 0, not instrumented); "0": not answered
+    assert instruments_first_tier0(reader.types.data) is (None if case.setting == "instrument-all" else False)
