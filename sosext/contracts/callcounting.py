@@ -18,7 +18,9 @@ the core settle it in the common case, without a guess:
   instruction by instruction (the runtime's x64 ``CallCountingStubCode`` template:
   ``mov rax,[rip+cell]; dec word [rax]; je …; jmp [rip+cell]``) and the pointer its jump
   reads must be the method's code. An entry point that jumps straight to the code proves
-  nothing (tier 0 still waiting for the tiering delay, or optimized): not answered.
+  nothing (tier 0 still waiting for the tiering delay, or optimized): not answered, unless
+  the method has later native code versions, which the runtime makes only from code that is
+  not final (methoddescs.py).
 - **The first tier-0 code is not instrumented.** ``TieredPGO_InstrumentOnlyHotCode`` is a
   CLRConfig value that comes from the process environment only (``DOTNET_`` or ``COMPlus_``
   prefix; default 1). The environment is libc's ``__environ`` (the runtime's PAL copies it at

@@ -248,7 +248,7 @@ class MethodDescs:
             # tier-0 version (AsyncPromoteToTier1) only when its current code is tier 0 with
             # TieredPGO and InstrumentOnlyHotCode on, so call counting ran on tier-0 code.
             if not any(self._node_optimization_tier(node) == NODE_TIER0_INSTRUMENTED for node in nodes):
-                self._first_code_is_tier0(md, code)
+                self._first_code_is_tier0(md, code, promoted=bool(nodes))
             tier = _NODE_TIERS[NODE_TIER0]
         # The DAC's order: the method's own (implicit) version, then its NativeCodeVersionNodes.
         out = [TieredVersionData(code, tier, 0)]
@@ -260,16 +260,19 @@ class MethodDescs:
             out.append(TieredVersionData(node_code, node_tier, node))
         return out
 
-    def _first_code_is_tier0(self, md: MethodDesc, code: int) -> None:
+    def _first_code_is_tier0(self, md: MethodDesc, code: int, promoted: bool) -> None:
         """Raise unless the core shows that a tiered method's first JIT-compiled code is tier 0
-        (not instrumented): calls to it are being counted, and the environment leaves the
-        first tier-0 code uninstrumented (callcounting.py)."""
-        if not counts_calls(self.data, self.entry_point_if_exists(md), code):
+        (not instrumented): it was not final (the method has later native code versions — the
+        runtime makes them only from code that is not final: call counting's promotion, OSR —
+        or its calls are being counted now), and the environment leaves the first tier-0 code
+        uninstrumented (callcounting.py)."""
+        if not promoted and not counts_calls(self.data, self.entry_point_if_exists(md), code):
             seen = "is not seen to lead" if self.data.target.arch == "x86_64" else \
                 f"is not read on {self.data.target.arch} (call-counting stubs are recognised on x86-64 only) to see if it leads"
             raise ReaderUnsupported(
                 "the contracts reader cannot answer the tier of a tiered method's first JIT-compiled code: its "
-                f"entry point {seen} through a call-counting stub to it, so it is tier 0 before its call "
+                f"entry point {seen} through a call-counting stub to it and it has no later version, so it is "
+                "tier 0 before its call "
                 "counting began or optimized with call counting disabled, which only the loader allocator's "
                 "CallCountingManager table tells (this runtime's data descriptor does not describe it); "
                 "--reader dac (or setreader dac) does")
