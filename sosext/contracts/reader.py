@@ -491,12 +491,22 @@ class ContractReader:
             if block is None or block.ready_to_run or not block.code_header:
                 return None
             at = jitted_debug_info(self._stack_walker().data, block.code_header)
-            bounds = jitted_bounds(lambda a, n: bytes(self.target.read_partial(a, n)), at) if at else None
+            bounds = jitted_bounds(lambda a, n: bytes(self.target.read_partial(a, n)), at,
+                                   self._il_variables(block, ip)) if at else None
         except SosError:
             return None
         if bounds is None:
             return None
         return [o & 0xFFFFFFFF for o in il_offsets_at(bounds, block.relative_offset)]  # as the DAC: unsigned
+
+    def _il_variables(self, block, ip: int) -> int | None:  # type: ignore[no-untyped-def]
+        """How many IL arguments and locals the method of ``block`` has (None: not known)."""
+        from .framevalues import FrameValues
+        try:
+            return FrameValues(self.types, self._stack_walker().manager, self.target.arch, block, ip, {},
+                               read_vars=False).il_variables
+        except SosError:
+            return None
 
     def register_name(self, register: int) -> str | None:
         from .stackrefs import register_name
