@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 ENV = {"SOSEXT_CLR_PATH": ""}
 TIERING = {"DOTNET_TieredCompilation": "1"}
 SETTINGS = {"default": {}, "instrument-all": {"DOTNET_TieredPGO_InstrumentOnlyHotCode": "0"}}
+STACKS = ["clrstack -all", "clrstack -a -all", "clrstack -i -a -all"]
 CLASSES = ("DebuggeeHost.Program", "DebuggeeHost.Json", "DebuggeeHost.ThreadsScenario", "DebuggeeHost.Truth")
 
 
@@ -51,7 +52,7 @@ def case(request, tmp_path_factory) -> Case:  # type: ignore[no-untyped-def]
     mts = sorted({mt for o in found for mt in re.findall(r"^MethodTable:\s+([0-9a-f]+)$", o.text, re.M)})
     tables = drivers.run_cli([f"dumpmt -md {mt}" for mt in mts], core=core, env=dac)
     mds = [m for t in tables for m in re.findall(r"^[0-9A-F]{16} ([0-9A-F]{16})\s+JIT ", t.text, re.M)]
-    commands = [f"dumpmd {md}" for md in mds]
+    commands = [f"dumpmd {md}" for md in mds] + STACKS
     outputs = {reader: drivers.run_cli(commands, core=core, timeout=600, env={**ENV, "SOSEXT_READER": reader})
                for reader in ("dac", "contracts")}
     yield Case(request.param, core, commands, outputs)
@@ -72,6 +73,8 @@ def test_first_jitted_tier_is_the_dacs_or_says_why_not(case: Case) -> None:
     tiers: dict[str, int] = {}
     refused = 0
     for command, dac, contracts in zip(case.commands, case.outputs["dac"], case.outputs["contracts"]):
+        if command in STACKS:
+            continue
         assert not dac.errors, (command, dac.text)
         for tier in re.findall(r"CodeAddr:\s+[0-9a-f]+\s+\((.+)\)$", dac.text, re.M):
             tiers[tier] = tiers.get(tier, 0) + 1
@@ -84,6 +87,33 @@ def test_first_jitted_tier_is_the_dacs_or_says_why_not(case: Case) -> None:
     want = "QuickJitted + Instrumented" if case.setting == "instrument-all" else "QuickJitted"
     assert tiers.get(want, 0) >= 10, tiers
     assert len(case.commands) >= 20
+
+
+def test_tier0_frames_with_patchpoints_are_the_dacs(case: Case) -> None:
+    """With tiering on, the main thread waits in Program.CommandLoop, tier-0 code of a method
+    with a loop: the JIT gave it patchpoints (OSR), so its debug info starts with a
+    PatchpointInfo. Its source line (clrstack) and its argument and locals (-a, -i -a) are the
+    DAC reader's, as is every other frame."""
+    for command in STACKS:
+        n = case.commands.index(command)
+        dac, contracts = case.outputs["dac"][n], case.outputs["contracts"][n]
+        assert not dac.errors and contracts.text == dac.text, command
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.debuginfo import jitted_debug_info
+    from sosext.contracts.reader import ContractReader
+    from sosext.dac.loader import locate_dac
+    from sosext.targets.elfcore import CoreTarget
+    stacks = case.outputs["dac"][case.commands.index("clrstack -all")].text
+    row = re.search(r"^[0-9A-F]{16} ([0-9A-F]{16}) DebuggeeHost\.Program\.CommandLoop\(.*\) \[\S+ @ \d+\]$", stacks, re.M)
+    assert row, stacks
+    target = CoreTarget(str(case.core))
+    walker = ContractReader(target, locate_dac(target).runtime)._stack_walker()
+    block = walker.manager.code_block(int(row.group(1), 16))
+    flags = walker.data.read(jitted_debug_info(walker.data, block.code_header), 1)[0]
+    assert flags & 1, "CommandLoop's debug info carries no patchpoint info"
+    a = case.outputs["contracts"][case.commands.index("clrstack -a -all")].text
+    frame = a.split(row.group(0).split(" [")[0], 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"^\s+scenario \(0x[0-9A-F]+\) = 0x[0-9a-f]+$", frame, re.M), frame
 
 
 def test_the_environment_says_whether_first_tier0_code_is_instrumented(case: Case) -> None:
