@@ -491,8 +491,10 @@ class ContractReader:
             if block is None or block.ready_to_run or not block.code_header:
                 return None
             at = jitted_debug_info(self._stack_walker().data, block.code_header)
-            bounds = jitted_bounds(lambda a, n: bytes(self.target.read_partial(a, n)), at,
-                                   self._il_variables(block, ip)) if at else None
+            read = lambda a, n: bytes(self.target.read_partial(a, n))  # noqa: E731
+            # the IL variable count only sizes patchpoint info (flag bit 0): asked only then
+            il_variables = self._il_variables(block, ip) if at and read(at, 1)[:1] in (b"\x01", b"\x03") else None
+            bounds = jitted_bounds(read, at, il_variables) if at else None
         except SosError:
             return None
         if bounds is None:
