@@ -48,6 +48,7 @@ _STUB_SIZE = 18  # through the jmp to the method's code
 _ENV_NAMES = (b"DOTNET_TieredPGO_InstrumentOnlyHotCode=", b"COMPlus_TieredPGO_InstrumentOnlyHotCode=")
 MAX_ENV_ENTRIES = 65_536
 MAX_ENV_STRING = 1 << 16
+MAX_ENV_BYTES = 4 << 20  # all of the environment read: past this, damage (not answered)
 MAX_PRECODE_BYTES = 256
 
 
@@ -102,21 +103,25 @@ def instruments_first_tier0(data: TargetData) -> bool | None:
     """Whether the runtime instruments a method's first tier-0 code (TieredPGO with
     ``TieredPGO_InstrumentOnlyHotCode`` 0): False when the environment leaves that setting at
     its default or sets it to 1; None when it sets it otherwise or cannot be read."""
-    libc = next((m for m in data.target.modules() if m.name.startswith("libc.so")), None)
-    if libc is None:
-        return None
     try:
+        libc = next((m for m in data.target.modules() if m.name.startswith("libc.so")), None)
+        if libc is None:
+            return None
         at = export_address(data.target, libc, "__environ")
         if at is None:
             return None
         entry = data.pointer(at)
         found: dict[bytes, bytes] = {}
+        total = 0
         for _ in range(MAX_ENV_ENTRIES):
             text = data.pointer(entry)
             if not text:
                 break
             line = _c_string(data, text)
             if line is None:
+                return None
+            total += len(line) + 1
+            if total > MAX_ENV_BYTES:
                 return None
             for name in _ENV_NAMES:
                 if line.startswith(name):
