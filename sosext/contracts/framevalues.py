@@ -18,8 +18,9 @@ from ..errors import ContractError, MemoryReadError, ReaderUnsupported, SosError
 from ..formats.metadata.errors import MetadataError
 from ..formats.metadata.signatures import SIG_GENERIC, ElementType as ET, MethodSig, SigType
 from ..readers.stacks import FrameValue
-from .debuginfo import (VLT_FIXED_VA, VLT_FPSTK, VLT_INVALID, VLT_REG, VLT_REG_REG, VLT_REG_STK, VLT_STK, VLT_STK2, VLT_STK_REG, NativeVar,
-                        blob_vars, jitted_debug_info, jitted_vars)
+from .debuginfo import (VLT_FIXED_VA, VLT_FPSTK, VLT_INVALID, VLT_REG, VLT_REG_BYREF, VLT_REG_FP, VLT_REG_REG,
+                        VLT_REG_STK, VLT_STK, VLT_STK2, VLT_STK_BYREF, VLT_STK_REG, NativeVar, blob_vars,
+                        jitted_debug_info, jitted_vars)
 from .methoddescs import MC_ARRAY, MC_DYNAMIC, MC_IL, MC_INSTANTIATED
 
 if TYPE_CHECKING:
@@ -209,7 +210,11 @@ class FrameValues:
         if k in (VLT_FPSTK, VLT_FIXED_VA):  # the DAC has no place for them
             return []
         # by-reference places (the DAC dereferences them in its own memory) and FP registers
-        raise _unsupported("arguments and locals passed by reference or in floating-point registers")
+        what = {VLT_REG_BYREF: "passed by reference in a register (the ABI's implicit by-reference place)",
+                VLT_STK_BYREF: "passed by reference on the stack (the ABI's implicit by-reference place)",
+                VLT_REG_FP: "held in a floating-point register (the walk does not track them)"}.get(
+                    k, f"in a place of kind {k}")
+        raise _unsupported(f"an argument or local {what}")
 
     def _primitive_size(self, sig: SigType) -> int | None:
         """The size of a primitive type (the DAC reads only that much of a place); None for
