@@ -127,3 +127,29 @@ def test_the_environment_says_whether_first_tier0_code_is_instrumented(case: Cas
     reader = ContractReader(target, locate_dac(target).runtime)
     # default: the setting is left alone (tier 0, not instrumented); "0": not answered
     assert instruments_first_tier0(reader.types.data) is (None if case.setting == "instrument-all" else False)
+
+
+# -- PatchpointInfo sizing, on synthetic debug info --------------------------------------------------
+
+def _debug_info(count_at: int, fixed: int, count: int, frame: int = 64) -> bytes:
+    """A JIT debug info blob: the patchpoint flag, a PatchpointInfo of the layout (count_at,
+    fixed) with ``count`` locals, then empty bounds and vars (nibble header: 2 bytes of bounds,
+    0 of vars; the bounds: no entry, 1-bit fields)."""
+    import struct
+    info = bytearray(fixed)
+    struct.pack_into("<Ii4i", info, count_at, count, frame, -1, -1, -1, -1)
+    info += b"".join(struct.pack("<i", -16 * (i + 1)) for i in range(count))
+    return b"\x01" + bytes(info) + b"\x02" + b"\x00\x00"
+
+
+@pytest.mark.parametrize("layout", [(8, 32), (16, 40)], ids=["header", "net10"])
+def test_patchpoint_info_is_sized_by_the_one_layout_that_fits(layout: tuple[int, int]) -> None:
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.debuginfo import jitted_bounds, jitted_vars
+    blob = _debug_info(*layout, count=3)
+    read = lambda at, n: blob[at:at + n]  # noqa: E731
+    assert jitted_bounds(read, 0, 3) == [] and jitted_vars(read, 0, 3) == []
+    assert jitted_vars(read, 0, 2) == []       # a hidden argument or two beyond the IL ones
+    assert jitted_vars(read, 0, 10) is None    # more IL variables than the count covers: no layout fits
+    bad = _debug_info(*layout, count=3, frame=0)
+    assert jitted_vars(lambda at, n: bad[at:at + n], 0, 3) is None  # no frame: not a PatchpointInfo
