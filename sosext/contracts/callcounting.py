@@ -21,6 +21,8 @@ the core settle it in the common case, without a guess:
   nothing (tier 0 still waiting for the tiering delay, or optimized): not answered, unless
   the method has later native code versions, which the runtime makes only from code that is
   not final (methoddescs.py).
+- **The code has patchpoints.** Its debug info starts with PatchpointInfo (debuginfo.py),
+  which the JIT writes only for tier-0 code that OSR may replace: not *optimized*.
 - **The first tier-0 code is not instrumented.** ``TieredPGO_InstrumentOnlyHotCode`` is a
   CLRConfig value that comes from the process environment only (``DOTNET_`` or ``COMPlus_``
   prefix; default 1). The environment is libc's ``__environ`` (the runtime's PAL copies it at
@@ -95,6 +97,25 @@ def counts_calls(data: TargetData, entry_point: int, native_code: int) -> bool:
         if target is None or target == native_code:
             return False
         return _counting_stub_target(data, target) == native_code
+    except SosError:
+        return False
+
+
+def compiled_with_patchpoints(data: TargetData, native_code: int) -> bool:
+    """True when the JIT-compiled code at ``native_code`` carries patchpoint info (the flag
+    byte of its debug info): the JIT writes it only for tier-0 code (with OSR), so that code
+    was not compiled *optimized*, nor was its call counting disabled (the runtime disables it
+    before the first code is compiled, or when the JIT switched to optimizing it)."""
+    from .debuginfo import jitted_debug_info
+    from .executionmanager import ExecutionManager
+    if not native_code or not data.desc.contract_version("ExecutionManager"):
+        return False
+    try:
+        block = ExecutionManager(data).code_block(native_code)
+        if block is None or block.ready_to_run or not block.code_header or block.start != native_code:
+            return False
+        at = jitted_debug_info(data, block.code_header)
+        return bool(at) and bool(data.read(at, 1)[0] & 0x01)
     except SosError:
         return False
 

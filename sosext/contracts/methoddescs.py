@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ..formats.metadata import MetadataError, TableIndex
 from ..errors import ContractError, ReaderUnsupported
 from ..readers.records import MethodDescData, MethodSlotData, ReJitData, ReJitData2, TieredVersionData
-from .callcounting import counts_calls, instruments_first_tier0
+from .callcounting import compiled_with_patchpoints, counts_calls, instruments_first_tier0
 from .ecmametadata import EcmaMetadata
 from .loader import Loader
 from .runtimetypesystem import RuntimeTypeSystem
@@ -264,14 +264,16 @@ class MethodDescs:
         """Raise unless the core shows that a tiered method's first JIT-compiled code is tier 0
         (not instrumented): it was not final (the method has later native code versions — the
         runtime makes them only from code that is not final: call counting's promotion, OSR —
-        or its calls are being counted now), and the environment leaves the first tier-0 code
+        its calls are being counted now, or the code has patchpoints), and the environment leaves the first tier-0 code
         uninstrumented (callcounting.py)."""
-        if not promoted and not counts_calls(self.data, self.entry_point_if_exists(md), code):
+        if not promoted and not counts_calls(self.data, self.entry_point_if_exists(md), code) \
+                and not compiled_with_patchpoints(self.data, code):
             seen = "is not seen to lead" if self.data.target.arch == "x86_64" else \
                 f"is not read on {self.data.target.arch} (call-counting stubs are recognised on x86-64 only) to see if it leads"
             raise ReaderUnsupported(
                 "the contracts reader cannot answer the tier of a tiered method's first JIT-compiled code: its "
-                f"entry point {seen} through a call-counting stub to it and it has no later version, so it is "
+                f"entry point {seen} through a call-counting stub to it, it has no patchpoints and no later "
+                "version, so it is "
                 "tier 0 before its call "
                 "counting began or optimized with call counting disabled, which only the loader allocator's "
                 "CallCountingManager table tells (this runtime's data descriptor does not describe it); "
