@@ -186,6 +186,34 @@ def test_contracts_reader_prints_what_the_dac_reader_prints(case: Case, n: int) 
     assert contracts.text == dac.text, command
 
 
+def test_syncblk_refusal_names_what_the_descriptor_lacks(case: Case) -> None:
+    """syncblk under the contracts reader: one line listing exactly what the SyncBlock contract
+    reads and the core's own descriptor lacks (the descriptor, parsed here, is the check)."""
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.descriptor import read_descriptor
+    from sosext.dac.loader import locate_dac
+    from sosext.targets.elfcore import CoreTarget
+    out = case.outputs["contracts"][_index(case, "syncblk")]
+    assert len(out.errors) == 1 and "--reader dac" in out.errors[0], out.text
+    listed = re.search(r"lacks what the SyncBlock contract reads \((.+)\);", out.errors[0])
+    assert listed, out.errors[0]
+    target = CoreTarget(str(case.core))
+    desc = read_descriptor(target, locate_dac(target).runtime)
+    assert "SyncBlock" not in desc.contracts
+    for item in listed.group(1).split(", "):
+        kind, _, name = item.rpartition(" ")
+        if kind == "global":
+            assert not desc.has_global(name), item
+        elif kind == "type":
+            assert not desc.has_type(name), item
+        else:
+            type_name, _, field_name = name.partition(".")
+            assert desc.has_type(type_name) and not desc.has_field(type_name, field_name), item
+    # what the .NET 10 descriptor does give of it is not listed
+    assert desc.has_global("SyncTableEntries") and desc.has_field("SyncTableEntry", "SyncBlock")
+    assert "SyncTableEntries" not in listed.group(1) and "SyncTableEntry.SyncBlock" not in listed.group(1)
+
+
 def test_stack_commands_have_what_the_truth_says(case: Case) -> None:
     """The stack commands compared above are not empty agreements: the DAC reader's clrstack
     has source lines and Main, and gcroot finds the stack-only object from its worker's frame."""
@@ -499,6 +527,14 @@ def test_stacks_with_an_exception_in_flight_are_the_dacs(scenario: str, tmp_path
     for command, a, b in zip(commands, outs["dac"], outs["contracts"]):
         assert not a.errors and a.text == b.text, command
     assert "[SoftwareExceptionFrame: " in outs["dac"][0].text
+    if scenario == "stackvalues":
+        # and the values are the debuggee's own: a double, a bool, a long and an int argument
+        v = d.truth["values"]
+        frame = outs["contracts"][commands.index("clrstack -i -a -all")].text.split(f" {v['method']}(", 1)[1]
+        frame = frame.split("LOCALS:", 1)[0]
+        for line in (f"  + int count  = {v['count']}", f"  + long big  = {v['big']}",
+                     f"  + bool flag  = {'true' if v['flag'] else 'false'}", f"  + double ratio  = {v['ratio']:f}"):
+            assert line in frame.splitlines(), (line, frame)
     sys.path.insert(0, str(drivers.REPO))
     from sosext.contracts.reader import ContractReader
     from sosext.dac.loader import locate_dac

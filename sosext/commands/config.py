@@ -45,8 +45,8 @@ class SetReader(Command):
                "machine's architecture. contracts: sosext reads the runtime's data contracts (.NET 9 and\n"
                "later) in Python and loads no DAC: for a core of another architecture, a DAC that is\n"
                "missing or untrusted; it answers the heap, type, module and stack commands (clrstack\n"
-               "-a too); syncblk and a tiered method's JIT-compiled versions say in one line that the\n"
-               "DAC answers them (docs/readers.md says which and why).\n"
+               "-a too); syncblk, and a tiered method's first JIT-compiled tier where the core does not\n"
+               "settle it, say in one line that the DAC answers them (docs/readers.md says which and why).\n"
                "auto (the default): the DAC when it is found and trusted, the contracts reader otherwise.\n"
                "From the shell: sosext analyze CORE --reader contracts (or SOSEXT_READER=contracts).\n"
                "Example:\n  setreader contracts")

@@ -18,10 +18,11 @@ EPILOG -3 fit). (The contract's later "fat" header, 0 then six sizes, is read as
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import ContractError
+from ..errors import ContractError, MemoryReadError
 from .targetdata import TargetData
 
 _DEBUG_INFO_FAT = 0
@@ -129,28 +130,79 @@ def jitted_debug_info(data: TargetData, code_header: int) -> int:
 _PATCHPOINT, _RICH = 0x01, 0x02
 _MAX_BLOB = 1 << 24
 
+# PatchpointInfo (patchpointinfo.h), which the JIT stores after the flag byte of a tier-0 method
+# with patchpoints: a fixed part, then one 32-bit offset-and-exposure word per local. Its size
+# is the fixed part's sizeof plus 4 bytes a local; the .NET 9/10 descriptors give neither (the
+# later DebugInfo contract reads them from a PatchpointInfo type). Two layouts are known: (where
+# m_numberOfLocals is, sizeof): the header's public one, a 64-bit callee-save mask then the count
+# (8, 32), and the .NET 10 runtimes' here, with 8 more bytes before the count (16, 40). After the
+# count come the original frame's size and four special offsets (-1: none). A layout is used only
+# when it is the one layout whose fields are plausible (a count of at most the method's IL
+# arguments and locals plus 4 hidden ones, a positive frame size, special offsets -1 or small)
+# and after which the rest of the blob parses, with every IL variable number below the count.
+_PATCHPOINT_LAYOUTS = ((8, 32), (16, 40))
+_MAX_PATCHPOINT_LOCALS = 1 << 16
+_MAX_FRAME = 1 << 24
+_HIDDEN_LOCALS = 4  # a return buffer, a generic context, a varargs cookie, an async continuation
 
-def _after_jit_header(read: Callable[[int, int], bytes], at: int) -> int | None:
-    """Where the bounds start in the JIT-compiled debug info at ``at``: past its flag byte and
-    any rich debug info; None when it carries patchpoint info (its size is not known here)."""
+
+def _patchpoint_size(read: Callable[[int, int], bytes], at: int, rich: bool, il_variables: int | None) -> int | None:
+    """The size of the PatchpointInfo at ``at``; None unless exactly one known layout fits."""
+    fits = []
+    for count_at, fixed in _PATCHPOINT_LAYOUTS:
+        raw = bytes(read(at, fixed))
+        if len(raw) != fixed:
+            continue
+        count, frame, *specials = struct.unpack_from("<Ii4i", raw, count_at)
+        if count > _MAX_PATCHPOINT_LOCALS or not 0 < frame < _MAX_FRAME \
+                or any(v != -1 and abs(v) >= _MAX_FRAME for v in specials):
+            continue
+        if il_variables is not None and not il_variables <= count <= il_variables + _HIDDEN_LOCALS:
+            continue
+        size = fixed + 4 * count
+        try:
+            start = _past_rich(read, at + size) if rich else at + size
+            blob_start, bounds_size = bounds_extent(bytes(read(start, _MAX_HEADER)))
+            if bounds_size > _MAX_BLOB:
+                continue
+            parse_bounds(bytes(read(start, blob_start + bounds_size)))
+            if any(v.number >= count for v in blob_vars(read, start)):
+                continue
+        except (ContractError, MemoryReadError):
+            continue
+        fits.append(size)
+    return fits[0] if len(fits) == 1 else None
+
+
+def _past_rich(read: Callable[[int, int], bytes], at: int) -> int:
+    size = int.from_bytes(read(at, 4), "little")
+    if size > _MAX_BLOB:
+        raise ContractError("rich debug info claims too many bytes")
+    return at + 4 + size
+
+
+def _after_jit_header(read: Callable[[int, int], bytes], at: int, il_variables: int | None = None) -> int | None:
+    """Where the bounds start in the JIT-compiled debug info at ``at``: past its flag byte, any
+    patchpoint info and any rich debug info; None when the patchpoint info's size is not known
+    (``il_variables``: the method's IL arguments and locals, when the caller knows them)."""
     flags = read(at, 1)
     if len(flags) != 1 or flags[0] & ~(_PATCHPOINT | _RICH):
         raise ContractError("a debug info flag byte is not one this reader knows")
     at += 1
     if flags[0] & _PATCHPOINT:
-        return None
+        size = _patchpoint_size(read, at, bool(flags[0] & _RICH), il_variables)
+        if size is None:
+            return None
+        at += size
     if flags[0] & _RICH:
-        size = int.from_bytes(read(at, 4), "little")
-        if size > _MAX_BLOB:
-            raise ContractError("rich debug info claims too many bytes")
-        at += 4 + size
+        at = _past_rich(read, at)
     return at
 
 
-def jitted_bounds(read: Callable[[int, int], bytes], at: int) -> list[OffsetMapping] | None:
+def jitted_bounds(read: Callable[[int, int], bytes], at: int, il_variables: int | None = None) -> list[OffsetMapping] | None:
     """The bounds of the JIT-compiled debug info at ``at`` (flag byte first); None when the
-    blob carries what is not read here (patchpoint info)."""
-    at = _after_jit_header(read, at)
+    blob carries patchpoint info whose size is not known (see _patchpoint_size)."""
+    at = _after_jit_header(read, at, il_variables)
     if at is None:
         return None
     start, size = bounds_extent(bytes(read(at, _MAX_HEADER)))
@@ -227,10 +279,10 @@ def parse_vars(data: bytes) -> list[NativeVar]:
     return out
 
 
-def jitted_vars(read: Callable[[int, int], bytes], at: int) -> list[NativeVar] | None:
+def jitted_vars(read: Callable[[int, int], bytes], at: int, il_variables: int | None = None) -> list[NativeVar] | None:
     """The native variable infos of the JIT-compiled debug info at ``at``; None when the blob
-    carries what is not read here (patchpoint info, whose size this reader does not know)."""
-    at = _after_jit_header(read, at)
+    carries patchpoint info whose size is not known (see _patchpoint_size)."""
+    at = _after_jit_header(read, at, il_variables)
     if at is None:
         return None
     return blob_vars(read, at)

@@ -18,8 +18,9 @@ from ..errors import ContractError, MemoryReadError, ReaderUnsupported, SosError
 from ..formats.metadata.errors import MetadataError
 from ..formats.metadata.signatures import SIG_GENERIC, ElementType as ET, MethodSig, SigType
 from ..readers.stacks import FrameValue
-from .debuginfo import (VLT_FIXED_VA, VLT_FPSTK, VLT_INVALID, VLT_REG, VLT_REG_REG, VLT_REG_STK, VLT_STK, VLT_STK2, VLT_STK_REG, NativeVar,
-                        blob_vars, jitted_debug_info, jitted_vars)
+from .debuginfo import (VLT_FIXED_VA, VLT_FPSTK, VLT_INVALID, VLT_REG, VLT_REG_BYREF, VLT_REG_FP, VLT_REG_REG,
+                        VLT_REG_STK, VLT_STK, VLT_STK2, VLT_STK_BYREF, VLT_STK_REG, NativeVar, blob_vars,
+                        jitted_debug_info, jitted_vars)
 from .methoddescs import MC_ARRAY, MC_DYNAMIC, MC_IL, MC_INSTANTIATED
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class FrameValues:
     """Values of one managed frame (``block`` the code it runs, ``regs`` its CONTEXT's registers)."""
 
     def __init__(self, types: "TypeAnswers", manager: "ExecutionManager", arch: str, block: "CodeBlock", ip: int,
-                 regs: dict[str, int]) -> None:
+                 regs: dict[str, int], read_vars: bool = True) -> None:
         self.types = types
         self.methods = types.methods
         self.target = types.data.target
@@ -72,12 +73,19 @@ class FrameValues:
         else:
             raise ContractError(f"MethodDesc {self.md.address:#x} has neither a token nor a stored signature")
         self.manager = manager
+        # How many IL arguments and locals the method has (what a PatchpointInfo's count must cover).
+        try:
+            self.il_variables: int | None = self.count + len(self._local_types() or ())
+        except (MemoryReadError, ContractError):
+            self.il_variables = None
         # The DAC reads the variable infos when asked for the first value: where they cannot be
         # read, its first answer fails and SOS lists nothing more of the frame.
-        try:
-            self.vars: list[NativeVar] | None = self._vars(block)
-        except (MemoryReadError, ContractError):
-            self.vars = None
+        self.vars: list[NativeVar] | None = None
+        if read_vars:
+            try:
+                self.vars = self._vars(block)
+            except (MemoryReadError, ContractError):
+                self.vars = None
         self.code_offset = (ip - block.start) & 0xFFFFFFFF
 
     def _vars(self, block: "CodeBlock") -> list[NativeVar]:
@@ -88,10 +96,10 @@ class FrameValues:
         at = jitted_debug_info(data, block.code_header) if block.code_header else 0
         if not at:
             return []  # no debug info: the DAC finds no place for any value
-        found = jitted_vars(data.read, at)
+        found = jitted_vars(data.read, at, self.il_variables)
         if found is None:
             raise _unsupported("arguments and locals of a tier-0 method with patchpoints (its debug info starts with a "
-                               "PatchpointInfo this runtime's descriptor does not size)")
+                               "PatchpointInfo this runtime's descriptor does not size, and no known layout of it fits)")
         return found
 
     # -- the questions ----------------------------------------------------------------------
@@ -202,7 +210,11 @@ class FrameValues:
         if k in (VLT_FPSTK, VLT_FIXED_VA):  # the DAC has no place for them
             return []
         # by-reference places (the DAC dereferences them in its own memory) and FP registers
-        raise _unsupported("arguments and locals passed by reference or in floating-point registers")
+        what = {VLT_REG_BYREF: "passed by reference in a register (the ABI's implicit by-reference place)",
+                VLT_STK_BYREF: "passed by reference on the stack (the ABI's implicit by-reference place)",
+                VLT_REG_FP: "held in a floating-point register (the walk does not track them)"}.get(
+                    k, f"in a place of kind {k}")
+        raise _unsupported(f"an argument or local {what}")
 
     def _primitive_size(self, sig: SigType) -> int | None:
         """The size of a primitive type (the DAC reads only that much of a place); None for

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ..formats.metadata import MetadataError, TableIndex
 from ..errors import ContractError, ReaderUnsupported
 from ..readers.records import MethodDescData, MethodSlotData, ReJitData, ReJitData2, TieredVersionData
+from .callcounting import compiled_with_patchpoints, counts_calls, instruments_first_tier0
 from .ecmametadata import EcmaMetadata
 from .loader import Loader
 from .runtimetypesystem import RuntimeTypeSystem
@@ -103,6 +104,7 @@ class MethodDescs:
         self.range_shift = remainder_bits
         self.range_mask = (1 << (24 - remainder_bits)) - 1
         self._mds: dict[int, MethodDesc] = {}
+        self._first_tier0_instrumented: tuple[bool | None] | None = None  # (answer,) once read
 
     # -- one MethodDesc -----------------------------------------------------------------------
 
@@ -240,20 +242,13 @@ class MethodDescs:
         nodes = self._version_nodes(md)
         if tier != TIER_READY_TO_RUN:
             # The first JIT-compiled code's tier is TieredCompilationManager::GetInitialOptimizationTier:
-            # Optimized where the method's call counting was disabled (the loader allocator's
-            # CallCountingManager table), else tier 0, instrumented or not by EEConfig's TieredPGO
-            # and TieredPGO_InstrumentOnlyHotCode. The .NET 9/10 descriptors describe neither
-            # (later ones add the EEConfig global and the CallCountingManager/CallCountingInfo
-            # types), and a guess from the default configuration would be wrong exactly where
-            # it matters. One case is certain: the runtime gives a JIT-compiled method an
-            # instrumented tier-0 version (AsyncPromoteToTier1) only when its current code is
-            # tier 0 with TieredPGO and InstrumentOnlyHotCode on, and then call counting ran:
-            # its first code is tier 0 (quick JIT), as the DAC computes it.
+            # optimized where the method's call counting was disabled, else tier 0, instrumented
+            # or not by EEConfig (callcounting.py says what a .NET 10 core shows of both). One
+            # more case is certain: the runtime gives a JIT-compiled method an instrumented
+            # tier-0 version (AsyncPromoteToTier1) only when its current code is tier 0 with
+            # TieredPGO and InstrumentOnlyHotCode on, so call counting ran on tier-0 code.
             if not any(self._node_optimization_tier(node) == NODE_TIER0_INSTRUMENTED for node in nodes):
-                raise ReaderUnsupported("the contracts reader cannot answer the tier of a tiered method's first "
-                                        "JIT-compiled code (it follows EEConfig's TieredPGO settings and the "
-                                        "method's call counting, which this runtime's data descriptor does not "
-                                        "describe); --reader dac (or setreader dac) does")
+                self._first_code_is_tier0(md, code, promoted=bool(nodes))
             tier = _NODE_TIERS[NODE_TIER0]
         # The DAC's order: the method's own (implicit) version, then its NativeCodeVersionNodes.
         out = [TieredVersionData(code, tier, 0)]
@@ -264,6 +259,33 @@ class MethodDescs:
                 node_tier = _NODE_TIERS.get(self._node_optimization_tier(node), 0)
             out.append(TieredVersionData(node_code, node_tier, node))
         return out
+
+    def _first_code_is_tier0(self, md: MethodDesc, code: int, promoted: bool) -> None:
+        """Raise unless the core shows that a tiered method's first JIT-compiled code is tier 0
+        (not instrumented): it was not final (the method has later native code versions — the
+        runtime makes them only from code that is not final: call counting's promotion, OSR —
+        its calls are being counted now, or the code has patchpoints), and the environment leaves the first tier-0 code
+        uninstrumented (callcounting.py)."""
+        if not promoted and not counts_calls(self.data, self.entry_point_if_exists(md), code) \
+                and not compiled_with_patchpoints(self.data, code):
+            seen = "is not seen to lead" if self.data.target.arch == "x86_64" else \
+                f"is not read on {self.data.target.arch} (call-counting stubs are recognised on x86-64 only) to see if it leads"
+            raise ReaderUnsupported(
+                "the contracts reader cannot answer the tier of a tiered method's first JIT-compiled code: its "
+                f"entry point {seen} through a call-counting stub to it, it has no patchpoints and no later "
+                "version, so it is "
+                "tier 0 before its call "
+                "counting began or optimized with call counting disabled, which only the loader allocator's "
+                "CallCountingManager table tells (this runtime's data descriptor does not describe it); "
+                "--reader dac (or setreader dac) does")
+        if self._first_tier0_instrumented is None:  # the process's setting: read once
+            self._first_tier0_instrumented = (instruments_first_tier0(self.data),)
+        if self._first_tier0_instrumented[0] is not False:
+            raise ReaderUnsupported(
+                "the contracts reader cannot answer the tier of a tiered method's first JIT-compiled code: "
+                "TieredPGO_InstrumentOnlyHotCode is set in the environment (or the environment is unreadable), "
+                "and EEConfig, which says whether that code is instrumented, is not in this runtime's data "
+                "descriptor; --reader dac (or setreader dac) does")
 
     def _version_nodes(self, md: MethodDesc) -> list[int]:
         """The explicit native code versions (tier 1, OSR …) of ``md``'s default IL version, in

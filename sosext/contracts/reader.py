@@ -349,15 +349,23 @@ class ContractReader:
 
     def sync_block_data(self, number: int) -> rec.SyncBlockData | None:
         """Not answered. The .NET 9/10 descriptors give the table (global SyncTableEntries,
-        type SyncTableEntry) but not how many entries are in use (SyncBlockCache's free index:
-        no global) nor a lock's state (SyncBlock describes InteropInfo only: no MonitorHeld,
-        recursion or owning thread). The SyncBlock contract that adds both (dotnet/runtime
-        docs/design/datacontracts/SyncBlock.md) comes after .NET 10."""
-        if "SyncBlock" in self.descriptor.contracts:
+        SyncTableEntry.SyncBlock) and SyncBlock.InteropInfo, but not how many entries are in
+        use (SyncBlockCache.FreeSyncTableIndex), an entry's object, nor a lock's state
+        (SyncBlock.Monitor, an AwareLock's LockState, RecursionLevel, HoldingThreadId, the
+        waiters' Link). The SyncBlock contract that describes them (dotnet/runtime
+        docs/design/datacontracts/SyncBlock.md) is newer than .NET 10; the refusal names what
+        this runtime's descriptor lacks of it."""
+        missing = [f"global {name}" for name in _SYNC_BLOCK_GLOBALS if not self.descriptor.has_global(name)]
+        for type_name, fields in _SYNC_BLOCK_FIELDS:
+            if not self.descriptor.has_type(type_name):
+                missing.append(f"type {type_name}")
+            else:
+                missing += [f"{type_name}.{f}" for f in fields if not self.descriptor.has_field(type_name, f)]
+        if not missing:
             raise self.unsupported("sync blocks (the SyncBlock contract is not read)")
-        raise ReaderUnsupported("the contracts reader cannot answer sync blocks: this runtime's descriptor has no "
-                                "SyncBlockCache (how many entries are in use) and no lock state in SyncBlock "
-                                "(MonitorHeld, recursion, owner); --reader dac (or setreader dac) does")
+        raise ReaderUnsupported("the contracts reader cannot answer sync blocks: this runtime's data descriptor "
+                                f"lacks what the SyncBlock contract reads ({', '.join(missing)}); "
+                                "--reader dac (or setreader dac) does")
 
     # -- roots ------------------------------------------------------------------------------
 
@@ -483,12 +491,24 @@ class ContractReader:
             if block is None or block.ready_to_run or not block.code_header:
                 return None
             at = jitted_debug_info(self._stack_walker().data, block.code_header)
-            bounds = jitted_bounds(lambda a, n: bytes(self.target.read_partial(a, n)), at) if at else None
+            read = lambda a, n: bytes(self.target.read_partial(a, n))  # noqa: E731
+            # the IL variable count only sizes patchpoint info (flag bit 0): asked only then
+            il_variables = self._il_variables(block, ip) if at and read(at, 1)[:1] in (b"\x01", b"\x03") else None
+            bounds = jitted_bounds(read, at, il_variables) if at else None
         except SosError:
             return None
         if bounds is None:
             return None
         return [o & 0xFFFFFFFF for o in il_offsets_at(bounds, block.relative_offset)]  # as the DAC: unsigned
+
+    def _il_variables(self, block, ip: int) -> int | None:  # type: ignore[no-untyped-def]
+        """How many IL arguments and locals the method of ``block`` has (None: not known)."""
+        from .framevalues import FrameValues
+        try:
+            return FrameValues(self.types, self._stack_walker().manager, self.target.arch, block, ip, {},
+                               read_vars=False).il_variables
+        except SosError:
+            return None
 
     def register_name(self, register: int) -> str | None:
         from .stackrefs import register_name
@@ -507,6 +527,17 @@ class ContractReader:
     def handles(self) -> list[rec.HandleData]:
         from .handles import handle_table_handles
         return handle_table_handles(self)
+
+
+# What the SyncBlock contract (version 1) reads: the entries in use, each entry's object and
+# sync block, and a sync block's lock (its AwareLock) and waiters.
+_SYNC_BLOCK_GLOBALS = ("SyncTableEntries", "SyncBlockCache")
+_SYNC_BLOCK_FIELDS = (
+    ("SyncBlockCache", ("FreeSyncTableIndex",)),
+    ("SyncTableEntry", ("SyncBlock", "Object")),
+    ("SyncBlock", ("Monitor", "InteropInfo", "Link")),
+    ("AwareLock", ("LockState", "RecursionLevel", "HoldingThreadId")),
+)
 
 
 # What a missing method is about, in the user's words (the prefix of the DAC reader's name).
