@@ -693,11 +693,12 @@ def build_parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cache", help="list or clear the heap index cache (bounded in bytes)",
                         description="The heap index cache: one entry per core (its index, and the reference "
                         "graph, its reverse, dominators and statistics when they were built), with the disk "
-                        "space each uses. 'list' shows them, least recently used first, with the total and "
-                        "the cap; 'clear' removes them (all, or those of the cores named).",
+                        "space each uses. 'list' (the default) shows them, least recently used first, with the "
+                        "total and the cap; 'clear' removes them (all, or those of the cores named).",
                         epilog="examples: sosext cache list; sosext cache clear; sosext cache clear core.1234; "
                         "sosext cache list --cache-max 2G")
-    ca.add_argument("action", choices=("list", "clear"))
+    # Bare `sosext cache` lists: a user asking about the cache wants to see it, not a usage error.
+    ca.add_argument("action", nargs="?", choices=("list", "clear"), default="list")
     ca.add_argument("cores", nargs="*", help="clear: only the entries of these cores")
     ca.add_argument("--index-dir", metavar="DIR", help="the cache directory (default $XDG_CACHE_HOME/sosext)")
     ca.add_argument("--cache-max", metavar="SIZE", type=_size, help="the cap to show (default as analyze's)")

@@ -113,14 +113,16 @@ def test_setup_runs_the_link_and_root_gets_the_system_places() -> None:
 
 def test_docs_and_examples_say_sosext() -> None:
     """Every doc and example types `sosext …`; `python3 -m sosext` is named only where install.md
-    explains what the command runs."""
+    explains what the command runs without set-up (its other sections, the cache's, say `sosext`)."""
     files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "examples").rglob("*.py")),
              REPO / "demo.sh", *sorted((REPO / "scripts").glob("*.py"))]
     found = []
     for f in files:
-        if f.name in ("install.md", "link_checkout.py"):
+        if f.name == "link_checkout.py":
             continue
         for n, ln in enumerate(f.read_text().splitlines(), 1):
+            if f.name == "install.md" and ln.startswith("- Without set-up, `/usr/bin/python3 -m sosext …`"):
+                continue
             if re.search(r"python3? -m sosext\b(?!\.)", ln):
                 found.append(f"{f.relative_to(REPO)}:{n}: {ln.strip()}")
     assert not found, "\n".join(found)
