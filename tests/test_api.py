@@ -690,6 +690,24 @@ def test_retained_dominators_diff_and_leaks_equal_the_services_own_numbers(leak_
                                    "LeakyService.CacheEntry")
 
 
+def test_the_api_names_a_leaks_generic_types_in_csharp(leak_case: LeakCase) -> None:
+    """Issue 27's done-when on a heap with generic types (the service's Dictionary<String,
+    CacheEntry>+Entry[]): no backtick in a type.name, a diff's or a leaks report's names, a
+    holder's chain; the runtime's spelling stays as type.runtime_name."""
+    entry_array = "System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>+Entry[]"
+    with sosext.open(leak_case.new) as rt:
+        stats = {r.type.name: r.type for r in rt.heap.stats()}
+        assert entry_array in stats and not [n for n in stats if "`" in n]
+        assert stats[entry_array].runtime_name.startswith("System.Collections.Generic.Dictionary`2+Entry[[")
+        top = rt.heap.dominators(5)
+        assert not [o.type.name for r in top for o in (r.object, *r.chain) if "`" in o.type.name]
+        d = sosext.diff(str(leak_case.old), rt)
+        names = [t.name for t in d.types] + [n for h in d.holders for n in (*h.chain, *(x[0] for x in h.types))]
+        report = sosext.leaks(str(leak_case.old), rt, top=3, groups=3)
+        names += [n for g in report.types for p in g.groups for n in (g.growth.name, *p.types)]
+        assert entry_array in names and not [n for n in names if "`" in n]
+
+
 def test_type_names_are_clrmds_and_every_spelling_finds_them(core_rt, heap_case: Live, oracle) -> None:  # type: ignore[no-untyped-def]
     """``type.name`` is ClrMD's ``ClrType.Name`` (the second opinion) for every MethodTable;
     ``runtime_name`` the runtime's, as the debuggee's Type.FullName has it; ``type=`` takes both
