@@ -371,3 +371,22 @@ def test_type_option_takes_every_spelling(case: Case) -> None:
                      "Entry[System.String,LeakyService.CacheEntry][]"):
         doc = json.loads(sosext("diff", old, new, "-type", spelling, "--json").stdout)
         assert [t["name"] for t in doc["types"]] == [want], spelling
+
+
+def test_counts_in_sentences_agree_with_their_number(case: Case) -> None:
+    """"1 more group", "holds 1 growing object", "1 more type" (issue 27: "1 more groups",
+    "1 growing objects"): the numbers are the JSON report's, the grammar follows them."""
+    old, new = str(case.old_core), str(case.new_core)
+    doc = json.loads(sosext("leaks", old, new, "-holders", "10", "-top", "1", "--json").stdout)
+    groups = doc["types"][0]["group_count"]
+    assert groups >= 2
+    text = sosext("leaks", old, new, "-holders", "10", "-top", "1", "-groups", str(groups - 1)).stdout.splitlines()
+    assert "  ... 1 more group (-groups <n> shows more)" in text
+    said = [ln.strip() for ln in text if " growing object" in ln]
+    assert len(said) == len(doc["holders"])
+    for h, ln in zip(doc["holders"], said):
+        n = h["objects"]
+        assert ln.startswith(f"hold{'s' if h['instances'] == 1 else ''} {n:,} growing object{'' if n == 1 else 's'}, "), ln
+        more = len(h["types"]) - 3
+        assert ln.endswith(f", {more} more type{'' if more == 1 else 's'}" if more > 0 else ")"), ln
+    assert {1} <= {h["objects"] for h in doc["holders"]}, "no holder of one growing object in this run"
