@@ -22,10 +22,10 @@ from harness import Debuggee, build_debuggee, dotnet_path
 slow = pytest.mark.slow  # these write two heap cores of a debuggee
 
 
-def sosext(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def sosext(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([drivers.PYTHON, "-m", "sosext", *args], cwd=drivers.REPO, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=timeout,
-                          env={**os.environ, **drivers.QUIET})
+                          env={**os.environ, **drivers.QUIET, **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +69,9 @@ def test_threadpool_says_why_it_has_no_data(cores) -> None:
     assert lines[0] == "Failed to obtain ThreadPool data."
     assert lines[1].startswith("Why: System.Threading.PortableThreadPool ") and lines[1].endswith(".")
     assert "the DAC gives no native thread-pool data" in lines[1] and len(lines) == 2
+    # At a terminal (SOSEXT_HINTS=1 stands for one) the bare command points to -why.
+    hinted = sosext("analyze", str(cores[1]), "-c", "threadpool", env={"SOSEXT_HINTS": "1"}).stdout.splitlines()
+    assert hinted == [plain[0], "", "Next: threadpool -why says why the thread pool could not be read"]
 
 
 @slow
