@@ -80,10 +80,14 @@ def test_diff_notices_swapped_arguments(cores) -> None:
     swapped = sosext("diff", str(newer), str(older), "-top", "1")
     assert swapped.returncode == 0, swapped.stderr
     notes = [ln for ln in swapped.stdout.splitlines() if "swapped" in ln]
-    assert notes == [f"Note: the baseline core file {newer} was written after core file {older}: are OLD and "
-                     "NEW swapped? (sosext diff OLD NEW: the older dump first)"], swapped.stdout
+    note = (f"Note: the baseline core file {newer} was written after core file {older}: are OLD and NEW swapped? "
+            "(name the older dump first: sosext diff|leaks OLD NEW; in a debugger on the newer one, heapdiff|leaks OLD)")
+    assert notes == [note], swapped.stdout
     right = sosext("diff", str(older), str(newer), "-top", "1")
     assert right.returncode == 0 and "swapped" not in right.stdout, right.stdout
+    # leaks notices it too, and says so in the same words (they name both commands)
+    leaks = sosext("leaks", str(newer), str(older), "-top", "1")
+    assert leaks.returncode == 0 and [ln for ln in leaks.stdout.splitlines() if "swapped" in ln] == [note]
 
 
 @slow
