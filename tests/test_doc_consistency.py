@@ -83,12 +83,18 @@ def test_readme_names_the_fast_subset_and_the_tested_debuggers() -> None:
     assert '`./run-tests.sh -m "not slow"`' in (REPO / "run-tests.sh").read_text().replace(
         './run-tests.sh -m "not slow"', '`./run-tests.sh -m "not slow"`')
     assert './run-tests.sh -m "not slow"' in readme
+    install = " ".join(INSTALL.read_text().split())
     if drivers.LLDB:
         assert f"`{Path(drivers.LLDB).name}`" in readme, Path(drivers.LLDB).name
+        if "-" in Path(drivers.LLDB).name:  # lldb-16
+            lldb_major = Path(drivers.LLDB).name.rsplit("-", 1)[-1]
+            assert f"the tests run LLDB {lldb_major}" in install, "install.md does not say which LLDB the tests run"
     if drivers.GDB:
         out = subprocess.run([drivers.GDB, "--version"], stdout=subprocess.PIPE, text=True).stdout
         major = re.search(r"(\d+)\.\d+", out.splitlines()[0]).group(1)
         assert f"GDB {major}" in readme, f"README does not name GDB {major}, the one the tests use"
+        assert f"GDB {major};" in install, f"install.md does not name GDB {major}, the one the tests use"
+    assert "README.md#the-two-commands" in install and "## The two commands" in readme
 
 
 # -- docs/leak-hunting.md is one run ------------------------------------------------------------
