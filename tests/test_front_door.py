@@ -140,6 +140,9 @@ def test_example_scripts_run_with_debian_python_as_typed(tmp_path: Path) -> None
         assert os.access(script, os.X_OK), script
         res = run([str(script), "--help"], env, tmp_path)
         assert res.returncode == 0 and "usage:" in res.stdout, (script, res.stderr)
+        # as issue 27 typed it (ModuleNotFoundError then): through Debian's Python, from elsewhere
+        res = run([drivers.PYTHON, str(script), "--help"], env, tmp_path)
+        assert res.returncode == 0 and "usage:" in res.stdout, (script, res.stderr)
 
 
 @pytest.mark.slow
