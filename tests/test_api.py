@@ -699,6 +699,12 @@ def test_the_api_names_a_leaks_generic_types_in_csharp(leak_case: LeakCase) -> N
         stats = {r.type.name: r.type for r in rt.heap.stats()}
         assert entry_array in stats and not [n for n in stats if "`" in n]
         assert stats[entry_array].runtime_name.startswith("System.Collections.Generic.Dictionary`2+Entry[[")
+        # type= finds the nested generic by the name dumpheap prints, the runtime's and a gcdump's
+        from sosext.clr.typesystem.typekeys import event_name
+        want = sum(r.count for r in rt.heap.stats() if r.type.name == entry_array)
+        for spelling in (entry_array, stats[entry_array].runtime_name, event_name(stats[entry_array].runtime_name)):
+            found = list(rt.heap.objects(type=spelling))
+            assert len(found) == want and {o.type.name for o in found} == {entry_array}, spelling
         top = rt.heap.dominators(5)
         assert not [o.type.name for r in top for o in (r.object, *r.chain) if "`" in o.type.name]
         d = sosext.diff(str(leak_case.old), rt)
