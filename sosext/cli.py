@@ -143,15 +143,23 @@ def _analyze_snapshot(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _not_a_pid(path: str) -> None:
-    """``analyze 1234``: a process id where a core file belongs gets the way to a core."""
-    if not path.isdigit() or os.path.lexists(path):
+def _not_a_pid(path: str | None, command: str = "analyze") -> None:
+    """``analyze 1234``: a process id where a core file belongs gets the way to a core (or, for
+    the commands that also read them, to a gcdump snapshot)."""
+    if not path or not path.isdigit() or os.path.lexists(path):
         return
     from .ipc.client import pid_exists
-    if pid_exists(int(path)):
-        raise SosError(f"cannot open core file {path}: No such file or directory; {path} is a running process: "
-                       f"analyze takes a core file: write one with 'sosext collect {path}', or attach a debugger "
-                       f"(lldb-16 -p {path}, gdb -p {path})")
+    if not pid_exists(int(path)):
+        return
+    if command == "analyze":
+        way = (f"analyze takes a core file: write one with 'sosext collect {path}', or attach a debugger "
+               f"(lldb-16 -p {path}, gdb -p {path})")
+    elif command == "snapshot":
+        way = f"snapshot takes a core file: write one with 'sosext collect {path}'"
+    else:  # diff, leaks, report
+        way = (f"{command} takes core files or gcdump snapshots: write one with 'sosext collect {path}' "
+               f"or 'sosext gcdump {path}'")
+    raise SosError(f"cannot open core file {path}: No such file or directory; {path} is a running process: {way}")
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -196,6 +204,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
+    _not_a_pid(args.core, "snapshot")
     _apply_clr_path(args)
     session = _session_for_core(args.core)
     return 0 if run_command_line(session, "heapsnapshot -live" if args.live else "heapsnapshot") else 1
@@ -204,6 +213,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """sosext diff|leaks OLD NEW [options]: the heapdiff/leaks command on NEW against OLD."""
     import shlex
+    for path in (args.old, args.new):
+        _not_a_pid(path, "diff" if args.command_name == "heapdiff" else "leaks")
     args.options, clr_path = _take_clr_path(list(args.options))
     args.clr_path = clr_path or args.clr_path
     _apply_clr_path(args)
@@ -221,6 +232,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """sosext report CORE: the report command on CORE (docs/report.md)."""
     import shlex
+    for path in (args.core, args.baseline):
+        _not_a_pid(path, "report")
     _apply_clr_path(args)
     from .clr.snapshots.gcdumpsnap import is_gcdump
     if is_gcdump(args.core):

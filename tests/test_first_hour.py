@@ -107,6 +107,20 @@ def test_analyze_of_a_pid_hints_at_collect(tmp_path) -> None:
         f"error: cannot open core file {pid}: No such file or directory; {pid} is a running process: analyze "
         f"takes a core file: write one with 'sosext collect {pid}', or attach a debugger (lldb-16 -p {pid}, "
         f"gdb -p {pid})"]
+    # diff, leaks and report read gcdump snapshots too; snapshot only cores: each says so
+    core = str(tmp_path / "some.core")
+    for argv, way in ((["diff", str(pid), core], f"diff takes core files or gcdump snapshots: write one with "
+                       f"'sosext collect {pid}' or 'sosext gcdump {pid}'"),
+                      (["leaks", core, str(pid)], f"leaks takes core files or gcdump snapshots: write one with "
+                       f"'sosext collect {pid}' or 'sosext gcdump {pid}'"),
+                      (["report", str(pid)], f"report takes core files or gcdump snapshots: write one with "
+                       f"'sosext collect {pid}' or 'sosext gcdump {pid}'"),
+                      (["snapshot", str(pid)], f"snapshot takes a core file: write one with 'sosext collect {pid}'")):
+        res = subprocess.run([drivers.PYTHON, "-m", "sosext", *argv], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(drivers.REPO)})
+        assert res.returncode == 1 and res.stderr.splitlines() == [
+            f"error: cannot open core file {pid}: No such file or directory; {pid} is a running process: {way}"], argv
 
 
 def _dead_pid() -> int:
