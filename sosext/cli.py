@@ -156,6 +156,9 @@ def _not_a_pid(path: str | None, command: str = "analyze") -> None:
                f"(lldb-16 -p {path}, gdb -p {path})")
     elif command == "snapshot":
         way = f"snapshot takes a core file: write one with 'sosext collect {path}'"
+    elif command == "gcdump-stat":
+        raise SosError(f"cannot read {path}: No such file or directory; {path} is a running process: gcdump-stat "
+                       f"takes a gcdump snapshot: write one with 'sosext gcdump {path}'")
     else:  # diff, leaks, report
         way = (f"{command} takes core files or gcdump snapshots: write one with 'sosext collect {path}' "
                f"or 'sosext gcdump {path}'")
@@ -400,6 +403,7 @@ def cmd_gcdump_stat(args: argparse.Namespace) -> int:
     import json
     from .clr.snapshots.gcdumpsnap import GcDump
     from .render.table import Column, Integer, Table, TypeName
+    _not_a_pid(args.snapshot, "gcdump-stat")
     dump = GcDump.load(args.snapshot)
     rows = dump.stats()
     if args.type:

@@ -115,12 +115,15 @@ def test_analyze_of_a_pid_hints_at_collect(tmp_path) -> None:
                        f"'sosext collect {pid}' or 'sosext gcdump {pid}'"),
                       (["report", str(pid)], f"report takes core files or gcdump snapshots: write one with "
                        f"'sosext collect {pid}' or 'sosext gcdump {pid}'"),
-                      (["snapshot", str(pid)], f"snapshot takes a core file: write one with 'sosext collect {pid}'")):
+                      (["snapshot", str(pid)], f"snapshot takes a core file: write one with 'sosext collect {pid}'"),
+                      (["gcdump-stat", str(pid)], f"gcdump-stat takes a gcdump snapshot: write one with "
+                       f"'sosext gcdump {pid}'")):
         res = subprocess.run([drivers.PYTHON, "-m", "sosext", *argv], cwd=tmp_path, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, timeout=120,
                              env={**os.environ, "PYTHONPATH": str(drivers.REPO)})
+        cannot = "cannot read" if argv[0] == "gcdump-stat" else "cannot open core file"
         assert res.returncode == 1 and res.stderr.splitlines() == [
-            f"error: cannot open core file {pid}: No such file or directory; {pid} is a running process: {way}"], argv
+            f"error: {cannot} {pid}: No such file or directory; {pid} is a running process: {way}"], argv
 
 
 def _dead_pid() -> int:
