@@ -143,15 +143,26 @@ def _analyze_snapshot(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _not_a_pid(path: str) -> None:
-    """``analyze 1234``: a process id where a core file belongs gets the way to a core."""
-    if not path.isdigit() or os.path.lexists(path):
+def _not_a_pid(path: str | None, command: str = "analyze") -> None:
+    """``analyze 1234``: a process id where a core file belongs gets the way to a core (or, for
+    the commands that also read them, to a gcdump snapshot)."""
+    if not path or not path.isdigit() or os.path.lexists(path):
         return
     from .ipc.client import pid_exists
-    if pid_exists(int(path)):
-        raise SosError(f"cannot open core file {path}: No such file or directory; {path} is a running process: "
-                       f"analyze takes a core file: write one with 'sosext collect {path}', or attach a debugger "
-                       f"(lldb-16 -p {path}, gdb -p {path})")
+    if not pid_exists(int(path)):
+        return
+    if command == "analyze":
+        way = (f"analyze takes a core file: write one with 'sosext collect {path}', or attach a debugger "
+               f"(lldb-16 -p {path}, gdb -p {path})")
+    elif command == "snapshot":
+        way = f"snapshot takes a core file: write one with 'sosext collect {path}'"
+    elif command == "gcdump-stat":
+        raise SosError(f"cannot read {path}: No such file or directory; {path} is a running process: gcdump-stat "
+                       f"takes a gcdump snapshot: write one with 'sosext gcdump {path}'")
+    else:  # diff, leaks, report
+        way = (f"{command} takes core files or gcdump snapshots: write one with 'sosext collect {path}' "
+               f"or 'sosext gcdump {path}'")
+    raise SosError(f"cannot open core file {path}: No such file or directory; {path} is a running process: {way}")
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -196,6 +207,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
+    _not_a_pid(args.core, "snapshot")
     _apply_clr_path(args)
     session = _session_for_core(args.core)
     return 0 if run_command_line(session, "heapsnapshot -live" if args.live else "heapsnapshot") else 1
@@ -204,6 +216,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """sosext diff|leaks OLD NEW [options]: the heapdiff/leaks command on NEW against OLD."""
     import shlex
+    for path in (args.old, args.new):
+        _not_a_pid(path, "diff" if args.command_name == "heapdiff" else "leaks")
     args.options, clr_path = _take_clr_path(list(args.options))
     args.clr_path = clr_path or args.clr_path
     _apply_clr_path(args)
@@ -221,6 +235,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """sosext report CORE: the report command on CORE (docs/report.md)."""
     import shlex
+    for path in (args.core, args.baseline):
+        _not_a_pid(path, "report")
     _apply_clr_path(args)
     from .clr.snapshots.gcdumpsnap import is_gcdump
     if is_gcdump(args.core):
@@ -387,6 +403,7 @@ def cmd_gcdump_stat(args: argparse.Namespace) -> int:
     import json
     from .clr.snapshots.gcdumpsnap import GcDump
     from .render.table import Column, Integer, Table, TypeName
+    _not_a_pid(args.snapshot, "gcdump-stat")
     dump = GcDump.load(args.snapshot)
     rows = dump.stats()
     if args.type:
@@ -693,11 +710,12 @@ def build_parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cache", help="list or clear the heap index cache (bounded in bytes)",
                         description="The heap index cache: one entry per core (its index, and the reference "
                         "graph, its reverse, dominators and statistics when they were built), with the disk "
-                        "space each uses. 'list' shows them, least recently used first, with the total and "
-                        "the cap; 'clear' removes them (all, or those of the cores named).",
+                        "space each uses. 'list' (the default) shows them, least recently used first, with the "
+                        "total and the cap; 'clear' removes them (all, or those of the cores named).",
                         epilog="examples: sosext cache list; sosext cache clear; sosext cache clear core.1234; "
                         "sosext cache list --cache-max 2G")
-    ca.add_argument("action", choices=("list", "clear"))
+    # Bare `sosext cache` lists: a user asking about the cache wants to see it, not a usage error.
+    ca.add_argument("action", nargs="?", choices=("list", "clear"), default="list")
     ca.add_argument("cores", nargs="*", help="clear: only the entries of these cores")
     ca.add_argument("--index-dir", metavar="DIR", help="the cache directory (default $XDG_CACHE_HOME/sosext)")
     ca.add_argument("--cache-max", metavar="SIZE", type=_size, help="the cap to show (default as analyze's)")

@@ -496,9 +496,14 @@ def leak_case(tmp_path_factory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("api-leaks")
     app = Leaky(build_leaky())
     try:
+        # The shape of docs/api.md's run: the cache, and a static list and handles that leak too.
+        app.leak(10, "customers")
+        app.leak(5, "wrappers")
         before = app.leak(100)
         collect(app.started["pid"], tmp / "old.core")
-        after = app.leak(700)
+        app.leak(290, "customers")
+        app.leak(55, "wrappers")
+        after = app.leak(2000)  # as the doc's run: 2,100 entries, the entry array outweighs the entries
         collect(app.started["pid"], tmp / "new.core")
         yield LeakCase(tmp / "old.core", tmp / "new.core", before, after, app.started["pid"])
     finally:
@@ -513,6 +518,33 @@ def run_script(name: str, *args: str, cwd: Path) -> str:
                          stderr=subprocess.PIPE, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     return res.stdout
+
+
+def test_api_md_script_examples_run_as_typed(leak_case: LeakCase, tmp_path: Path) -> None:
+    """docs/api.md's `$ examples/scripts/…` lines, typed as there (a shell in the checkout, after
+    the README's set-up, no PYTHONPATH; the doc's /tmp/before.core and /tmp/after.core are this
+    run's dumps), print what the doc shows: the same lines, types and words, numbers aside."""
+    from docblocks import blocks, match, steps
+    env = drivers.link_front_door(tmp_path / "home")
+    paths = {"/tmp/before.core": str(leak_case.old), "/tmp/after.core": str(leak_case.new)}
+    ran = 0
+    for block in blocks(DOC):
+        for st in steps(block) if block.kind == "console" else []:
+            if not st.command.startswith("examples/scripts/"):
+                continue
+            command = st.command
+            for doc_path, path in paths.items():
+                command = command.replace(doc_path, path)
+            res = subprocess.run(["bash", "-c", command], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, timeout=600)
+            assert res.returncode == 0 and res.stderr == "", (st.command, res.stderr)
+            real = res.stdout
+            for doc_path, path in paths.items():
+                real = real.replace(path, doc_path)
+            assert match(st.output, real.splitlines()) is not None, (
+                f"{block.where}: `{st.command}`\n--- doc shows:\n" + "\n".join(st.output) + "\n--- this run:\n" + real)
+            ran += 1
+    assert ran == 4  # the four scripts
 
 
 def test_grown_types_script(leak_case: LeakCase, tmp_path: Path) -> None:
@@ -656,6 +688,30 @@ def test_retained_dominators_diff_and_leaks_equal_the_services_own_numbers(leak_
         assert path.types[-3:] == ("System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>",
                                    "System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>+Entry[]",
                                    "LeakyService.CacheEntry")
+
+
+def test_the_api_names_a_leaks_generic_types_in_csharp(leak_case: LeakCase) -> None:
+    """Issue 27's done-when on a heap with generic types (the service's Dictionary<String,
+    CacheEntry>+Entry[]): no backtick in a type.name, a diff's or a leaks report's names, a
+    holder's chain; the runtime's spelling stays as type.runtime_name."""
+    entry_array = "System.Collections.Generic.Dictionary<System.String, LeakyService.CacheEntry>+Entry[]"
+    with sosext.open(leak_case.new) as rt:
+        stats = {r.type.name: r.type for r in rt.heap.stats()}
+        assert entry_array in stats and not [n for n in stats if "`" in n]
+        assert stats[entry_array].runtime_name.startswith("System.Collections.Generic.Dictionary`2+Entry[[")
+        # type= finds the nested generic by the name dumpheap prints, the runtime's and a gcdump's
+        from sosext.clr.typesystem.typekeys import event_name
+        want = sum(r.count for r in rt.heap.stats() if r.type.name == entry_array)
+        for spelling in (entry_array, stats[entry_array].runtime_name, event_name(stats[entry_array].runtime_name)):
+            found = list(rt.heap.objects(type=spelling))
+            assert len(found) == want and {o.type.name for o in found} == {entry_array}, spelling
+        top = rt.heap.dominators(5)
+        assert not [o.type.name for r in top for o in (r.object, *r.chain) if "`" in o.type.name]
+        d = sosext.diff(str(leak_case.old), rt)
+        names = [t.name for t in d.types] + [n for h in d.holders for n in (*h.chain, *(x[0] for x in h.types))]
+        report = sosext.leaks(str(leak_case.old), rt, top=3, groups=3)
+        names += [n for g in report.types for p in g.groups for n in (g.growth.name, *p.types)]
+        assert entry_array in names and not [n for n in names if "`" in n]
 
 
 def test_type_names_are_clrmds_and_every_spelling_finds_them(core_rt, heap_case: Live, oracle) -> None:  # type: ignore[no-untyped-def]

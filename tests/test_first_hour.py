@@ -22,10 +22,10 @@ from harness import Debuggee, build_debuggee, dotnet_path
 slow = pytest.mark.slow  # these write two heap cores of a debuggee
 
 
-def sosext(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def sosext(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([drivers.PYTHON, "-m", "sosext", *args], cwd=drivers.REPO, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=timeout,
-                          env={**os.environ, **drivers.QUIET})
+                          env={**os.environ, **drivers.QUIET, **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +69,9 @@ def test_threadpool_says_why_it_has_no_data(cores) -> None:
     assert lines[0] == "Failed to obtain ThreadPool data."
     assert lines[1].startswith("Why: System.Threading.PortableThreadPool ") and lines[1].endswith(".")
     assert "the DAC gives no native thread-pool data" in lines[1] and len(lines) == 2
+    # At a terminal (SOSEXT_HINTS=1 stands for one) the bare command points to -why.
+    hinted = sosext("analyze", str(cores[1]), "-c", "threadpool", env={"SOSEXT_HINTS": "1"}).stdout.splitlines()
+    assert hinted == [plain[0], "", "Next: threadpool -why says why the thread pool could not be read"]
 
 
 @slow
@@ -77,10 +80,14 @@ def test_diff_notices_swapped_arguments(cores) -> None:
     swapped = sosext("diff", str(newer), str(older), "-top", "1")
     assert swapped.returncode == 0, swapped.stderr
     notes = [ln for ln in swapped.stdout.splitlines() if "swapped" in ln]
-    assert notes == [f"Note: the baseline core file {newer} was written after core file {older}: are OLD and "
-                     "NEW swapped? (sosext diff OLD NEW: the older dump first)"], swapped.stdout
+    note = (f"Note: the baseline core file {newer} was written after core file {older}: are OLD and NEW swapped? "
+            "(name the older dump first: sosext diff|leaks OLD NEW; in a debugger on the newer one, heapdiff|leaks OLD)")
+    assert notes == [note], swapped.stdout
     right = sosext("diff", str(older), str(newer), "-top", "1")
     assert right.returncode == 0 and "swapped" not in right.stdout, right.stdout
+    # leaks notices it too, and says so in the same words (they name both commands)
+    leaks = sosext("leaks", str(newer), str(older), "-top", "1")
+    assert leaks.returncode == 0 and [ln for ln in leaks.stdout.splitlines() if "swapped" in ln] == [note]
 
 
 @slow
@@ -100,6 +107,23 @@ def test_analyze_of_a_pid_hints_at_collect(tmp_path) -> None:
         f"error: cannot open core file {pid}: No such file or directory; {pid} is a running process: analyze "
         f"takes a core file: write one with 'sosext collect {pid}', or attach a debugger (lldb-16 -p {pid}, "
         f"gdb -p {pid})"]
+    # diff, leaks and report read gcdump snapshots too; snapshot only cores: each says so
+    core = str(tmp_path / "some.core")
+    for argv, way in ((["diff", str(pid), core], f"diff takes core files or gcdump snapshots: write one with "
+                       f"'sosext collect {pid}' or 'sosext gcdump {pid}'"),
+                      (["leaks", core, str(pid)], f"leaks takes core files or gcdump snapshots: write one with "
+                       f"'sosext collect {pid}' or 'sosext gcdump {pid}'"),
+                      (["report", str(pid)], f"report takes core files or gcdump snapshots: write one with "
+                       f"'sosext collect {pid}' or 'sosext gcdump {pid}'"),
+                      (["snapshot", str(pid)], f"snapshot takes a core file: write one with 'sosext collect {pid}'"),
+                      (["gcdump-stat", str(pid)], f"gcdump-stat takes a gcdump snapshot: write one with "
+                       f"'sosext gcdump {pid}'")):
+        res = subprocess.run([drivers.PYTHON, "-m", "sosext", *argv], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(drivers.REPO)})
+        cannot = "cannot read" if argv[0] == "gcdump-stat" else "cannot open core file"
+        assert res.returncode == 1 and res.stderr.splitlines() == [
+            f"error: {cannot} {pid}: No such file or directory; {pid} is a running process: {way}"], argv
 
 
 def _dead_pid() -> int:

@@ -166,6 +166,7 @@ def test_bad_input(tmp_path) -> None:  # type: ignore[no-untyped-def]
     core_like.write_bytes(b"\x7fELF" + b"\0" * 100)
     assert one_line_error(sosext("gcdump-stat", str(core_like))) == f"error: {core_like} is not a sosext gcdump snapshot"
     assert one_line_error(sosext("gcdump-stat", str(tmp_path / "none"))).startswith("error: cannot read")
+    assert one_line_error(sosext("gcdump-stat", str(tmp_path))) == f"error: not a gcdump snapshot: {tmp_path} is a directory"
     tiny = _tiny_dump(tmp_path)
     # A snapshot compares with a core, either way round: a broken core is one line, whichever side it is.
     assert one_line_error(sosext("diff", str(tiny), str(core_like))) == (

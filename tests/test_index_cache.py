@@ -301,6 +301,8 @@ def test_cache_subcommand_bad_input_is_one_line(tmp_path: Path) -> None:
         return subprocess.run([drivers.PYTHON, "-m", "sosext", "cache", *args, "--index-dir", str(ix)],
                               cwd=drivers.REPO, text=True, capture_output=True, timeout=120)
 
+    # bare `sosext cache` is `sosext cache list`
+    assert cache().returncode == 0 and cache().stdout == cache("list").stdout != ""
     bad = cache("bogus")
     assert bad.returncode == 2 and "invalid choice: 'bogus'" in bad.stderr.splitlines()[-1]
     for name in ("/no/such/core", "core\x1b[31m"):

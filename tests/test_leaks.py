@@ -5,6 +5,7 @@ and `sosext leaks` names the retention chain with the exact count; the same insi
 """
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -333,7 +334,7 @@ def _type_names(doc: object, keys: tuple[str, ...] = ("name", "type")) -> set[st
     return out
 
 
-def test_own_commands_name_types_as_clrmd_does(case: Case, oracle) -> None:  # type: ignore[no-untyped-def]
+def test_own_commands_name_types_as_clrmd_does(case: Case, oracle, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """diff, leaks, dominators, retained and report print C#'s names (no generic arity, no
     assembly): each one ClrMD 4.2 gives a type of those heaps."""
     clrmd = {name for core in (case.old_core, case.new_core)
@@ -361,6 +362,13 @@ def test_own_commands_name_types_as_clrmd_does(case: Case, oracle) -> None:  # t
     assert dictionary in names and "System.Collections.Generic.List<LeakyService.Customer>" in names
     assert names <= clrmd, names - clrmd
     assert f";{dictionary};" in texts["folded"].stdout
+    # the HTML page too (its tables and plots; plotly.js's own source is not a type name)
+    page = tmp_path / "heap.html"
+    res = sosext("report", new, "--baseline", old, "-o", str(page))
+    assert res.returncode == 0, res.stderr
+    html_text = page.read_text()
+    assert html.escape(dictionary, quote=False) in html_text and "Dictionary`2" not in html_text
+    assert not re.search(r"[A-Za-z]`\d+\[\[", html_text)
 
 
 def test_type_option_takes_every_spelling(case: Case) -> None:
@@ -371,3 +379,22 @@ def test_type_option_takes_every_spelling(case: Case) -> None:
                      "Entry[System.String,LeakyService.CacheEntry][]"):
         doc = json.loads(sosext("diff", old, new, "-type", spelling, "--json").stdout)
         assert [t["name"] for t in doc["types"]] == [want], spelling
+
+
+def test_counts_in_sentences_agree_with_their_number(case: Case) -> None:
+    """"1 more group", "holds 1 growing object", "1 more type" (issue 27: "1 more groups",
+    "1 growing objects"): the numbers are the JSON report's, the grammar follows them."""
+    old, new = str(case.old_core), str(case.new_core)
+    doc = json.loads(sosext("leaks", old, new, "-holders", "10", "-top", "1", "--json").stdout)
+    groups = doc["types"][0]["group_count"]
+    assert groups >= 2
+    text = sosext("leaks", old, new, "-holders", "10", "-top", "1", "-groups", str(groups - 1)).stdout.splitlines()
+    assert "  ... 1 more group (-groups <n> shows more)" in text
+    said = [ln.strip() for ln in text if " growing object" in ln]
+    assert len(said) == len(doc["holders"])
+    for h, ln in zip(doc["holders"], said):
+        n = h["objects"]
+        assert ln.startswith(f"hold{'s' if h['instances'] == 1 else ''} {n:,} growing object{'' if n == 1 else 's'}, "), ln
+        more = len(h["types"]) - 3
+        assert ln.endswith(f", {more} more type{'' if more == 1 else 's'}" if more > 0 else ")"), ln
+    assert {1} <= {h["objects"] for h in doc["holders"]}, "no holder of one growing object in this run"

@@ -24,7 +24,7 @@ from ..render.text import safe_line
 from ..targets.base import ThreadInfo
 from ..render.numbers import P16 as _p, count, dotnet_fixed2, os_thread_column, os_thread_id, p16, printf_d
 from ..render.numbers import p16 as _lp
-from ..render.output import Address
+from ..render.output import Address, hint
 from ..render.table import Cells
 from .base import Command, Option, Parsed, Positional, parse_address, parse_count, register
 from .context import CommandContext
@@ -841,7 +841,7 @@ the hill climbing log: each time the pool's thread-count goal moved, oldest firs
 time in seconds before the last entry, the step (Warmup, ClimbingMove, Starvation …), the new
 goal, the samples it rested on and the measured throughput (work items/s); nothing when
 the log is empty. Where SOS can only say "Failed to obtain ThreadPool data.", -why adds one
-line saying why (SOS prints no such line).
+line saying why (SOS prints no such line; at a terminal, a "Next:" line points to -why).
 
 Examples:
   threadpool
@@ -937,6 +937,8 @@ Examples:
             out.record_line("Failed to obtain ThreadPool data.")
             if why:
                 out.record_line(f"Why: {pool}.")
+            else:  # at a terminal only: piped, the output stays SOS's one line
+                hint(out, "threadpool -why says why the thread pool could not be read")
             return None
         out.record_line(f"Using the {pool.kind} thread pool.")
         out.record_line()

@@ -264,6 +264,8 @@ class GcDump:
 
     @classmethod
     def load(cls, path: str) -> "GcDump":
+        if os.path.isdir(path):  # in the words analyze and diff use for a core
+            raise GcDumpError(f"not a gcdump snapshot: {path} is a directory")
         try:
             with open(path, "rb") as f:
                 data = f.read()

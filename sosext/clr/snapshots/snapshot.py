@@ -131,11 +131,13 @@ def taken_of(target: object) -> float | None:
 
 def swapped_note(old: HeapSnapshot, new: HeapSnapshot) -> str | None:
     """One line when the baseline was taken after the heap it is compared with: growth then
-    reads as shrinking, and nothing else in the output says why."""
+    reads as shrinking, and nothing else in the output says why. The same words serve diff and
+    leaks, from the shell and in a debugger (the command does not know which ran it)."""
     if old.taken is None or new.taken is None or old.taken <= new.taken:
         return None
     return (f"Note: the baseline {old.source} was written after {new.source}: are OLD and NEW swapped? "
-            "(sosext diff OLD NEW: the older dump first)")
+            "(name the older dump first: sosext diff|leaks OLD NEW; in a debugger on the newer one, "
+            "heapdiff|leaks OLD)")
 
 
 SNAPSHOT_LIMITS = ("a GC heap snapshot holds each live object's type and size and who references it: "
