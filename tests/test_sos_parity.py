@@ -599,6 +599,10 @@ def _live_count_of_objects(text: str, core: Path) -> str:
 _ENUM_VALUE = r"^((?:  \+| *\|-) \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_]\w*)*$"
 
 
+# SOS's symbol reader writes this in the middle of a frame's line (after its IP) for a method
+# of a dynamic module, such as an expression tree's lambda_method1.
+_DYNAMIC_SYMBOLS_WARNING = "SOS Warning: Loading symbols for dynamic assemblies is not yet supported\n"
+
 CODE_LISTED: list[Listed] = [
     Listed("timerinfo names a static callback", r"^timerinfo",
            sos=_mask(r" -> \S*$", " ->"), ours=_mask(r" -> \S*$", " ->")),
@@ -621,6 +625,8 @@ CODE_LISTED: list[Listed] = [
            sos=_drop_lines(r"^    Version: "), ours=_drop_lines(r"^    Version: ")),
     Listed("clrstack -i names an enum's value whatever memory follows it", r"^clrstack -i",
            sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
+    Listed("clrstack prints no symbol warning inside a dynamic method's line", r"^clrstack",
+           sos=lambda t: t.replace(_DYNAMIC_SYMBOLS_WARNING, "")),
     Listed("dumpheap -live counts only objects as live objects", r"^(dumpheap .*-live|notreachableinrange)",
            sos_on_core=lambda t, core: _live_count_of_objects(t, core)),
 ]

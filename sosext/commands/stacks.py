@@ -150,7 +150,9 @@ def pstacks_frame_text(method: str) -> str:
         # "[[" of the whole signature (which, in a generic type, is the type's own name).
         first = method.find("[[")
         name = method[method.rfind(".", 0, first) + 1:first]
-    owner = _pstacks_owner(head[:dot]) if dot > 0 else ""
+    # A dynamic method's (LCG's) type has no metadata: ClrMD names it nothing, and dotnet-dump
+    # prints the method alone (`lambda_method1(Closure, Object, HttpContext)`).
+    owner = _pstacks_owner(head[:dot]) if dot > 0 and head[:dot] != "DynamicClass" else ""
     return f"{owner}.{name}({', '.join(params)})" if owner else f"{name}({', '.join(params)})"
 
 

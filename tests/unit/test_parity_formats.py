@@ -88,3 +88,11 @@ def test_dso_lists_registers_in_the_context_order():
     from sosext.commands.roots import _dso_register_order
     assert sorted(["r14", "rip", "rbx", "r8", "rax"], key=_dso_register_order) == ["rax", "rbx", "r8", "r14", "rip"]
     assert sorted(["lr", "x19", "x2", "fp"], key=_dso_register_order) == ["x2", "x19", "fp", "lr"]
+
+
+def test_pstacks_names_a_dynamic_method_without_its_type():
+    """dotnet-dump's parallelstacks printed `lambda_method1(Closure, Object, HttpContext)` for a
+    webapi core's expression-tree frame (ClrMD gives LCG's DynamicClass no name)."""
+    from sosext.commands.stacks import pstacks_frame_text
+    assert pstacks_frame_text("DynamicClass.lambda_method1(System.Runtime.CompilerServices.Closure, System.Object, "
+                              "Microsoft.AspNetCore.Http.HttpContext)") == "lambda_method1(Closure, Object, HttpContext)"
