@@ -625,6 +625,8 @@ CODE_LISTED: list[Listed] = [
            sos=_drop_lines(r"^    Version: "), ours=_drop_lines(r"^    Version: ")),
     Listed("clrstack -i names an enum's value whatever memory follows it", r"^clrstack -i",
            sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
+    Listed("dso names the register the core says holds the object", r"^dso",
+           sos=_mask(r"^( +)r(8|9) ", lambda m: f"{m.group(1)}r{17 - int(m.group(2))} ")),
     Listed("clrstack prints no symbol warning inside a dynamic method's line", r"^clrstack",
            sos=lambda t: t.replace(_DYNAMIC_SYMBOLS_WARNING, "")),
     Listed("dumpheap -live counts only objects as live objects", r"^(dumpheap .*-live|notreachableinrange)",
