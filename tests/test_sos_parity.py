@@ -621,15 +621,6 @@ CODE_LISTED: list[Listed] = [
 ]
 LISTED += CODE_LISTED
 
-_HIST_HINT = "Run !histinit to initialize the GC history from the stress log."
-
-
-def _empty_hist_table_as_hint(text: str) -> str:
-    """SOS 10's native hist* print an empty table (header, dashes) when histinit read no history."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return _HIST_HINT if lines and all(re.fullmatch(r" *GCCount .*|-+", ln) for ln in lines) else text
-
-
 _EPH_SECTIONS = ("Ephemeral objects pointing to the Large objects:", "Large objects pointing to Ephemeral objects:",
                  "Ephemeral objects which point to Large objects which point to Ephemeral objects:")
 
@@ -677,7 +668,6 @@ def _dcq_agree(sos: str, ours: str, core: Path) -> bool:
 
 # The rest of SOS's commands (coverage).
 COVER_LISTED: list[Listed] = [
-    Listed("hist* commands say that histinit has no history", r"^hist(obj|objfind|root) ", sos=_empty_hist_table_as_hint),
     Listed("ephtoloh counts generation 1 as ephemeral", r"^ephtoloh$", agree=_ephtoloh_agree),
     Listed("dcq lists the items in the queue, not every slot", r"^dcq ", agree=_dcq_agree),
 ]
