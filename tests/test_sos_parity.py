@@ -965,3 +965,24 @@ def test_dumpheap_live_counts_the_objects_it_lists(core_run: CoreRun) -> None:
     (sos_done, sos_total), (ours_done, ours_total) = counts
     assert ours_done == ours_total == sos_total
     assert sos_done == sos_total + _live_set_non_objects(core_run.core)
+
+
+def test_clrstack_i_on_every_thread(core_run: CoreRun) -> None:
+    """clrstack -i -a on every thread SOS's clrthreads numbers (not only the batch's roles): the
+    debugger API's types of arguments typed by a generic parameter (!0, !!0: the frame's
+    instantiation), of a struct's `this` (a byref, "<type>&"), of byrefs to objects (the object's
+    address), of a P/Invoke frame without IL (its SP and IP alone), in SOS's order of internal
+    frames. Each pair is identical or differs only as a listed entry says."""
+    dbgs = [m.group(1) for m in map(THREAD_ROW.match, core_run.text("clrthreads").splitlines())
+            if m and m.group(1) != "XXXX"]
+    assert dbgs
+    commands = [c for d in dbgs for c in (f"setthread {d}", "clrstack -i -a")]
+    bad = []
+    for d, sos, ours in zip(dbgs, sosref.run_sos(core_run.core, commands)[1::2],
+                            sosref.run_sosext(core_run.core, commands)[1::2]):
+        verdict, used = judge(core_run.name, f"clrstack -i -a <thread {d}>", sos, ours, core_run.core)
+        if verdict == FAILS:
+            diff = "\n".join(difflib.unified_diff(sos.normalised.splitlines(), ours.normalised.splitlines(),
+                                                  "SOS", "sosext", lineterm="", n=1))
+            bad.append(f"--- thread {d} (listed entries tried: {used or 'none'})\n{diff}")
+    assert not bad, "\n".join(bad)
