@@ -132,7 +132,7 @@ def heap_round1(run: CoreRun) -> list[Probe]:
         "dumpheap -type Exception",
         "eeheap", "eeheap -gc", "eeheap -loader",
         "dumpdomain", "name2ee *!System.String", "name2ee System.Private.CoreLib.dll!System.String",
-        "name2ee System.Private.CoreLib.dll!System.String.Concat",
+        "name2ee System.Private.CoreLib.dll!System.String.Concat", "name2ee System.Private.CoreLib.dll!System.DateTime",
         "finalizequeue", "syncblk", "gchandles", "gchandles -stat", "dumpruntimetypes", "verifyheap",
         "sizestats", "dumpgen gen2", "gcheapstat",
     ]
@@ -157,6 +157,12 @@ def heap_round2(run: CoreRun) -> list[Probe]:
         probes.append(Probe(f"dumpmodule -mt <module {i}>", f"dumpmodule -mt {m}"))
     for i, a in enumerate(asms[:2]):
         probes.append(Probe(f"dumpassembly <assembly {i}>", f"dumpassembly {a}"))
+    # A struct's statics (DateTime.MinValue …): SOS shows where each is stored (which holds its
+    # box). dumpclass takes the MethodTable where, as on .NET 10, no separate EEClass is shown.
+    m = re.search(rf"^MethodTable: ({HEX})\nName:\s+System\.DateTime$",
+                  run.text("name2ee System.Private.CoreLib.dll!System.DateTime"), re.M)
+    if m:
+        probes.append(Probe("dumpclass <System.DateTime>", f"dumpclass {m.group(1)}"))
     return probes
 
 
