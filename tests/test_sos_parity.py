@@ -1001,3 +1001,22 @@ def test_clrstack_i_on_every_thread(core_run: CoreRun) -> None:
                                                   "SOS", "sosext", lineterm="", n=1))
             bad.append(f"--- thread {d} (listed entries tried: {used or 'none'})\n{diff}")
     assert not bad, "\n".join(bad)
+
+
+def test_ip2md_on_every_frame(core_run: CoreRun) -> None:
+    """ip2md of every managed frame's IP that SOS's clrstack -all shows: "Current CodeAddr" is
+    the start of the code version holding the IP (tiered methods have several), and an IP the
+    JIT maps to the epilog takes the method's last IL offset for its source line, as SOS does.
+    Each pair is identical or differs only as a listed entry says."""
+    ips = list(dict.fromkeys(m.group(1) for m in map(FRAME_IP.match, core_run.text("clrstack -all").splitlines()) if m))
+    assert ips
+    commands = [f"ip2md {ip}" for ip in ips]
+    bad = []
+    for command, sos, ours in zip(commands, sosref.run_sos(core_run.core, commands),
+                                  sosref.run_sosext(core_run.core, commands)):
+        verdict, used = judge(core_run.name, command, sos, ours, core_run.core)
+        if verdict == FAILS:
+            diff = "\n".join(difflib.unified_diff(sos.normalised.splitlines(), ours.normalised.splitlines(),
+                                                  "SOS", "sosext", lineterm="", n=1))
+            bad.append(f"--- {command} (listed entries tried: {used or 'none'})\n{diff}")
+    assert not bad, "\n".join(bad)

@@ -963,7 +963,8 @@ class IP2MD(Command):
     details = """\
 The address is an instruction address inside JIT-compiled or precompiled code (an IP column
 of clrstack or pe). Prints the MethodDesc as dumpmd does, then the source file and line of
-that instruction when the module's portable PDB is found. An IP taken from clrstack is a
+that instruction when the module's portable PDB is found ("Current CodeAddr" is where the code
+version holding the address starts, as SOS asks the runtime for it). An IP taken from clrstack is a
 return address: subtract 1 to name the call's own line.
 
 Example:
@@ -990,7 +991,7 @@ Example:
         if not md:
             raise SosError("Failed to request MethodData, not in JIT code range")
         ctx.out.record_line(f"MethodDesc:   {p16(md)}")
-        DumpMD().run(ctx, Parsed({"md": f"{md:x}"}))
+        DumpMD.show(ctx, md, ip)
         missing: list[PdbLookup] = []
         lines = source_lines(rt)
         loc = lines.location(ip, md, return_address=False, missing=missing.append)

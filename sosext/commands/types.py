@@ -244,6 +244,11 @@ Example:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         md = address_or(args.md, f"Invalid MethodDesc address: {args.md}",
                         "Missing MethodDesc address (usage: dumpmd <MethodDesc>)")
+        self.show(ctx, md)
+
+    @staticmethod
+    def show(ctx: CommandContext, md: int, ip: int = 0) -> None:
+        """dumpmd's lines; with ``ip`` (ip2md) "Current CodeAddr" is the code version holding it."""
         rt = ctx.runtime
         classifier(rt).require(md, AddressKind.METHOD_DESC, "a MethodDesc", P16(md))
         m = rt.methods.get(md)
@@ -260,7 +265,8 @@ Example:
         out.record_line(f"{'mdToken:':<{pad}}{P16(m.token)}")
         out.record_line(f"{'Module:':<{pad}}{p16(m.module)}")
         out.record_line(f"{'IsJitted:':<{pad}}{'yes' if d.has_native_code else 'no'}")
-        out.record_line(f"{'Current CodeAddr:':<{pad}}{p16(d.native_code_addr)}")
+        current = (rt.method_code_start_at(md, ip) if ip else None) or d.native_code_addr
+        out.record_line(f"{'Current CodeAddr:':<{pad}}{p16(current)}")
         out.record_line("Version History:")
         v = rt.methods.code_versions(m)
         if v.pending is not None:
