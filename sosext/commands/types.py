@@ -165,8 +165,9 @@ class DumpClass(Command):
     summary = "Display a class: name, token, parent, attributes and fields with static values."
     usage = "dumpclass [-notes] <EEClass or canonical MethodTable>"
     details = """\
-On .NET 9 and later the runtime has no separate EEClass address: pass the canonical
-MethodTable (dumpmt's "Canonical:", or the MethodTable of a non-generic type). On older
+On .NET 9 and later the runtime has no separate EEClass address: pass a MethodTable (the
+canonical one, dumpmt's "Canonical:", or an instantiation's, which is then shown with its
+"Canonical:" MethodTable, as SOS does). On older
 runtimes pass the EEClass (dumpmt's "EEClass:"); sosext also accepts a MethodTable there.
 Instance fields are listed without values; statics with their values (-notes adds what a
 static's value means, as dumpobj -notes).
@@ -219,7 +220,14 @@ def _eeclass_method_table(ctx: CommandContext, addr: int) -> int | None:
     c = cls.classify(addr)
     if c.kind is AddressKind.METHOD_TABLE:
         t = ctx.heap.types.get(addr)
-        return addr if t is not None and t.canonical == addr else None
+        if t is None:
+            return None
+        if t.canonical == addr:
+            return addr
+        # With no EEClass (.NET 9+: a MethodTable's "Class" is its canonical MethodTable) the
+        # runtime takes any MethodTable as the class: SOS then shows that exact instantiation,
+        # with its canonical MethodTable beside it.
+        return addr if cls.classify(t.canonical).kind is AddressKind.METHOD_TABLE else None
     if c.kind is AddressKind.EECLASS:
         return cls.eeclass_method_table(addr)
     return None
