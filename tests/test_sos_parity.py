@@ -134,7 +134,7 @@ def heap_round1(run: CoreRun) -> list[Probe]:
         "dumpdomain", "name2ee *!System.String", "name2ee System.Private.CoreLib.dll!System.String",
         "name2ee System.Private.CoreLib.dll!System.String.Concat", "name2ee System.Private.CoreLib.dll!System.DateTime",
         "finalizequeue", "syncblk", "gchandles", "gchandles -stat", "dumpruntimetypes", "verifyheap",
-        "sizestats", "dumpgen gen2", "gcheapstat",
+        "sizestats", "dumpgen gen2", "gcheapstat", "gchandles -perdomain", "gcheapstat -iu",
     ]
     return [Probe(c, c) for c in fixed]
 
@@ -149,6 +149,10 @@ def heap_round2(run: CoreRun) -> list[Probe]:
         if kind != "free":
             probes += [Probe(f"dumpheap -mt <{kind}>", f"dumpheap -mt {mt}"),
                        Probe(f"dumpmt -md <{kind}>", f"dumpmt -md {mt}")]
+        if kind in ("generic", "nested generic", "dictionary"):
+            # An instantiation's own MethodTable (.NET 9+ has no EEClass): SOS shows that
+            # instantiation and its canonical MethodTable.
+            probes.append(Probe(f"dumpclass <{kind}>", f"dumpclass {mt}"))
     dd = run.text("dumpdomain")
     mods = re.findall(rf"^\s+({HEX})\s+/\S+$", dd, re.M)
     asms = re.findall(rf"^Assembly:\s+({HEX}) \[", dd, re.M)
@@ -181,6 +185,8 @@ def heap_round3(run: CoreRun) -> list[Probe]:
                        Probe(f"dumpobjgcrefs <{kind}>", f"dumpobjgcrefs {o}")]
             if kind.endswith("]") or kind == "2d array":
                 probes.append(Probe(f"dumparray <{kind}>", f"dumparray {o}"))
+            if kind == "string":  # an object that is no exception, no delegate: SOS's line, no failure
+                probes += [Probe(f"pe <{kind}>", f"pe {o}"), Probe(f"dumpdelegate <{kind}>", f"dumpdelegate {o}")]
     # EEClass as dumparray of a struct array names it.
     return probes
 
@@ -624,7 +630,7 @@ CODE_LISTED: list[Listed] = [
            sos=_drop_lines(r"^    Version: "), ours=_drop_lines(r"^    Version: ")),
     Listed("clrstack -i names an enum's value whatever memory follows it", r"^clrstack -i",
            sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
-    Listed("dumpheap -live counts only objects as live objects", r"^(dumpheap .*-live|notreachableinrange)",
+    Listed("dumpheap -live counts only objects as live objects", r"^(dumpheap .*-live|notreachableinrange|gcheapstat -iu)",
            sos_on_core=lambda t, core: _live_count_of_objects(t, core)),
 ]
 LISTED += CODE_LISTED

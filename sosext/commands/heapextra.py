@@ -140,7 +140,10 @@ Example:
         data = rt.object_data(address)
         if data is None or data.object_type == OBJ_FREE or not is_delegate(rt, data.method_table):
             name = ctx.heap.types.name_of(data.method_table) if data is not None else "?"
-            raise SosError(f"Object of type '{name}' is not a delegate.")
+            # SOS's answer for an object of another type: a line, no failure.
+            ctx.out.field("message", f"Object of type '{name}' is not a delegate.",
+                          f"Object of type '{name}' is not a delegate.")
+            return
         rows = ctx.out.table("calls", Table(Column(16, False, p16), Column(16, False, p16), TypeName()),
                              ("target", "method_desc", "name", "delegate"))
         rows.header("Target", "Method", "Name")
