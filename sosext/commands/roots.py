@@ -272,7 +272,18 @@ Examples:
         if args.mt is not None:
             require_method_table(heap, args.mt)
         else:
-            require_object(heap, parse_object_address(args.address))
+            address = parse_object_address(args.address)
+            if not address:
+                raise SosError(f"Could not parse target object address: {args.address}")  # as SOS
+            try:
+                require_object(heap, address)
+            except SosError as e:
+                # SOS's answer for an address that holds no object: a line, no failure; what the
+                # address is instead goes to --json.
+                line = f"{address:x} is not a valid object"
+                ctx.out.field("message", line, line)
+                ctx.out.field("address_is", str(e))
+                return
         ix = heap.index(ctx.progress)
         if args.mt is not None:
             starts = np.nonzero(ix.mask_method_tables([args.mt]))[0]
