@@ -119,11 +119,14 @@ Example:
     positionals = (Positional("address", "an address in the GC heap"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        address = _address(args.address)
+        address = _address(args.address) & ~7  # SOS aligns the address down to a pointer
         heap = ctx.heap
         seg = heap.segment_of(address)
         if seg is None:
-            raise SosError(f"Failed to find the segment of the managed heap where the object {address:x} resides")
+            # SOS's answer, no failure.
+            line = f"Failed to find the segment of the managed heap where the object {address:x} resides"
+            ctx.out.field("message", line, line)
+            return
         ix = heap.index(ctx.progress)
         sl = next((s for s in ix.slices if s.segment.start == seg.start), None)
         if sl is None or sl.first == sl.stop:
