@@ -187,6 +187,12 @@ def heap_round3(run: CoreRun) -> list[Probe]:
                 probes.append(Probe(f"dumparray <{kind}>", f"dumparray {o}"))
             if kind == "string":  # an object that is no exception, no delegate: SOS's line, no failure
                 probes += [Probe(f"pe <{kind}>", f"pe {o}"), Probe(f"dumpdelegate <{kind}>", f"dumpdelegate {o}")]
+                # Addresses that hold no object (inside the string, outside the heap): SOS
+                # answers each with its own line or table, as no failure.
+                inside = f"{int(o, 16) + 8:x}"
+                probes += [Probe(f"{c} <inside a string>", f"{c} {inside}")
+                           for c in ("verifyobj", "objsize", "dumpobjgcrefs", "gcwhere", "listnearobj")]
+                probes += [Probe(f"{c} <0x10>", f"{c} 10") for c in ("verifyobj", "objsize", "gcwhere", "pe")]
     # EEClass as dumparray of a struct array names it.
     return probes
 
