@@ -819,7 +819,8 @@ Examples:
         keys = ("heap", "gen0", "gen1", "gen2", "loh", "poh") + (("frz",) if has_frozen else ())
 
         def cells_of(name: str, values: np.ndarray, eph: int | None) -> list:
-            return [name, *([eph] if eph else []), *values.tolist()]
+            # None: no ephemeral segment on this heap; 0 is a value (unrooted bytes there).
+            return [name, *([eph] if eph is not None else []), *values.tolist()]
 
         def section(key: str, values: np.ndarray, ephs: np.ndarray, pct: bool) -> None:
             rows = out.table(key, table, keys)
