@@ -5,6 +5,12 @@ class SosError(Exception):
     """A failure the user can act on; hosts print ``error: <message>``."""
 
 
+class SosAnswer(SosError):
+    """An input the command cannot take, where SOS answers with a line of its own and does not
+    call it a failure ("Address 10 not found in the managed heap."): hosts print the message
+    as the command's output, without ``error:``, and the command succeeds."""
+
+
 class TargetError(SosError):
     """Memory, module or thread information could not be obtained from the target."""
 

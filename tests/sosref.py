@@ -88,12 +88,17 @@ def _sos_session(tool: Path, core: Path, commands: list[str], timeout: float) ->
     answers: list[Answer] = []
     body: list[str] = []
     for ln in lines[start:]:
-        if ln in (_END_OK, _END_ERROR):
+        # A command whose output has no final newline (dumpdelegate of a non-delegate) leaves
+        # the marker at the end of its last line.
+        marker = next((m for m in (_END_OK, _END_ERROR) if ln.endswith(m)), None)
+        if marker is not None:
+            if ln != marker:
+                body.append(ln[:-len(marker)])
             command = commands[len(answers)]
             if body and body[0] == f"> {command}":
                 body = body[1:]
             answers.append(Answer(command, "\n".join(body) + ("\n" if body else ""),
-                                  "ok" if ln == _END_OK else "error"))
+                                  "ok" if marker == _END_OK else "error"))
             body = []
             if len(answers) == len(commands):
                 break

@@ -167,8 +167,10 @@ def test_dumpdelegate_shows_targets_and_methods(case: HeapCase, host: str) -> No
 
 def test_dumpdelegate_bad_input(case: HeapCase, host: str) -> None:
     n = x(case)["nodes"]
-    assert case.out(host, f"dumpdelegate {n['a']}").errors == [f"error: Object of type '{n['type']}' is not a delegate."]
-    assert case.out(host, "dumpdelegate 1234").errors == ["error: Invalid object."]
+    # SOS's answer, not a failure (dotnet-dump calls it none).
+    not_delegate = case.out(host, f"dumpdelegate {n['a']}")
+    assert not not_delegate.errors and not_delegate.lines == [f"Object of type '{n['type']}' is not a delegate."]
+    assert not case.out(host, "dumpdelegate 1234").errors and case.out(host, "dumpdelegate 1234").lines == ["Invalid object."]
     assert case.out(host, "dumpdelegate").errors == ["error: Usage: dumpdelegate <delegate object address>"]
 
 
@@ -185,7 +187,8 @@ def test_dumpobjgcrefs_lists_the_fields(case: HeapCase, host: str) -> None:
     doc = json.loads(case.out(host, f"dumpobjgcrefs {n['a']} --json").text)
     assert [(r["field"], r["offset"], h(r["object"])) for r in doc["refs"]] == \
         [(r["field"], r["offset"] - 8, h(r["object"])) for r in n["aRefs"]]
-    assert case.out(host, "dumpobjgcrefs 0").errors == ["error: Unable to walk object references, invalid object."]
+    # SOS fails on 0 and answers any other address that holds no object (no failure).
+    assert case.out(host, "dumpobjgcrefs 0").errors == ["error: Invalid object address: '0'"]
     assert case.out(host, "dumpobjgcrefs zz").errors == ["error: Invalid object address: 'zz'"]
 
 
@@ -217,7 +220,10 @@ def test_pathto_follows_the_chain(case: HeapCase, host: str) -> None:
         f"Could not find a path from {h(n['c']):x} to {h(n['a']):x}"
     doc = json.loads(case.out(host, f"pathto {n['a']} {n['c']} --json").text)
     assert [h(o["address"]) for o in doc["chain"]] == [h(n[k]) for k in "abc"]
-    assert case.out(host, f"pathto 10 {n['a']}").errors == ["error: Source address 10 is not a valid object."]
+    # SOS's answers (no failure): an invalid source said so, an invalid target a path not found
+    # (SOS checks the source twice).
+    assert not case.out(host, f"pathto 10 {n['a']}").errors
+    assert case.out(host, f"pathto 10 {n['a']}").lines == ["Source address 10 is not a valid object."]
     assert case.out(host, f"pathto {n['a']}").errors == ["error: Missing target address (usage: pathto <source> <target>)"]
     assert case.out(host, "pathto zz 10").errors == ["error: Could not parse argument 'source': zz"]
 

@@ -89,19 +89,20 @@ def test_taskstate_json_and_hex_value(case: Case, host: str) -> None:
 
 
 def test_taskstate_bad_input(case: Case, host: str) -> None:
+    """What SOS cannot take it answers with a line (dotnet-dump calls none of these a failure);
+    only a -v value that is no number fails, in both."""
     s = case.http
     expect = {
-        "tks": "error: Missing Task reference address or state value: taskstate <address> or taskstate -v <value>",
-        "tks zz": "error: Numeric value expected: either a task address or -v <state value>, not zz",
-        "tks -v 1": "error: 0x1 is not a valid Task state: no TaskStatus bit is set",
-        "tks -v abc": "error: invalid number: abc",
-        "tks 10": "error: 0x10 is not a Task",
+        "tks": "Missing Task reference address or state value...",
+        "tks zz": "Numeric value expected: either a task address or -v <state value>...",
+        "tks -v 1": "Either a task address or a valid state is expected...",
+        "tks 10": "Either a valid task address or -v <state value> is expected...",
+        f"tks {s['notTask']}": "Either a valid task address or -v <state value> is expected...",
     }
     for cmd, line in expect.items():
-        assert case.out(host, cmd).lines == [line], (cmd, case.out(host, cmd).text)
-    not_task = case.out(host, f"tks {s['notTask']}").lines
-    assert not_task == [f"error: {h(s['notTask']):#x} is not a Task: it is an object "
-                        f"(DebuggeeHost.HttpScenario+HoldingScheduler) (try dumpobj {h(s['notTask']):x})"]
+        out = case.out(host, cmd)
+        assert not out.errors and [ln for ln in out.lines if ln.strip()] == [line], (cmd, out.text)
+    assert case.out(host, "tks -v abc").lines == ["error: invalid number: abc"]
 
 
 # -- dumphttp -------------------------------------------------------------------------------------

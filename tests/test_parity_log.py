@@ -37,10 +37,11 @@ def commands_for(t: dict, files: Path) -> list[str]:
     return [
         f"dumplog -f {files / 'log.txt'}", f"dumplog {files / 'log.txt'}", f"dumplog -f {files / 'link.txt'}", f"dumplog --force -f {files / 'link.txt'}",
         f"dumplog -addr 10 -f {files / 'addr.txt'}", f"dumplog -f {files / 'a.txt'} {files / 'b.txt'}",
-        "histobj 1234", "histinit", "histstats", "histstats --json",
+        "histobj 1234", "histobj -notes 1234", "histinit", "histstats", "histstats --json",
         f"histobj {moved['after']}", f"histobj {moved['after']} --json",
         f"histobjfind {moved['after']}", f"histobjfind {moved['before']}", f"histroot {moved['root']}",
         f"histroot {moved['root']} --json", "histobj zz", "histroot", "histclear", f"HistRoot {moved['root']}",
+        f"HistRoot -notes {moved['root']}",
         "crashinfo", "bpmd -list", "stoponcatch",
     ]
 
@@ -164,10 +165,20 @@ def test_dumplog_names_the_moved_object(case: Case, host: str) -> None:
 # -- hist* ------------------------------------------------------------------------------------
 
 def test_hist_needs_histinit(case: Case, host: str) -> None:
-    for cmd in ("histobj 1234", f"HistRoot {case.truth['stressLog']['moved']['root']}"):
+    """Before histinit (and after histclear) SOS 10's native hist* print their header and no row;
+    -notes prints the line SOS's later, managed versions print instead."""
+    root = case.truth['stressLog']['moved']['root']
+    assert case.out(host, "histobj 1234").lines == [HISTOBJ_HEADER, "-" * 57]
+    assert case.out(host, f"HistRoot {root}").lines == [HISTROOT_HEADER, "-" * 57]
+    for cmd in ("histobj -notes 1234", f"HistRoot -notes {root}"):
         assert case.out(host, cmd).lines == ["Run !histinit to initialize the GC history from the stress log."]
     assert case.out(host, "histclear").lines == ["Completed successfully."]
     assert case.out(host, "histinit").lines[-1] == "SUCCESS: GCHist structures initialized"
+
+
+# SOS's headers: "%8s %16s %40s" and "%8s %16s %16s %9s %20s".
+HISTOBJ_HEADER = f"{'GCCount':>8} {'Object':>16} {'Roots':>40}"
+HISTROOT_HEADER = f"{'GCCount':>8} {'Value':>16} {'MT':>16} {'Promoted?':>9} {'Notes':>20}"
 
 
 def stats_rows(case: Case, host: str) -> list[tuple[int, int, int]]:
@@ -192,7 +203,7 @@ def test_histstats_lists_every_gc_newest_first(case: Case, host: str) -> None:
 def test_histobj_follows_the_object_back(case: Case, host: str) -> None:
     m = case.truth["stressLog"]["moved"]
     lines = case.out(host, f"histobj {m['after']}").lines
-    assert lines[:2] == [" GCCount           Object Roots", "-" * 57]
+    assert lines[:2] == [HISTOBJ_HEADER, "-" * 57]
     rows = {int(ln.split()[0]): ln.split(None, 2)[1:] for ln in lines[2:]}
     assert rows[m["gcIndex"]][0] == p16(m["after"])
     assert p16(m["root"]) + "," in rows[m["gcIndex"]][1]
@@ -207,11 +218,12 @@ def test_histobjfind_and_histroot(case: Case, host: str) -> None:
     m = case.truth["stressLog"]["moved"]
     i = m["gcIndex"]
     found = case.out(host, f"histobjfind {m['after']}").lines
+    assert found[:2] == [f"{'GCCount':>8} {'Object':>16} {'Message':>40}", "-" * 57]
     assert f"{i:>8} {p16(m['after'])} Relocation NEWVALUE for root {p16(m['root'])}" in found
     before = case.out(host, f"histobjfind {m['before']}").lines
     assert f"{i:>8} {p16(m['before'])} Relocation PREVVALUE for root {p16(m['root'])}" in before
     roots = case.out(host, f"histroot {m['root']}").lines
-    assert roots[0] == " GCCount            Value               MT Promoted? Notes"
+    assert roots[0] == HISTROOT_HEADER
     row = next(ln for ln in roots if ln.startswith(f"{i:>8} "))
     assert row.split()[:4] == [str(i), p16(m["after"]), p16(m["mt"]), "yes"]
     doc = json.loads(case.out(host, f"histroot {m['root']} --json").text)

@@ -241,6 +241,13 @@ class ClrRuntime:
     def method_desc_name(self, md: int) -> str | None:
         return self.reader.method_desc_name(md)
 
+    def method_code_start_at(self, md: int, ip: int) -> int | None:
+        """The start of the native code version of ``md`` that holds ``ip`` (ip2md's "Current
+        CodeAddr"); None when the reader cannot tell versions apart by address."""
+        at = getattr(self.reader, "method_desc_data_at", None)
+        data = at(md, ip) if at is not None else None
+        return data.native_code_addr if data is not None else None
+
     def method_code_start(self, md: int, ip: int) -> int | None:
         """Where the native code a frame of ``md`` at ``ip`` is measured from."""
         return self.reader.frame_code_start(md, ip)

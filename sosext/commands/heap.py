@@ -16,7 +16,7 @@ from ..clr.code.loaderheaps import SOS_HEAP_KINDS, NativeHeapBlock, code_heaps, 
 from ..clr.heap.objects import string_text, thin_lock
 from ..clr.progress import polled
 from ..clr.heap.segments import GENERATION_NAMES, ClrSegment, Generation, SegmentKind
-from ..errors import SosError, UsageError
+from ..errors import SosAnswer, SosError, UsageError
 from ..render.json import emit_json
 from ..render.output import Address, Output, TableWriter, hint
 from ..render.numbers import count as fmt_count
@@ -819,7 +819,8 @@ Examples:
         keys = ("heap", "gen0", "gen1", "gen2", "loh", "poh") + (("frz",) if has_frozen else ())
 
         def cells_of(name: str, values: np.ndarray, eph: int | None) -> list:
-            return [name, *([eph] if eph else []), *values.tolist()]
+            # None: no ephemeral segment on this heap; 0 is a value (unrooted bytes there).
+            return [name, *([eph] if eph is not None else []), *values.tolist()]
 
         def section(key: str, values: np.ndarray, ephs: np.ndarray, pct: bool) -> None:
             rows = out.table(key, table, keys)
@@ -901,12 +902,14 @@ class GCWhere(Command):
             addr = parse_address(args.address)
         except UsageError:
             raise SosError(f"Could not parse address: {args.address}") from None
+        if not addr:
+            raise SosError(f"Could not parse address: {args.address}")  # as SOS, which fails on 0
         heap = ctx.heap
         hits = [s for s in heap.segments
                 if s.start <= addr < s.end or committed_start(s) <= addr < s.committed
                 or committed_start(s) <= addr < s.reserved]
         if not hits:
-            raise SosError(f"Address {addr:x} not found in the managed heap.")
+            raise SosAnswer(f"Address {addr:x} not found in the managed heap.")  # SOS's answer
         hits.sort(key=lambda s: (s.heap, s.address))
         rng = lambda a, b: f"{a:x}-{b:x}"  # noqa: E731
         rows = []

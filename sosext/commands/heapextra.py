@@ -19,7 +19,7 @@ from ..clr.heap.heapqueries import (cross_generation_references, exception_posit
                                pointers_in, references_to_ephemeral, runtime_type_objects)
 from ..clr.heap.segments import GENERATION_NAMES, Generation
 from ..clr.typesystem.typenames import csharp_name
-from ..errors import SosError, UsageError
+from ..errors import SosAnswer, SosError, UsageError
 from ..render.bordered import BorderedTable
 from ..render.numbers import p16
 from ..render.output import Address
@@ -50,7 +50,7 @@ def _object_position(ctx: CommandContext, address: int, invalid: str = "") -> in
     if classifier(ctx.runtime).object_or_none(address) is not None:
         i = ctx.heap.index(ctx.progress).find(address)
     if i is None and invalid:
-        raise SosError(invalid)
+        raise SosAnswer(invalid)  # SOS's line, not a failure there
     return i
 
 
@@ -140,7 +140,10 @@ Example:
         data = rt.object_data(address)
         if data is None or data.object_type == OBJ_FREE or not is_delegate(rt, data.method_table):
             name = ctx.heap.types.name_of(data.method_table) if data is not None else "?"
-            raise SosError(f"Object of type '{name}' is not a delegate.")
+            # SOS's answer for an object of another type: a line, no failure.
+            ctx.out.field("message", f"Object of type '{name}' is not a delegate.",
+                          f"Object of type '{name}' is not a delegate.")
+            return
         rows = ctx.out.table("calls", Table(Column(16, False, p16), Column(16, False, p16), TypeName()),
                              ("target", "method_desc", "name", "delegate"))
         rows.header("Target", "Method", "Name")
@@ -178,10 +181,12 @@ Example:
             address = parse_address(text)
         except UsageError:
             raise UsageError(f"Invalid object address: '{text}'") from None
+        if not address:  # SOS fails on 0; any other address that holds no object is answered
+            raise SosError(f"Invalid object address: '{text}'")
         _object_position(ctx, address, "Unable to walk object references, invalid object.")
         data = ctx.runtime.object_data(address)
         if data is None or data.object_type == OBJ_FREE:
-            raise SosError("Unable to walk object references, invalid object.")
+            raise SosAnswer("Unable to walk object references, invalid object.")
         if ctx.out.structured:
             rows = ctx.out.table("refs", None, ("field", "offset", "object", "type", "csharp_type"))
             for name, off, ref in gc_ref_rows(ctx, address, data):
@@ -262,10 +267,11 @@ Example:
         source = _parse_named(args.source, "source")
         target = _parse_named(args.target, "target")
         s = _object_position(ctx, source, f"Source address {source:x} is not a valid object.")
-        t = _object_position(ctx, target, f"Target address {target:x} is not a valid object.")
-        assert s is not None and t is not None
+        # SOS checks the source twice, never the target: an invalid target is a path not found.
+        t = _object_position(ctx, target)
+        assert s is not None
         heap = ctx.heap
-        found = PathFinder(heap, t).chain_from(s)
+        found = PathFinder(heap, t).chain_from(s) if t is not None else None
         if found is None:
             ctx.out.field("chain", [], f"Could not find a path from {source:x} to {target:x}")
             return

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..clr.features.http import http_requests, incoming_requests
 from ..clr.features.tasks import task_state_flags, task_status
-from ..errors import SosError, UsageError
+from ..errors import UsageError
 from ..render.numbers import count, pointer
 from ..render.output import Address
 from ..render.table import Column, Integer, Pointer, Table, Text
@@ -24,7 +24,9 @@ WaitingForActivation, WaitingToRun, Running, WaitingForChildrenToComplete, RanTo
 Canceled or Faulted. Give the address of a Task (any object deriving from Task, such as an
 async method's box), or the flags themselves with -v (decimal, or hex with 0x).
 Unlike SOS, a task that was never started (no flag set) says Created instead of being
-refused as no task.
+refused as no task. What SOS cannot take (no argument, no number, an address that holds no
+Task, a value with no TaskStatus bit) it answers with a line, as SOS does ("Either a valid task
+address or -v <state value> is expected...").
 
 Examples:
   tks 7f3a1c000040
@@ -34,25 +36,31 @@ Examples:
     positionals = (Positional("address", "the Task's address"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
+        # What SOS cannot take it answers with a line (and an empty one), not as a failure.
         if args.value is None and args.address is None:
-            raise UsageError("Missing Task reference address or state value: taskstate <address> or taskstate -v <value>")
+            return self._answer(ctx, "Missing Task reference address or state value...")
         if args.value is not None:
             flags = args.value
         else:
             try:
                 address = parse_address(args.address)
             except UsageError:
-                raise UsageError(f"Numeric value expected: either a task address or -v <state value>, "
-                                 f"not {args.address}") from None
-            where, flags = task_state_flags(ctx.runtime, address)
+                return self._answer(ctx, "Numeric value expected: either a task address or -v <state value>...")
+            _where, flags = task_state_flags(ctx.runtime, address)
             if flags is None:
-                raise where.error("a Task")
+                return self._answer(ctx, "Either a valid task address or -v <state value> is expected...")
             ctx.out.field("address", Address(address))
         status = task_status(flags)
         if status is None:
-            raise SosError(f"0x{flags:x} is not a valid Task state: no TaskStatus bit is set")
+            return self._answer(ctx, "Either a task address or a valid state is expected...")
         ctx.out.field("state_flags", flags)
         ctx.out.field("status", status, status)
+        if not ctx.out.structured:
+            ctx.out.line()
+
+    @staticmethod
+    def _answer(ctx: CommandContext, line: str) -> None:
+        ctx.out.field("message", line, line)
         if not ctx.out.structured:
             ctx.out.line()
 

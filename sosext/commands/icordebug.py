@@ -10,7 +10,7 @@ is the DAC's; the rows are built from its frames in that layout.
 from __future__ import annotations
 
 from ..clr.threads.frames import (FieldExpansion, FieldValue, FrameVariable, FrameVariables, expand, expand_fields,
-                          icordebug_method)
+                          has_il, icordebug_method)
 from ..clr.threads.stacks import ClrStack
 from ..render.output import Address
 from ..render.table import Cells
@@ -203,35 +203,61 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
         entries.append((f.frame_address, len(entries), "internal", f))
     if base_native is not None:
         native(*base_native)
-    entries.sort(key=lambda e: (e[0], e[1]))
+    # An internal frame is printed before a frame only when it is closer to the leaf (SOS's
+    # IsCloserToLeaf): at a managed frame's own SP it follows that frame.
+    entries.sort(key=lambda e: (e[0], e[2] != "managed", e[1]))
+    # SOS prints a frame with no IL frame (a P/Invoke run by its stub) as its SP and IP with no
+    # end of line: what it prints next continues that line.
+    pending = ""
+
+    def row(values: tuple[str, str, str], data: tuple) -> None:  # type: ignore[type-arg]
+        nonlocal pending
+        if out.structured or rows.table is None:
+            rows.row(*values, data=data)
+        else:
+            out.line(pending + rows.table.row(*values))
+            pending = ""
+
     for _sp, _order, kind, payload in entries:
         if full():
             break
         printed += 1
         if kind == "native":
             sp, ip = payload  # type: ignore[misc]
-            rows.row(f"{sp:016X}", f"{ip:016x}", "[NativeStackFrame]",
-                     data=(tid, Address(sp), Address(ip), "[NativeStackFrame]", None, "native"))
+            row((f"{sp:016X}", f"{ip:016x}", "[NativeStackFrame]"),
+                (tid, Address(sp), Address(ip), "[NativeStackFrame]", None, "native"))
             number += 1
             continue
         if kind == "internal":
             f = payload  # type: ignore[assignment]
             site = f"[{internal_kind(f.frame_name)}: {f.frame_address:016X}]"
-            rows.row(f"{f.frame_address:016X}", "(null)", site,
-                     data=(tid, Address(f.frame_address), None, site, None, "internal"))
+            row((f"{f.frame_address:016X}", "(null)", site),
+                (tid, Address(f.frame_address), None, site, None, "internal"))
             continue
         i, f = payload  # type: ignore[misc]
         text, module = icordebug_method(runtime, f.method_desc)
+        if not has_il(runtime, f.method_desc):
+            if out.structured:
+                rows.row(f"{f.sp:016X}", f"{f.ip:016x}", "",
+                         data=(tid, Address(f.sp), Address(f.ip), text or f.method_name, module, "managed"))
+            else:
+                pending += f"{f.sp:016X} {f.ip:016x} "
+            number += 1
+            continue
         site = (text or f.method_name or "<unknown>") + f" ({module})"
-        rows.row(f"{f.sp:016X}", f"{f.ip:016x}", site,
-                 data=(tid, Address(f.sp), Address(f.ip), text or f.method_name, module, "managed"))
+        row((f"{f.sp:016X}", f"{f.ip:016x}", site),
+            (tid, Address(f.sp), Address(f.ip), text or f.method_name, module, "managed"))
         if (params or local_vars) and not out.structured and only_frame in (None, number):
             write_variables(ctx, variables(f, i), params, local_vars, wanted)
         number += 1
     if stack.interrupted:
-        out.line("<interrupted>")
-    elif not stack.complete:
-        out.line("<failed>")
+        out.line(pending + "<interrupted>")
+    elif not stack.complete and stack.frames:
+        # (A walk that found nothing to stop at is a thread with no managed code on its stack:
+        # the debugger API's walk ends after its native frame.)
+        out.line(pending + "<failed>")
     elif not full() and not stack.truncated:
-        out.line("Stack walk complete.")
+        out.line(pending + "Stack walk complete.")
+    elif pending:
+        out.line(pending)
     out.line(RULE)

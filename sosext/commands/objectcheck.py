@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..clr.addresses import classifier
 from ..clr.heap.heap import ClrHeap
 from ..clr.heap.objects import ClrObject
 from ..errors import SosError
@@ -19,7 +20,10 @@ from .context import CommandContext
 def _address(text: str | None) -> int:
     if text is None:
         raise SosError("Missing object address")
-    return parse_address(text)
+    address = parse_address(text)
+    if not address:
+        raise SosError(f"Invalid object address: '{text}'")  # SOS fails there too
+    return address
 
 
 @register
@@ -31,7 +35,8 @@ class VerifyObj(Command):
 `object 0x… is a valid object` when its header is a MethodTable the runtime recognises and
 every non-null reference it holds points at the start of a heap object; otherwise one row per
 problem (offset, issue, description) and the count. An address that is not an object start
-gets one line saying what it is (inside another object, outside the GC heap).
+gets SOS's row for it (ObjectNotPointerAligned, ObjectNotOnTheHeap, or InvalidMethodTable with
+the word found where a header would be), as SOS reports it: no failure.
 
 Example:
   verifyobj 7f3a14005678"""
@@ -46,18 +51,52 @@ Example:
                 raise SosError(f"object 0x{address:x} does not have valid method table ({e.method_table:#x})")
         i = ix.find(address)
         if i is None:
-            raise SosError(heap.explain_non_object(address))
+            row = _not_an_object_row(heap, address)
+            if row is None:
+                raise SosError(heap.explain_non_object(address))
+            # SOS (ClrMD's FullyVerifyObject) reports such an address in its table as the
+            # corruption it finds there, and does not call it a failure.
+            _corruption_table(ctx, [row])
+            return
         bad = [(off, value) for off, value in ClrObject(heap, address).reference_slots() if ix.find(value) is None]
         if not bad:
             ctx.out.line(f"object 0x{address:x} is a valid object")
             return
-        width = max(len(f"0x{off:x}") for off, _v in bad)
-        ctx.out.line(f"{'Offset':<{width}} {'Issue':<22} Description")
-        for off, value in sorted(bad):
-            ctx.out.line(f"{f'0x{off:x}':<{width}} {'InvalidObjectReference':<22} "
-                         f"Object {address:x} has a bad member at offset {off:x}: {value:x}")
-        ctx.out.line()
-        ctx.out.line(f"{len(bad):,} error{'' if len(bad) == 1 else 's'}  detected.")
+        _corruption_table(ctx, [(off, "InvalidObjectReference",
+                                 f"Object {address:x} has a bad member at offset {off:x}: {value:x}")
+                                for off, value in sorted(bad)])
+
+
+def _not_an_object_row(heap: ClrHeap, address: int) -> tuple[int, str, str] | None:
+    """SOS's corruption row for an address that starts no object: not pointer aligned, outside
+    every segment, or on one with no MethodTable where its header would be (None otherwise)."""
+    if address % 8:
+        return 0, "ObjectNotPointerAligned", f"Object {address:x} is not pointer aligned"
+    if heap.segment_of(address) is None:
+        return 0, "ObjectNotOnTheHeap", f"Tried to validate {address:x} but its address was not on any segment."
+    raw = bytes(heap.runtime.target.read_partial(address, 8))
+    if len(raw) < 8:
+        return None
+    value = int.from_bytes(raw, "little")
+    if classifier(heap.runtime).method_table_or_none(value & ~1) is not None:
+        return None  # a stale header: SOS would verify it as an object
+    return 0, "InvalidMethodTable", f"Object {address:x} has an invalid method table {value:x}"
+
+
+# SOS sizes the Issue column for the longest ObjectCorruptionKind name, ObjectReferenceNotPointerAligned.
+_ISSUE_WIDTH = 32
+
+
+def _corruption_table(ctx: CommandContext, rows: list[tuple[int, str, str]]) -> None:
+    """SOS's verifyobj table: offset (0x and two digits at least, the column as wide as its
+    widest cell or its title), issue, description; then the count."""
+    cells = [f"0x{off:02x}" for off, _k, _d in rows]
+    width = max(len("Offset"), *(len(c) for c in cells))
+    ctx.out.line(f"{'Offset':<{width}} {'Issue':<{_ISSUE_WIDTH}} Description")
+    for cell, (_off, kind, text) in zip(cells, rows):
+        ctx.out.line(f"{cell:<{width}} {kind:<{_ISSUE_WIDTH}} {text}")
+    ctx.out.line()
+    ctx.out.line(f"{len(rows):,} error{'' if len(rows) == 1 else 's'}  detected.")
 
 
 def _size_text(size: int) -> str:
@@ -80,11 +119,14 @@ Example:
     positionals = (Positional("address", "an address in the GC heap"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        address = _address(args.address)
+        address = _address(args.address) & ~7  # SOS aligns the address down to a pointer
         heap = ctx.heap
         seg = heap.segment_of(address)
         if seg is None:
-            raise SosError(f"Failed to find the segment of the managed heap where the object {address:x} resides")
+            # SOS's answer, no failure.
+            line = f"Failed to find the segment of the managed heap where the object {address:x} resides"
+            ctx.out.field("message", line, line)
+            return
         ix = heap.index(ctx.progress)
         sl = next((s for s in ix.slices if s.segment.start == seg.start), None)
         if sl is None or sl.first == sl.stop:

@@ -218,12 +218,13 @@ class FieldTable:
         if et == ET.VALUETYPE:
             data = addr
             if static:
-                # A struct static's storage holds its box; show the boxed data, which dumpvc can read.
+                # A struct static's storage holds its box: SOS shows the storage's address (0 while
+                # no box is there); the readable note (-notes) reads the boxed data.
                 raw = self.target.read_partial(addr, 8)
                 box = int.from_bytes(raw, "little") if len(raw) == 8 else 0
                 if not box:
                     return p16(0), None
-                data = box + 8
+                return p16(addr), self._struct_note(f, box + 8)
             return p16(data), self._struct_note(f, data)
         size = f.size or 8
         raw = self.target.read_partial(addr, size)

@@ -272,7 +272,18 @@ Examples:
         if args.mt is not None:
             require_method_table(heap, args.mt)
         else:
-            require_object(heap, parse_object_address(args.address))
+            address = parse_object_address(args.address)
+            if not address:
+                raise SosError(f"Could not parse target object address: {args.address}")  # as SOS
+            try:
+                require_object(heap, address)
+            except SosError as e:
+                # SOS's answer for an address that holds no object: a line, no failure; what the
+                # address is instead goes to --json.
+                line = f"{address:x} is not a valid object"
+                ctx.out.field("message", line, line)
+                ctx.out.field("address_is", str(e))
+                return
         ix = heap.index(ctx.progress)
         if args.mt is not None:
             starts = np.nonzero(ix.mask_method_tables([args.mt]))[0]
@@ -305,7 +316,7 @@ Examples:
 class GCHandles(Command):
     names = ("gchandles", "GCHandles")
     summary = "List the GC handles with their objects, and statistics of them."
-    usage = "gchandles [-type <kind>] [-stat]"
+    usage = "gchandles [-type <kind>] [-stat] [-perdomain]"
     details = """\
 Kinds: Strong, Pinned, AsyncPinned, RefCounted, WeakShort, WeakLong, Dependent, SizedRef, WeakWinRT, Variable.
 
@@ -314,7 +325,7 @@ Examples:
   gchandles -type Pinned"""
     options = (Option("-type", "only handles of this kind", str, "kind"),
                Option("-stat", "statistics only"),
-               Option("-perdomain", "(accepted for compatibility; there is one domain)"))
+               Option("-perdomain", "the statistics per AppDomain, as SOS prints them (the System Domain's are empty)"))
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         wanted = None
@@ -356,29 +367,49 @@ Examples:
                 rows.row(h.address, word, h.object, size, data, name,
                          data=(Address(h.address), word, Address(h.object), size,
                                Address(h.secondary) if h.handle_type == DEPENDENT else (data or None), name))
-        if not args.stat:
-            ctx.out.line()
-        ctx.out.line("Statistics:")
-        types = ctx.out.table("types", Table(Column(16, True, p16), Column(8, True, str), Column(12, True, str), Text()),
-                              ("mt", "count", "total_size", "name"))
-        types.header("MT", "Count", "TotalSize", "Class Name")
-        # Native SOS's HeapStat order: ascending total size, ties by descending MethodTable (its
-        # size tree takes a later, higher MethodTable to the left of an equal one).
-        for mt in sorted(order, key=lambda m: (stats[m][1], -m)):
-            c, tot = stats[mt]
-            types.row(mt, c, tot, heap.types.name_of(mt), data=(Address(mt), c, tot, heap.types.name_of(mt)))
-        total = sum(c for c, _t in stats.values())
-        ctx.out.field("total_objects", total, f"Total {total} objects")
-        if wanted is None:
-            counts: dict[int, int] = {}
-            for h in handles:
-                counts[h.handle_type] = counts.get(h.handle_type, 0) + 1
-            ctx.out.line()
-            ctx.out.line("Handles:")
-            kinds = ctx.out.table("handle_counts", Cells((), ()), ("type", "count"))
-            for k, label in HANDLE_STAT_LABEL:
-                if counts.get(k):
-                    kinds.row(f"    {label[:21]:<21} {counts[k]}", data=(HANDLE_TYPE_WORD.get(k, str(k)), counts[k]))
+        counts: dict[int, int] = {}
+        for h in handles:
+            counts[h.handle_type] = counts.get(h.handle_type, 0) + 1
+        if not args.perdomain or ctx.out.structured:
+            if not args.stat:
+                ctx.out.line()
+            _handle_stats(ctx, stats, order, counts if wanted is None else None)
+            return
+        # SOS's -perdomain: the statistics once per AppDomain (every handle of .NET Core is the
+        # one AppDomain's; the System Domain's are empty), each under a rule and its title.
+        for domain in ctx.runtime.app_domains():
+            ctx.out.line("-" * 78)
+            system = domain.kind == "system"
+            ctx.out.line(f"GC Handle Statistics for AppDomain {P16(domain.address)}" + (" (System Domain)" if system else ""))
+            if not args.stat:
+                ctx.out.line()
+            _handle_stats(ctx, {} if system else stats, [] if system else order,
+                          None if wanted is not None else ({} if system else counts))
+
+
+def _handle_stats(ctx: CommandContext, stats: dict[int, list[int]], order: list[int],
+                  counts: dict[int, int] | None) -> None:
+    """gchandles' statistics: per type (SOS's order), the total, and (``counts``, without
+    -type) the number of handles of each kind."""
+    heap = ctx.heap
+    ctx.out.line("Statistics:")
+    types = ctx.out.table("types", Table(Column(16, True, p16), Column(8, True, str), Column(12, True, str), Text()),
+                          ("mt", "count", "total_size", "name"))
+    types.header("MT", "Count", "TotalSize", "Class Name")
+    # Native SOS's HeapStat order: ascending total size, ties by descending MethodTable (its
+    # size tree takes a later, higher MethodTable to the left of an equal one).
+    for mt in sorted(order, key=lambda m: (stats[m][1], -m)):
+        c, tot = stats[mt]
+        types.row(mt, c, tot, heap.types.name_of(mt), data=(Address(mt), c, tot, heap.types.name_of(mt)))
+    total = sum(c for c, _t in stats.values())
+    ctx.out.field("total_objects", total, f"Total {total} objects")
+    if counts is not None:
+        ctx.out.line()
+        ctx.out.line("Handles:")
+        kinds = ctx.out.table("handle_counts", Cells((), ()), ("type", "count"))
+        for k, label in HANDLE_STAT_LABEL:
+            if counts.get(k):
+                kinds.row(f"    {label[:21]:<21} {counts[k]}", data=(HANDLE_TYPE_WORD.get(k, str(k)), counts[k]))
 
 
 @register

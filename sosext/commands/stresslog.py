@@ -123,11 +123,23 @@ _HISTORY: "weakref.WeakKeyDictionary[object, list[GcRecord]]" = weakref.WeakKeyD
 NOT_INITIALIZED = "Run !histinit to initialize the GC history from the stress log."
 
 
-def _history(ctx: CommandContext) -> list[GcRecord] | None:
+HINT_HELP = ("when histinit has read no history, say so (as SOS's later, managed hist* commands do) "
+             "instead of printing SOS 10's empty table")
+
+
+# What the hist* queries print before histinit (their help text says it).
+BEFORE = ("before it the table is empty, as SOS 10's is;\n-notes prints the line SOS's later versions print "
+          "instead.")
+
+
+def _history(ctx: CommandContext, hint: bool) -> list[GcRecord] | None:
+    """histinit's GC history. Without one SOS 10's native hist* print their header and no row
+    (an empty history), which is the default; with ``hint`` the line saying why, and None."""
     records = _HISTORY.get(ctx.runtime)
-    if records is None:
+    if records is None and hint:
         ctx.out.line(NOT_INITIALIZED)
-    return records
+        return None
+    return records or []
 
 
 def _pointer_arg(text: str | None, usage: str) -> int:
@@ -230,12 +242,15 @@ def _dashes(ctx: CommandContext) -> None:
 class _HistQuery(Command):
     """A hist* command about one address: needs histinit's history, then shows it."""
 
+    options = (Option("-notes", HINT_HELP),)
+
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        records = _history(ctx)
+        records = _history(ctx, bool(args.notes))
         if records is None:
             return
         name = self.positionals[0].name
-        self.show(ctx, records, _pointer_arg(args.values.get(name), self.usage))
+        # SOS's usage line, which has no -notes.
+        self.show(ctx, records, _pointer_arg(args.values.get(name), self.usage.replace(" [-notes]", "")))
 
     def show(self, ctx: CommandContext, records: list[GcRecord], address: int) -> None:
         raise NotImplementedError
@@ -245,7 +260,7 @@ def _object_rows(ctx: CommandContext, key: str, last_key: str, last_title: str):
     """SOS's `GCCount Object <last>` table of histobj and histobjfind."""
     rows = ctx.out.table(key, Table(Column(8, True, str), Column(16, True, str), Text()),
                          ("gc_count", "object", last_key))
-    rows.header("GCCount", "Object", last_title)
+    rows.header("GCCount", "Object", f"{last_title:>40}")  # SOS's %40s
     _dashes(ctx)
     return rows
 
@@ -254,12 +269,12 @@ def _object_rows(ctx: CommandContext, key: str, last_key: str, last_title: str):
 class HistRoot(_HistQuery):
     names = ("histroot", "HistRoot")
     summary = "A root's relocations and promotions through the GCs in the history."
-    usage = "histroot <root>"
-    details = """\
+    usage = "histroot [-notes] <root>"
+    details = f"""\
 For each GC (newest first) where the root (a stack slot or handle address, as histobjfind
 shows it) was relocated: the value it was given, the MethodTable, whether the GC also logged
 its promotion, and a note when promote and relocate records disagree. Runs of GCs without
-the root print "...". Run histinit first.
+the root print "...". Run histinit first: {BEFORE}
 
 Example:
   histroot 7ffc1234a5b8"""
@@ -269,7 +284,7 @@ Example:
         rows = ctx.out.table("relocations", Table(Column(8, True, str), Column(16, True, str),
                                                   Column(16, True, str), Column(9, True, str), Text()),
                              ("gc_count", "value", "method_table", "promoted", "notes"))
-        rows.header("GCCount", "Value", "MT", "Promoted?", "Notes")
+        rows.header("GCCount", "Value", "MT", "Promoted?", f"{'Notes':>20}")  # SOS's %20s
         _dashes(ctx)
         boring = False
         for r in records:
@@ -298,10 +313,11 @@ Example:
 class HistObjFind(_HistQuery):
     names = ("histobjfind", "HistObjFind", "hof")
     summary = "Every promotion and relocation in the history that names an object address."
-    usage = "histobjfind <object address>"
-    details = """\
+    usage = "histobjfind [-notes] <object address>"
+    details = f"""\
 For each GC (newest first): the promotions whose value is the address and the relocations
-that moved an object to or from it, with the root that held it. Run histinit first.
+that moved an object to or from it, with the root that held it. Run histinit first:
+{BEFORE}
 
 Example:
   histobjfind 7f3a14005678"""
@@ -331,11 +347,11 @@ Example:
 class HistObj(_HistQuery):
     names = ("histobj", "HistObj")
     summary = "Follow an object's address back through the GCs' relocations in the history."
-    usage = "histobj <object address>"
-    details = """\
+    usage = "histobj [-notes] <object address>"
+    details = f"""\
 From the newest GC back: the object's address before that GC and the roots that were
 relocated to it; the address becomes the one those roots held before the GC. Run histinit
-first.
+first: {BEFORE}
 
 Example:
   histobj 7f3a14005678"""

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ..clr.addresses import classifier
 from ..clr.threads.frames import frame_variables
-from ..clr.threads.exceptions import ClrExceptionInfo, StackTraceState, read_exception
+from ..clr.threads.exceptions import (ClrExceptionInfo, InvalidExceptionObject, NotAnException, StackTraceState,
+                                      read_exception)
 from ..clr.threads.nativeframes import NativeFrame, native_frames
 from ..clr.heap.objects import method_table_of, string_text
 from ..clr.threads.gcrefs import StackGcReference, stack_gc_references
@@ -755,8 +756,13 @@ Examples:
                 raise SosError(f"Invalid exception object {args.object}")
             c = classifier(runtime).classify(address) if runtime.has_gc_heap else None
             if c is not None and not c.is_object:
+                # SOS's answer, a line and no failure; what the address is instead goes to --json.
+                line = f"Invalid exception object: {p16(address)}"
+                ctx.out.field("message", line, line)
                 desc = c.description()
-                raise SosError(f"Invalid exception object: {p16(address)}" + (f": {desc}{c.hint()}" if desc else ""))
+                if desc:
+                    ctx.out.field("address_is", f"{desc}{c.hint()}")
+                return
             self._print(ctx, address)
         if thread is not None and thread.first_nested_exception:
             if not args.nested:
@@ -776,8 +782,13 @@ Examples:
                 nested = pair[1]
 
     def _print(self, ctx: CommandContext, address: int) -> None:
-        # NotAnException / InvalidExceptionObject carry SOS's messages for bad addresses.
-        write_exception(ctx, read_exception(ctx.runtime, address), lines=self.lines, missing=self.missing)
+        try:
+            info = read_exception(ctx.runtime, address)
+        except (NotAnException, InvalidExceptionObject) as e:
+            # SOS's answer for an address that holds no exception: a line, no failure.
+            ctx.out.field("message", str(e), str(e))
+            return
+        write_exception(ctx, info, lines=self.lines, missing=self.missing)
 
 
 def write_exception(ctx: CommandContext, e: ClrExceptionInfo, *, lines: bool = False,
@@ -965,7 +976,8 @@ class IP2MD(Command):
     details = """\
 The address is an instruction address inside JIT-compiled or precompiled code (an IP column
 of clrstack or pe). Prints the MethodDesc as dumpmd does, then the source file and line of
-that instruction when the module's portable PDB is found. An IP taken from clrstack is a
+that instruction when the module's portable PDB is found ("Current CodeAddr" is where the code
+version holding the address starts, as SOS asks the runtime for it). An IP taken from clrstack is a
 return address: subtract 1 to name the call's own line.
 
 Example:
@@ -992,7 +1004,7 @@ Example:
         if not md:
             raise SosError("Failed to request MethodData, not in JIT code range")
         ctx.out.record_line(f"MethodDesc:   {p16(md)}")
-        DumpMD().run(ctx, Parsed({"md": f"{md:x}"}))
+        DumpMD.show(ctx, md, ip)
         missing: list[PdbLookup] = []
         lines = source_lines(rt)
         loc = lines.location(ip, md, return_address=False, missing=missing.append)

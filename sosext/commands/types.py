@@ -165,8 +165,9 @@ class DumpClass(Command):
     summary = "Display a class: name, token, parent, attributes and fields with static values."
     usage = "dumpclass [-notes] <EEClass or canonical MethodTable>"
     details = """\
-On .NET 9 and later the runtime has no separate EEClass address: pass the canonical
-MethodTable (dumpmt's "Canonical:", or the MethodTable of a non-generic type). On older
+On .NET 9 and later the runtime has no separate EEClass address: pass a MethodTable (the
+canonical one, dumpmt's "Canonical:", or an instantiation's, which is then shown with its
+"Canonical:" MethodTable, as SOS does). On older
 runtimes pass the EEClass (dumpmt's "EEClass:"); sosext also accepts a MethodTable there.
 Instance fields are listed without values; statics with their values (-notes adds what a
 static's value means, as dumpobj -notes).
@@ -219,7 +220,14 @@ def _eeclass_method_table(ctx: CommandContext, addr: int) -> int | None:
     c = cls.classify(addr)
     if c.kind is AddressKind.METHOD_TABLE:
         t = ctx.heap.types.get(addr)
-        return addr if t is not None and t.canonical == addr else None
+        if t is None:
+            return None
+        if t.canonical == addr:
+            return addr
+        # With no EEClass (.NET 9+: a MethodTable's "Class" is its canonical MethodTable) the
+        # runtime takes any MethodTable as the class: SOS then shows that exact instantiation,
+        # with its canonical MethodTable beside it.
+        return addr if cls.classify(t.canonical).kind is AddressKind.METHOD_TABLE else None
     if c.kind is AddressKind.EECLASS:
         return cls.eeclass_method_table(addr)
     return None
@@ -244,6 +252,11 @@ Example:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         md = address_or(args.md, f"Invalid MethodDesc address: {args.md}",
                         "Missing MethodDesc address (usage: dumpmd <MethodDesc>)")
+        self.show(ctx, md)
+
+    @staticmethod
+    def show(ctx: CommandContext, md: int, ip: int = 0) -> None:
+        """dumpmd's lines; with ``ip`` (ip2md) "Current CodeAddr" is the code version holding it."""
         rt = ctx.runtime
         classifier(rt).require(md, AddressKind.METHOD_DESC, "a MethodDesc", P16(md))
         m = rt.methods.get(md)
@@ -260,7 +273,8 @@ Example:
         out.record_line(f"{'mdToken:':<{pad}}{P16(m.token)}")
         out.record_line(f"{'Module:':<{pad}}{p16(m.module)}")
         out.record_line(f"{'IsJitted:':<{pad}}{'yes' if d.has_native_code else 'no'}")
-        out.record_line(f"{'Current CodeAddr:':<{pad}}{p16(d.native_code_addr)}")
+        current = (rt.method_code_start_at(md, ip) if ip else None) or d.native_code_addr
+        out.record_line(f"{'Current CodeAddr:':<{pad}}{p16(current)}")
         out.record_line("Version History:")
         v = rt.methods.code_versions(m)
         if v.pending is not None:

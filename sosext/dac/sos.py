@@ -554,9 +554,14 @@ class SosDac:
             return mi.il_offsets(ip)
 
     def method_desc_data(self, md: int) -> st.MethodDescData | None:
+        return self.method_desc_data_at(md, 0)
+
+    def method_desc_data_at(self, md: int, ip: int) -> st.MethodDescData | None:
+        """MethodDescData as the code at ``ip`` sees it: NativeCodeAddr is then the start of the
+        code version that holds ``ip`` (0: the active version), as SOS's ip2md asks for it."""
         c = st.MethodDescData.C()
         hr = self._try(self.sos, SOS["GetMethodDescData"], (_A, _A, _P, _U32, _P, _PU32),
-                       md, 0, ctypes.byref(c), 0, None, None)
+                       md, ip, ctypes.byref(c), 0, None, None)
         if hr & 0x80000000:
             return None
         return st.MethodDescData.from_c(c)

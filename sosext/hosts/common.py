@@ -13,7 +13,7 @@ from ..commands import load_for
 from ..commands.base import lookup, split_words
 from ..commands.context import CommandContext
 from ..commands.sessionlog import console_tee
-from ..errors import SosError, TargetError
+from ..errors import SosAnswer, SosError, TargetError
 from ..render.color import color_wanted
 from ..render.output import Output
 from ..render.text import safe_line
@@ -157,6 +157,11 @@ def execute(session: Session, name: str, line: str, write: Writer, error: Writer
         if note is not None:
             progress_stream.write(note + "\n")
             progress_stream.flush()
+        return True
+    except SosAnswer as e:
+        # SOS's answer to what the command cannot take: output, not a failure.
+        out.field("message", str(e), safe_line(str(e)))
+        out.finish()
         return True
     except SosError as e:
         _flush_quietly(out)

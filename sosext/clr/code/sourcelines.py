@@ -93,7 +93,24 @@ class SourceLines:
                 return 0
             if off not in (IL_OFFSET_NO_MAPPING, IL_OFFSET_EPILOG):
                 return off
-        return None
+        # An epilog stands, as in SOS (GetLastMethodIlOffset), for the method's last IL offset.
+        return self._last_il_offset(addr) if IL_OFFSET_EPILOG in offsets else None
+
+    def _last_il_offset(self, ip: int) -> int | None:
+        """The highest IL offset the JIT's map of the code at ``ip`` names (0 when none does)."""
+        from ...dac.xclrdata import method_instance_by_address
+        try:
+            mi = method_instance_by_address(self.runtime.reader, ip)
+        except ReaderUnsupported:
+            return None
+        if mi is None:
+            return None
+        with mi:
+            entries = mi.il_address_map()
+        if entries is None:
+            return None
+        real = [il for il, _start, _end in entries if il not in (IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG, IL_OFFSET_EPILOG)]
+        return max(real, default=0)
 
     # -- PDBs --------------------------------------------------------------------------------
 

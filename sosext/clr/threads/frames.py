@@ -23,10 +23,12 @@ from ..typesystem.enums import enum_info
 from ..typesystem.fields import OBJECT_HEADER
 from ..heap.objects import method_table_of
 from ..code.sourcelines import source_lines
+from .framegenerics import NONE, FrameGenerics, frame_generics
 from .stacks import ClrStackFrame, FrameValue
 from ..heap.values import ELEMENT_SIZES, decode_primitive
 
 if TYPE_CHECKING:
+    from .framegenerics import GenericArgument
     from ..typesystem.fields import ClrField
     from ...formats.metadata.reader import MetadataReader
     from ..runtime import ClrRuntime
@@ -119,6 +121,7 @@ def frame_variables(runtime: "ClrRuntime", frame: ClrStackFrame, *, leaf: bool =
     arg_types: list[SigType | None] = []
     arg_names: list[str] = []
     this_type = ""
+    gen = _safe(lambda: frame_generics(runtime, mdd), NONE)
     if method is not None and reader is not None:
         if method.signature.has_this:
             owner = reader.declaring_type(method.token)
@@ -128,12 +131,12 @@ def frame_variables(runtime: "ClrRuntime", frame: ClrStackFrame, *, leaf: bool =
         arg_types.extend(method.signature.params)
         arg_names.extend(_safe(lambda: reader.param_names(method.token), []))
     args = tuple(_variable(runtime, reader, module, i, v, arg_names[i] if i < len(arg_names) else "",
-                           arg_types[i] if i < len(arg_types) else None, this_type if i == 0 else "")
+                           arg_types[i] if i < len(arg_types) else None, this_type if i == 0 else "", gen)
                  for i, v in enumerate(frame.arguments or ()))
     local_types = _local_types(runtime, reader, module, method.rva if method is not None else 0)
     names, known = _local_names(runtime, mdd.token if mdd is not None else 0, module)
     local_values = tuple(_variable(runtime, reader, module, i, v, names.get(i, f"local_{i}"),
-                                   local_types[i] if i < len(local_types) else None, "")
+                                   local_types[i] if i < len(local_types) else None, "", gen)
                          for i, v in enumerate(frame.locals or ()))
     if known:
         local_values = tuple(lv if lv.index in names and lv.has_data else replace(lv, by_name_failed=True)
@@ -182,20 +185,24 @@ def _local_names(runtime: "ClrRuntime", token: int, module: int) -> tuple[dict[i
         return {}, False
 
 
-def _type_name(reader: "MetadataReader | None", sig: SigType | None) -> str:
+def _type_name(reader: "MetadataReader | None", sig: SigType | None, gen: FrameGenerics = NONE) -> str:
     """A declared type as SOS's GetTypeOfValue names it: keywords for primitives, string and
     object; an array, byref or pointer as its element's name with [] ([,] …), & or *; a class
-    by its metadata name, a generic one with its arguments in <…>."""
+    by its metadata name, a generic one with its arguments in <…>; a generic parameter (!0, !!0)
+    by the argument the frame's instantiation gives it."""
     if sig is None:
         return ""
     et = sig.element_type
+    arg = gen.argument(sig)
+    if arg is not None:
+        return arg.name
     keyword = KEYWORDS.get(et)
     if keyword is not None:
         return keyword
     if reader is None:
         return ""
     if et in (ET.SZARRAY, ET.ARRAY, ET.BYREF, ET.PTR) and sig.element is not None:
-        inner = _type_name(reader, sig.element) or "<unknown>"
+        inner = _type_name(reader, sig.element, gen) or "<unknown>"
         if et == ET.SZARRAY:
             return inner + "[]"
         if et == ET.ARRAY:
@@ -204,18 +211,27 @@ def _type_name(reader: "MetadataReader | None", sig: SigType | None) -> str:
     if et in (ET.CLASS, ET.VALUETYPE) and sig.token:
         return _safe(lambda: reader.type_name(sig.token))
     if et == ET.GENERICINST and sig.token:
-        return generic_text(_safe(lambda: reader.type_name(sig.token)), [_type_name(reader, a) for a in sig.args])
+        return generic_text(_safe(lambda: reader.type_name(sig.token)), [_type_name(reader, a, gen) for a in sig.args])
     return _safe(lambda: reader.format_sig(sig))
 
 
 def _variable(runtime: "ClrRuntime", reader: "MetadataReader | None", module: int, index: int, raw: FrameValue,
-              name: str, sig: SigType | None, this_type: str) -> FrameVariable:
+              name: str, sig: SigType | None, this_type: str, gen: FrameGenerics = NONE) -> FrameVariable:
     name = name or raw.name
-    if sig is None and this_type:  # `this` of a class (a struct's `this` is a byref: shown as a pointer)
-        return _exact(runtime, _reference(runtime, index, name, this_type, raw))
-    type_name = _type_name(reader, sig)
-    et = sig.element_type if sig is not None else None
     data = raw.data if not raw.read_failed else None
+    if sig is None and this_type and gen.this_is_struct and gen.this_type:
+        # A struct's `this` is a byref to the struct: the debugger API types it "<exact type>&"
+        # and SOS prints where the struct is.
+        if data is None:
+            return FrameVariable(index, name, gen.this_type + "&", "unknown", raw)
+        return FrameVariable(index, name, gen.this_type + "&", "struct", raw, address=_pointer(data))
+    if sig is None and this_type:  # `this` of a class
+        return _exact(runtime, _reference(runtime, index, name, this_type, raw))
+    arg = gen.argument(sig)
+    if arg is not None:
+        return _generic_variable(runtime, reader, module, index, raw, name, arg, gen)
+    type_name = _type_name(reader, sig, gen)
+    et = sig.element_type if sig is not None else None
     if et is None or data is None:
         return FrameVariable(index, name, type_name, "unknown", raw)
     if et == ET.STRING:
@@ -223,7 +239,7 @@ def _variable(runtime: "ClrRuntime", reader: "MetadataReader | None", module: in
     if et in _REFERENCES or (et == ET.GENERICINST and not sig.value_type):
         return _exact(runtime, _reference(runtime, index, name, type_name, raw))
     if et == ET.BYREF and sig.element is not None:
-        return _by_reference(runtime, module, index, name, type_name, raw, sig.element, _pointer(data))
+        return _by_reference(runtime, module, index, name, type_name, raw, sig.element, _pointer(data), gen)
     if et in (ET.PTR, ET.BYREF, ET.FNPTR):
         return FrameVariable(index, name, type_name, "pointer", raw, address=_pointer(data))
     if et in KEYWORDS:
@@ -241,12 +257,45 @@ def _variable(runtime: "ClrRuntime", reader: "MetadataReader | None", module: in
     return FrameVariable(index, name, type_name, "unknown", raw)
 
 
+def _generic_variable(runtime: "ClrRuntime", reader: "MetadataReader | None", module: int, index: int,
+                      raw: FrameValue, name: str, arg: "GenericArgument", gen: FrameGenerics) -> FrameVariable:
+    """A variable typed !n or !!n, read as the type the frame's instantiation gives it."""
+    keyword = arg.as_sig()
+    if keyword is not None:
+        return _variable(runtime, reader, module, index, raw, name, keyword, "", gen)
+    data = raw.data if not raw.read_failed else None
+    if data is None or arg.value_type is None:
+        return FrameVariable(index, name, arg.name, "unknown", raw)
+    if not arg.value_type:
+        return _exact(runtime, _reference(runtime, index, name, arg.name, raw))
+    enum = _enum_text(runtime, arg.mt, data) if arg.mt else None
+    if enum is not None:
+        return FrameVariable(index, name, arg.name, "enum", raw, value=enum)
+    return FrameVariable(index, name, arg.name, "struct", raw, address=raw.location,
+                         mt=arg.mt if raw.location is not None else 0)
+
+
 def _by_reference(runtime: "ClrRuntime", module: int, index: int, name: str, type_name: str, raw: FrameValue,
-                  element: SigType, target: int) -> FrameVariable:
+                  element: SigType, target: int, gen: FrameGenerics = NONE) -> FrameVariable:
     """A byref argument or local as SOS's PrintValue shows it: the debugger API dereferences it
-    (and a reference it then holds, once more) and prints what it reaches. A byref to a class
-    reference reaches an object value, which PrintValue cannot print: SOS then prints an error
-    (E_NOINTERFACE), as it does for a null reference reached that way."""
+    (and a reference it then holds, once more) and prints what it reaches: an object by its
+    address. A null reference reached that way is no value PrintValue can print: SOS then
+    prints an error (E_NOINTERFACE)."""
+    arg = gen.argument(element)
+    if arg is not None:
+        keyword = arg.as_sig()
+        if keyword is not None:
+            element = keyword
+        elif arg.value_type:
+            enum = _enum_text(runtime, arg.mt, bytes(runtime.target.read_partial(target, 8))) \
+                if arg.mt and target else None
+            if enum is not None:
+                return FrameVariable(index, name, type_name, "enum", raw, value=enum)
+            return FrameVariable(index, name, type_name, "struct", raw, address=target, mt=arg.mt)
+        elif arg.value_type is None:
+            return FrameVariable(index, name, type_name, "unknown", raw)
+        else:
+            element = SigType(ET.CLASS)
     et = element.element_type
     if not target:
         return FrameVariable(index, name, type_name, "reference", raw, address=0)
@@ -275,6 +324,7 @@ def _by_reference(runtime: "ClrRuntime", module: int, index: int, name: str, typ
         count = _array_length(runtime, inner) if et == ET.SZARRAY else None
         if count is not None:
             return FrameVariable(index, name, type_name, "array", raw, value=count, address=inner)
+        return FrameVariable(index, name, type_name, "reference", raw, address=inner)
     return FrameVariable(index, name, type_name, "print_error", raw, value=E_NOINTERFACE)
 
 
@@ -538,3 +588,17 @@ def icordebug_method(runtime: "ClrRuntime", method_desc: int) -> tuple[str, str]
     reader = runtime.catalog.metadata(mdd.module_ptr)
     text = _safe(lambda: ilasm_method(reader, mdd.token)) if reader is not None else ""
     return text, module_path(runtime, mdd.module_ptr)
+
+
+def has_il(runtime: "ClrRuntime", method_desc: int) -> bool:
+    """Whether the method has an IL body (a MethodDef RVA). The debugger API makes no IL frame for
+    one without (a P/Invoke the runtime runs through its stub): SOS then prints the frame's SP
+    and IP alone. True when metadata cannot tell."""
+    mdd = runtime.reader.method_desc_data(method_desc) if method_desc else None
+    reader = runtime.catalog.metadata(mdd.module_ptr) if mdd is not None else None
+    if reader is None or mdd is None or mdd.token >> 24 != 0x06:
+        return True
+    try:
+        return bool(reader.method(mdd.token).rva)
+    except MetadataError:
+        return True
