@@ -46,6 +46,7 @@ PENDING = 3  # ``pend`` needs st[6] entries
 PAUSE = 4  # st[8] more objects were walked: Python reports progress (and Ctrl-C), then resumes
 FOUND = 5  # root st[9] reaches the target: its chain is in ``found``
 XGROW = 6  # ``xkeys`` (values met outside the heap) must hold st[6] at most half full
+RECORD = 7  # ``pop_addr``/``pop_parent`` are full: Python grows them, then resumes
 
 END = np.int64(1)  # the target's entry in ``found``: its chain ends there
 
@@ -167,10 +168,59 @@ def unsee_object(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block
     return 1
 
 
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+
+
+@kernel("i8", "u8")
+def popcount(x: np.uint64) -> int:
+    x = x - ((x >> _ONE) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return np.int64((x * _H01) >> np.uint64(56))
+
+
+@kernel("void", "u8[]r", "i8[]")
+def bit_prefix(bits: np.ndarray, prefix: np.ndarray) -> None:
+    """``prefix[i]``: the set bits of ``bits[:i]`` (``prefix`` has one entry more)."""
+    n = 0
+    for i in range(bits.size):
+        prefix[i] = n
+        n += popcount(bits[i])
+    prefix[bits.size] = n
+
+
+@kernel("i8", "u8[]r", "i8[]r", "i8", "i8")
+def bit_position(bits: np.ndarray, prefix: np.ndarray, blk: int, b: int) -> int:
+    """The position, among the set bits in address order, of bit ``b`` (0..63) of word ``blk``."""
+    return prefix[blk] + popcount(bits[blk] & ((_ONE << np.uint64(b)) - _ONE))
+
+
+@kernel("i8", "u8[]r", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u1[]")
+def forest_ranks(pop_addr: np.ndarray, npops: int, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block: np.ndarray,
+                 fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray, outside: np.ndarray) -> int:
+    """Each popped heap object's pop rank at its position in address order (``frank``);
+    ``outside[i]`` = 1 for a value popped outside the heap. The count of those."""
+    n_out = 0
+    for i in range(npops):
+        a = pop_addr[i]
+        s = reach.segment_of(a, seg_lo, seg_hi)
+        if s < 0 or a & np.uint64(7):
+            outside[i] = 1
+            n_out += 1
+            continue
+        b = np.int64((a - seg_lo[s]) >> np.uint64(3))
+        frank[bit_position(fbits, fprefix, seg_block[s] + (b >> 6), b & 63)] = np.uint32(i)
+    return n_out
+
+
 @kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
         "u8[]r", "u8[]r", "u8[]r", "u8",
-        "u8[]", "u8[]", "i8[]", "u8[]", "i8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]")
+        "u8[]", "u8[]", "i8[]", "u8[]", "i8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]",
+        "u8[]r", "i8[]r", "u4[]r", "i8", "u8[]", "u8[]", "i8[]")
 def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
               seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
               keys: np.ndarray, values: np.ndarray,
@@ -180,9 +230,17 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
               repeat_items: np.ndarray, repeat_count: np.ndarray, repeat_skip: np.ndarray,
               roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray, target: np.uint64,
               seen: np.ndarray, xkeys: np.ndarray, xvals: np.ndarray, fkeys: np.ndarray, fvals: np.ndarray,
-              f_obj: np.ndarray, f_cur: np.ndarray, f_end: np.ndarray, pend: np.ndarray, st: np.ndarray) -> int:
+              f_obj: np.ndarray, f_cur: np.ndarray, f_end: np.ndarray, pend: np.ndarray, st: np.ndarray,
+              fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray, fcut: int,
+              pop_addr: np.ndarray, pop_parent: np.ndarray, root_pops: np.ndarray) -> int:
     """The search of the module's docstring from root ``st[0]`` on; FOUND after each root
-    that reaches ``target`` (its position in ``st[9]``), DONE after the last root."""
+    that reaches ``target`` (its position in ``st[9]``), DONE after the last root.
+
+    The forest (``roots/forest.py``): with ``pop_addr`` not empty, every reference taken off
+    the stack is recorded, in that order (``st[10]`` so far), with the object that met it
+    (low bit set: a root's object) in ``pop_parent``; ``root_pops[k]`` is that count when
+    root k's search starts. With ``fcut`` > 0, an object a forest took off the stack before
+    rank ``fcut`` (``fbits``/``fprefix``/``frank``) counts as seen."""
     rc = st[0]
     depth = st[1]
     ptop = st[2]
@@ -192,26 +250,33 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
     pause_at = nwalked + st[8]
     ndep = dep_primary.size
     last = 0
+    record = pop_addr.size > 0
+    npop = st[10]
     while True:
         if nwalked >= pause_at:
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             return PAUSE
+        if record and npop >= pop_addr.size:
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+            return RECORD
         f = depth - 1
         if depth == 0:
             if rc >= roots.size:
                 break
+            if record:
+                root_pops[rc] = npop
             v = roots[rc]
             nxt = found_get(v, fkeys, fvals) if v != 0 else 0
             if nxt != 0 or (v == target and v != 0):
                 if nxt == 0:
                     if 2 * (nfound + 1) > fkeys.size:
-                        st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                        st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
                         return GROW
                     found_add(v, END, fkeys, fvals)
                     nfound += 1
                 st[9] = rc
                 rc += 1
-                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
                 return FOUND
         elif f_cur[f] == f_end[f]:  # every reference of the frame is done: it is a dead end
             ptop = f_end[f - 1] if f > 0 else 0
@@ -228,7 +293,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                     prefetch(mem, reach.word_at(u, last, seg_hi, seg_word))
             if v == target:
                 if 2 * (nfound + depth + 1) > fkeys.size:
-                    st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                    st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
                     return GROW
                 f_cur[f] += 1
                 found_add(v, END, fkeys, fvals)
@@ -245,7 +310,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 rc += 1
                 depth = 0
                 ptop = 0
-                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
                 return FOUND
         # walk v: its type first (nothing changes before it is known)
         if v & np.uint64(7) or v == 0:
@@ -262,7 +327,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                             component_sizes)
             if t == UNKNOWN_TYPE:
                 st[5] = np.int64(mem[reach.word_at(v, s, seg_hi, seg_word)] & _LOW3)
-                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
                 return UNKNOWN
         d0 = 0
         d1 = 0
@@ -276,6 +341,10 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 rc += 1
             else:
                 f_cur[f] += 1
+                if record:
+                    pop_addr[npop] = v
+                    pop_parent[npop] = f_obj[f] | (_ONE if f == 0 else np.uint64(0))
+                    npop += 1
             continue
         at = reach.word_at(v, s, seg_hi, seg_word)
         size = np.int64(base_sizes[t])
@@ -284,11 +353,11 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         need = ptop + (d1 - d0) + refs.slot_bound(at, seg_word[s], size, t, gc_kind, series_first, series_count,
                                                   series_offset, series_size) + 1
         if need > pend.size:
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             st[6] = need
             return PENDING
         if 2 * (nfound + depth + 2) > fkeys.size:
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             return GROW
         if depth > 0:
             f_cur[f] += 1
@@ -316,9 +385,13 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             if depth > 0:
                 f_cur[f] -= 1
             nwalked -= 1
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             st[6] = nx + outside + 1
             return XGROW
+        if record and depth > 0:
+            pop_addr[npop] = v
+            pop_parent[npop] = f_obj[f] | (_ONE if f == 0 else np.uint64(0))
+            npop += 1
         w = a
         hit = np.int64(0)
         for q in range(a, ptop):
@@ -343,6 +416,9 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             bit = _ONE << np.uint64(b & 63)
             if seen[blk] & bit:
                 continue
+            if fcut > 0 and fbits[blk] & bit and \
+                    np.int64(frank[bit_position(fbits, fprefix, blk, np.int64(b & 63))]) < fcut:
+                continue  # a forest's search took it before the first chain: seen
             seen[blk] |= bit
             if w - a < AHEAD:  # among the first walked after this object (the walk waits on headers)
                 prefetch(mem, reach.word_at(r, u, seg_hi, seg_word))
@@ -366,7 +442,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             rc += 1
             depth = 0
             ptop = 0
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             return FOUND
         ptop = w
         if w == a:  # nothing new to follow
@@ -379,5 +455,5 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         f_cur[depth] = a
         f_end[depth] = w
         depth += 1
-    st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+    st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
     return DONE

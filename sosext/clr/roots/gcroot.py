@@ -114,26 +114,59 @@ def iter_root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit:
 def _walk_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None,
                  progress: "Progress | None") -> Iterator[RootChain] | None:
     """SOS's chains in SOS's order (``rootwalk.RootWalk``), or None where the core's heap
-    cannot be read in place (a live process: the graph answers)."""
+    cannot be read in place (a live process: the graph answers). From the second gcroot of
+    a stop on, the root forest built after the first answers (``forest.py``)."""
     from .. import kernels
     if not kernels.compiled() or heap.runtime.target.is_live:
         return None
     from .rootsearch import CoreHeapMemory
     from .rootwalk import RootWalk
+    read = heap.runtime.target.read_pointer
+    forest = _forest_for(heap, roots)
+    if forest is not None:
+        if not forest.walk.is_object(address):
+            return None
+
+        def from_forest() -> Iterator[RootChain]:
+            for root, chain, via in forest.paths(heap, address, roots, limit, progress):
+                yield RootChain(root, chain, tuple(read(a) & ~7 for a in chain), via)
+        return from_forest()
     mem = CoreHeapMemory.of(heap)
     if mem is None:
         return None
     walk = RootWalk(heap, mem, address, roots, progress)
     if not walk.is_object(address):
         return None
-    read = heap.runtime.target.read_pointer
 
     def stream() -> Iterator[RootChain]:
         for root, chain, via in walk.paths(roots, limit):
             yield RootChain(root, chain, tuple(read(a) & ~7 for a in chain), via)
         heap.root_searches += 1
-        _plan_build(heap, mem.heap_bytes // 24)  # objects the heap can hold, at most
+        _plan_forest(heap, mem, roots)
     return stream()
+
+
+def _forest_for(heap: "ClrHeap", roots: list[ClrRoot]):  # -> forest.RootForest | None
+    """The heap's root forest for these roots, waiting for its build if one runs (the two
+    searches would only slow each other down)."""
+    build = heap.forest_build
+    if heap.root_forest is None and build is not None and build.running:
+        build.wait()
+    forest = heap.root_forest
+    return forest if forest is not None and forest.matches(roots) else None
+
+
+def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot]) -> None:
+    """After a first gcroot in SOS's order: the root forest, in the background."""
+    if os.environ.get("SOSEXT_GCROOT", "") != "" or heap.root_forest is not None:
+        return
+    from . import background
+    from .forest import BYTES_PER_OBJECT, RootForest
+    ordered = list(roots)
+
+    def job() -> None:
+        heap.root_forest = RootForest(heap, mem, ordered)
+    background.after_walk(heap, mem.heap_bytes // 24, job, BYTES_PER_OBJECT)
 
 
 def _rent(heap: "ClrHeap") -> bool:
