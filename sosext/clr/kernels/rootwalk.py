@@ -41,7 +41,7 @@ from .registry import kernel
 
 DONE = 0
 UNKNOWN = 1  # a header word not in the MethodTable table: st[5] holds it
-GROW = 2  # ``found`` may not hold what the next step could add: rehash into one twice as large
+GROW = 2  # ``found`` may not hold what the next step adds: rehash into one that holds st[6] half full
 PENDING = 3  # ``pend`` needs st[6] entries
 PAUSE = 4  # st[8] more objects were walked: Python reports progress (and Ctrl-C), then resumes
 FOUND = 5  # root st[9] reaches the target: its chain is in ``found``
@@ -168,19 +168,6 @@ def unsee_object(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block
     return 1
 
 
-_M1 = np.uint64(0x5555555555555555)
-_M2 = np.uint64(0x3333333333333333)
-_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
-_H01 = np.uint64(0x0101010101010101)
-
-
-@kernel("i8", "u8")
-def popcount(x: np.uint64) -> int:
-    x = x - ((x >> _ONE) & _M1)
-    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
-    x = (x + (x >> np.uint64(4))) & _M4
-    return np.int64((x * _H01) >> np.uint64(56))
-
 
 @kernel("void", "u8[]r", "i8[]")
 def bit_prefix(bits: np.ndarray, prefix: np.ndarray) -> None:
@@ -188,14 +175,14 @@ def bit_prefix(bits: np.ndarray, prefix: np.ndarray) -> None:
     n = 0
     for i in range(bits.size):
         prefix[i] = n
-        n += popcount(bits[i])
+        n += refs.popcount(bits[i])
     prefix[bits.size] = n
 
 
 @kernel("i8", "u8[]r", "i8[]r", "i8", "i8")
 def bit_position(bits: np.ndarray, prefix: np.ndarray, blk: int, b: int) -> int:
     """The position, among the set bits in address order, of bit ``b`` (0..63) of word ``blk``."""
-    return prefix[blk] + popcount(bits[blk] & ((_ONE << np.uint64(b)) - _ONE))
+    return prefix[blk] + refs.popcount(bits[blk] & ((_ONE << np.uint64(b)) - _ONE))
 
 
 @kernel("i8", "u8[]r", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u1[]")
@@ -271,6 +258,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 if nxt == 0:
                     if 2 * (nfound + 1) > fkeys.size:
                         st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+                        st[6] = 2 * (nfound + 1)
                         return GROW
                     found_add(v, END, fkeys, fvals)
                     nfound += 1
@@ -294,6 +282,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             if v == target:
                 if 2 * (nfound + depth + 1) > fkeys.size:
                     st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+                    st[6] = 2 * (nfound + depth + 1)
                     return GROW
                 f_cur[f] += 1
                 found_add(v, END, fkeys, fvals)
@@ -356,9 +345,6 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             st[6] = need
             return PENDING
-        if 2 * (nfound + depth + 2) > fkeys.size:
-            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
-            return GROW
         if depth > 0:
             f_cur[f] += 1
         nwalked += 1
@@ -398,7 +384,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             r = pend[q]
             if r == 0:
                 continue
-            nxt = found_get(r, fkeys, fvals)
+            nxt = found_get(r, fkeys, fvals) if nfound else 0  # nothing found yet: no probe
             if nxt != 0:
                 hit = np.int64(r)
                 break
@@ -428,6 +414,19 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             # v holds an object of a chain: v's chain goes on as that one's
             for q in range(a, w):
                 nx -= unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen, xkeys, xvals)
+            if 2 * (nfound + depth + 2) > fkeys.size:
+                # ``found`` sized by what it holds, not by the depth (a deep search would
+                # probe a table far larger than the caches for every reference): grow it
+                # now, then walk v again (what it met is unseen again, as before the walk)
+                ptop = a
+                if depth > 0:
+                    f_cur[f] -= 1
+                    if record:
+                        npop -= 1
+                nwalked -= 1
+                st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+                st[6] = 2 * (nfound + depth + 2)
+                return GROW
             found_add(v, hit, fkeys, fvals)
             nfound += 1
             nxt = np.int64(v)

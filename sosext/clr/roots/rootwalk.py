@@ -108,7 +108,10 @@ class RootWalk(RootSearch):
                 if status == rw.UNKNOWN:
                     self._learn(int(st[5]))
                 elif status == rw.GROW:
-                    keys, vals = np.zeros(2 * len(fkeys), np.uint64), np.zeros(2 * len(fkeys), np.int64)
+                    size = 2 * len(fkeys)
+                    while size < int(st[6]):
+                        size *= 2
+                    keys, vals = np.zeros(size, np.uint64), np.zeros(size, np.int64)
                     rw.found_rehash(fkeys, fvals, keys, vals)
                     fkeys, fvals = keys, vals
                 elif status == rw.XGROW:
