@@ -185,21 +185,39 @@ def bit_position(bits: np.ndarray, prefix: np.ndarray, blk: int, b: int) -> int:
     return prefix[blk] + refs.popcount(bits[blk] & ((_ONE << np.uint64(b)) - _ONE))
 
 
-@kernel("i8", "u8[]r", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u1[]")
-def forest_ranks(pop_addr: np.ndarray, npops: int, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block: np.ndarray,
-                 fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray, outside: np.ndarray) -> int:
-    """Each popped heap object's pop rank at its position in address order (``frank``);
-    ``outside[i]`` = 1 for a value popped outside the heap. The count of those."""
+@kernel("i8", "u8[]r", "u8[]r", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u8[]", "u1[]")
+def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, npops: int, seg_lo: np.ndarray, seg_hi: np.ndarray,
+                 seg_block: np.ndarray, fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray,
+                 fparent: np.ndarray, outside: np.ndarray) -> int:
+    """Each popped heap object's pop rank and parent at its position in address order
+    (``frank``, ``fparent``); ``outside[i]`` = 1 for a value popped outside the heap. The
+    count of those. Random writes: the words they need are asked for a few items ahead."""
     n_out = 0
-    for i in range(npops):
+    last = 0
+    for i in range(npops + AHEAD):
+        j = i + AHEAD  # ahead: the bitmap word and prefix of item j
+        if j < npops:
+            a = pop_addr[j]
+            if seg_lo[last] <= a < seg_hi[last]:
+                b = np.int64((a - seg_lo[last]) >> np.uint64(3))
+                prefetch(fbits, seg_block[last] + (b >> 6))
+                prefetch(fprefix, seg_block[last] + (b >> 6))
+        if i >= npops:
+            break
         a = pop_addr[i]
-        s = reach.segment_of(a, seg_lo, seg_hi)
+        if seg_lo[last] <= a < seg_hi[last]:
+            s = last
+        else:
+            s = reach.segment_of(a, seg_lo, seg_hi)
         if s < 0 or a & np.uint64(7):
             outside[i] = 1
             n_out += 1
             continue
+        last = s
         b = np.int64((a - seg_lo[s]) >> np.uint64(3))
-        frank[bit_position(fbits, fprefix, seg_block[s] + (b >> 6), b & 63)] = np.uint32(i)
+        pos = bit_position(fbits, fprefix, seg_block[s] + (b >> 6), b & 63)
+        frank[pos] = np.uint32(i)
+        fparent[pos] = pop_parent[i]
     return n_out
 
 

@@ -70,14 +70,14 @@ class RootForest:
         self.prefix = np.zeros(len(bits) + 1, np.int64)
         rw.bit_prefix(bits, self.prefix)
         n = int(self.prefix[-1])
-        self.rank = np.zeros(n, np.uint32)
+        self.rank = memory.zeros_huge(n, np.uint32)  # written at random: huge pages spare TLB misses
+        self.parent = memory.zeros_huge(n, np.uint64)  # by position in address order, as ``rank``
         outside = np.zeros(count, np.uint8)
-        rw.forest_ranks(pops, count, mem.seg_lo, mem.seg_hi, mem.seg_block, bits, self.prefix, self.rank, outside)
+        rw.forest_ranks(pops, parents, count, mem.seg_lo, mem.seg_hi, mem.seg_block, bits, self.prefix, self.rank,
+                        self.parent, outside)
         where = np.flatnonzero(outside)
         self.outside = pops[where].copy()  # values outside the heap, by rank
         self.outside_rank = where.astype(np.int64)
-        self.parent = np.zeros(n, np.uint64)
-        self.parent[:] = parents[self.rank]  # by position in address order, as ``rank``
         memory.release(pops)
         memory.release(parents)
         self.walk = walk  # its MethodTables and layouts serve the searches from the forest

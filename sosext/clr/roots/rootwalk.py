@@ -75,7 +75,7 @@ class RootWalk(RootSearch):
         m = self.mem
         dep_pri, dep_sec = np.array(pri, dtype=np.uint64), np.array(sec, dtype=np.uint64)
         seen = memory.reserve(int(m.seg_block[-1]), np.uint64) if state.forest is not None \
-            else memory.zeros(int(m.seg_block[-1]), np.uint64)
+            else memory.zeros_huge(int(m.seg_block[-1]), np.uint64)
         most = m.heap_bytes // MIN_OBJECT_SIZE + 1  # objects the heap can hold: the deepest path
         f_obj, f_cur, f_end = memory.reserve(most, np.uint64), memory.reserve(most, np.int64), \
             memory.reserve(most, np.int64)
