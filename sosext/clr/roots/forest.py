@@ -27,6 +27,7 @@ the other core where that is safe (``background.py``).
 """
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
@@ -34,13 +35,13 @@ import numpy as np
 from ..heap import memory
 from ..kernels import reach
 from ..kernels import rootwalk as rw
+from ..progress import Progress
 from ..typesystem.types import MIN_OBJECT_SIZE
 from .roots import ClrRoot
 from .rootwalk import RootWalk, WalkState
 
 if TYPE_CHECKING:
     from ..heap.heap import ClrHeap
-    from ..progress import Progress
     from .rootsearch import CoreHeapMemory
 
 BYTES_PER_OBJECT = 12 + 16  # kept (rank, parent), and the recording in search order while it is built
@@ -53,8 +54,10 @@ class RootForest:
                  progress: "Progress | None" = None) -> None:
         walk = RootWalk(heap, mem, 0, roots, progress)
         self.mem = mem
+        self.roots = list(roots)
         starts = walk.root_starts(roots)
         pri, sec = walk._dependent()
+        self.dependent = (pri, sec)
         most = mem.heap_bytes // MIN_OBJECT_SIZE + 1024
         record: list = [memory.reserve(most, np.uint64), memory.reserve(most, np.uint64),
                         np.zeros(len(roots) + 1, np.int64), 0]
@@ -83,9 +86,8 @@ class RootForest:
         self.walk = walk  # its MethodTables and layouts serve the searches from the forest
 
     def matches(self, roots: list[ClrRoot]) -> bool:
-        """Whether ``roots`` hold the objects the forest's did, in the same order."""
-        return len(roots) == len(self.starts) and all((self.walk.start_of(r) or 0) == a
-                                                       for r, a in zip(roots, self.starts))
+        """Whether ``roots`` are the forest's, in the same order."""
+        return list(roots) == self.roots
 
     @property
     def nbytes(self) -> int:
@@ -137,9 +139,9 @@ class RootForest:
         if first is None:
             return
         k, cut, chain = first
-        walk = RootWalk(heap, self.mem, target, roots, progress)
-        walk.table, walk.layouts = self.walk.table, self.walk.layouts
-        pri, sec = walk._dependent()
+        walk = copy.copy(self.walk)  # its roots' objects, MethodTables and layouts: the same
+        walk.target, walk.progress = target, progress or Progress.silent()
+        pri, sec = self.dependent
         dependent = set(zip(pri, sec))
         yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
         if limit is not None and limit <= 1:
@@ -147,4 +149,10 @@ class RootForest:
         found = [(chain[-1], int(rw.END))] + [(a, b) for a, b in zip(chain, chain[1:])]
         outside = [int(a) for a, r in zip(self.outside, self.outside_rank) if r < cut]
         state = WalkState(root=k + 1, found=found, forest=self, fcut=cut, outside=outside)
-        yield from walk.paths(roots, None if limit is None else limit - 1, state)
+        left = None if limit is None else limit - 1
+        for k, chain in walk._run(walk.root_starts(roots), pri, sec, np.uint64(target), state, None):
+            yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
