@@ -51,8 +51,14 @@ class RootForest:
     """ClrMD's search from ``roots`` run to the end with no target, recorded."""
 
     def __init__(self, heap: "ClrHeap", mem: "CoreHeapMemory", roots: list[ClrRoot],
-                 progress: "Progress | None" = None) -> None:
-        walk = RootWalk(heap, mem, 0, roots, progress)
+                 progress: "Progress | None" = None, like: RootWalk | None = None) -> None:
+        """``like``: a walk over the same roots whose roots' objects, MethodTables and type
+        layouts serve again (the first gcroot's)."""
+        if like is not None:
+            walk = copy.copy(like)
+            walk.target, walk.progress = 0, progress or Progress.silent()
+        else:
+            walk = RootWalk(heap, mem, 0, roots, progress)
         self.mem = mem
         self.roots = list(roots)
         starts = walk.root_starts(roots)

@@ -142,7 +142,7 @@ def _walk_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int
         for root, chain, via in walk.paths(roots, limit):
             yield RootChain(root, chain, tuple(read(a) & ~7 for a in chain), via)
         heap.root_searches += 1
-        _plan_forest(heap, mem, roots)
+        _plan_forest(heap, mem, roots, walk)
     return stream()
 
 
@@ -156,7 +156,7 @@ def _forest_for(heap: "ClrHeap", roots: list[ClrRoot]):  # -> forest.RootForest 
     return forest if forest is not None and forest.matches(roots) else None
 
 
-def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot]) -> None:
+def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot], walk) -> None:
     """After a first gcroot in SOS's order: the root forest, in the background."""
     if os.environ.get("SOSEXT_GCROOT", "") != "" or heap.root_forest is not None:
         return
@@ -165,7 +165,7 @@ def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot]) -> None:
     ordered = list(roots)
 
     def job() -> None:
-        heap.root_forest = RootForest(heap, mem, ordered)
+        heap.root_forest = RootForest(heap, mem, ordered, like=walk)
     background.after_walk(heap, mem.heap_bytes // 24, job, BYTES_PER_OBJECT)
 
 
