@@ -310,3 +310,22 @@ def test_the_forest_after_a_first_chain_lets_later_roots_reenter_what_the_root_l
         want = walk_paths(heap, a[t], roots)[1]
         assert forest_paths(heap, [a[t]], roots)[0] == want
         assert want == model_paths(heap, a[t], roots, [a[0], a[6], a[4]])
+
+
+def test_the_forest_records_through_pauses_and_growth_and_answers_as_the_walk(monkeypatch) -> None:
+    """The forest's walk returns to Python for progress, for a bigger found hash and for more
+    recording room, and resumes exactly: every target's chains are still the walk's."""
+    from sosext.clr.roots import forest as forest_mod
+    from sosext.clr.roots import rootwalk
+    n = 300
+    objs = [(k % 2, NODE_MT if k % 3 else ARRAY_MT, 2, [(k * 7 + 1) % n, (k * 13 + 5) % n]) for k in range(n)]
+    heap = FakeCoreHeap(objs, dependent=[(3, 4)])
+    roots = [handle(heap.addr[0]), handle(heap.addr[17]), handle(heap.addr[40]), handle(heap.addr[17])]
+    targets = [heap.addr[t] for t in range(0, n, 7)]
+    want = [walk_paths(heap, t, roots)[1] for t in targets]
+    monkeypatch.setattr(rootwalk, "_PAUSE_EVERY", 7)
+    monkeypatch.setattr(rootwalk, "_FIRST_FOUND", 2)
+    monkeypatch.setattr(forest_mod, "MIN_OBJECT_SIZE", 1 << 40)  # room for 1 recorded pop: it grows
+    monkeypatch.setattr(forest_mod, "RECORD_SLACK", 1)
+    assert forest_paths(heap, targets, roots) == want
+    assert sum(len(w) >= 2 for w in want) >= 3  # later roots' chains after the first: the resumed walk

@@ -24,9 +24,11 @@ has no GC references, so a dependent handle whose primary is such an object (a
 finds no root for its secondary, which the primary keeps alive; here it is followed.
 
 **State** lives in arrays and ``st`` (root cursor, depth, pending top, found count, objects
-walked, unknown header, needed size, values outside the heap, objects per call, found root), so a call that
-returns early (``UNKNOWN``: a MethodTable to learn; ``GROW``, ``XGROW``; ``PENDING``; ``PAUSE``;
-``FOUND``) resumes where it stopped. Frame ``f`` is the object ``f_obj[f]`` being walked,
+walked, unknown header, needed size, values outside the heap, objects per call, found root,
+references taken off the stack so far when recording), so a call that returns early
+(``UNKNOWN``: a MethodTable to learn; ``GROW``, ``XGROW``; ``PENDING``; ``PAUSE``; ``FOUND``;
+``RECORD``) resumes where it stopped. The same search, run with no target and recording,
+is the root forest (``roots/forest.py``), which answers later gcroots. Frame ``f`` is the object ``f_obj[f]`` being walked,
 its pending references ``pend[f_cur[f]:f_end[f]]``; frame ``f``'s region starts where
 frame ``f - 1``'s ends, and frame ``f``'s object is a reference frame ``f - 1`` took.
 """

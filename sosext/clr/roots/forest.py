@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .rootsearch import CoreHeapMemory
 
 BYTES_PER_OBJECT = 12 + 16  # kept (rank, parent), and the recording in search order while it is built
+RECORD_SLACK = 1024  # recording room beyond the objects the heap can hold: values outside the heap
 
 
 class RootForest:
@@ -64,7 +65,7 @@ class RootForest:
         starts = walk.root_starts(roots)
         pri, sec = walk._dependent()
         self.dependent = (pri, sec)
-        most = mem.heap_bytes // MIN_OBJECT_SIZE + 1024
+        most = mem.heap_bytes // MIN_OBJECT_SIZE + RECORD_SLACK
         record: list = [memory.reserve(most, np.uint64), memory.reserve(most, np.uint64),
                         np.zeros(len(roots) + 1, np.int64), 0]
         for _ in walk._run(starts, pri, sec, np.uint64(0), WalkState(), record):
