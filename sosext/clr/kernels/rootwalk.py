@@ -187,37 +187,48 @@ def bit_position(bits: np.ndarray, prefix: np.ndarray, blk: int, b: int) -> int:
     return prefix[blk] + refs.popcount(bits[blk] & ((_ONE << np.uint64(b)) - _ONE))
 
 
+_RING = 64  # positions computed ahead of their writes (a power of two above 2 * RANK_AHEAD)
+RANK_AHEAD = 16
+
+
 @kernel("i8", "u8[]r", "u8[]r", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u8[]", "u1[]")
 def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, npops: int, seg_lo: np.ndarray, seg_hi: np.ndarray,
                  seg_block: np.ndarray, fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray,
                  fparent: np.ndarray, outside: np.ndarray) -> int:
     """Each popped heap object's pop rank and parent at its position in address order
     (``frank``, ``fparent``); ``outside[i]`` = 1 for a value popped outside the heap. The
-    count of those. Random writes: the words they need are asked for a few items ahead."""
+    count of those. Every access is at random, so it is a pipeline: item i + 2 * RANK_AHEAD
+    asks for its bitmap word and prefix, item i + RANK_AHEAD computes its position and asks
+    for the lines it will write, item i writes them."""
+    ring = np.empty(_RING, np.int64)  # position of item j at j % _RING; -1: outside the heap
     n_out = 0
-    last = 0
-    for i in range(npops + AHEAD):
-        j = i + AHEAD  # ahead: the bitmap word and prefix of item j
+    for i in range(-2 * RANK_AHEAD, npops):
+        j = i + 2 * RANK_AHEAD
         if j < npops:
             a = pop_addr[j]
-            if seg_lo[last] <= a < seg_hi[last]:
-                b = np.int64((a - seg_lo[last]) >> np.uint64(3))
-                prefetch(fbits, seg_block[last] + (b >> 6))
-                prefetch(fprefix, seg_block[last] + (b >> 6))
-        if i >= npops:
-            break
-        a = pop_addr[i]
-        if seg_lo[last] <= a < seg_hi[last]:
-            s = last
-        else:
             s = reach.segment_of(a, seg_lo, seg_hi)
-        if s < 0 or a & np.uint64(7):
+            if s >= 0:
+                blk = seg_block[s] + (np.int64((a - seg_lo[s]) >> np.uint64(3)) >> 6)
+                prefetch(fbits, blk)
+                prefetch(fprefix, blk)
+        j = i + RANK_AHEAD
+        if 0 <= j < npops:
+            a = pop_addr[j]
+            s = reach.segment_of(a, seg_lo, seg_hi)
+            pos = -1
+            if s >= 0 and not a & np.uint64(7):
+                b = np.int64((a - seg_lo[s]) >> np.uint64(3))
+                pos = bit_position(fbits, fprefix, seg_block[s] + (b >> 6), b & 63)
+                prefetch(frank, pos)
+                prefetch(fparent, pos)
+            ring[j & (_RING - 1)] = pos
+        if i < 0:
+            continue
+        pos = ring[i & (_RING - 1)]
+        if pos < 0:
             outside[i] = 1
             n_out += 1
             continue
-        last = s
-        b = np.int64((a - seg_lo[s]) >> np.uint64(3))
-        pos = bit_position(fbits, fprefix, seg_block[s] + (b >> 6), b & 63)
         frank[pos] = np.uint32(i)
         fparent[pos] = pop_parent[i]
     return n_out
