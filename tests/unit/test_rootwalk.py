@@ -329,3 +329,30 @@ def test_the_forest_records_through_pauses_and_growth_and_answers_as_the_walk(mo
     monkeypatch.setattr(forest_mod, "RECORD_SLACK", 1)
     assert forest_paths(heap, targets, roots) == want
     assert sum(len(w) >= 2 for w in want) >= 3  # later roots' chains after the first: the resumed walk
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=objects_strategy)
+def test_a_forest_half_built_answers_as_the_walk_or_not_at_all(case) -> None:
+    """What a forest's walk has recorded so far (any prefix, the roots started by then)
+    answers a target whose first chain is in it exactly as the walk; else it declines."""
+    import numpy as np
+    from sosext.clr.roots.forest import RootForest, new_recording, partial_paths
+    n, objs, dep, root_ids, _target = case
+    heap = FakeCoreHeap(objs, dependent=dep)
+    roots = [handle(heap.addr[k]) for k in root_ids]
+    roots.append(ClrRoot(RootKind.STACK, 0x7ff0, heap.addr[root_ids[0]] + 8))
+    record = new_recording(heap.memory(), len(roots))
+    RootForest(heap, heap.memory(), roots, recording=record)
+    pops, parents, root_pops, count = record[0], record[1], record[2], record[3]
+    answered = 0
+    for cut in sorted({0, 1, count // 3, count // 2, count - 1, count}):
+        started = int(np.sum(root_pops[:len(roots)] < cut)) if cut < count else len(roots)
+        so_far = [pops, parents, np.where(np.arange(len(root_pops)) < started, root_pops, 0), cut, started]
+        for t in heap.addr:
+            walk = RootWalk(heap, heap.memory(), t, roots)
+            got = partial_paths(walk, so_far, roots, None)
+            if got is not None:
+                assert list(got) == walk_paths(heap, t, roots)[1], (hex(t), cut)
+                answered += 1
+    assert answered or count == 0 or all(not walk_paths(heap, t, roots)[1] for t in heap.addr)

@@ -187,6 +187,57 @@ def bit_position(bits: np.ndarray, prefix: np.ndarray, blk: int, b: int) -> int:
     return prefix[blk] + refs.popcount(bits[blk] & ((_ONE << np.uint64(b)) - _ONE))
 
 
+@kernel("i8", "u8[]r", "u8[]r", "i8", "u8[]")
+def chain_back(pops: np.ndarray, parents: np.ndarray, r: int, out: np.ndarray) -> int:
+    """From a forest's recording in search order: the parents of pop ``r`` (its object first,
+    up to the root's object, whose parent entry has the low bit) into ``out``; their count
+    (-1: ``out`` too small or a parent not found before)."""
+    n = 0
+    out[n] = pops[r]
+    n += 1
+    want = parents[r]
+    i = r - 1
+    while True:
+        if n >= out.size:
+            return -1
+        if want & _ONE:
+            out[n] = want & ~_ONE
+            return n + 1
+        while i >= 0 and pops[i] != want:
+            i -= 1
+        if i < 0:
+            return -1
+        out[n] = want
+        n += 1
+        want = parents[i]
+        i -= 1
+
+
+@kernel("i8", "u8[]r", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]", "u8[]")
+def seen_from_pops(pops: np.ndarray, cut: int, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block: np.ndarray,
+                   seen: np.ndarray, outside: np.ndarray) -> int:
+    """The seen bits of what a forest's recording popped before ``cut``; the values outside
+    the heap among them into ``outside`` (their count; -1: ``outside`` too small)."""
+    n = 0
+    last = 0
+    for i in range(cut):
+        a = pops[i]
+        if seg_lo[last] <= a < seg_hi[last]:
+            s = last
+        else:
+            s = reach.segment_of(a, seg_lo, seg_hi)
+        if s < 0 or a & np.uint64(7):
+            if n >= outside.size:
+                return -1
+            outside[n] = a
+            n += 1
+            continue
+        last = s
+        b = np.int64((a - seg_lo[s]) >> np.uint64(3))
+        seen[seg_block[s] + (b >> 6)] |= _ONE << np.uint64(b & 63)
+    return n
+
+
 _RING = 64  # positions computed ahead of their writes (a power of two above 2 * RANK_AHEAD)
 RANK_AHEAD = 16
 

@@ -52,9 +52,11 @@ class RootForest:
     """ClrMD's search from ``roots`` run to the end with no target, recorded."""
 
     def __init__(self, heap: "ClrHeap", mem: "CoreHeapMemory", roots: list[ClrRoot],
-                 progress: "Progress | None" = None, like: RootWalk | None = None) -> None:
+                 progress: "Progress | None" = None, like: RootWalk | None = None,
+                 recording: list | None = None) -> None:
         """``like``: a walk over the same roots whose roots' objects, MethodTables and type
-        layouts serve again (the first gcroot's)."""
+        layouts serve again (the first gcroot's); ``recording``: :func:`new_recording`'s
+        list, which another thread may read while the forest is built (:func:`partial_paths`)."""
         if like is not None:
             walk = copy.copy(like)
             walk.target, walk.progress = 0, progress or Progress.silent()
@@ -65,12 +67,10 @@ class RootForest:
         starts = walk.root_starts(roots)
         pri, sec = walk._dependent()
         self.dependent = (pri, sec)
-        most = mem.heap_bytes // MIN_OBJECT_SIZE + RECORD_SLACK
-        record: list = [memory.reserve(most, np.uint64), memory.reserve(most, np.uint64),
-                        np.zeros(len(roots) + 1, np.int64), 0]
+        record = recording if recording is not None else new_recording(mem, len(roots))
         for _ in walk._run(starts, pri, sec, np.uint64(0), WalkState(), record):
             pass  # no target: nothing is found
-        pops, parents, root_pops, count, bits = record
+        pops, parents, root_pops, count, _roots, bits = record
         root_pops[len(roots)] = count
         self.count = count
         self.walked = walk.visited
@@ -163,3 +163,67 @@ class RootForest:
                 left -= 1
                 if left <= 0:
                     return
+
+
+def new_recording(mem: "CoreHeapMemory", roots: int) -> list:
+    """Where a forest's walk records: [pops, parents, root_pops, count, roots started]."""
+    most = mem.heap_bytes // MIN_OBJECT_SIZE + RECORD_SLACK
+    return [memory.reserve(most, np.uint64), memory.reserve(most, np.uint64), np.zeros(roots + 1, np.int64), 0, 0]
+
+
+def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: int | None
+                  ) -> Iterator[tuple[ClrRoot, tuple[int, ...], tuple[bool, ...]]] | None:
+    """While the forest is being built: ``walk``'s answer (a walk for the target over the
+    forest's roots), when the target's first chain is in what the forest recorded so far —
+    as :meth:`RootForest.paths`, with the seen bits of the pops before the target set
+    explicitly. None when it is not there yet."""
+    count = int(recording[3])  # first the count, then the arrays (they only grow)
+    started = int(recording[4])
+    pops, parents, root_pops = recording[0], recording[1], recording[2]
+    target = walk.target
+    starts = walk.root_starts(roots)
+    hits = np.flatnonzero(pops[:count] == np.uint64(target))
+    r = int(hits[0]) if len(hits) else -1
+    root = next((k for k in range(min(started, len(roots))) if int(starts[k]) == target), -1)
+    if root >= 0 and (r < 0 or int(root_pops[root]) <= r):
+        k, cut, chain = root, int(root_pops[root]), (target,)
+    elif r >= 0:
+        out = np.zeros(min(count, 1 << 16) + 2, np.uint64)
+        n = int(rw.chain_back(pops, parents, r, out))
+        if n < 0:
+            return None
+        chain = tuple(int(a) for a in out[:n][::-1])
+        k = int(np.searchsorted(root_pops[:started], r, side="right")) - 1
+        while k > 0 and int(starts[k]) != chain[0]:
+            k -= 1
+        cut = r
+        if k < 0 or int(starts[k]) != chain[0]:
+            return None
+    else:
+        return None  # not met so far: found later, or never
+    m = walk.mem
+    seen = memory.zeros_huge(int(m.seg_block[-1]), np.uint64)
+    outside = np.zeros(1024, np.uint64)
+    while True:
+        n_out = int(rw.seen_from_pops(pops, cut, m.seg_lo, m.seg_hi, m.seg_block, seen, outside))
+        if n_out >= 0:
+            break
+        outside = np.zeros(2 * len(outside), np.uint64)
+    pri, sec = walk._dependent()
+    dependent = set(zip(pri, sec))
+
+    def stream() -> Iterator[tuple[ClrRoot, tuple[int, ...], tuple[bool, ...]]]:
+        yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
+        if limit is not None and limit <= 1:
+            return
+        found = [(chain[-1], int(rw.END))] + [(a, b) for a, b in zip(chain, chain[1:])]
+        state = WalkState(root=k + 1, found=found, outside=[int(a) for a in np.unique(outside[:n_out])],
+                          seen=seen)
+        left = None if limit is None else limit - 1
+        for j, c in walk._run(starts, pri, sec, np.uint64(target), state, None):
+            yield roots[j], c, tuple((a, b) in dependent for a, b in zip(c, c[1:]))
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
+    return stream()

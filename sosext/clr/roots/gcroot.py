@@ -124,6 +124,11 @@ def _walk_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int
     from .rootwalk import RootWalk
     read = heap.runtime.target.read_pointer
     forest = _forest_for(heap, roots)
+    if forest is None:
+        partial = _from_partial_forest(heap, address, roots, limit, progress)
+        if partial is not None:
+            return partial
+        forest = _forest_for(heap, roots, wait=True)
     if forest is not None:
         if not forest.walk.is_object(address):
             return None
@@ -150,14 +155,39 @@ def _walk_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int
     return stream()
 
 
-def _forest_for(heap: "ClrHeap", roots: list[ClrRoot]):  # -> forest.RootForest | None
-    """The heap's root forest for these roots, waiting for its build if one runs and is
-    likely to end before a search would (:func:`_worth_waiting`)."""
+def _forest_for(heap: "ClrHeap", roots: list[ClrRoot], wait: bool = False):  # -> forest.RootForest | None
+    """The heap's root forest for these roots; with ``wait``, waiting for its build if one
+    runs and is likely to end before a search would (:func:`_worth_waiting`)."""
     build = heap.forest_build
-    if heap.root_forest is None and build is not None and build.running and _worth_waiting(heap, build):
+    if wait and heap.root_forest is None and build is not None and build.running and _worth_waiting(heap, build):
         build.wait()
     forest = heap.root_forest
     return forest if forest is not None and forest.matches(roots) else None
+
+
+def _from_partial_forest(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None,
+                         progress: "Progress | None") -> Iterator[RootChain] | None:
+    """While the forest is being built: the answer from what it has recorded so far, when
+    the object's first chain is in it (``forest.partial_paths``); else None."""
+    build = heap.forest_build
+    record = getattr(getattr(build, "tracker", None), "record", None)
+    if heap.root_forest is not None or build is None or not build.running or record is None \
+            or build.tracker.roots != list(roots):
+        return None
+    from .forest import partial_paths
+    from .rootsearch import CoreHeapMemory
+    from .rootwalk import RootWalk
+    mem = CoreHeapMemory.of(heap)
+    if mem is None:
+        return None
+    walk = RootWalk(heap, mem, address, roots, progress)  # its own MethodTables: the build learns its own
+    if not walk.is_object(address):
+        return None
+    found = partial_paths(walk, record, roots, limit)
+    if found is None:
+        return None
+    read = heap.runtime.target.read_pointer
+    return (RootChain(root, chain, tuple(read(a) & ~7 for a in chain), via) for root, chain, via in found)
 
 
 # The forest's build walks everything the roots reach (measured on the leak heap: 1.2x the
@@ -196,6 +226,8 @@ class _BuildTracker(Progress):
         super().__init__(stream=None, enabled=False)
         self.done = 0
         self.started = time.monotonic()
+        self.roots: list[ClrRoot] = []
+        self.record: list | None = None  # forest.new_recording's, read by _from_partial_forest
 
     def update(self, done: int) -> None:
         self.done = done
@@ -207,14 +239,16 @@ def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot], walk) -> None:
     if os.environ.get("SOSEXT_GCROOT", "") != "" or heap.root_forest is not None:
         return
     from . import background
-    from .forest import BYTES_PER_OBJECT, RootForest
+    from .forest import BYTES_PER_OBJECT, RootForest, new_recording
     ordered = list(roots)
 
     tracker = _BuildTracker()
+    tracker.roots = ordered
+    tracker.record = new_recording(mem, len(ordered))  # read by gcroots that come meanwhile
 
     def job() -> None:
         tracker.started = time.monotonic()
-        heap.root_forest = RootForest(heap, mem, ordered, tracker, like=walk)
+        heap.root_forest = RootForest(heap, mem, ordered, tracker, like=walk, recording=tracker.record)
     build = background.after_walk(heap, mem.heap_bytes // 24, job, BYTES_PER_OBJECT)
     if build is not None:
         build.tracker = tracker

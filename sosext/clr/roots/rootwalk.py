@@ -43,6 +43,7 @@ class WalkState:
     forest: "object | None" = None  # forest.RootForest
     fcut: int = 0
     outside: list[int] = field(default_factory=list)
+    seen: np.ndarray | None = None  # the seen bits to start from (else none)
 
 
 class RootWalk(RootSearch):
@@ -71,11 +72,18 @@ class RootWalk(RootSearch):
     def _run(self, starts: np.ndarray, pri: list[int], sec: list[int], target: np.uint64, state: WalkState,
              record: "list | None") -> Iterator[tuple[int, tuple[int, ...]]]:
         """The kernel's search from ``state``: (root position, chain) per FOUND. ``record``
-        (a forest's walk, target 0): [pop_addr, pop_parent, root_pops, count] filled in."""
+        (a forest's walk, target 0): [pop_addr, pop_parent, root_pops, count, roots started]
+        filled in, the count and roots at each return to Python (another thread may read what
+        is recorded so far: the count first, then the arrays, which are never shrunk or
+        released while the walk runs), then the seen bitmap appended."""
         m = self.mem
         dep_pri, dep_sec = np.array(pri, dtype=np.uint64), np.array(sec, dtype=np.uint64)
-        seen = memory.reserve(int(m.seg_block[-1]), np.uint64) if state.forest is not None \
-            else memory.zeros_huge(int(m.seg_block[-1]), np.uint64)
+        if state.seen is not None:
+            seen = state.seen
+        elif state.forest is not None:
+            seen = memory.reserve(int(m.seg_block[-1]), np.uint64)
+        else:
+            seen = memory.zeros_huge(int(m.seg_block[-1]), np.uint64)
         most = m.heap_bytes // MIN_OBJECT_SIZE + 1  # objects the heap can hold: the deepest path
         f_obj, f_cur, f_end = memory.reserve(most, np.uint64), memory.reserve(most, np.int64), \
             memory.reserve(most, np.int64)
@@ -105,6 +113,8 @@ class RootWalk(RootSearch):
                                       dep_pri, dep_sec, target, seen, xkeys, xvals, fkeys, fvals, f_obj, f_cur,
                                       f_end, pend, st, fbits, fprefix, frank, np.int64(state.fcut),
                                       pop_addr, pop_parent, root_pops)
+                if record is not None:
+                    record[3], record[4] = int(st[10]), int(st[0]) + (1 if st[1] > 0 else 0)
                 if status == rw.UNKNOWN:
                     self._learn(int(st[5]))
                 elif status == rw.GROW:
@@ -131,8 +141,7 @@ class RootWalk(RootSearch):
                     for i in (0, 1):
                         grown = memory.reserve(2 * len(record[i]) + 1024, np.uint64)
                         grown[:int(st[10])] = record[i][:int(st[10])]
-                        memory.release(record[i])
-                        record[i] = grown
+                        record[i] = grown  # the old one is not released: a reader may hold it
                     pop_addr, pop_parent = record[0], record[1]
                 elif status == rw.FOUND:
                     k = int(st[9])
