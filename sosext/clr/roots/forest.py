@@ -88,8 +88,7 @@ class RootForest:
         where = np.flatnonzero(outside)
         self.outside = pops[where].copy()  # values outside the heap, by rank
         self.outside_rank = where.astype(np.int64)
-        memory.release(pops)
-        memory.release(parents)
+        record[0] = record[1] = None  # freed once no gcroot reading the build's prefix holds them
         self.walk = walk  # its MethodTables and layouts serve the searches from the forest
 
     def matches(self, roots: list[ClrRoot]) -> bool:
@@ -180,6 +179,8 @@ def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: 
     count = int(recording[3])  # first the count, then the arrays (they only grow)
     started = int(recording[4])
     pops, parents, root_pops = recording[0], recording[1], recording[2]
+    if pops is None or parents is None:
+        return None  # the forest is built: it answers
     target = walk.target
     starts = walk.root_starts(roots)
     hits = np.flatnonzero(pops[:count] == np.uint64(target))

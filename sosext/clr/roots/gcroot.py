@@ -248,7 +248,10 @@ def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot], walk) -> None:
 
     def job() -> None:
         tracker.started = time.monotonic()
-        heap.root_forest = RootForest(heap, mem, ordered, tracker, like=walk, recording=tracker.record)
+        try:
+            heap.root_forest = RootForest(heap, mem, ordered, tracker, like=walk, recording=tracker.record)
+        finally:
+            tracker.record = None  # its arrays go with the last gcroot reading them
     build = background.after_walk(heap, mem.heap_bytes // 24, job, BYTES_PER_OBJECT)
     if build is not None:
         build.tracker = tracker
