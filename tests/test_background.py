@@ -1,11 +1,13 @@
-"""The reference graph built on the other core after a gcroot on a core (clr/roots/background.py).
+"""What is built on the other core after a gcroot on a core (clr/roots/background.py).
 
-After the first gcroot of a session (a search from the roots, no graph), sosext builds the
-index, the graph and its reverse in a thread of its own while the user reads, for the
-commands that use them (on a core gcroot itself never does: it searches in SOS's order).
+After the first gcroot of a session (SOS's search from the roots, no graph), sosext runs
+that search once more in a thread of its own while the user reads, for no object, and
+records it (the root forest, clr/roots/forest.py): later gcroots of the stop answer from it.
+After a ``gcroot -shortest`` it builds the index, the graph and its reverse instead.
 Every command that follows, typed while that thread works (DAC calls and all) or after it,
-must print exactly what it prints in a session without background work (sosstatus says
-whether the graph was built). The truth of the roots debuggee pins the chains.
+must print exactly what it prints in a session without background work — the later gcroots
+from the forest the chains of a whole search each — (sosstatus says what was built). The
+truth of the roots debuggee pins the chains.
 """
 from __future__ import annotations
 
@@ -56,6 +58,12 @@ def graph_line(out: drivers.Output) -> str:
     return m.group(1)
 
 
+def forest_line(out: drivers.Output) -> str:
+    m = re.search(r"^Root forest: (.*)$", out.text, re.M)
+    assert m, out.text
+    return re.sub(r" \([\d,]+ objects\)$", "", m.group(1))
+
+
 def test_commands_during_and_after_the_build_print_what_they_print_without_it(roots_core) -> None:
     truth, core, _exe = roots_core
     cmds = batch(truth)
@@ -64,13 +72,15 @@ def test_commands_during_and_after_the_build_print_what_they_print_without_it(ro
     for c, a, b in zip(cmds[:-1], with_build, without):
         assert not a.errors, (c, a.text)
         assert a.text == b.text, c
-    # The background built the graph...
-    assert graph_line(with_build[-1]) == "built in the background after a gcroot"
-    # ...where without it nothing did: every gcroot on a core searches from the roots.
+    # The background built the forest (and no graph: no command here asked for one)...
+    assert forest_line(with_build[-1]) == "built after a gcroot"
+    assert graph_line(with_build[-1]) == "not built"
+    # ...where without it nothing was: every gcroot on a core searches from the roots.
+    assert forest_line(without[-1]) == "not built"
     assert graph_line(without[-1]) == "not built"
 
 
-def test_chains_from_the_background_graph_are_the_debuggees(roots_core) -> None:
+def test_chains_from_the_forest_are_the_debuggees(roots_core) -> None:
     truth, core, _exe = roots_core
     cmds = batch(truth)
     outs = drivers.run_cli(cmds, core=core)
@@ -88,7 +98,7 @@ def test_a_single_command_run_starts_no_build(roots_core) -> None:
     assert not outs[0].errors
     # sosstatus as the last command would itself be the last; ask in a two-command run instead.
     two = drivers.run_cli([f"gcroot {truth['cacheLeak']['chain'][-1]}", "sosstatus"], core=core)
-    assert graph_line(two[1]) in ("being built in the background", "built in the background after a gcroot")
+    assert forest_line(two[1]) in ("being built in the background", "built after a gcroot")
 
 
 def test_lldb_on_the_core_builds_it_too_and_agrees(roots_core) -> None:
@@ -99,7 +109,7 @@ def test_lldb_on_the_core_builds_it_too_and_agrees(roots_core) -> None:
     for c, a, b in zip(cmds[:-1], lldb, cli):
         if c.startswith("gcroot"):
             assert a.text == b.text, c
-    assert graph_line(lldb[-1]) == "built in the background after a gcroot"
+    assert forest_line(lldb[-1]) == "built after a gcroot"
 
 
 @pytest.mark.skipif(not drivers.GDB, reason="gdb is not installed")
@@ -109,6 +119,7 @@ def test_gdb_builds_nothing_in_the_background(roots_core) -> None:
     cmds = batch(truth)
     gdb = drivers.run_gdb(cmds, core=core, exe=exe)
     assert graph_line(gdb[-1]) == "not built"
+    assert forest_line(gdb[-1]) == "not built"
 
 
 @pytest.fixture(scope="module")
@@ -135,4 +146,19 @@ def test_dac_calls_during_a_build_on_a_bigger_heap(big_core) -> None:
         assert a.text == b.text, c
     roots, n = parse_gcroot(with_build[0].text)
     assert n == 1 and roots[0].chain[-1][0] == int(deep, 16)
+    assert forest_line(with_build[-1]) == "built after a gcroot"
+
+
+def test_a_shortest_gcroot_builds_the_graph_instead(roots_core) -> None:
+    """``-shortest`` answers from the reverse graph: that is what is built after it, and the
+    later -shortest gcroots print what they print without it."""
+    truth, core, _exe = roots_core
+    cmds = [f"gcroot -shortest {truth['cacheLeak']['chain'][-1]}", "gchandles -stat",
+            f"gcroot -shortest {truth['customerLeak']['chain'][-1]}", f"gcroot -shortest {truth['longChain']['tail']}",
+            "sosstatus"]
+    with_build = drivers.run_cli(cmds, core=core)
+    without = drivers.run_cli(cmds, core=core, env=NO_BACKGROUND)
+    for c, a, b in zip(cmds[:-1], with_build, without):
+        assert not a.errors, (c, a.text)
+        assert a.text == b.text, c
     assert graph_line(with_build[-1]) == "built in the background after a gcroot"

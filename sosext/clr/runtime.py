@@ -94,8 +94,10 @@ class ClrRuntime:
 
     def flush(self) -> None:
         """Forget everything read from the target (sosflush): it is read again when asked."""
-        if self._heap is not None and self._heap.background is not None:
-            self._heap.background.cancel()  # it would build from what is being forgotten
+        if self._heap is not None:
+            for build in (self._heap.background, self._heap.forest_build):
+                if build is not None:
+                    build.cancel()  # it would build from what is being forgotten
         self.reader.flush()
         self._heap = None
         self._caches.clear()

@@ -150,15 +150,17 @@ that reaches the object its chain of objects is printed as soon as it is found, 
 line counts the roots. On a core the chains are SOS's: ClrMD's depth-first search from each
 root in turn, where an object an earlier root's search met is not followed again and one on
 a chain already printed ends the search; a live process answers from the reverse reference
-graph (each root's shortest chain).
+graph (each root's shortest chain). After the first gcroot on a core, that search is run once
+more on the other core while you read, for no object, and recorded (the root forest): later
+gcroots of the stop print the same chains from it in milliseconds.
 
 -limit n stops at the n-th root that reaches the object: the first chain costs what
 reaching the object costs, not a search of the whole heap.
 
 -shortest prints each root's shortest chain instead (and every root that reaches the
 object, where SOS's search drops some): searched from the roots for the first two, then
-from the reverse reference graph, which after the first gcroot is built on the other core
-while you read (LLDB and the CLI), so that later ones take milliseconds.
+from the reverse reference graph, which after the first -shortest gcroot is built on the
+other core while you read (LLDB and the CLI), so that later ones take milliseconds.
 
 Examples:
   gcroot 7f3a14005678

@@ -161,6 +161,7 @@ Example:
         ctx.out.line(escape(f"Heap index cache: {rt.index_dir or 'off'}"))
         ctx.out.line(f"Heap kernels: {kernels.mode()}")
         ctx.out.line(f"Reference graph: {graph_state(rt.built_heap())}")
+        ctx.out.line(f"Root forest: {forest_state(rt.built_heap())}")
         # The standard library's directory names the interpreter alike in every host (LLDB and GDB
         # embed it, so sys.executable there is whatever python3 PATH finds first).
         stdlib = os.path.dirname(os.__file__)
@@ -174,6 +175,18 @@ def graph_state(heap) -> str:  # type: ignore[no-untyped-def]
         return "being built in the background"
     if heap is not None and heap.has_graph:
         return "built in the background after a gcroot" if build is not None else "built"
+    if build is not None and build.failed is not None:
+        return escape(f"not built (the background build stopped: {build.failed})")
+    return "not built"
+
+
+def forest_state(heap) -> str:  # type: ignore[no-untyped-def]
+    """Whether later gcroots in SOS's order answer from the root forest (clr/roots/forest.py)."""
+    build = heap.forest_build if heap is not None else None
+    if build is not None and build.running:
+        return "being built in the background"
+    if heap is not None and heap.root_forest is not None:
+        return f"built after a gcroot ({heap.root_forest.count:,} objects)"
     if build is not None and build.failed is not None:
         return escape(f"not built (the background build stopped: {build.failed})")
     return "not built"

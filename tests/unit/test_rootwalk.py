@@ -263,3 +263,98 @@ def test_the_walk_pauses_for_progress_and_resumes_exactly(monkeypatch) -> None:
     assert want == [model_paths(heap, heap.addr[t], roots, [heap.addr[0], heap.addr[17], heap.addr[40]])
                     for t in (5, 99, 298)]
     assert len(counted) >= 3
+
+
+# -- the root forest (clr/roots/forest.py): later gcroots from one search for nothing ----------
+
+def forest_paths(heap: FakeCoreHeap, targets: list[int], roots: list[ClrRoot], limit: int | None = None):
+    from sosext.clr.roots.forest import RootForest
+    forest = RootForest(heap, heap.memory(), roots)
+    assert forest.matches(roots)
+    return [list(forest.paths(heap, t, roots, limit, None)) for t in targets]
+
+
+@pytest.mark.parametrize("bases", [(0x10000000, 0x20000000), (0x7f2300000000, 0x7f2310000000),
+                                   (0x10000000, 0x7f2310000000)], ids=["5-byte", "6-byte", "mixed"])
+@settings(max_examples=150, deadline=None)
+@given(case=objects_strategy)
+def test_the_forest_answers_every_target_as_the_walk_does(bases, case) -> None:
+    """Every object of a random heap as the target: the forest's chains are the walk's (and
+    so ClrMD's), root for root, with and without -limit."""
+    n, objs, dep, root_ids, _target = case
+    saved, trs.SEG_BASES = trs.SEG_BASES, bases
+    try:
+        heap = FakeCoreHeap(objs, dependent=dep)
+    finally:
+        trs.SEG_BASES = saved
+    roots = [handle(heap.addr[k]) for k in root_ids]
+    roots.append(ClrRoot(RootKind.STACK, 0x7ff0, heap.addr[root_ids[0]] + 8))
+    targets = list(heap.addr)
+    for limit in (None, 1, 2):
+        got = forest_paths(heap, targets, roots, limit)
+        for t, g in zip(targets, got):
+            assert g == walk_paths(heap, t, roots, limit)[1], (hex(t), limit)
+
+
+def test_the_forest_after_a_first_chain_lets_later_roots_reenter_what_the_root_left() -> None:
+    # Root 0: 0 -> [1, 2]; ClrMD takes 2 first (lists last first? one list here: 1 then 2).
+    # 1 -> 3 (the target) and 1 -> 4 -> 5; root 6 -> 4: after the first chain (0, 1, 3) the
+    # search drains what root 0 met but never took; root 6 then walks 4 and 5 again, which the
+    # forest gave to root 0. A target 5: root 0 takes 1, then 3, then 4 -> 5.
+    objs = [(0, NODE_MT, 0, [1, 2]), (0, NODE_MT, 0, [3, 4]), (0, LEAF_MT, 0, []), (0, LEAF_MT, 0, []),
+            (1, NODE_MT, 0, [5, 3]), (1, LEAF_MT, 0, []), (1, NODE_MT, 0, [4])]
+    heap = FakeCoreHeap(objs)
+    a = heap.addr
+    roots = [handle(a[0]), handle(a[6]), handle(a[4])]
+    for t in range(len(a)):
+        want = walk_paths(heap, a[t], roots)[1]
+        assert forest_paths(heap, [a[t]], roots)[0] == want
+        assert want == model_paths(heap, a[t], roots, [a[0], a[6], a[4]])
+
+
+def test_the_forest_records_through_pauses_and_growth_and_answers_as_the_walk(monkeypatch) -> None:
+    """The forest's walk returns to Python for progress, for a bigger found hash and for more
+    recording room, and resumes exactly: every target's chains are still the walk's."""
+    from sosext.clr.roots import forest as forest_mod
+    from sosext.clr.roots import rootwalk
+    n = 300
+    objs = [(k % 2, NODE_MT if k % 3 else ARRAY_MT, 2, [(k * 7 + 1) % n, (k * 13 + 5) % n]) for k in range(n)]
+    heap = FakeCoreHeap(objs, dependent=[(3, 4)])
+    roots = [handle(heap.addr[0]), handle(heap.addr[17]), handle(heap.addr[40]), handle(heap.addr[17])]
+    targets = [heap.addr[t] for t in range(0, n, 7)]
+    want = [walk_paths(heap, t, roots)[1] for t in targets]
+    monkeypatch.setattr(rootwalk, "_PAUSE_EVERY", 7)
+    monkeypatch.setattr(rootwalk, "_FIRST_FOUND", 2)
+    monkeypatch.setattr(forest_mod, "MIN_OBJECT_SIZE", 1 << 40)  # room for 1 recorded pop: it grows
+    monkeypatch.setattr(forest_mod, "RECORD_SLACK", 1)
+    assert forest_paths(heap, targets, roots) == want
+    assert sum(len(w) >= 2 for w in want) >= 3  # later roots' chains after the first: the resumed walk
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=objects_strategy)
+def test_a_forest_half_built_answers_as_the_walk_or_not_at_all(case) -> None:
+    """What a forest's walk has recorded so far (any prefix, the roots started by then)
+    answers a target whose first chain is in it exactly as the walk; else it declines."""
+    import numpy as np
+    from sosext.clr.roots.forest import RootForest, new_recording, partial_paths
+    n, objs, dep, root_ids, _target = case
+    heap = FakeCoreHeap(objs, dependent=dep)
+    roots = [handle(heap.addr[k]) for k in root_ids]
+    roots.append(ClrRoot(RootKind.STACK, 0x7ff0, heap.addr[root_ids[0]] + 8))
+    record = new_recording(heap.memory(), len(roots))
+    pops, parents = record[0], record[1]  # room for every pop of these small heaps: never grown
+    RootForest(heap, heap.memory(), roots, recording=record)
+    root_pops, count = record[2], record[3]
+    assert record[0] is None  # dropped by the built forest
+    answered = 0
+    for cut in sorted({0, 1, count // 3, count // 2, count - 1, count}):
+        started = int(np.sum(root_pops[:len(roots)] < cut)) if cut < count else len(roots)
+        so_far = [pops, parents, np.where(np.arange(len(root_pops)) < started, root_pops, 0), cut, started]
+        for t in heap.addr:
+            walk = RootWalk(heap, heap.memory(), t, roots)
+            got = partial_paths(walk, so_far, roots, None)
+            if got is not None:
+                assert list(got) == walk_paths(heap, t, roots)[1], (hex(t), cut)
+                answered += 1
+    assert answered or count == 0 or all(not walk_paths(heap, t, roots)[1] for t in heap.addr)

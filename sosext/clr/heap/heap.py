@@ -76,6 +76,9 @@ class ClrHeap:
         self._lookup = None
         self.root_searches = 0  # gcroots answered without the graph (gcroot.root_chains)
         self.background = None  # background.GraphBuild started after one of them
+        self.root_forest = None  # forest.RootForest: later gcroots in SOS's order from it
+        self.forest_build = None  # background.GraphBuild making it
+        self.first_walk: tuple[float, int] | None = None  # seconds and objects of the first full gcroot's search
         self._build_lock = threading.RLock()  # held while the index or the graph is built
         self.last_root_search = None  # rootsearch.RootSearch: what it met answers "no roots" at once
         self.store = None  # indexcache.IndexStore of a core whose index is cached on disk

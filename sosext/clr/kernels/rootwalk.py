@@ -24,9 +24,11 @@ has no GC references, so a dependent handle whose primary is such an object (a
 finds no root for its secondary, which the primary keeps alive; here it is followed.
 
 **State** lives in arrays and ``st`` (root cursor, depth, pending top, found count, objects
-walked, unknown header, needed size, values outside the heap, objects per call, found root), so a call that
-returns early (``UNKNOWN``: a MethodTable to learn; ``GROW``, ``XGROW``; ``PENDING``; ``PAUSE``;
-``FOUND``) resumes where it stopped. Frame ``f`` is the object ``f_obj[f]`` being walked,
+walked, unknown header, needed size, values outside the heap, objects per call, found root,
+references taken off the stack so far when recording), so a call that returns early
+(``UNKNOWN``: a MethodTable to learn; ``GROW``, ``XGROW``; ``PENDING``; ``PAUSE``; ``FOUND``;
+``RECORD``) resumes where it stopped. The same search, run with no target and recording,
+is the root forest (``roots/forest.py``), which answers later gcroots. Frame ``f`` is the object ``f_obj[f]`` being walked,
 its pending references ``pend[f_cur[f]:f_end[f]]``; frame ``f``'s region starts where
 frame ``f - 1``'s ends, and frame ``f``'s object is a reference frame ``f - 1`` took.
 """
@@ -41,11 +43,12 @@ from .registry import kernel
 
 DONE = 0
 UNKNOWN = 1  # a header word not in the MethodTable table: st[5] holds it
-GROW = 2  # ``found`` may not hold what the next step could add: rehash into one twice as large
+GROW = 2  # ``found`` may not hold what the next step adds: rehash into one that holds st[6] half full
 PENDING = 3  # ``pend`` needs st[6] entries
 PAUSE = 4  # st[8] more objects were walked: Python reports progress (and Ctrl-C), then resumes
 FOUND = 5  # root st[9] reaches the target: its chain is in ``found``
 XGROW = 6  # ``xkeys`` (values met outside the heap) must hold st[6] at most half full
+RECORD = 7  # ``pop_addr``/``pop_parent`` are full: Python grows them, then resumes
 
 END = np.int64(1)  # the target's entry in ``found``: its chain ends there
 
@@ -167,10 +170,126 @@ def unsee_object(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block
     return 1
 
 
+
+@kernel("void", "u8[]r", "i8[]")
+def bit_prefix(bits: np.ndarray, prefix: np.ndarray) -> None:
+    """``prefix[i]``: the set bits of ``bits[:i]`` (``prefix`` has one entry more)."""
+    n = 0
+    for i in range(bits.size):
+        prefix[i] = n
+        n += refs.popcount(bits[i])
+    prefix[bits.size] = n
+
+
+@kernel("i8", "u8[]r", "i8[]r", "i8", "i8")
+def bit_position(bits: np.ndarray, prefix: np.ndarray, blk: int, b: int) -> int:
+    """The position, among the set bits in address order, of bit ``b`` (0..63) of word ``blk``."""
+    return prefix[blk] + refs.popcount(bits[blk] & ((_ONE << np.uint64(b)) - _ONE))
+
+
+@kernel("i8", "u8[]r", "u8[]r", "i8", "u8[]")
+def chain_back(pops: np.ndarray, parents: np.ndarray, r: int, out: np.ndarray) -> int:
+    """From a forest's recording in search order: the parents of pop ``r`` (its object first,
+    up to the root's object, whose parent entry has the low bit) into ``out``; their count
+    (-1: ``out`` too small or a parent not found before)."""
+    n = 0
+    out[n] = pops[r]
+    n += 1
+    want = parents[r]
+    i = r - 1
+    while True:
+        if n >= out.size:
+            return -1
+        if want & _ONE:
+            out[n] = want & ~_ONE
+            return n + 1
+        while i >= 0 and pops[i] != want:
+            i -= 1
+        if i < 0:
+            return -1
+        out[n] = want
+        n += 1
+        want = parents[i]
+        i -= 1
+
+
+@kernel("i8", "u8[]r", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]", "u8[]")
+def seen_from_pops(pops: np.ndarray, cut: int, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block: np.ndarray,
+                   seen: np.ndarray, outside: np.ndarray) -> int:
+    """The seen bits of what a forest's recording popped before ``cut``; the values outside
+    the heap among them into ``outside`` (their count; -1: ``outside`` too small)."""
+    n = 0
+    last = 0
+    for i in range(cut):
+        a = pops[i]
+        if seg_lo[last] <= a < seg_hi[last]:
+            s = last
+        else:
+            s = reach.segment_of(a, seg_lo, seg_hi)
+        if s < 0 or a & np.uint64(7):
+            if n >= outside.size:
+                return -1
+            outside[n] = a
+            n += 1
+            continue
+        last = s
+        b = np.int64((a - seg_lo[s]) >> np.uint64(3))
+        seen[seg_block[s] + (b >> 6)] |= _ONE << np.uint64(b & 63)
+    return n
+
+
+_RING = 64  # positions computed ahead of their writes (a power of two above 2 * RANK_AHEAD)
+RANK_AHEAD = 16
+
+
+@kernel("i8", "u8[]r", "u8[]r", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u8[]", "u1[]")
+def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, npops: int, seg_lo: np.ndarray, seg_hi: np.ndarray,
+                 seg_block: np.ndarray, fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray,
+                 fparent: np.ndarray, outside: np.ndarray) -> int:
+    """Each popped heap object's pop rank and parent at its position in address order
+    (``frank``, ``fparent``); ``outside[i]`` = 1 for a value popped outside the heap. The
+    count of those. Every access is at random, so it is a pipeline: item i + 2 * RANK_AHEAD
+    asks for its bitmap word and prefix, item i + RANK_AHEAD computes its position and asks
+    for the lines it will write, item i writes them."""
+    ring = np.empty(_RING, np.int64)  # position of item j at j % _RING; -1: outside the heap
+    n_out = 0
+    for i in range(-2 * RANK_AHEAD, npops):
+        j = i + 2 * RANK_AHEAD
+        if j < npops:
+            a = pop_addr[j]
+            s = reach.segment_of(a, seg_lo, seg_hi)
+            if s >= 0:
+                blk = seg_block[s] + (np.int64((a - seg_lo[s]) >> np.uint64(3)) >> 6)
+                prefetch(fbits, blk)
+                prefetch(fprefix, blk)
+        j = i + RANK_AHEAD
+        if 0 <= j < npops:
+            a = pop_addr[j]
+            s = reach.segment_of(a, seg_lo, seg_hi)
+            pos = -1
+            if s >= 0 and not a & np.uint64(7):
+                b = np.int64((a - seg_lo[s]) >> np.uint64(3))
+                pos = bit_position(fbits, fprefix, seg_block[s] + (b >> 6), b & 63)
+                prefetch(frank, pos)
+                prefetch(fparent, pos)
+            ring[j & (_RING - 1)] = pos
+        if i < 0:
+            continue
+        pos = ring[i & (_RING - 1)]
+        if pos < 0:
+            outside[i] = 1
+            n_out += 1
+            continue
+        frank[pos] = np.uint32(i)
+        fparent[pos] = pop_parent[i]
+    return n_out
+
+
 @kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
         "u8[]r", "u8[]r", "u8[]r", "u8",
-        "u8[]", "u8[]", "i8[]", "u8[]", "i8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]")
+        "u8[]", "u8[]", "i8[]", "u8[]", "i8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]",
+        "u8[]r", "i8[]r", "u4[]r", "i8", "u8[]", "u8[]", "i8[]")
 def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
               seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
               keys: np.ndarray, values: np.ndarray,
@@ -180,9 +299,17 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
               repeat_items: np.ndarray, repeat_count: np.ndarray, repeat_skip: np.ndarray,
               roots: np.ndarray, dep_primary: np.ndarray, dep_secondary: np.ndarray, target: np.uint64,
               seen: np.ndarray, xkeys: np.ndarray, xvals: np.ndarray, fkeys: np.ndarray, fvals: np.ndarray,
-              f_obj: np.ndarray, f_cur: np.ndarray, f_end: np.ndarray, pend: np.ndarray, st: np.ndarray) -> int:
+              f_obj: np.ndarray, f_cur: np.ndarray, f_end: np.ndarray, pend: np.ndarray, st: np.ndarray,
+              fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray, fcut: int,
+              pop_addr: np.ndarray, pop_parent: np.ndarray, root_pops: np.ndarray) -> int:
     """The search of the module's docstring from root ``st[0]`` on; FOUND after each root
-    that reaches ``target`` (its position in ``st[9]``), DONE after the last root."""
+    that reaches ``target`` (its position in ``st[9]``), DONE after the last root.
+
+    The forest (``roots/forest.py``): with ``pop_addr`` not empty, every reference taken off
+    the stack is recorded, in that order (``st[10]`` so far), with the object that met it
+    (low bit set: a root's object) in ``pop_parent``; ``root_pops[k]`` is that count when
+    root k's search starts. With ``fcut`` > 0, an object a forest took off the stack before
+    rank ``fcut`` (``fbits``/``fprefix``/``frank``) counts as seen."""
     rc = st[0]
     depth = st[1]
     ptop = st[2]
@@ -192,26 +319,34 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
     pause_at = nwalked + st[8]
     ndep = dep_primary.size
     last = 0
+    record = pop_addr.size > 0
+    npop = st[10]
     while True:
         if nwalked >= pause_at:
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             return PAUSE
+        if record and npop >= pop_addr.size:
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+            return RECORD
         f = depth - 1
         if depth == 0:
             if rc >= roots.size:
                 break
+            if record:
+                root_pops[rc] = npop
             v = roots[rc]
             nxt = found_get(v, fkeys, fvals) if v != 0 else 0
             if nxt != 0 or (v == target and v != 0):
                 if nxt == 0:
                     if 2 * (nfound + 1) > fkeys.size:
-                        st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                        st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+                        st[6] = 2 * (nfound + 1)
                         return GROW
                     found_add(v, END, fkeys, fvals)
                     nfound += 1
                 st[9] = rc
                 rc += 1
-                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
                 return FOUND
         elif f_cur[f] == f_end[f]:  # every reference of the frame is done: it is a dead end
             ptop = f_end[f - 1] if f > 0 else 0
@@ -228,7 +363,8 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                     prefetch(mem, reach.word_at(u, last, seg_hi, seg_word))
             if v == target:
                 if 2 * (nfound + depth + 1) > fkeys.size:
-                    st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                    st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+                    st[6] = 2 * (nfound + depth + 1)
                     return GROW
                 f_cur[f] += 1
                 found_add(v, END, fkeys, fvals)
@@ -245,7 +381,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 rc += 1
                 depth = 0
                 ptop = 0
-                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
                 return FOUND
         # walk v: its type first (nothing changes before it is known)
         if v & np.uint64(7) or v == 0:
@@ -262,7 +398,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                             component_sizes)
             if t == UNKNOWN_TYPE:
                 st[5] = np.int64(mem[reach.word_at(v, s, seg_hi, seg_word)] & _LOW3)
-                st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+                st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
                 return UNKNOWN
         d0 = 0
         d1 = 0
@@ -276,6 +412,10 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 rc += 1
             else:
                 f_cur[f] += 1
+                if record:
+                    pop_addr[npop] = v
+                    pop_parent[npop] = f_obj[f] | (_ONE if f == 0 else np.uint64(0))
+                    npop += 1
             continue
         at = reach.word_at(v, s, seg_hi, seg_word)
         size = np.int64(base_sizes[t])
@@ -284,12 +424,9 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         need = ptop + (d1 - d0) + refs.slot_bound(at, seg_word[s], size, t, gc_kind, series_first, series_count,
                                                   series_offset, series_size) + 1
         if need > pend.size:
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             st[6] = need
             return PENDING
-        if 2 * (nfound + depth + 2) > fkeys.size:
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
-            return GROW
         if depth > 0:
             f_cur[f] += 1
         nwalked += 1
@@ -316,16 +453,20 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             if depth > 0:
                 f_cur[f] -= 1
             nwalked -= 1
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             st[6] = nx + outside + 1
             return XGROW
+        if record and depth > 0:
+            pop_addr[npop] = v
+            pop_parent[npop] = f_obj[f] | (_ONE if f == 0 else np.uint64(0))
+            npop += 1
         w = a
         hit = np.int64(0)
         for q in range(a, ptop):
             r = pend[q]
             if r == 0:
                 continue
-            nxt = found_get(r, fkeys, fvals)
+            nxt = found_get(r, fkeys, fvals) if nfound else 0  # nothing found yet: no probe
             if nxt != 0:
                 hit = np.int64(r)
                 break
@@ -343,6 +484,9 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             bit = _ONE << np.uint64(b & 63)
             if seen[blk] & bit:
                 continue
+            if fcut > 0 and fbits[blk] & bit and \
+                    np.int64(frank[bit_position(fbits, fprefix, blk, np.int64(b & 63))]) < fcut:
+                continue  # a forest's search took it before the first chain: seen
             seen[blk] |= bit
             if w - a < AHEAD:  # among the first walked after this object (the walk waits on headers)
                 prefetch(mem, reach.word_at(r, u, seg_hi, seg_word))
@@ -352,6 +496,19 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             # v holds an object of a chain: v's chain goes on as that one's
             for q in range(a, w):
                 nx -= unsee_object(pend[q], seg_lo, seg_hi, seg_block, seen, xkeys, xvals)
+            if 2 * (nfound + depth + 2) > fkeys.size:
+                # ``found`` sized by what it holds, not by the depth (a deep search would
+                # probe a table far larger than the caches for every reference): grow it
+                # now, then walk v again (what it met is unseen again, as before the walk)
+                ptop = a
+                if depth > 0:
+                    f_cur[f] -= 1
+                    if record:
+                        npop -= 1
+                nwalked -= 1
+                st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+                st[6] = 2 * (nfound + depth + 2)
+                return GROW
             found_add(v, hit, fkeys, fvals)
             nfound += 1
             nxt = np.int64(v)
@@ -366,7 +523,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             rc += 1
             depth = 0
             ptop = 0
-            st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+            st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
             return FOUND
         ptop = w
         if w == a:  # nothing new to follow
@@ -379,5 +536,5 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         f_cur[depth] = a
         f_end[depth] = w
         depth += 1
-    st[0], st[1], st[2], st[3], st[4], st[7] = rc, depth, ptop, nfound, nwalked, nx
+    st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
     return DONE

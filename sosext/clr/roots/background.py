@@ -30,7 +30,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .. import progress as progress_mod
 from ..progress import Progress
@@ -51,22 +51,34 @@ def allow(more_commands: bool) -> None:
 class GraphBuild:
     """One background build of a heap's graph."""
 
-    def __init__(self, heap: "ClrHeap") -> None:
+    def __init__(self, heap: "ClrHeap", job: "Callable[[], None] | None" = None) -> None:
+        """``job``: what to build instead of the graph (a root forest, ``forest.py``)."""
         self.heap = heap
+        self.job = job or self._graph
         self.cancelled = threading.Event()
         self.failed: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="sosext-graph", daemon=True)
 
+    def _graph(self) -> None:
+        with self.heap.building():
+            graph = self.heap.graph(Progress.silent())
+            graph.reverse()
+            self.heap.lookup()
+            graph.components()  # which roots reach an object, at once, on a leak's heap too
+
     def _run(self) -> None:
         progress_mod.run_in_background(self.cancelled)
         try:
-            with self.heap.building():
-                graph = self.heap.graph(Progress.silent())
-                graph.reverse()
-                self.heap.lookup()
-                graph.components()  # which roots reach an object, at once, on a leak's heap too
+            self.job()
         except BaseException as e:  # noqa: BLE001 - the foreground builds it as before
             self.failed = e
+
+    def wait(self) -> bool:
+        """Wait for the build (Ctrl-C stops waiting); whether it succeeded."""
+        while self.thread.is_alive():
+            self.thread.join(0.05)
+            progress_mod.check_interrupt()
+        return self.failed is None
 
     @property
     def running(self) -> bool:
@@ -100,6 +112,22 @@ def after_root_search(heap: "ClrHeap", objects: int) -> GraphBuild | None:
     return build
 
 
+def after_walk(heap: "ClrHeap", objects: int, job: "Callable[[], None]", bytes_per_object: int) -> GraphBuild | None:
+    """Plan ``job`` (a root forest: later gcroots in SOS's order) in the background, when
+    that is safe; it starts at :func:`start_pending`."""
+    if not _allowed or os.environ.get("SOSEXT_BACKGROUND", "1") == "0":
+        return None
+    target = heap.runtime.target
+    if target.is_live or not getattr(target, "background_safe", False):
+        return None
+    if heap.forest_build is not None or not _fits(objects, bytes_per_object):
+        return None
+    build = GraphBuild(heap, job)
+    heap.forest_build = build
+    _pending.append(build)
+    return build
+
+
 def start_pending() -> None:
     """Start the builds the last command planned (hosts call this after every command)."""
     while _pending:
@@ -108,14 +136,14 @@ def start_pending() -> None:
         build.thread.start()
 
 
-def _fits(objects: int) -> bool:
-    """The graph needs well under half of the memory the machine has available."""
+def _fits(objects: int, bytes_per_object: int = GRAPH_BYTES_PER_OBJECT) -> bool:
+    """The build needs well under half of the memory the machine has available."""
     try:
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
     except (OSError, StopIteration, ValueError):
         return False
-    return objects * GRAPH_BYTES_PER_OBJECT < avail // 2
+    return objects * bytes_per_object < avail // 2
 
 
 @atexit.register

@@ -13,6 +13,7 @@ being searched, and the chains found. Each chain is yielded as soon as it is fou
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -28,41 +29,99 @@ from .roots import ClrRoot
 _FIRST_FOUND = 1 << 10
 
 
+_NONE_U8, _NONE_I8, _NONE_U4 = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.uint32)
+
+
+@dataclass
+class WalkState:
+    """Where a search resumes: the root to take next, the chains found so far (object →
+    next object, ``rootwalk.END`` for the target) and what counts as seen already (a forest
+    up to rank ``fcut``, the values outside the heap met before it)."""
+
+    root: int = 0
+    found: list[tuple[int, int]] = field(default_factory=list)
+    forest: "object | None" = None  # forest.RootForest
+    fcut: int = 0
+    outside: list[int] = field(default_factory=list)
+    seen: np.ndarray | None = None  # the seen bits to start from (else none)
+
+
 class RootWalk(RootSearch):
     """The roots that reach ``target``, each with the chain SOS prints, in the roots' order."""
 
-    def paths(self, roots: list[ClrRoot], limit: int | None = None
+    def root_starts(self, roots: list[ClrRoot]) -> np.ndarray:
+        return np.array([self.starts.get(r) or 0 for r in roots], dtype=np.uint64)
+
+    def paths(self, roots: list[ClrRoot], limit: int | None = None, state: WalkState | None = None
               ) -> Iterator[tuple[ClrRoot, tuple[int, ...], tuple[bool, ...]]]:
         """(root, addresses from the root's object to the target, by-dependent-handle per
-        step) for each root in ``roots``' order that reaches the target, at most ``limit``."""
-        if not self.is_object(self.target):
+        step) for each root in ``roots``' order that reaches the target, at most ``limit``;
+        from ``state`` (a forest's first chain) when given."""
+        if not self.is_object(self.target) or (limit is not None and limit <= 0):
             return
-        m = self.mem
-        starts = np.array([self.starts.get(r) or 0 for r in roots], dtype=np.uint64)
         pri, sec = self._dependent()
-        dep_pri, dep_sec = np.array(pri, dtype=np.uint64), np.array(sec, dtype=np.uint64)
         dependent = set(zip(pri, sec))
-        seen = memory.zeros(int(m.seg_block[-1]), np.uint64)
+        starts = self.root_starts(roots)
+        for k, chain in self._run(starts, pri, sec, np.uint64(self.target), state or WalkState(), None):
+            yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
+            if limit is not None:
+                limit -= 1
+                if limit <= 0:
+                    return
+
+    def _run(self, starts: np.ndarray, pri: list[int], sec: list[int], target: np.uint64, state: WalkState,
+             record: "list | None") -> Iterator[tuple[int, tuple[int, ...]]]:
+        """The kernel's search from ``state``: (root position, chain) per FOUND. ``record``
+        (a forest's walk, target 0): [pop_addr, pop_parent, root_pops, count, roots started]
+        filled in, the count and roots at each return to Python (another thread may read what
+        is recorded so far: the count first, then the arrays, which are never shrunk or
+        released while the walk runs), then the seen bitmap appended."""
+        m = self.mem
+        dep_pri, dep_sec = np.array(pri, dtype=np.uint64), np.array(sec, dtype=np.uint64)
+        if state.seen is not None:
+            seen = state.seen
+        elif state.forest is not None:
+            seen = memory.reserve(int(m.seg_block[-1]), np.uint64)
+        else:
+            seen = memory.zeros_huge(int(m.seg_block[-1]), np.uint64)
         most = m.heap_bytes // MIN_OBJECT_SIZE + 1  # objects the heap can hold: the deepest path
         f_obj, f_cur, f_end = memory.reserve(most, np.uint64), memory.reserve(most, np.int64), \
             memory.reserve(most, np.int64)
         pend = memory.reserve(m.heap_bytes // 8 + len(dep_sec) + 16, np.uint64)
-        fkeys, fvals = np.zeros(_FIRST_FOUND, np.uint64), np.zeros(_FIRST_FOUND, np.int64)
-        xkeys, xvals = np.zeros(_FIRST_FOUND, np.uint64), np.zeros(_FIRST_FOUND, np.int64)
-        st = np.zeros(10, dtype=np.int64)
-        st[8] = _PAUSE_EVERY
-        found = 0
+        size = _FIRST_FOUND
+        while size < 4 * (len(state.found) + 1):
+            size *= 2
+        fkeys, fvals = np.zeros(size, np.uint64), np.zeros(size, np.int64)
+        for a, nxt in state.found:
+            rw.found_add(np.uint64(a), nxt, fkeys, fvals)
+        size = _FIRST_FOUND
+        while size < 4 * (len(state.outside) + 1):
+            size *= 2
+        xkeys, xvals = np.zeros(size, np.uint64), np.zeros(size, np.int64)
+        for a in state.outside:
+            reach.open_insert(np.uint64(a), 0, xkeys, xvals)
+        st = np.zeros(12, dtype=np.int64)
+        st[0], st[3], st[7], st[8] = state.root, len(state.found), len(state.outside), _PAUSE_EVERY
+        fbits, fprefix, frank = (_NONE_U8, _NONE_I8, _NONE_U4) if state.forest is None else \
+            (state.forest.bits, state.forest.prefix, state.forest.rank)
+        pop_addr, pop_parent, root_pops = (_NONE_U8, _NONE_U8, _NONE_I8) if record is None else record[:3]
         self.progress.start("Objects searched from the roots", 0)
         try:
             while True:
                 status = rw.root_walk(m.words, m.seg_lo, m.seg_hi, m.seg_word, m.seg_block, m.seg_gap, m.gap_lo,
                                       m.gap_hi, self.table.keys, self.table.values, *self.layouts.arrays, starts,
-                                      dep_pri, dep_sec, np.uint64(self.target), seen, xkeys, xvals, fkeys, fvals, f_obj, f_cur,
-                                      f_end, pend, st)
+                                      dep_pri, dep_sec, target, seen, xkeys, xvals, fkeys, fvals, f_obj, f_cur,
+                                      f_end, pend, st, fbits, fprefix, frank, np.int64(state.fcut),
+                                      pop_addr, pop_parent, root_pops)
+                if record is not None:
+                    record[3], record[4] = int(st[10]), int(st[0]) + (1 if st[1] > 0 else 0)
                 if status == rw.UNKNOWN:
                     self._learn(int(st[5]))
                 elif status == rw.GROW:
-                    keys, vals = np.zeros(2 * len(fkeys), np.uint64), np.zeros(2 * len(fkeys), np.int64)
+                    size = 2 * len(fkeys)
+                    while size < int(st[6]):
+                        size *= 2
+                    keys, vals = np.zeros(size, np.uint64), np.zeros(size, np.int64)
                     rw.found_rehash(fkeys, fvals, keys, vals)
                     fkeys, fvals = keys, vals
                 elif status == rw.XGROW:
@@ -78,20 +137,27 @@ class RootWalk(RootSearch):
                     grown = memory.reserve(2 * int(st[6]), np.uint64)
                     grown[:int(st[2])] = pend[:int(st[2])]
                     pend = grown
+                elif status == rw.RECORD:
+                    for i in (0, 1):
+                        grown = memory.reserve(2 * len(record[i]) + 1024, np.uint64)
+                        grown[:int(st[10])] = record[i][:int(st[10])]
+                        record[i] = grown  # the old one is not released: a reader may hold it
+                    pop_addr, pop_parent = record[0], record[1]
                 elif status == rw.FOUND:
                     k = int(st[9])
-                    chain = self._chain(int(starts[k]), fkeys, fvals)
-                    yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
-                    found += 1
-                    if limit is not None and found >= limit:
-                        return
+                    yield k, self._chain(int(starts[k]), fkeys, fvals)
                 else:
-                    return
+                    break
+            if record is not None:
+                record[3] = int(st[10])
+                record.append(seen)  # every heap object the forest took off the stack
+                seen = None
         finally:
             self.visited = int(st[4])
             self.progress.finish()
             for a in (seen, f_obj, f_cur, f_end, pend):
-                memory.release(a)
+                if a is not None:
+                    memory.release(a)
 
     @staticmethod
     def _chain(start: int, fkeys: np.ndarray, fvals: np.ndarray) -> tuple[int, ...]:

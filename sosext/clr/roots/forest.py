@@ -1,0 +1,230 @@
+"""Later gcroots in SOS's order, from one search that looked for nothing (cores).
+
+ClrMD's GCRoot (``kernels/rootwalk.py``) shares what it met across roots, in the roots'
+order, so until its first chain is found the search does not depend on the target: it is a
+prefix of the *forest*, the same search run with no target to the end. The forest records
+every reference it takes off the stack (its rank, in that order) with the object that met
+it (its parent). For any target T, then:
+
+* T is found when the forest takes it off the stack, or earlier when a root's object is T
+  (the first such root, if its search starts first); neither: no root reaches T at all,
+  and gcroot answers at once.
+* The first chain is T's parents up to the root's object: the frames of the search at
+  that moment are exactly those parents.
+* What the search has seen then, once it drains the references it met and never took, is
+  what the forest took off the stack before T (rank below T's) — plus T itself, which is
+  on the chain. The search goes on from the next root with that state: the walk kernel
+  treats an object of the forest below that rank as seen (``fcut``) without copying a
+  bitmap, and runs from there exactly as a cold gcroot would, with the first chain already
+  in ``found``. What it costs is what the later roots search, which on heaps where one
+  root holds most of the heap (a leak's cache) is little.
+
+``gcroot -limit 1`` (and every target no root reaches) needs no search at all.
+
+Memory: a bit per 8 heap bytes (what the forest met), a prefix count per 64 of them, and 12
+bytes per object it met (the rank, 4; the parent, 8). It is built after a first gcroot, on
+the other core where that is safe (``background.py``).
+"""
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+
+from ..heap import memory
+from ..kernels import reach
+from ..kernels import rootwalk as rw
+from ..progress import Progress
+from ..typesystem.types import MIN_OBJECT_SIZE
+from .roots import ClrRoot
+from .rootwalk import RootWalk, WalkState
+
+if TYPE_CHECKING:
+    from ..heap.heap import ClrHeap
+    from .rootsearch import CoreHeapMemory
+
+BYTES_PER_OBJECT = 12 + 16  # kept (rank, parent), and the recording in search order while it is built
+RECORD_SLACK = 1024  # recording room beyond the objects the heap can hold: values outside the heap
+
+
+class RootForest:
+    """ClrMD's search from ``roots`` run to the end with no target, recorded."""
+
+    def __init__(self, heap: "ClrHeap", mem: "CoreHeapMemory", roots: list[ClrRoot],
+                 progress: "Progress | None" = None, like: RootWalk | None = None,
+                 recording: list | None = None) -> None:
+        """``like``: a walk over the same roots whose roots' objects, MethodTables and type
+        layouts serve again (the first gcroot's); ``recording``: :func:`new_recording`'s
+        list, which another thread may read while the forest is built (:func:`partial_paths`)."""
+        if like is not None:
+            walk = copy.copy(like)
+            walk.target, walk.progress = 0, progress or Progress.silent()
+        else:
+            walk = RootWalk(heap, mem, 0, roots, progress)
+        self.mem = mem
+        self.roots = list(roots)
+        starts = walk.root_starts(roots)
+        pri, sec = walk._dependent()
+        self.dependent = (pri, sec)
+        record = recording if recording is not None else new_recording(mem, len(roots))
+        for _ in walk._run(starts, pri, sec, np.uint64(0), WalkState(), record):
+            pass  # no target: nothing is found
+        pops, parents, root_pops, count, _roots, bits = record
+        root_pops[len(roots)] = count
+        self.count = count
+        self.walked = walk.visited
+        self.starts = [int(a) for a in starts]
+        self.root_pops = root_pops
+        self.bits = bits
+        self.prefix = np.zeros(len(bits) + 1, np.int64)
+        rw.bit_prefix(bits, self.prefix)
+        n = int(self.prefix[-1])
+        self.rank = memory.zeros_huge(n, np.uint32)  # written at random: huge pages spare TLB misses
+        self.parent = memory.zeros_huge(n, np.uint64)  # by position in address order, as ``rank``
+        outside = np.zeros(count, np.uint8)
+        rw.forest_ranks(pops, parents, count, mem.seg_lo, mem.seg_hi, mem.seg_block, bits, self.prefix, self.rank,
+                        self.parent, outside)
+        where = np.flatnonzero(outside)
+        self.outside = pops[where].copy()  # values outside the heap, by rank
+        self.outside_rank = where.astype(np.int64)
+        record[0] = record[1] = None  # freed once no gcroot reading the build's prefix holds them
+        self.walk = walk  # its MethodTables and layouts serve the searches from the forest
+
+    def matches(self, roots: list[ClrRoot]) -> bool:
+        """Whether ``roots`` are the forest's, in the same order."""
+        return list(roots) == self.roots
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.bits, self.prefix, self.rank, self.parent, self.outside))
+
+    def _position(self, address: int) -> int:
+        """``address``'s position among the objects the forest took, or -1."""
+        m = self.mem
+        if not 0 < address < 1 << 64 or address & 7:
+            return -1
+        s = int(reach.segment_of(np.uint64(address), m.seg_lo, m.seg_hi))
+        if s < 0:
+            return -1
+        b = (address - int(m.seg_lo[s])) >> 3
+        blk = int(m.seg_block[s]) + (b >> 6)
+        if not (int(self.bits[blk]) >> (b & 63)) & 1:
+            return -1
+        return int(rw.bit_position(self.bits, self.prefix, blk, b & 63))
+
+    def first(self, target: int) -> tuple[int, int, tuple[int, ...]] | None:
+        """(root position, rank cut, chain) of the first chain to ``target``, or None."""
+        pos = self._position(target)
+        r = int(self.rank[pos]) if pos >= 0 else -1
+        root = next((k for k, a in enumerate(self.starts) if a == target), -1)
+        if root >= 0 and (r < 0 or int(self.root_pops[root]) <= r):
+            return root, int(self.root_pops[root]), (target,)
+        if r < 0:
+            return None
+        chain = [target]
+        at = pos
+        while True:
+            parent = int(self.parent[at])
+            chain.append(parent & ~1)
+            if parent & 1:
+                break
+            at = self._position(parent)
+            if at < 0 or len(chain) > len(self.rank) + 1:
+                return None  # not the forest's own record: no answer from it
+        chain.reverse()
+        k = int(np.searchsorted(self.root_pops, r, side="right")) - 1  # the root whose search took T
+        while k > 0 and self.starts[k] != chain[0]:
+            k -= 1
+        return k, r, tuple(chain)
+
+    def paths(self, heap: "ClrHeap", target: int, roots: list[ClrRoot], limit: int | None,
+              progress: "Progress | None") -> Iterator[tuple[ClrRoot, tuple[int, ...], tuple[bool, ...]]]:
+        """What ``RootWalk(target).paths(roots, limit)`` yields, the first chain at once."""
+        first = self.first(target)
+        if first is None:
+            return
+        k, cut, chain = first
+        walk = copy.copy(self.walk)  # its roots' objects, MethodTables and layouts: the same
+        walk.target, walk.progress = target, progress or Progress.silent()
+        pri, sec = self.dependent
+        dependent = set(zip(pri, sec))
+        yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
+        if limit is not None and limit <= 1:
+            return
+        found = [(chain[-1], int(rw.END))] + [(a, b) for a, b in zip(chain, chain[1:])]
+        outside = [int(a) for a, r in zip(self.outside, self.outside_rank) if r < cut]
+        state = WalkState(root=k + 1, found=found, forest=self, fcut=cut, outside=outside)
+        left = None if limit is None else limit - 1
+        for k, chain in walk._run(walk.root_starts(roots), pri, sec, np.uint64(target), state, None):
+            yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
+
+
+def new_recording(mem: "CoreHeapMemory", roots: int) -> list:
+    """Where a forest's walk records: [pops, parents, root_pops, count, roots started]."""
+    most = mem.heap_bytes // MIN_OBJECT_SIZE + RECORD_SLACK
+    return [memory.reserve(most, np.uint64), memory.reserve(most, np.uint64), np.zeros(roots + 1, np.int64), 0, 0]
+
+
+def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: int | None
+                  ) -> Iterator[tuple[ClrRoot, tuple[int, ...], tuple[bool, ...]]] | None:
+    """While the forest is being built: ``walk``'s answer (a walk for the target over the
+    forest's roots), when the target's first chain is in what the forest recorded so far —
+    as :meth:`RootForest.paths`, with the seen bits of the pops before the target set
+    explicitly. None when it is not there yet."""
+    count = int(recording[3])  # first the count, then the arrays (they only grow)
+    started = int(recording[4])
+    pops, parents, root_pops = recording[0], recording[1], recording[2]
+    if pops is None or parents is None:
+        return None  # the forest is built: it answers
+    target = walk.target
+    starts = walk.root_starts(roots)
+    hits = np.flatnonzero(pops[:count] == np.uint64(target))
+    r = int(hits[0]) if len(hits) else -1
+    root = next((k for k in range(min(started, len(roots))) if int(starts[k]) == target), -1)
+    if root >= 0 and (r < 0 or int(root_pops[root]) <= r):
+        k, cut, chain = root, int(root_pops[root]), (target,)
+    elif r >= 0:
+        out = np.zeros(min(count, 1 << 16) + 2, np.uint64)
+        n = int(rw.chain_back(pops, parents, r, out))
+        if n < 0:
+            return None
+        chain = tuple(int(a) for a in out[:n][::-1])
+        k = int(np.searchsorted(root_pops[:started], r, side="right")) - 1
+        while k > 0 and int(starts[k]) != chain[0]:
+            k -= 1
+        cut = r
+        if k < 0 or int(starts[k]) != chain[0]:
+            return None
+    else:
+        return None  # not met so far: found later, or never
+    m = walk.mem
+    seen = memory.zeros_huge(int(m.seg_block[-1]), np.uint64)
+    outside = np.zeros(1024, np.uint64)
+    while True:
+        n_out = int(rw.seen_from_pops(pops, cut, m.seg_lo, m.seg_hi, m.seg_block, seen, outside))
+        if n_out >= 0:
+            break
+        outside = np.zeros(2 * len(outside), np.uint64)
+    pri, sec = walk._dependent()
+    dependent = set(zip(pri, sec))
+
+    def stream() -> Iterator[tuple[ClrRoot, tuple[int, ...], tuple[bool, ...]]]:
+        yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
+        if limit is not None and limit <= 1:
+            return
+        found = [(chain[-1], int(rw.END))] + [(a, b) for a, b in zip(chain, chain[1:])]
+        state = WalkState(root=k + 1, found=found, outside=[int(a) for a in np.unique(outside[:n_out])],
+                          seen=seen)
+        left = None if limit is None else limit - 1
+        for j, c in walk._run(starts, pri, sec, np.uint64(target), state, None):
+            yield roots[j], c, tuple((a, b) in dependent for a, b in zip(c, c[1:]))
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
+    return stream()
