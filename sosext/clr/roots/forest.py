@@ -65,10 +65,10 @@ class RootForest:
         self.mem = mem
         self.roots = list(roots)
         starts = walk.root_starts(roots)
-        pri, sec = walk._dependent()
+        pri, sec = walk.dependent_edges()
         self.dependent = (pri, sec)
         record = recording if recording is not None else new_recording(mem, len(roots))
-        for _ in walk._run(starts, pri, sec, np.uint64(0), WalkState(), record):
+        for _ in walk.run_search(starts, pri, sec, np.uint64(0), WalkState(), record):
             pass  # no target: nothing is found
         pops, parents, root_pops, count, _roots, bits = record
         root_pops[len(roots)] = count
@@ -156,7 +156,7 @@ class RootForest:
         outside = [int(a) for a, r in zip(self.outside, self.outside_rank) if r < cut]
         state = WalkState(root=k + 1, found=found, forest=self, fcut=cut, outside=outside)
         left = None if limit is None else limit - 1
-        for k, chain in walk._run(walk.root_starts(roots), pri, sec, np.uint64(target), state, None):
+        for k, chain in walk.run_search(walk.root_starts(roots), pri, sec, np.uint64(target), state, None):
             yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
             if left is not None:
                 left -= 1
@@ -210,7 +210,7 @@ def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: 
         if n_out >= 0:
             break
         outside = np.zeros(2 * len(outside), np.uint64)
-    pri, sec = walk._dependent()
+    pri, sec = walk.dependent_edges()
     dependent = set(zip(pri, sec))
 
     def stream() -> Iterator[tuple[ClrRoot, tuple[int, ...], tuple[bool, ...]]]:
@@ -221,7 +221,7 @@ def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: 
         state = WalkState(root=k + 1, found=found, outside=[int(a) for a in np.unique(outside[:n_out])],
                           seen=seen)
         left = None if limit is None else limit - 1
-        for j, c in walk._run(starts, pri, sec, np.uint64(target), state, None):
+        for j, c in walk.run_search(starts, pri, sec, np.uint64(target), state, None):
             yield roots[j], c, tuple((a, b) in dependent for a, b in zip(c, c[1:]))
             if left is not None:
                 left -= 1

@@ -200,7 +200,7 @@ class RootSearch:
 
     # -- the search ----------------------------------------------------------------------
 
-    def _dependent(self) -> tuple[list[int], list[int]]:
+    def dependent_edges(self) -> tuple[list[int], list[int]]:
         pairs = sorted((h.object, h.secondary) for h in self.heap.roots(include_stacks=False).dependent_handles
                        if self.is_object(h.object) and self.is_object(h.secondary))
         return [p for p, _ in pairs], [s for _, s in pairs]
@@ -210,7 +210,7 @@ class RootSearch:
         if not self.is_object(self.target):
             return
         starts = np.array(sorted({a for a in self.starts.values() if a is not None}), dtype=np.uint64)
-        pri, sec = self._dependent()
+        pri, sec = self.dependent_edges()
         dep_pri, dep_sec = np.array(pri, dtype=np.uint64), np.array(sec, dtype=np.uint64)
         blocks = int(m.seg_block[-1])
         visited, reached = memory.zeros(blocks, np.uint64), memory.zeros(blocks, np.uint64)
@@ -324,7 +324,7 @@ class FirstPaths(RootSearch):
         order = [(r, self.starts.get(r)) for r in roots]
         order = [(r, a) for r, a in order if a is not None]
         starts = np.array([a for _r, a in order], dtype=np.uint64)
-        pri, sec = self._dependent()
+        pri, sec = self.dependent_edges()
         dep_pri, dep_sec = np.array(pri, dtype=np.uint64), np.array(sec, dtype=np.uint64)
         blocks = int(m.seg_block[-1])
         visited = memory.zeros(blocks, np.uint64)

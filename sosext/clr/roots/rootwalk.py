@@ -59,17 +59,17 @@ class RootWalk(RootSearch):
         from ``state`` (a forest's first chain) when given."""
         if not self.is_object(self.target) or (limit is not None and limit <= 0):
             return
-        pri, sec = self._dependent()
+        pri, sec = self.dependent_edges()
         dependent = set(zip(pri, sec))
         starts = self.root_starts(roots)
-        for k, chain in self._run(starts, pri, sec, np.uint64(self.target), state or WalkState(), None):
+        for k, chain in self.run_search(starts, pri, sec, np.uint64(self.target), state or WalkState(), None):
             yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
             if limit is not None:
                 limit -= 1
                 if limit <= 0:
                     return
 
-    def _run(self, starts: np.ndarray, pri: list[int], sec: list[int], target: np.uint64, state: WalkState,
+    def run_search(self, starts: np.ndarray, pri: list[int], sec: list[int], target: np.uint64, state: WalkState,
              record: "list | None") -> Iterator[tuple[int, tuple[int, ...]]]:
         """The kernel's search from ``state``: (root position, chain) per FOUND. ``record``
         (a forest's walk, target 0): [pop_addr, pop_parent, root_pops, count, roots started]
