@@ -146,7 +146,9 @@ def test_dac_calls_during_a_build_on_a_bigger_heap(big_core) -> None:
         assert a.text == b.text, c
     roots, n = parse_gcroot(with_build[0].text)
     assert n == 1 and roots[0].chain[-1][0] == int(deep, 16)
-    assert forest_line(with_build[-1]) == "built after a gcroot"
+    # The later gcroots wait for the build only when it should end before a search would; on a
+    # busy machine they search, and the build may still be running when sosstatus asks.
+    assert forest_line(with_build[-1]) in ("built after a gcroot", "being built in the background")
 
 
 def test_a_shortest_gcroot_builds_the_graph_instead(roots_core) -> None:

@@ -439,6 +439,25 @@ class ContractReader:
             return None
         return block.method_desc if block is not None else None
 
+    def method_desc_data_at(self, md: int, ip: int) -> rec.MethodDescData | None:
+        """MethodDescData as the code at ``ip`` sees it, as SOS's ip2md asks the DAC for it:
+        NativeCodeAddr is the start of the code version that holds ``ip`` (0: the active one)."""
+        data = self.types.method_desc_data(md)
+        if data is None or not ip:
+            return data
+        # CodeVersions' GetNativeCodeVersionForIP: the version whose code starts where the code
+        # block holding ip starts (the method's own code, or one of its native code versions);
+        # none, as for a P/Invoke's IL stub, leaves NativeCodeAddr -1 and no native code.
+        start = self.frame_code_start(md, ip)
+        versions = {data.native_code_addr}
+        try:
+            versions.update(v.native_code_addr for v in self.types.tiered_versions(md, 0) or ())
+        except ReaderUnsupported:
+            pass
+        if start and start in versions:
+            return data._replace(has_native_code=1, native_code_addr=start, requested_ip=ip)
+        return data._replace(has_native_code=0, native_code_addr=_ALL_ONES, requested_ip=ip)
+
     def frame_code_start(self, md: int, ip: int) -> int | None:
         """The first instruction of the managed code that holds ``ip`` (a return address just
         past a method's end counts as its method's). No MethodDescData here: the DAC's active
@@ -485,7 +504,25 @@ class ContractReader:
     def il_offsets(self, ip: int) -> list[int] | None:
         """The IL offsets the JIT mapped code address ``ip`` to (GetILOffsetsByAddress), from
         a JIT-compiled method's debug info (debuginfo.py); None where it is not read."""
-        from .debuginfo import il_offsets_at, jitted_bounds, jitted_debug_info
+        from .debuginfo import il_offsets_at
+        found = self._jitted_bounds_at(ip)
+        if found is None:
+            return None
+        block, bounds = found
+        return [o & 0xFFFFFFFF for o in il_offsets_at(bounds, block.relative_offset)]  # as the DAC: unsigned
+
+    def last_il_offset(self, ip: int) -> int | None:
+        """The highest IL offset the JIT's map of the code at ``ip`` names, 0 when it names none
+        (what SOS's GetLastMethodIlOffset finds in the DAC's IL address map)."""
+        found = self._jitted_bounds_at(ip)
+        if found is None:
+            return None
+        markers = (rec.IL_OFFSET_NO_MAPPING, rec.IL_OFFSET_PROLOG, rec.IL_OFFSET_EPILOG)
+        return max((b.il_offset & 0xFFFFFFFF for b in found[1] if b.il_offset & 0xFFFFFFFF not in markers), default=0)
+
+    def _jitted_bounds_at(self, ip: int):  # type: ignore[no-untyped-def]
+        """(code block, its debug info's bounds) of the JIT-compiled code holding ``ip``."""
+        from .debuginfo import jitted_bounds, jitted_debug_info
         try:
             block = self._stack_walker().manager.code_block(ip)
             if block is None or block.ready_to_run or not block.code_header:
@@ -497,9 +534,7 @@ class ContractReader:
             bounds = jitted_bounds(read, at, il_variables) if at else None
         except SosError:
             return None
-        if bounds is None:
-            return None
-        return [o & 0xFFFFFFFF for o in il_offsets_at(bounds, block.relative_offset)]  # as the DAC: unsigned
+        return (block, bounds) if bounds is not None else None
 
     def _il_variables(self, block, ip: int) -> int | None:  # type: ignore[no-untyped-def]
         """How many IL arguments and locals the method of ``block`` has (None: not known)."""

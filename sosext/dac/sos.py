@@ -11,6 +11,7 @@ import threading
 from typing import Any, Iterator
 
 from ..errors import DacError
+from ..readers.records import IL_OFFSET_EPILOG, IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG
 from ..readers.stacks import ClrStack
 from . import structs as st
 from .com import (ADDR, GUID, I32, P_ADDR, P_I32, P_PTR, P_U32, P_WCHAR, PTR, U32, ComPtr, hresult_text,
@@ -552,6 +553,20 @@ class SosDac:
             return None
         with mi:
             return mi.il_offsets(ip)
+
+    def last_il_offset(self, ip: int) -> int | None:
+        """The highest IL offset the JIT's map of the code at ``ip`` names, 0 when it names none
+        (SOS's GetLastMethodIlOffset over IXCLRDataMethodInstance::GetILAddressMap)."""
+        from .xclrdata import method_instance_by_address
+        mi = method_instance_by_address(self, ip)
+        if mi is None:
+            return None
+        with mi:
+            entries = mi.il_address_map()
+        if entries is None:
+            return None
+        markers = (IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG, IL_OFFSET_EPILOG)
+        return max((il for il, _start, _end in entries if il not in markers), default=0)
 
     def method_desc_data(self, md: int) -> st.MethodDescData | None:
         return self.method_desc_data_at(md, 0)

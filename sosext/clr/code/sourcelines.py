@@ -98,19 +98,10 @@ class SourceLines:
 
     def _last_il_offset(self, ip: int) -> int | None:
         """The highest IL offset the JIT's map of the code at ``ip`` names (0 when none does)."""
-        from ...dac.xclrdata import method_instance_by_address
         try:
-            mi = method_instance_by_address(self.runtime.reader, ip)
+            return self.runtime.reader.last_il_offset(ip)
         except ReaderUnsupported:
             return None
-        if mi is None:
-            return None
-        with mi:
-            entries = mi.il_address_map()
-        if entries is None:
-            return None
-        real = [il for il, _start, _end in entries if il not in (IL_OFFSET_NO_MAPPING, IL_OFFSET_PROLOG, IL_OFFSET_EPILOG)]
-        return max(real, default=0)
 
     # -- PDBs --------------------------------------------------------------------------------
 
