@@ -182,12 +182,9 @@ objects_strategy = st.integers(2, 40).flatmap(lambda n: st.tuples(
     st.integers(0, n - 1)))
 
 
-@pytest.mark.parametrize("bases", [(0x10000000, 0x20000000), (0x7f2300000000, 0x7f2310000000),
-                                   (0x10000000, 0x7f2310000000)], ids=["5-byte", "6-byte", "mixed"])
-@settings(max_examples=120, deadline=None)
-@given(case=objects_strategy)
-def test_random_heaps_give_clrmds_chains_root_for_root(bases, case) -> None:
-    n, objs, dep, root_ids, target = case
+def _heap_and_roots(bases, objs, dep, root_ids):  # type: ignore[no-untyped-def]
+    """A random case's heap laid out at ``bases``, its handle roots, and a stack root holding an
+    interior pointer into the first root's object."""
     saved, trs.SEG_BASES = trs.SEG_BASES, bases
     try:
         heap = FakeCoreHeap(objs, dependent=dep)
@@ -195,6 +192,16 @@ def test_random_heaps_give_clrmds_chains_root_for_root(bases, case) -> None:
         trs.SEG_BASES = saved
     roots = [handle(heap.addr[k]) for k in root_ids]
     roots.append(ClrRoot(RootKind.STACK, 0x7ff0, heap.addr[root_ids[0]] + 8))
+    return heap, roots
+
+
+@pytest.mark.parametrize("bases", [(0x10000000, 0x20000000), (0x7f2300000000, 0x7f2310000000),
+                                   (0x10000000, 0x7f2310000000)], ids=["5-byte", "6-byte", "mixed"])
+@settings(max_examples=120, deadline=None)
+@given(case=objects_strategy)
+def test_random_heaps_give_clrmds_chains_root_for_root(bases, case) -> None:
+    n, objs, dep, root_ids, target = case
+    heap, roots = _heap_and_roots(bases, objs, dep, root_ids)
     w, got = walk_paths(heap, heap.addr[target], roots)
     want = model_paths(heap, heap.addr[target], roots, [w.starts.get(r) for r in roots])
     assert got == want
@@ -282,13 +289,7 @@ def test_the_forest_answers_every_target_as_the_walk_does(bases, case) -> None:
     """Every object of a random heap as the target: the forest's chains are the walk's (and
     so ClrMD's), root for root, with and without -limit."""
     n, objs, dep, root_ids, _target = case
-    saved, trs.SEG_BASES = trs.SEG_BASES, bases
-    try:
-        heap = FakeCoreHeap(objs, dependent=dep)
-    finally:
-        trs.SEG_BASES = saved
-    roots = [handle(heap.addr[k]) for k in root_ids]
-    roots.append(ClrRoot(RootKind.STACK, 0x7ff0, heap.addr[root_ids[0]] + 8))
+    heap, roots = _heap_and_roots(bases, objs, dep, root_ids)
     targets = list(heap.addr)
     for limit in (None, 1, 2):
         got = forest_paths(heap, targets, roots, limit)
