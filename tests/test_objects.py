@@ -84,8 +84,10 @@ def bad_inputs(truth: dict) -> list[tuple[str, str | re.Pattern]]:
         ("name2ee NoSuchModule.dll NoSuch.Type", "Failed to find module matching 'NoSuchModule.dll'."),
         (f"name2ee {MODULE_FILE} NoSuch.Type", re.compile(f"Module:      [0-9a-f]{{16}}\nAssembly:    {re.escape(MODULE_FILE)}")),
         ("dumpmt 1230", "error: 0000000000001230 is not a MethodTable"),
-        ("dumpmd 1230", "error: 0000000000001230 is not a MethodDesc"),
-        ("dumparray " + truth["holder"]["address"], "error: Not an array, please use dumpobj instead"),
+        # SOS answers these (not as failures): its own line, printed as output.
+        ("dumpmd 1230", "0000000000001230 is not a MethodDesc"),
+        ("dumparray " + truth["holder"]["address"], "Not an array, please use dumpobj instead"),
+        (f"dumpvc {holder:x} {holder:x}", "Not a managed object"),
     ]
 
 

@@ -9,19 +9,20 @@ addresses and offsets; dumpsig/dumpsigelem one line, the signature as text.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ..clr.addresses import AddressKind, classifier
 from ..clr.code.il import decode, parse_body
 from ..clr.code.iltext import ILDasmNames, il_lines
-from ..clr.code.dynamicil import dynamic_token_text, read_dynamic_il
+from ..clr.code.dynamicil import DynamicInfoMissing, dynamic_token_text, read_dynamic_il
 from ..formats.gcinfo import GcInfoError
 from ..clr.code.jitcode import (EHClause, MethodCode, callee_name, code_of, eh_clauses, gc_info_of, il_body_address,
-                           il_native_map, method_of)
+                           il_native_map, method_of, method_or_none)
 from ..formats.metadata import MetadataError, MetadataReader, decode_member_sig, decode_type_sig
 from ..formats.metadata.signatures import MethodSig
 from ..clr.typesystem.sigtext import element_text, field_sig_text, method_sig_text, sos_type_namer
 from ..clr.code.sourcelines import source_lines
-from ..errors import SosError, UsageError
+from ..errors import SosAnswer, SosError, UsageError
 from ..render.numbers import P16, p16
 from ..render.output import Address
 from ..targets.disasm import Instruction, NoDisassembler
@@ -32,19 +33,31 @@ MAX_CODE = 1 << 20  # a method's code is far smaller; a larger size in a header 
 IL_READ = 1 << 16  # bytes read for an IL body before its header says how long it is
 
 
-def _code_or_say(ctx: CommandContext, text: str | None, usage: str, none: str) -> tuple[MethodCode, int] | None:
+def _code_or_say(ctx: CommandContext, text: str | None, usage: str, none: str,
+                 not_method: Callable[[int], str]) -> tuple[MethodCode, int] | None:
     """(code, MethodDesc) of a MethodDesc-or-IP argument; None, after SOS's line ``none``,
-    when the method has no code."""
-    code, _ip, md = _method_and_code(ctx, text, usage)
+    when the method has no code. An address that names no method is SOS's answer
+    ``not_method(address)``, not a failure."""
+    addr = _address_arg(text, usage)
+    rt = ctx.runtime
+    found = method_or_none(rt, addr)
+    if found is None:
+        raise SosAnswer(not_method(addr))
+    method, ip = found
+    code = code_of(rt, method, ip)
     if code is None:
         ctx.out.line(none)
         return None
-    return code, md
+    return code, method.method_desc
+
+
+def _address_arg(text: str | None, usage: str) -> int:
+    return address_or(text, f"Invalid address: {text}", f"Missing MethodDesc or code address (usage: {usage})")
 
 
 def _method_and_code(ctx: CommandContext, text: str | None, usage: str) -> tuple[MethodCode | None, int, int]:
     """(code, the address asked for, the MethodDesc) for a MethodDesc-or-IP argument."""
-    addr = address_or(text, f"Invalid address: {text}", f"Missing MethodDesc or code address (usage: {usage})")
+    addr = _address_arg(text, usage)
     rt = ctx.runtime
     method, ip = method_of(rt, addr)
     return code_of(rt, method, ip), ip, method.method_desc
@@ -308,7 +321,11 @@ Examples:
         return super().parse(["-i" if w.lower() == "/i" else w for w in words if w.lower() != "/d"])
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        addr = address_or(args.address, f"Invalid address: {args.address}", "Must pass a valid expression")
+        if args.address is None:
+            raise SosAnswer("Must pass a valid expression")  # SOS's answer, as for 0
+        addr = address_or(args.address, f"Invalid address: {args.address}")
+        if not addr:
+            raise SosAnswer("Must pass a valid expression")
         rt = ctx.runtime
         out = ctx.out
         names: ILDasmNames | None = None
@@ -322,13 +339,10 @@ Examples:
             if c.is_object:  # SOS's dumpil of a DynamicMethod object
                 self.dynamic(ctx, addr)
                 return
-            if not addr:
-                raise UsageError("Must pass a valid expression")  # SOS's words for 0
-            if c.kind is not AddressKind.METHOD_DESC:
-                raise c.error("a MethodDesc", f"{addr:016x}")
-            method = rt.methods.get(addr)
+            # SOS asks the DAC; sosext asks only about what the classifier calls a MethodDesc.
+            method = rt.methods.get(addr) if c.kind is AddressKind.METHOD_DESC else None
             if method is None:
-                raise SosError(f"{p16(addr)} is not a MethodDesc")
+                raise SosAnswer(f"{P16(addr)} is not a MethodDesc")
             if method.data.is_dynamic:
                 if not method.data.managed_dynamic_method_object:
                     raise SosError(f"Unable to print IL for DynamicMethodDesc {p16(addr)}")
@@ -361,7 +375,10 @@ Examples:
         """SOS's listing of a DynamicMethod's IL: no header, no exception clauses, tokens
         resolved through the method's token list."""
         rt = ctx.runtime
-        il = read_dynamic_il(rt, obj)
+        try:
+            il = read_dynamic_il(rt, obj)
+        except DynamicInfoMissing:
+            raise SosAnswer(f"Error gathering dynamic info from object at {p16(obj)}.") from None
         out = ctx.out
         out.field("dynamic_method", Address(obj))
         out.field("token_array", Address(il.token_array))
@@ -409,7 +426,9 @@ Example:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         from .types import DumpMD
 
-        found = _code_or_say(ctx, args.address, self.usage, "No EH info available")
+        # SOS names the MethodDesc its IP lookup found, which is none: always 0.
+        found = _code_or_say(ctx, args.address, self.usage, "No EH info available",
+                             lambda _address: f"{P16(0)} is not a MethodDesc")
         if found is None:
             return
         code, md = found
@@ -458,7 +477,8 @@ Example:
     positionals = (Positional("address", "a MethodDesc or an address in jitted code"),)
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
-        found = _code_or_say(ctx, args.address, self.usage, "No GC info available")
+        found = _code_or_say(ctx, args.address, self.usage, "No GC info available",
+                             lambda address: f"{P16(address)} is not a valid MethodDesc")
         if found is None:
             return
         code, _md = found

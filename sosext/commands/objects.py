@@ -22,7 +22,7 @@ from ..formats.metadata.signatures import ElementType as ET
 from ..clr.runtime import ClrRuntime, ObjectData
 from ..clr.heap.values import (c_fixed, decode_primitive, fixed_loses_information, round_trip, well_known_size,
                           well_known_text)
-from ..errors import SosError, UsageError
+from ..errors import SosAnswer, SosError, UsageError
 from ..render.json import emit_json
 from ..render.numbers import P16, p16
 from ..render.output import Address
@@ -229,7 +229,7 @@ class FieldTable:
         size = f.size or 8
         raw = self.target.read_partial(addr, size)
         if len(raw) < size:
-            return ("<unreadable>".rjust(16) if align else "<unreadable>"), None
+            return "", None  # as SOS, which prints nothing where its read fails
         v = decode_primitive(et, bytes(raw))
         w = 16 if align else 0
         if et in (ET.I1, ET.I2, ET.I4, ET.I8):
@@ -514,7 +514,8 @@ def valuetype_lines(ctx: CommandContext, mt: int, address: int | None, *, fields
             out.append(f"Canonical: {p16(canon)}")
     else:
         out.append(f"EEClass:     {p16(t.canonical)}")
-    out.append(f"Size:        {size_text(t.base_size)}")
+    # The DAC's BaseSize, as SOS (a String's lacks the terminator the model's size counts).
+    out.append(f"Size:        {size_text(rt.method_table_data(mt).base_size)}")
     out.append(f"File:        {module_file(rt, t.module)}")
     if fields:
         out.append("Fields:")
@@ -546,15 +547,13 @@ Example:
             mt, address = parse_address(args.mt), parse_address(args.address)
         except UsageError:
             raise UsageError("Usage: dumpvc <Method Table> <Value object start addr>") from None
-        cls = classifier(ctx.runtime)
-        c = cls.classify(mt)
-        if c.kind is not AddressKind.METHOD_TABLE:
-            raise c.error("a MethodTable") if c.description() else SosError("Not a managed object")
+        if classifier(ctx.runtime).classify(mt).kind is not AddressKind.METHOD_TABLE:
+            raise SosAnswer("Not a managed object")  # SOS's answer for any non-MethodTable
         if mt == ctx.heap.free_mt:
             raise SosError("Free MethodTable")
-        if not cls.readable(address, 1):
-            raise SosError(f"{address:#x} is not readable in the target")
-        ctx.out.record(valuetype_lines(ctx, mt, address, notes=args.notes))
+        # At 0 SOS leaves the instance values blank; where the struct is not readable, each
+        # value it cannot read is an empty cell.
+        ctx.out.record(valuetype_lines(ctx, mt, address or None, notes=args.notes))
 
 
 # -- dumparray ------------------------------------------------------------------------------
@@ -586,13 +585,14 @@ Examples:
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         address = parse_object_address(args.address)
         data = checked_object(ctx, address)
+        # SOS's answers (not failures there) for what it will not list.
         if data.object_type != OBJ_ARRAY:
-            raise SosError("Not an array, please use dumpobj instead")
+            raise SosAnswer("Not an array, please use dumpobj instead")
         start = args.start or 0
         if data.rank != 1 and (args.length is not None or start != 0):
-            raise SosError("For multi-dimension array, length and start index are supported")
+            raise SosAnswer("For multi-dimension array, length and start index are supported")
         if start > data.num_components:
-            raise SosError("Start index out of range")
+            raise SosAnswer("Start index out of range")
         out = ctx.out
         if not args.details and args.nofields:
             out.line("-nofields has no effect unless -details is specified")

@@ -112,8 +112,21 @@ def _chain_rows(heap: ClrHeap, addresses: tuple[int, ...], method_tables: tuple[
         extra = "(dependent handle)" if k > 0 and via_dependent[k - 1] else ""
         if k == 1 and static:
             extra = f"(static variable: {static})"
-        out.append(t.row("->", addr, heap.types.csharp_name_of(mt), extra))  # SOS's managed gcroot: ClrMD's names
+        # SOS's managed gcroot: ClrMD's names; "Unknown" for no object (no MethodTable)
+        out.append(t.row("->", addr, heap.types.csharp_name_of(mt) if mt else "Unknown", extra))
     return out
+
+
+def _roots_holding(address: int, roots: list[ClrRoot], limit: int | None) -> Iterator[RootChain]:
+    """gcroot of an address that is no object: as ClrMD's search, each root whose value is the
+    address (an interior root stands for the object containing its value, never for it)."""
+    n = 0
+    for r in roots:
+        if limit is not None and n >= limit:
+            return
+        if r.object == address and not r.interior:
+            yield RootChain(r, (address,), (0,), ())
+            n += 1
 
 
 def require_object(heap: ClrHeap, address: int) -> int:
@@ -181,8 +194,14 @@ says so in one line."""
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         address = parse_object_address(args.address)
+        if not address:
+            raise SosError(f"Could not parse target object address: {args.address}")  # SOS's words for 0
         heap = ctx.heap
-        classifier(heap.runtime).require_object(address)
+        # SOS warns of an address that is no object and searches anyway: what it finds then
+        # are the roots that hold the address itself (a stale stack slot the GC reports).
+        is_object = classifier(heap.runtime).object_or_none(address) is not None
+        if not is_object and not args.json:
+            ctx.out.line(f"Warning: {address:x} is not a valid object")
         if args.gcgen is not None and self._survives(ctx, heap, address, args.gcgen):
             return
         if not args.json:
@@ -191,7 +210,8 @@ says so in one line."""
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
                   ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
-        chains = iter_root_chains(heap, address, ordered, args.limit, ctx.progress, shortest=args.shortest)
+        chains = (iter_root_chains(heap, address, ordered, args.limit, ctx.progress, shortest=args.shortest)
+                  if is_object else _roots_holding(address, ordered, args.limit))
         if not args.json and not ctx.out.structured:  # each chain as soon as it is known
             state: dict = {}
             n = 0
@@ -204,7 +224,7 @@ says so in one line."""
             return
         paths = list(chains)
         if args.json:
-            emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}",
+            emit_json(ctx.out, {"command": "gcroot", "object": f"0x{address:x}", "valid_object": is_object,
                                 "roots": [self._json_path(heap, p) for p in paths], "count": len(paths)})
             return
         if ctx.out.structured:  # CSV/Markdown: one row per object of each chain
@@ -240,7 +260,8 @@ says so in one line."""
         if r.kind is RootKind.STACK:
             root.update(thread=os_thread_id(r.thread_os_id), register=r.register or None,
                         method=None if r.source_is_frame else method_name_at(heap, r.source))
-        chain = [{"address": f"0x{a:x}", "type": heap.types.name_of(mt), "csharp_type": heap.types.csharp_name_of(mt)}
+        chain = [{"address": f"0x{a:x}", "type": heap.types.name_of(mt) if mt else None,
+                  "csharp_type": heap.types.csharp_name_of(mt) if mt else None}
                  for a, mt in zip(p.addresses, p.method_tables)]
         static = chain_static_of(heap, p)
         if static:

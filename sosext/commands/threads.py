@@ -998,7 +998,7 @@ Example:
         except UsageError:
             ip = 0
         if not ip:
-            raise SosError(f"{args.ip} is not a valid code address")
+            raise SosError(f"{args.ip} is not IP")  # SOS's words (a failure there too)
         rt = ctx.runtime
         md = rt.method_desc_at(ip) or 0
         if not md:

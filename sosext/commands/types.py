@@ -11,7 +11,7 @@ from ..formats.metadata import MetadataError, MetadataReader
 from ..formats.metadata.records import TYPE_INTERFACE
 from ..clr.typesystem.modules import ClrModule
 from ..clr.runtime import ClrRuntime
-from ..errors import SosError, UsageError
+from ..errors import SosAnswer, SosError, UsageError
 from ..render.numbers import P16, p16
 from ..render.output import Address, label_fields
 from ..render.table import Column, Table, Text
@@ -258,10 +258,11 @@ Example:
     def show(ctx: CommandContext, md: int, ip: int = 0) -> None:
         """dumpmd's lines; with ``ip`` (ip2md) "Current CodeAddr" is the code version holding it."""
         rt = ctx.runtime
-        classifier(rt).require(md, AddressKind.METHOD_DESC, "a MethodDesc", P16(md))
-        m = rt.methods.get(md)
+        # SOS's answer for anything the DAC does not take as a MethodDesc; sosext asks the
+        # DAC only about what the classifier calls one.
+        m = rt.methods.get(md) if classifier(rt).classify(md).kind is AddressKind.METHOD_DESC else None
         if m is None:
-            raise SosError(f"{P16(md)} is not a MethodDesc")
+            raise SosAnswer(f"{P16(md)} is not a MethodDesc")
         d = m.data
         out = ctx.out
         pad = 22

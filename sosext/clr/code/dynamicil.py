@@ -29,6 +29,11 @@ class DynamicIL:
     tokens: tuple[int, ...]  # its elements (object addresses)
 
 
+class DynamicInfoMissing(SosError):
+    """The object holds no DynamicMethod's IL where it should (SOS: "Error gathering dynamic
+    info from object at ...")."""
+
+
 class _Objects:
     """Reading fields of objects by name, each object checked to be one first."""
 
@@ -38,10 +43,10 @@ class _Objects:
 
     def mt(self, obj: int) -> int:
         if not obj or self.cls.object_or_none(obj) is None:
-            raise SosError(f"{obj:#x} is not an object")
+            raise DynamicInfoMissing(f"{obj:#x} is not an object")
         mt = method_table_of(self.rt.target, obj)
         if not mt:
-            raise SosError(f"{obj:#x} is not an object")
+            raise DynamicInfoMissing(f"{obj:#x} is not an object")
         return mt
 
     def field(self, obj: int, *names: str) -> int | None:
@@ -62,7 +67,7 @@ class _Objects:
         raw = self.rt.target.read_partial(obj + 8, 4)
         n = int.from_bytes(raw, "little") if len(raw) == 4 else 0
         if n > limit:
-            raise SosError(f"the array at {obj:#x} has {n} elements: not what a DynamicMethod keeps")
+            raise DynamicInfoMissing(f"the array at {obj:#x} has {n} elements: not what a DynamicMethod keeps")
         return n, obj + ARRAY_DATA_OFFSET
 
 
@@ -71,10 +76,10 @@ def read_dynamic_il(rt: "ClrRuntime", dynamic_method: int) -> DynamicIL:
     o = _Objects(rt)
     resolver = o.field(dynamic_method, "_resolver", "m_resolver")
     if not resolver:
-        raise SosError(f"{dynamic_method:#x} is not a DynamicMethod with IL (no resolver: not yet compiled?)")
+        raise DynamicInfoMissing(f"{dynamic_method:#x} is not a DynamicMethod with IL (no resolver: not yet compiled?)")
     code_array = o.field(resolver, "m_code")
     if not code_array:
-        raise SosError("the DynamicMethod's resolver holds no IL")
+        raise DynamicInfoMissing("the DynamicMethod's resolver holds no IL")
     n, data = o.array(code_array, MAX_DYNAMIC_IL)
     code = bytes(rt.target.read_partial(data, n))
     if len(code) != n:

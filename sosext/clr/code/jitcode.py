@@ -64,9 +64,10 @@ class EHClause:
     cloned_finally: bool
 
 
-def method_of(rt: "ClrRuntime", address: int) -> tuple[ClrMethod, int]:
+def method_or_none(rt: "ClrRuntime", address: int) -> tuple[ClrMethod, int] | None:
     """The method that ``address`` names, as SOS takes it: a MethodDesc, or an address
-    inside the method's code. Also the code address to use (0 for a MethodDesc: its current code)."""
+    inside the method's code; with the code address to use (0 for a MethodDesc: its
+    current code). None when it names no method."""
     c = classifier(rt).classify(address)
     if c.kind is AddressKind.METHOD_DESC:
         m = rt.methods.get(address)
@@ -81,8 +82,17 @@ def method_of(rt: "ClrRuntime", address: int) -> tuple[ClrMethod, int]:
         m = rt.methods.get(ch.method_desc_ptr) if ch is not None and ch.method_desc_ptr else None
         if m is not None:  # a precode stub of a method (the DAC knows its MethodDesc)
             return m, 0
-    raise SosError(f"{address:#x} is not a MethodDesc nor an address in managed code"
-                   + (f" ({c.description()})" if c.description() else ""))
+    return None
+
+
+def method_of(rt: "ClrRuntime", address: int) -> tuple[ClrMethod, int]:
+    """``method_or_none``, or one line saying what the address is instead."""
+    found = method_or_none(rt, address)
+    if found is None:
+        c = classifier(rt).classify(address)
+        raise SosError(f"{address:#x} is not a MethodDesc nor an address in managed code"
+                       + (f" ({c.description()})" if c.description() else ""))
+    return found
 
 
 def code_of(rt: "ClrRuntime", method: ClrMethod, ip: int = 0) -> MethodCode | None:
