@@ -193,6 +193,18 @@ def heap_round3(run: CoreRun) -> list[Probe]:
                 probes += [Probe(f"{c} <inside a string>", f"{c} {inside}")
                            for c in ("verifyobj", "objsize", "dumpobjgcrefs", "gcwhere", "listnearobj")]
                 probes += [Probe(f"{c} <0x10>", f"{c} 10") for c in ("verifyobj", "objsize", "gcwhere", "pe")]
+                # gcroot of no object: SOS warns and searches for roots holding the address itself.
+                probes += [Probe("gcroot <inside a string>", f"gcroot {inside}"), Probe("gcroot <0x10>", "gcroot 10")]
+                # An object of the wrong kind: SOS's own line, as no failure.
+                probes += [Probe(f"dumparray <{kind}>", f"dumparray {o}"), Probe(f"dumpil <{kind}>", f"dumpil {o}"),
+                           Probe(f"dumpvc <{kind}> <{kind}>", f"dumpvc {o} {o}")]
+    # A struct's MethodTable with no struct: at 0 SOS leaves the values blank; where nothing is
+    # mapped it prints each value it cannot read as nothing.
+    m = re.search(rf"^MethodTable: ({HEX})\nName:\s+System\.DateTime$",
+                  run.text("name2ee System.Private.CoreLib.dll!System.DateTime"), re.M)
+    if m:
+        probes += [Probe("dumpvc <System.DateTime> <0>", f"dumpvc {m.group(1)} 0"),
+                   Probe("dumpvc <System.DateTime> <0x10>", f"dumpvc {m.group(1)} 10")]
     # EEClass as dumparray of a struct array names it.
     return probes
 
@@ -209,6 +221,10 @@ def heap_round4(run: CoreRun) -> list[Probe]:
         for m in re.finditer(rf"^({HEX}) +{HEX} +({HEX}) +\S+ +Yes +instance +({HEX}) ", answer.text, re.M):
             if int(m.group(3), 16) == obj + int(m.group(2), 16):
                 probes.append(Probe(f"dumpvc <field of {kind}>", f"dumpvc {m.group(1)} {m.group(3)}"))
+                # The same struct at 0 (SOS leaves the values blank) and where nothing is mapped
+                # (SOS prints each value it cannot read as nothing).
+                probes += [Probe(f"dumpvc <field of {kind}> <0>", f"dumpvc {m.group(1)} 0"),
+                           Probe(f"dumpvc <field of {kind}> <0x10>", f"dumpvc {m.group(1)} 10")]
                 break
     for label, answer in sorted(run.sos.items()):
         m = re.search(rf"^EEClass:\s+({HEX})$", answer.text, re.M) if label.startswith("dumparray <") else None
@@ -221,6 +237,7 @@ def heap_round4(run: CoreRun) -> list[Probe]:
 
 THREAD_ROW = re.compile(rf"^ *(\d+|XXXX) +\d+ +({HEX}) {HEX} .*$")
 FRAME_IP = re.compile(r"^[0-9A-F]{16} ([0-9A-F]{16}) [A-Za-z_<]")  # a managed frame of clrstack
+FRAME_SP = re.compile(r"^([0-9A-F]{16}) [0-9A-F]{16} [A-Za-z_<]")  # its Child SP: a stack address
 
 
 def code_round1(run: CoreRun) -> list[Probe]:
@@ -293,6 +310,21 @@ def code_round3(run: CoreRun) -> list[Probe]:
             probes.append(Probe(f"dumpmd <{m.group(2)} method of {kind}>", f"dumpmd {m.group(1)}"))
     for o in first_objects(run.text("dumpheap -short -mt <a delegate type>")):
         probes.append(Probe("dumpdelegate <delegate>", f"dumpdelegate {o}"))
+    # Addresses that name no method: SOS answers each with its own line, as no failure.
+    wrong = {"0": "0", "0x10": "10"}
+    string = pick_types(run).get("string")
+    if string:
+        wrong["MethodTable"] = string[0]
+        for o in first_objects(run.text("dumpheap -short -mt <string>")):
+            wrong["string"] = o
+    sp = next((m.group(1) for m in map(FRAME_SP.match, run.text("clrstack -all").splitlines()) if m), None)
+    if sp:
+        wrong["stack address"] = sp
+    for what, address in wrong.items():
+        probes += [Probe(f"{c} <{what}>", f"{c} {address}") for c in ("dumpmd", "dumpil", "ehinfo", "gcinfo", "ip2md")
+                   if f"{c} <{what}>" not in run.sos]
+        if what in ("MethodTable", "stack address"):
+            probes.append(Probe(f"gcroot <{what}>", f"gcroot {address}"))
     return probes
 
 
@@ -504,6 +536,11 @@ LISTED: list[Listed] = [
            sos=lambda t: re.sub(r"[^\x00-\x7f]|\.", "", t), ours=lambda t: re.sub(r"[^\x00-\x7f]|\.", "", t)),
     Listed("dumpheap -thinlock shows no Free object", r"^dumpheap -thinlock",
            sos_on_core=lambda t, core: _without_free_rows(t, core)),
+    # SOS writes its warning without a line end: dotnet-dump shows it only before the notice
+    # of the first gcroot of a session, joined to it, and never after.
+    Listed("gcroot warns on a line of its own that an address is no object", r"^gcroot <",
+           sos=_lines_sub(r"^Warning: [0-9a-f]+ is not a valid object", ""),
+           ours=_lines_sub(r"^Warning: [0-9a-f]+ is not a valid object\n", "")),
 ]
 
 
