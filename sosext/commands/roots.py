@@ -200,11 +200,12 @@ says so in one line."""
         # SOS warns of an address that is no object and searches anyway: what it finds then
         # are the roots that hold the address itself (a stale stack slot the GC reports).
         is_object = classifier(heap.runtime).object_or_none(address) is not None
-        if not is_object and not args.json:
-            ctx.out.line(f"Warning: {address:x} is not a valid object")
         if args.gcgen is not None and self._survives(ctx, heap, address, args.gcgen):
             return
         if not args.json:
+            # After -gcgen's answers: dotnet-dump shows SOS's warning only before the search.
+            if not is_object:
+                ctx.out.line(f"Warning: {address:x} is not a valid object")
             announce_roots(ctx)
         roots = heap.roots(include_stacks=not args.nostacks).roots
         ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
