@@ -194,7 +194,7 @@ def heap_round3(run: CoreRun) -> list[Probe]:
                            for c in ("verifyobj", "objsize", "dumpobjgcrefs", "gcwhere", "listnearobj")]
                 probes += [Probe(f"{c} <0x10>", f"{c} 10") for c in ("verifyobj", "objsize", "gcwhere", "pe")]
                 # gcroot of no object: SOS warns and searches for roots holding the address itself.
-                probes += [Probe("gcroot <inside a string>", f"gcroot {inside}"), Probe("gcroot <0x10>", "gcroot 10")]
+                probes.append(Probe("gcroot <inside a string>", f"gcroot {inside}"))
                 # An object of the wrong kind: SOS's own line, as no failure.
                 probes += [Probe(f"dumparray <{kind}>", f"dumparray {o}"), Probe(f"dumpil <{kind}>", f"dumpil {o}"),
                            Probe(f"dumpvc <{kind}> <{kind}>", f"dumpvc {o} {o}")]
@@ -310,6 +310,9 @@ def code_round3(run: CoreRun) -> list[Probe]:
             probes.append(Probe(f"dumpmd <{m.group(2)} method of {kind}>", f"dumpmd {m.group(1)}"))
     for o in first_objects(run.text("dumpheap -short -mt <a delegate type>")):
         probes.append(Probe("dumpdelegate <delegate>", f"dumpdelegate {o}"))
+    # A Free object is an object to SOS's gcroot: searched, no warning.
+    for o in first_objects(run.text("dumpheap -short -mt <free>")):
+        probes.append(Probe("gcroot <free>", f"gcroot {o}"))
     # Addresses that name no method: SOS answers each with its own line, as no failure.
     wrong = {"0": "0", "0x10": "10"}
     string = pick_types(run).get("string")
@@ -321,9 +324,8 @@ def code_round3(run: CoreRun) -> list[Probe]:
     if sp:
         wrong["stack address"] = sp
     for what, address in wrong.items():
-        probes += [Probe(f"{c} <{what}>", f"{c} {address}") for c in ("dumpmd", "dumpil", "ehinfo", "gcinfo", "ip2md")
-                   if f"{c} <{what}>" not in run.sos]
-        if what in ("MethodTable", "stack address"):
+        probes += [Probe(f"{c} <{what}>", f"{c} {address}") for c in ("dumpmd", "dumpil", "ehinfo", "gcinfo")]
+        if what == "stack address":
             probes.append(Probe(f"gcroot <{what}>", f"gcroot {address}"))
     return probes
 
