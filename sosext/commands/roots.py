@@ -6,7 +6,8 @@ from typing import Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.roots.gcroot import RootChain, chain_static, chain_static_of, iter_root_chains, retained_set, root_method_name
+from ..clr.roots.gcroot import (RootChain, chain_static, chain_static_of, iter_root_chains, retained_set,
+                                root_method_name, roots_holding)
 from ..clr.heap.heap import ClrHeap
 from ..clr.progress import Progress, polled
 from ..clr.roots.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
@@ -117,18 +118,6 @@ def _chain_rows(heap: ClrHeap, addresses: tuple[int, ...], method_tables: tuple[
     return out
 
 
-def _roots_holding(address: int, roots: list[ClrRoot], limit: int | None) -> Iterator[RootChain]:
-    """gcroot of an address that is no object: as ClrMD's search, each root whose value is the
-    address (an interior root stands for the object containing its value, never for it)."""
-    n = 0
-    for r in roots:
-        if limit is not None and n >= limit:
-            return
-        if r.object == address and not r.interior:
-            yield RootChain(r, (address,), (0,), ())
-            n += 1
-
-
 def require_object(heap: ClrHeap, address: int) -> int:
     """The heap index position of the object at ``address``, or one line saying what the
     address is instead."""
@@ -212,7 +201,7 @@ says so in one line."""
                   [r for r in roots if r.kind is RootKind.FINALIZER] + \
                   ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
         chains = (iter_root_chains(heap, address, ordered, args.limit, ctx.progress, shortest=args.shortest)
-                  if is_object else _roots_holding(address, ordered, args.limit))
+                  if is_object else roots_holding(address, ordered, args.limit))
         if not args.json and not ctx.out.structured:  # each chain as soon as it is known
             state: dict = {}
             n = 0

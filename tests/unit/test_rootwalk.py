@@ -359,3 +359,21 @@ def test_a_forest_half_built_answers_as_the_walk_or_not_at_all(case) -> None:
                 assert list(got) == walk_paths(heap, t, roots)[1], (hex(t), cut)
                 answered += 1
     assert answered or count == 0 or all(not walk_paths(heap, t, roots)[1] for t in heap.addr)
+
+
+def test_gcroot_of_no_object_finds_the_roots_holding_the_address_itself() -> None:
+    """ClrMD's search tests each root's object against the target before walking it, so for an
+    address that is no object only roots whose value is that address match; an interior root's
+    object is the one containing its value (ClrThread.CreateClrStackRoot), never such an address."""
+    from sosext.clr.roots.gcroot import roots_holding
+    target = 0x7F00_0000_1238
+    roots = [ClrRoot(RootKind.HANDLE, 0x1000, 0x7F00_0000_2000),
+             ClrRoot(RootKind.STACK, 0x2000, target, interior=True),
+             ClrRoot(RootKind.STACK, 0x2008, target),
+             ClrRoot(RootKind.STACK, 0x2010, target + 8),
+             ClrRoot(RootKind.STACK, 0x2018, target)]
+    found = list(roots_holding(target, roots))
+    assert [c.root.address for c in found] == [0x2008, 0x2018]
+    assert all(c.addresses == (target,) and c.method_tables == (0,) and c.via_dependent == () for c in found)
+    assert [c.root.address for c in roots_holding(target, roots, limit=1)] == [0x2008]
+    assert not list(roots_holding(0x10, roots))

@@ -112,6 +112,20 @@ def iter_root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit:
             break
 
 
+def roots_holding(address: int, roots: list[ClrRoot], limit: int | None = None) -> Iterator[RootChain]:
+    """gcroot of an address that is no object, as ClrMD's search answers it: each root (in
+    ``roots``' order, at most ``limit``) whose value is the address itself, as a chain of that
+    one address with no MethodTable. An interior root stands for the object containing its
+    value (ClrMD's root object), so never for an address that is no object's start."""
+    n = 0
+    for r in roots:
+        if limit is not None and n >= limit:
+            return
+        if r.object == address and not r.interior:
+            yield RootChain(r, (address,), (0,), ())
+            n += 1
+
+
 def _walk_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None,
                  progress: "Progress | None") -> Iterator[RootChain] | None:
     """SOS's chains in SOS's order (``rootwalk.RootWalk``), or None where the core's heap
