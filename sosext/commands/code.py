@@ -307,7 +307,8 @@ tokens are named in ildasm's style (call int32 Ns.Type::M(string), ldstr "text")
 .try/.catch/.finally blocks are shown around the protected ranges. With /i (or -i) the
 address is an IL method body (its header first), decoded without names. A DynamicMethod
 object (or its MethodDesc) shows the IL its resolver keeps, tokens named through its
-token list.
+token list. SOS's answers: "Must pass a valid expression" for 0, "<address> is not a
+MethodDesc", "Error gathering dynamic info from object at <address>." for another object.
 
 Examples:
   dumpil 00007f3a1c2d6c78
@@ -417,7 +418,8 @@ class EHInfo(Command):
 Prints the MethodDesc as dumpmd does, then each clause: its kind (TYPED with the caught
 type, FILTER, FINALLY, FAULT), the protected range and the handler as native addresses and
 offsets from the code's start ([start, end] [offset, offset]); FILTER clauses also the
-filter's start.
+filter's start. An address that names no method gets SOS's answer "0000000000000000 is not
+a MethodDesc" (the MethodDesc SOS's lookup found: none).
 
 Example:
   ehinfo 00007f3a1c2d6c78"""
@@ -470,7 +472,8 @@ pointer, parameter area, code size), the untracked stack slots, each safe point 
 address of a call where a GC can happen in partially interruptible code) with the slots
 live there, each fully interruptible range with the offsets where slots become live (+) or
 dead (-), and the tracked registers and stack slots. Slots a filter reports for its parent
-frame show as (pinned).
+frame show as (pinned). An address that names no method gets SOS's answer "<address> is not
+a valid MethodDesc".
 
 Example:
   gcinfo 00007f3a1c2d6c78"""

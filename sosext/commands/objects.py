@@ -533,7 +533,9 @@ class DumpVC(Command):
     details = """\
 A struct has no header, so its type must be given: the MethodTable printed next to the
 field (dumpobj's MT column) or an array's "Element Methodtable". Offsets are from the
-struct's first byte. -notes adds what a field's value means, as dumpobj -notes.
+struct's first byte. -notes adds what a field's value means, as dumpobj -notes. As SOS: a
+first argument that is no MethodTable gets "Not a managed object"; at 0 the values are
+blank, and a value that cannot be read is an empty cell.
 
 Example:
   dumpvc 00007f3a1c2d6fa8 00007f3a1c0108c0"""
@@ -569,6 +571,7 @@ Lists each element as [index] followed by the object it references ("null" if no
 for value-type elements (primitives included), the element's own address. Multi-dimensional
 arrays print every index ([1][2]). -details shows each element with dumpobj's or dumpvc's
 layout (-notes as dumpobj -notes); -start and -length select part of a one-dimensional array.
+An object that is no array gets SOS's answer "Not an array, please use dumpobj instead".
 
 Examples:
   dumparray 7f3a1c000040

@@ -173,7 +173,10 @@ Examples:
 object of an older generation survives it (said in two lines); for n = 2 the roots are
 gcroot's. For n = 0 or 1 SOS also walks the GC's internal root array of older-generation
 objects, which holds entries only while a GC runs: on a stopped process or a dump sosext
-says so in one line."""
+says so in one line.
+
+An address that holds no object gets SOS's "Warning: <address> is not a valid object" and is
+searched anyway: the roots holding the address itself are listed (type "Unknown")."""
     options = (Option("-nostacks", "do not consider thread stacks"),
                Option("-limit", "stop after n roots (n >= 1)", parse_limit, "n"),
                Option("-shortest", "each root's shortest chain (later gcroots from the reference graph)"),

@@ -244,6 +244,7 @@ class DumpMD(Command):
     details = """\
 IsJitted tells whether the method has code; Version History lists the IL version and
 each native code version with its tier (QuickJitted, OptimizedTier1, Optimized ...).
+An address that is no MethodDesc gets SOS's answer "<address> is not a MethodDesc".
 
 Example:
   dumpmd 00007f3a1c2d6c78"""
