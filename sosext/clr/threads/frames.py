@@ -602,3 +602,37 @@ def has_il(runtime: "ClrRuntime", method_desc: int) -> bool:
         return bool(reader.method(mdd.token).rva)
     except MetadataError:
         return True
+
+
+def inspection_frame(runtime: "ClrRuntime", frames: "tuple[ClrStackFrame, ...]", index: int) -> int:
+    """The frame whose variables the debugger API shows for ``frames[index]``: itself, but for a
+    funclet (a catch, finally or filter handler the JIT compiled apart) the frame of its parent
+    method body, the next one down whose code is the funclet's and whose IP is in no handler.
+    ICorDebug looks a funclet's variables up at its parent's IP (CordbNativeFrame::
+    GetInspectionIP), where the handler's own IP may find them nowhere."""
+    frame = frames[index]
+    if not frame.is_managed:
+        return index
+    start, handlers = _handler_ranges(runtime, frame.ip)
+    if not start or not any(a <= frame.ip - start < b for a, b in handlers):
+        return index
+    for j in range(index + 1, len(frames)):
+        f = frames[j]
+        if f.is_managed and f.method_desc == frame.method_desc and _handler_ranges(runtime, f.ip)[0] == start \
+                and not any(a <= f.ip - start < b for a, b in handlers):
+            return j
+    return index
+
+
+def _handler_ranges(runtime: "ClrRuntime", ip: int) -> tuple[int, list[tuple[int, int]]]:
+    """(the start of the code holding ``ip``, its handlers' and filters' native offset ranges)."""
+    ch = runtime.reader.code_header_data(ip)
+    if ch is None or not ch.method_start:
+        return 0, []
+    raw = runtime.reader.traverse_eh_info(ch.method_start)
+    ranges: list[tuple[int, int]] = []
+    for e in raw or ():
+        ranges.append((e.handler_start_offset, e.handler_end_offset))
+        if e.clause_type == 2:  # EHFilter: its filter runs as a funclet too, up to the handler
+            ranges.append((e.filter_offset, e.handler_start_offset))
+    return ch.method_start, ranges
