@@ -619,7 +619,7 @@ _ENUM_VALUE = r"^((?:  \+| *\|-) \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_
 
 # clrstack -i's `this` of a generic struct's method (a byref): SOS reads the exact instantiation
 # from a shared-code frame's generic context, sosext names the canonical one (System.__Canon).
-_SHARED_STRUCT_THIS = r"^(  \+ [^ ]*`\d+)&lt;.*&gt;(& this @ 0x[0-9a-f]+)$"
+_SHARED_STRUCT_THIS = r"^(  \+ [^ ]*`\d+[^ ]*?)&lt;.*&gt;(& this @ 0x[0-9a-f]+)$"  # a nested type's too
 
 # SOS's symbol reader writes this in the middle of a frame's line (after its IP) for a method
 # of a dynamic module, such as an expression tree's lambda_method1.
