@@ -102,3 +102,29 @@ def test_a_frame_outside_handlers_and_a_funclet_without_parent_are_their_own() -
     assert inspection_frame(runtime, frames, 0) == 0  # recursion, not a funclet
     runtime, frames = _frames_in((0x5a8, 0x627), [(0xA, 0x1000 + 0x5b0), (0xA, 0x1000 + 0x600)])
     assert inspection_frame(runtime, frames, 0) == 0  # a nested funclet, and no body below
+
+
+def test_a_dynamic_method_has_no_il_frame() -> None:
+    """An expression tree's lambda_method1 has no MethodDef row (token 0x06000000): the debugger
+    API gives it no IL frame, and SOS prints its SP and IP alone (a fresh webapi core showed it)."""
+    from types import SimpleNamespace
+    from sosext.clr.threads.frames import has_il
+    runtime = SimpleNamespace(reader=SimpleNamespace(method_desc_data=lambda md: SimpleNamespace(
+        token=0x06000000, module_ptr=0x10)), catalog=SimpleNamespace(metadata=lambda m: None))
+    assert not has_il(runtime, 0x7F0000001000)
+
+
+def test_a_reference_to_no_object_is_a_bad_reference() -> None:
+    """DacDbi's CheckRef: a stale reference (a webapi core's `local_0` held 0x3) cannot be
+    dereferenced; SOS prints CORDBG_E_BAD_REFERENCE_VALUE for it."""
+    from types import SimpleNamespace
+    from sosext.clr.threads.frames import _bad_reference
+    memory = {0x7F00_0000_1000: (0x7F00_0000_2000).to_bytes(8, "little")}
+    target = SimpleNamespace(read_partial=lambda a, n: memory.get(a, b"")[:n])
+    checks = SimpleNamespace(method_table_or_none=lambda mt: mt if mt == 0x7F00_0000_2000 else None)
+    runtime = SimpleNamespace(target=target, cache=lambda key, make: checks)
+    assert _bad_reference(runtime, 0x3)               # unreadable
+    assert not _bad_reference(runtime, 0x7F00_0000_1000)  # a MethodTable
+    assert not _bad_reference(runtime, 0)             # null is printed as null
+    memory[0x7F00_0000_1000] = (0x1234).to_bytes(8, "little")
+    assert _bad_reference(runtime, 0x7F00_0000_1000)  # readable, but no MethodTable
