@@ -26,7 +26,8 @@ each round, best of ``--repeat`` rounds:
   leakheap: an item's label in the session at the middle of the LRU list; both named by the
   debuggee) against ClrMD's first root path; cold full `gcroot` of it against ClrMD
   enumerating every root path and dotnet-dump's `gcroot`; later `gcroot`s of another object in the same session (typed
-  at a human pace in the interactive session, and all at once in a -c list); and
+  at a human pace in the interactive session, and all at once in a -c list); `gcroot -shortest`
+  typed 10 s after a default gcroot (the graph built after the root forest answers it); and
   `gcroot` in a second process once the index, the graph and its reverse are cached.
 * "cold" runs use --no-index-cache; "first" is a user's first run, which writes the index.
 
@@ -215,7 +216,7 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
               f"{core.stat().st_size / 2**20:,.0f} MiB, made in {time.perf_counter() - t0:.0f} s; {load()}")
         index_dir = tmp / "index"
         rows: dict[str, list] = {k: [] for k in ("stat", "stat_first", "stat_cached", "lldb", "limit1", "gcroot",
-                                                  "later", "later_batch", "gcroot_cached", "c_stat", "c_limit1", "c_gcroot",
+                                                  "later", "later_batch", "later_shortest", "gcroot_cached", "c_stat", "c_limit1", "c_gcroot",
                                                   "retained", "d_stat", "d_gcroot")}
         for _ in range(repeat):
             # Alternating: each round runs every sosext measure next to its ClrMD and dotnet-dump counterparts.
@@ -243,6 +244,11 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
                                               index_dir))
             rows["later_batch"].append(sosext_cli(core, [f"gcroot {deep}"] + [f"gcroot {other}"] * 4, False,
                                                   index_dir))
+            # -shortest after a default gcroot: answered by the graph the background builds
+            # after the root forest, once both are done (10 s to read the first answer).
+            rows["later_shortest"].append(sosext_typed(
+                core, [(f"gcroot {deep}", 10.0), (f"gcroot -shortest {other}", 1.0), (f"gcroot -shortest {deep}", 1.0)],
+                index_dir))
             if everything:
                 sosext_cli(core, [f"gcroot {deep}"], True, index_dir)  # caches the graph and its reverse
                 rows["gcroot_cached"].append(sosext_cli(core, [f"gcroot {deep}"], True, index_dir))
@@ -284,6 +290,9 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
               + ", ".join(f"{t * 1000:.0f} ms" for t in timings(later)[1:]))
         print("  later gcroots in the session, all at once (-c list; 2nd..5th): "
               + ", ".join(f"{t * 1000:.0f} ms" for t in timings(batch)[1:]))
+        shortest = min(rows["later_shortest"], key=lambda r: sum(timings(r)[1:]))
+        print("  later gcroot -shortest after a default gcroot, typed 10 s later (2nd, 3rd): "
+              + ", ".join(f"{t * 1000:.0f} ms" for t in timings(shortest)[1:]))
         line("ClrMD every root path", cg)
         print(f"  ratio full gcroot: {cg.wall / g.wall:.2f} (CPU time: {cg.cpu / g.cpu:.2f})")
         if rows["d_gcroot"]:

@@ -658,11 +658,11 @@ _ENUM_VALUE = r"^((?:  \+| *\|-) \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_
 
 # clrstack -i's `this` of a generic struct's method (a byref): SOS reads the exact instantiation
 # from a shared-code frame's generic context, sosext names the canonical one (System.__Canon).
-_SHARED_STRUCT_THIS = r"^(  \+ [^ ]*`\d+)&lt;.*&gt;(& this @ 0x[0-9a-f]+)$"
+_SHARED_STRUCT_THIS = r"^(  \+ [^ ]*`\d+[^ ]*?)&lt;.*&gt;(& this @ 0x[0-9a-f]+)$"  # a nested type's too
 
-# SOS's symbol reader writes this in the middle of a frame's line (after its IP) for a method
-# of a dynamic module, such as an expression tree's lambda_method1.
-_DYNAMIC_SYMBOLS_WARNING = "SOS Warning: Loading symbols for dynamic assemblies is not yet supported\n"
+# SOS's symbol reader writes this line for a method of a dynamic module, such as an expression
+# tree's lambda_method1: in the middle of clrstack's frame line (after its IP), after ip2md's answer.
+_DYNAMIC_SYMBOLS_WARNING = r"^SOS Warning: Loading symbols for dynamic assemblies is not yet supported(\n|$)"
 
 CODE_LISTED: list[Listed] = [
     Listed("timerinfo names a static callback", r"^timerinfo",
@@ -690,8 +690,8 @@ CODE_LISTED: list[Listed] = [
            sos=_mask(r"^( +)r(8|9) ", lambda m: f"{m.group(1)}r{17 - int(m.group(2))} ")),
     Listed("clrstack -i names a shared generic struct's this by its canonical instantiation", r"^clrstack -i",
            sos=_mask(_SHARED_STRUCT_THIS, r"\1<…>\2"), ours=_mask(_SHARED_STRUCT_THIS, r"\1<…>\2")),
-    Listed("clrstack prints no symbol warning inside a dynamic method's line", r"^clrstack",
-           sos=lambda t: t.replace(_DYNAMIC_SYMBOLS_WARNING, "")),
+    Listed("clrstack and ip2md print no symbol warning for a dynamic method", r"^(clrstack|ip2md)",
+           sos=lambda t: re.sub(_DYNAMIC_SYMBOLS_WARNING, "", t, flags=re.M)),
     Listed("dumpheap -live counts only objects as live objects", r"^(dumpheap .*-live|notreachableinrange|gcheapstat -iu)",
            sos_on_core=lambda t, core: _live_count_of_objects(t, core)),
 ]

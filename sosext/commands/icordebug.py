@@ -19,21 +19,47 @@ from .context import CommandContext
 
 RULE = "=" * 77
 
-# Runtime Frame → the kind of internal frame the debugger API reports for it.
-_INTERNAL_KINDS = (
-    ("InlinedCallFrame", "Managed to Unmanaged transition"),
-    ("PInvoke", "Managed to Unmanaged transition"),
-    ("U2M", "Unmanaged to Managed transition"),
-    ("UMThk", "Unmanaged to Managed transition"),
-    ("FuncEval", "Function evaluation"),
-    ("ExceptionFrame", "Exception"),
-    ("HelperMethodFrame", "Internal call"),
-    ("Prestub", "JIT Compilation"),
-)
+# Runtime Frame → the kind of internal frame the debugger API reports for it: the right side's
+# DacDbiInterfaceImpl::GetInternalFrameType, which decides by the Frame's transition type,
+# interception and frame type (.NET 10's frames.h). None: the API does not report the Frame.
+_INTERNAL_KINDS: dict[str, str | None] = {
+    "InlinedCallFrame": "Managed to Unmanaged transition",
+    "PInvokeCalliFrame": "Managed to Unmanaged transition",
+    "CallCountingHelperFrame": "Managed to Unmanaged transition",
+    "ExternalMethodFrame": "Managed to Unmanaged transition",
+    "DebuggerExitFrame": "Managed to Unmanaged transition",
+    "CLRToCOMMethodFrame": "Managed to Unmanaged transition",
+    "ComPlusMethodFrame": "Managed to Unmanaged transition",
+    "DebuggerU2MCatchHandlerFrame": "Unmanaged to Managed transition",
+    "ComMethodFrame": "Unmanaged to Managed transition",
+    "UMThkCallFrame": "Unmanaged to Managed transition",
+    "FuncEvalFrame": "Function evaluation",
+    "DynamicHelperFrame": "Internal call",
+    "DebuggerClassInitMarkFrame": "Class initialization",
+    "FaultingExceptionFrame": "Exception",
+    "SoftwareExceptionFrame": "Exception",
+    "PrestubMethodFrame": "JIT Compilation",
+    "ComPrestubMethodFrame": "JIT Compilation",
+    # TT_NONE frames of no interception, and a virtual stub dispatch (special-cased).
+    "StubDispatchFrame": None,
+    "ResumableFrame": None,
+    "RedirectedThreadFrame": None,
+    "HijackFrame": None,
+    "ProtectValueClassFrame": None,
+    "ExceptionFilterFrame": None,
+    "TailCallFrame": None,
+}
 
 
-def internal_kind(frame_name: str) -> str:
-    return next((kind for part, kind in _INTERNAL_KINDS if part in frame_name), "Unknown internal frame.")
+def internal_kind(frame_name: str) -> str | None:
+    """SOS's name of the Frame's kind, or None where the debugger API does not report it.
+    HelperMethodFrames (before .NET 10) are internal calls, or exceptions by an attribute the
+    DAC does not give: they are internal calls here."""
+    if frame_name in _INTERNAL_KINDS:
+        return _INTERNAL_KINDS[frame_name]
+    if frame_name.startswith("HelperMethodFrame"):
+        return "Internal call"
+    return "Unknown internal frame."
 
 
 # The HRESULTs the debugger API gives for a variable it cannot produce: one whose home the
@@ -197,7 +223,8 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
             native(sp, ip)
         # The DAC's walk can stop twice at one Frame; the API lists it once, and never the
         # debugger's own catch-handler Frame at the thread's base.
-        if f.frame_address in shown or f.frame_name == "DebuggerU2MCatchHandlerFrame":
+        if (f.frame_address in shown or f.frame_name == "DebuggerU2MCatchHandlerFrame"
+                or internal_kind(f.frame_name) is None):
             continue
         shown.add(f.frame_address)
         entries.append((f.frame_address, len(entries), "internal", f))

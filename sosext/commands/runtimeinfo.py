@@ -171,6 +171,8 @@ Example:
 def graph_state(heap) -> str:  # type: ignore[no-untyped-def]
     """Whether gcroot answers from the graph (milliseconds) or searches (clr/roots/background.py)."""
     build = heap.background if heap is not None else None
+    if build is None and heap is not None and heap.forest_build is not None and heap.forest_build.then_graph:
+        build = heap.forest_build  # the graph follows the root forest in its thread
     if build is not None and build.running:
         return "being built in the background"
     if heap is not None and heap.has_graph:

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from ..clr.addresses import classifier
-from ..clr.threads.frames import frame_variables
+from ..clr.threads.frames import FrameVariables, frame_variables, inspection_frame
 from ..clr.threads.exceptions import (ClrExceptionInfo, InvalidExceptionObject, NotAnException, StackTraceState,
                                       read_exception)
 from ..clr.threads.nativeframes import NativeFrame, native_frames
@@ -501,8 +501,15 @@ Examples:
             base = next(((n.sp, n.ip) for n in _native_rows(ctx, tid, stack) if n.sp > last.sp), None)
         write_icordebug_stack(
             ctx, tid, stack, sp, ip, in_managed, params, local_vars, max_rows,
-            lambda f, i: frame_variables(ctx.runtime, f, leaf=i == 0 and f.ip == ip),
+            lambda f, i: _inspected_variables(ctx, stack, i, ip),
             wanted, only_frame, base)
+
+
+def _inspected_variables(ctx: CommandContext, stack: ClrStack, i: int, thread_ip: int | None) -> FrameVariables:
+    """Frame i's variables as the debugger API shows them (a funclet's are its parent's)."""
+    j = inspection_frame(ctx.runtime, stack.frames, i)
+    f = stack.frames[j]
+    return frame_variables(ctx.runtime, f, leaf=j == 0 and f.ip == thread_ip)
 
 
 def icordebug_arguments(args: Parsed) -> tuple[str | None, int | None]:

@@ -129,23 +129,23 @@ def _createdump(pid: int, path: Path) -> Path:
 
 
 def _createdump_walkable(pid: int, path: Path, tries: int = 4) -> Path:
-    """A core of pid on which SOS (ClrMD) and sosext walk the same heap: taken again while a
-    thread's allocation context is empty (pointer == limit) with its reserved tail not yet
-    written. The GC keeps that tail (Align(min object size)) beyond every context's limit; ClrMD
-    forgets contexts whose pointer reaches their limit, reads the zero header as an object of
-    no type and steps past the next real object (docs/sos-users.md, "Where sosext and SOS differ").
-    A program under load is dumped in that state about once in ten."""
+    """A core of pid on which SOS (ClrMD) and sosext walk the same heap: taken again while an
+    allocation context is in a state ClrMD misreads (see _unsettled_allocation). A program
+    under load is dumped in such a state about once in ten."""
     for attempt in range(tries):
         core = _createdump(pid, path)
-        where = _empty_allocation_context(core)
+        where = _unsettled_allocation(core)
         if where is None or attempt == tries - 1:
             return core
         time.sleep(0.3)
     return core
 
 
-def _empty_allocation_context(core: Path) -> int | None:
-    """The pointer of an empty allocation context whose next header is unwritten, if any."""
+def _unsettled_allocation(core: Path) -> int | None:
+    """The pointer of an allocation context ClrMD misreads, if any (docs/sos-users.md, "Where
+    sosext and SOS differ"): an empty one (pointer == limit) whose reserved tail is unwritten,
+    or one just below whose pointer a thread's new object has no MethodTable yet. ClrMD reads
+    either zero header as an object of no type and steps past the next real object."""
     import sys
     repo = str(Path(__file__).resolve().parents[2])
     if repo not in sys.path:
@@ -153,8 +153,15 @@ def _empty_allocation_context(core: Path) -> int | None:
     from sosext.clr.runtime import ClrRuntime
     from sosext.targets.elfcore import CoreTarget
     heap = ClrRuntime(CoreTarget(str(core))).heap
+    ix = heap.index()
+    ends = {limit + 24 for _ptr, limit in heap.alloc_contexts}
     for ptr, limit in heap.alloc_contexts:
-        if ptr == limit and heap.segment_of(ptr) is not None and heap.runtime.target.read_partial(ptr, 8) == bytes(8):
+        seg = heap.segment_of(ptr)
+        if seg is None:
+            continue
+        if ptr == limit and heap.runtime.target.read_partial(ptr, 8) == bytes(8):
+            return ptr
+        if ptr > seg.start and ptr not in ends and ix.containing(ptr - 8) is None:
             return ptr
     return None
 

@@ -51,3 +51,80 @@ def test_clrstack_arguments_need_i() -> None:
         icordebug_arguments(args(False, "point"))
     with pytest.raises(UsageError):
         icordebug_arguments(args(True, "point", "x"))
+
+
+@pytest.mark.parametrize("frame, kind", [
+    ("InlinedCallFrame", "Managed to Unmanaged transition"),
+    ("ExternalMethodFrame", "Managed to Unmanaged transition"),   # TT_M2U from FramedMethodFrame
+    ("DynamicHelperFrame", "Internal call"),                      # TT_InternalCall
+    ("SoftwareExceptionFrame", "Exception"),                      # TT_InternalCall, INTERCEPTION_EXCEPTION
+    ("FaultingExceptionFrame", "Exception"),                      # TT_NONE, INTERCEPTION_EXCEPTION
+    ("PrestubMethodFrame", "JIT Compilation"),
+    ("DebuggerClassInitMarkFrame", "Class initialization"),
+    ("StubDispatchFrame", None),                                  # special-cased out by the DAC
+    ("ResumableFrame", None), ("HijackFrame", None), ("ProtectValueClassFrame", None),
+    ("HelperMethodFrame_1OBJ", "Internal call"),                  # runtimes before .NET 10
+    ("SomeFutureFrame", "Unknown internal frame."),               # SOS's default
+])
+def test_internal_frame_kinds_follow_the_debugger_api(frame: str, kind: str | None) -> None:
+    from sosext.commands.icordebug import internal_kind
+    assert internal_kind(frame) == kind
+
+
+def _frames_in(handler: tuple[int, int], ips: list[tuple[int, int]]):  # type: ignore[no-untyped-def]
+    """A fake runtime whose one method's code at 0x1000 has a finally handler at ``handler``
+    (native offsets), and frames (method desc, ip) on a stack."""
+    from types import SimpleNamespace
+    from sosext.readers.stacks import ClrStackFrame, FrameKind
+    clause = SimpleNamespace(clause_type=1, handler_start_offset=handler[0], handler_end_offset=handler[1],
+                             filter_offset=0)
+    reader = SimpleNamespace(
+        code_header_data=lambda ip: SimpleNamespace(method_start=0x1000) if 0x1000 <= ip < 0x2000 else None,
+        traverse_eh_info=lambda start: [clause])
+    frames = tuple(ClrStackFrame(FrameKind.MANAGED, 0x100 * (k + 1), ip, md, "") for k, (md, ip) in enumerate(ips))
+    return SimpleNamespace(reader=reader), frames
+
+
+def test_a_funclets_variables_are_its_parents() -> None:
+    """ICorDebug looks a funclet's variables up at its parent's IP (GetInspectionIP): a webapi
+    core showed a finally funclet of DoSend.MoveNext whose `int local_0` SOS printed (-1, its
+    parent's) where the funclet's own IP locates nothing."""
+    from sosext.clr.threads.frames import inspection_frame
+    # frame 0: the finally funclet; frame 1: another method; frame 2: the parent body, in its try.
+    runtime, frames = _frames_in((0x5a8, 0x627), [(0xA, 0x1000 + 0x5c0), (0xB, 0x3000), (0xA, 0x1000 + 0x4ec)])
+    assert inspection_frame(runtime, frames, 0) == 2
+    assert [inspection_frame(runtime, frames, i) for i in (1, 2)] == [1, 2]
+
+
+def test_a_frame_outside_handlers_and_a_funclet_without_parent_are_their_own() -> None:
+    from sosext.clr.threads.frames import inspection_frame
+    runtime, frames = _frames_in((0x5a8, 0x627), [(0xA, 0x1000 + 0x100), (0xA, 0x1000 + 0x200)])
+    assert inspection_frame(runtime, frames, 0) == 0  # recursion, not a funclet
+    runtime, frames = _frames_in((0x5a8, 0x627), [(0xA, 0x1000 + 0x5b0), (0xA, 0x1000 + 0x600)])
+    assert inspection_frame(runtime, frames, 0) == 0  # a nested funclet, and no body below
+
+
+def test_a_dynamic_method_has_no_il_frame() -> None:
+    """An expression tree's lambda_method1 has no MethodDef row (token 0x06000000): the debugger
+    API gives it no IL frame, and SOS prints its SP and IP alone (a fresh webapi core showed it)."""
+    from types import SimpleNamespace
+    from sosext.clr.threads.frames import has_il
+    runtime = SimpleNamespace(reader=SimpleNamespace(method_desc_data=lambda md: SimpleNamespace(
+        token=0x06000000, module_ptr=0x10)), catalog=SimpleNamespace(metadata=lambda m: None))
+    assert not has_il(runtime, 0x7F0000001000)
+
+
+def test_a_reference_to_no_object_is_a_bad_reference() -> None:
+    """DacDbi's CheckRef: a stale reference (a webapi core's `local_0` held 0x3) cannot be
+    dereferenced; SOS prints CORDBG_E_BAD_REFERENCE_VALUE for it."""
+    from types import SimpleNamespace
+    from sosext.clr.threads.frames import _bad_reference
+    memory = {0x7F00_0000_1000: (0x7F00_0000_2000).to_bytes(8, "little")}
+    target = SimpleNamespace(read_partial=lambda a, n: memory.get(a, b"")[:n])
+    checks = SimpleNamespace(method_table_or_none=lambda mt: mt if mt == 0x7F00_0000_2000 else None)
+    runtime = SimpleNamespace(target=target, cache=lambda key, make: checks)
+    assert _bad_reference(runtime, 0x3)               # unreadable
+    assert not _bad_reference(runtime, 0x7F00_0000_1000)  # a MethodTable
+    assert not _bad_reference(runtime, 0)             # null is printed as null
+    memory[0x7F00_0000_1000] = (0x1234).to_bytes(8, "little")
+    assert _bad_reference(runtime, 0x7F00_0000_1000)  # readable, but no MethodTable

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 # Reading a large-object segment in bulk would read every byte of every big array only
 # to look at their headers; read headers one object at a time there instead.
 _HEADER = 16
+_LARGE_OBJECT_SIZE = 85_000  # the runtime's LOH threshold
 CORDBG_E_READVIRTUAL_FAILURE = 0x80131C49
 
 
@@ -67,6 +68,7 @@ class ClrHeap:
         self.types = runtime.types
         self._starts = [s.start for s in self.segments]
         self.alloc_contexts = self._load_alloc_contexts()
+        self._pieces: dict[int, list[tuple[int, int]]] = {}
         self.gcdesc = gcdesc_reader(self)
         self._index: HeapIndex | None = None
         self._statistics = None  # heapstats.HeapStatistics
@@ -317,17 +319,41 @@ class ClrHeap:
         return f"{address:#x} is not a valid object"
 
     def pieces(self, seg: ClrSegment) -> list[tuple[int, int]]:
-        """The segment's object range minus the allocation contexts inside it."""
+        """The segment's object range minus the allocation contexts inside it, each with the
+        object being allocated just below its pointer (see _unset_before)."""
+        cached = self._pieces.get(seg.start)
+        if cached is not None:
+            return cached
         pieces = []
         pos = seg.start
         for ptr, limit in self.alloc_contexts:
             if ptr < pos or ptr >= seg.end:
                 continue
-            pieces.append((pos, ptr))
+            pieces.append((pos, self._unset_before(ptr, pos)))
             pos = limit + MIN_OBJECT_SIZE
         if pos < seg.end:
             pieces.append((pos, seg.end))
-        return [(a, b) for a, b in pieces if b > a]
+        pieces = [(a, b) for a, b in pieces if b > a]
+        self._pieces[seg.start] = pieces
+        return pieces
+
+    def _unset_before(self, ptr: int, floor: int) -> int:
+        """Where the zero words that end just below an allocation pointer begin. A thread that
+        allocates moves its pointer first and writes the new object's MethodTable after: dumped
+        in between, the object is zeros without a type, not corruption. No object starts in
+        zeros, so the walk's range may end there; an object of size < 85,000 bytes (the rest go
+        to the large object heap) bounds the look back."""
+        for span in (64, _LARGE_OBJECT_SIZE):  # nearly always the first word below is no zero
+            low = max(floor, ptr - span)
+            data = self.runtime.target.read_partial(low, ptr - low)
+            if len(data) != ptr - low or (ptr - low) % 8:
+                return ptr
+            nonzero = np.flatnonzero(np.frombuffer(data, dtype=np.uint64))
+            if len(nonzero):
+                return low + 8 * (int(nonzero[-1]) + 1)
+            if low == floor:
+                break
+        return low
 
     def index_store(self):  # -> indexcache.IndexStore | None
         """Where a core's index is kept on disk; None for a live process or with the cache off

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .heapstats import HeapStatistics
     from ..parts import HeapParts
 
-FORMAT = 1
+FORMAT = 2  # 2: an object being allocated below an allocation pointer is no walk error
 MAGIC = b"SOSEXTIX"
 _FOOTER = struct.Struct("<8sQQ")
 _COLUMNS = (("addresses", np.uint64), ("type_ids", np.uint32), ("sizes", np.uint32), ("generations", np.uint8))

@@ -48,6 +48,22 @@ def allow(more_commands: bool) -> None:
     _allowed = more_commands
 
 
+def build_graph(heap: "ClrHeap") -> None:
+    """The index, the graph, its reverse and its components: what every later gcroot (and
+    -shortest) answers from in milliseconds."""
+    with heap.building():
+        graph = heap.graph(Progress.silent())
+        graph.reverse()
+        heap.lookup()
+        graph.components()  # which roots reach an object, at once, on a leak's heap too
+
+
+def graph_fits(objects: int, beside: int = 0) -> bool:
+    """Whether the graph of ``objects`` objects may be built in the background now, beside
+    what holds ``beside`` bytes per object (a root forest)."""
+    return os.environ.get("SOSEXT_BACKGROUND", "1") != "0" and _fits(objects, GRAPH_BYTES_PER_OBJECT + beside)
+
+
 class GraphBuild:
     """One background build of a heap's graph."""
 
@@ -55,16 +71,13 @@ class GraphBuild:
         """``job``: what to build instead of the graph (a root forest, ``forest.py``)."""
         self.heap = heap
         self.job = job or self._graph
+        self.then_graph = job is None  # whether it builds the graph (a forest's job may build it after)
         self.cancelled = threading.Event()
         self.failed: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="sosext-graph", daemon=True)
 
     def _graph(self) -> None:
-        with self.heap.building():
-            graph = self.heap.graph(Progress.silent())
-            graph.reverse()
-            self.heap.lookup()
-            graph.components()  # which roots reach an object, at once, on a leak's heap too
+        build_graph(self.heap)
 
     def _run(self) -> None:
         progress_mod.run_in_background(self.cancelled)

@@ -266,9 +266,14 @@ def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot], walk) -> None:
             heap.root_forest = RootForest(heap, mem, ordered, tracker, like=walk, recording=tracker.record)
         finally:
             tracker.record = None  # its arrays go with the last gcroot reading them
+        # Then the graph, while the user still reads: gcroot -shortest (and the commands of
+        # retention) answer from it, where they would otherwise search or build it in the foreground.
+        if build is not None and build.then_graph and not heap.has_graph:
+            background.build_graph(heap)
     build = background.after_walk(heap, mem.heap_bytes // 24, job, BYTES_PER_OBJECT)
     if build is not None:
         build.tracker = tracker
+        build.then_graph = background.graph_fits(mem.heap_bytes // 24, beside=BYTES_PER_OBJECT)
 
 
 def _rent(heap: "ClrHeap") -> bool:

@@ -331,6 +331,7 @@ def _by_reference(runtime: "ClrRuntime", module: int, index: int, name: str, typ
 # HRESULTs SOS prints for a value it reached but could not print.
 E_NOINTERFACE = 0x80004002
 CORDBG_E_READVIRTUAL_FAILURE = 0x80131C49
+CORDBG_E_BAD_REFERENCE_VALUE = 0x80131305
 _MASK64 = (1 << 64) - 1
 
 
@@ -374,6 +375,8 @@ def _reference(runtime: "ClrRuntime", index: int, name: str, type_name: str, raw
     data = raw.data if not raw.read_failed else None
     if data is None:
         return FrameVariable(index, name, type_name, "unknown", raw)
+    if _bad_reference(runtime, _pointer(data)):
+        return FrameVariable(index, name, type_name, "print_error", raw, value=CORDBG_E_BAD_REFERENCE_VALUE)
     kind, value = _object(runtime, _pointer(data), string)
     if kind == "reference" and type_name.endswith("[]"):
         # SOS prints a one-dimensional array by its length: its element count after the header.
@@ -381,6 +384,21 @@ def _reference(runtime: "ClrRuntime", index: int, name: str, type_name: str, raw
         if count is not None:
             return FrameVariable(index, name, type_name, "array", raw, value=count, address=_pointer(data))
     return FrameVariable(index, name, type_name, kind, raw, value=value, address=_pointer(data))
+
+
+def _bad_reference(runtime: "ClrRuntime", address: int) -> bool:
+    """The debugger API's test of a reference (DacDbi's CheckRef): one whose object has no
+    readable MethodTable cannot be dereferenced, and SOS prints CORDBG_E_BAD_REFERENCE_VALUE
+    for it (a stale register of an optimized frame: a webapi core showed `local_0` = 0x3)."""
+    if not address:
+        return False
+    mt = method_table_of(runtime.target, address)
+    if mt is None:
+        return True
+    try:
+        return classifier(runtime).method_table_or_none(mt) is None
+    except SosError:
+        return False  # nothing to check it against (a triage dump)
 
 
 def _array_length(runtime: "ClrRuntime", address: int) -> int | None:
@@ -592,9 +610,12 @@ def icordebug_method(runtime: "ClrRuntime", method_desc: int) -> tuple[str, str]
 
 def has_il(runtime: "ClrRuntime", method_desc: int) -> bool:
     """Whether the method has an IL body (a MethodDef RVA). The debugger API makes no IL frame for
-    one without (a P/Invoke the runtime runs through its stub): SOS then prints the frame's SP
-    and IP alone. True when metadata cannot tell."""
+    one without (a P/Invoke the runtime runs through its stub) nor for a dynamic method (an
+    expression tree's lambda_method1: no MethodDef row, its token is the nil 0x06000000): SOS then
+    prints the frame's SP and IP alone. True when metadata cannot tell."""
     mdd = runtime.reader.method_desc_data(method_desc) if method_desc else None
+    if mdd is not None and mdd.token == 0x06000000:
+        return False
     reader = runtime.catalog.metadata(mdd.module_ptr) if mdd is not None else None
     if reader is None or mdd is None or mdd.token >> 24 != 0x06:
         return True
@@ -602,3 +623,37 @@ def has_il(runtime: "ClrRuntime", method_desc: int) -> bool:
         return bool(reader.method(mdd.token).rva)
     except MetadataError:
         return True
+
+
+def inspection_frame(runtime: "ClrRuntime", frames: "tuple[ClrStackFrame, ...]", index: int) -> int:
+    """The frame whose variables the debugger API shows for ``frames[index]``: itself, but for a
+    funclet (a catch, finally or filter handler the JIT compiled apart) the frame of its parent
+    method body, the next one down whose code is the funclet's and whose IP is in no handler.
+    ICorDebug looks a funclet's variables up at its parent's IP (CordbNativeFrame::
+    GetInspectionIP), where the handler's own IP may find them nowhere."""
+    frame = frames[index]
+    if not frame.is_managed:
+        return index
+    start, handlers = _handler_ranges(runtime, frame.ip)
+    if not start or not any(a <= frame.ip - start < b for a, b in handlers):
+        return index
+    for j in range(index + 1, len(frames)):
+        f = frames[j]
+        if f.is_managed and f.method_desc == frame.method_desc and _handler_ranges(runtime, f.ip)[0] == start \
+                and not any(a <= f.ip - start < b for a, b in handlers):
+            return j
+    return index
+
+
+def _handler_ranges(runtime: "ClrRuntime", ip: int) -> tuple[int, list[tuple[int, int]]]:
+    """(the start of the code holding ``ip``, its handlers' and filters' native offset ranges)."""
+    ch = runtime.reader.code_header_data(ip)
+    if ch is None or not ch.method_start:
+        return 0, []
+    raw = runtime.reader.traverse_eh_info(ch.method_start)
+    ranges: list[tuple[int, int]] = []
+    for e in raw or ():
+        ranges.append((e.handler_start_offset, e.handler_end_offset))
+        if e.clause_type == 2:  # EHFilter: its filter runs as a funclet too, up to the handler
+            ranges.append((e.filter_offset, e.handler_start_offset))
+    return ch.method_start, ranges
