@@ -36,7 +36,9 @@ class EEVersion(Command):
 As SOS: the runtime's file version (x.y.z.w: the build number is the patch release times 100
 plus a revision), the version text its build embeds (with the source commit), the GC mode
 (`Workstation mode` or `Server mode with N gc heaps`, then the server GC's DATAS mode as
-`DATAS <n>`: 1 when it adapts the heap count to the application) and the extension's version.
+`DATAS <n>`: 1 when it adapts the heap count to the application), "In plan phase of garbage
+collection" when the process was stopped during a GC (its heap cannot be walked then) and the
+extension's version.
 -reader adds which runtime reader answers and why (the DAC, or the contracts reader:
 docs/readers.md), a line SOS does not print (sosstatus shows it too).
 
@@ -54,6 +56,7 @@ Examples:
         if args.json:
             emit_json(ctx.out, {"command": "eeversion", "version": info.version, "marker": marker,
                                 "server_gc": ctx.heap.is_server, "gc_heaps": len(ctx.heap.subheaps),
+                                "gc_in_progress": not ctx.heap.can_walk,
                                 "sosext_version": __version__, "reader": rt.reader_name,
                                 "reader_reason": rt.reader_reason})
             return
@@ -67,6 +70,8 @@ Examples:
             # segments GC, libclrgc.so) reports -1 with S_FALSE, and SOS prints nothing.
             if datas is not None and datas >= 0:
                 ctx.out.line(f"DATAS {datas} ")
+        if not ctx.heap.can_walk:  # dumped during a GC: the heap cannot be walked now
+            ctx.out.line("In plan phase of garbage collection")
         ctx.out.line(f"SOS Version: sosext {__version__} (Python {sys.version.split()[0]})")
         if args.reader:
             ctx.out.line(escape(f"Reader: {rt.reader_reason}"))

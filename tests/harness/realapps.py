@@ -129,7 +129,8 @@ def _createdump(pid: int, path: Path) -> Path:
 
 
 def _createdump_walkable(pid: int, path: Path, tries: int = 4) -> Path:
-    """A core of pid on which SOS (ClrMD) and sosext walk the same heap: taken again while an
+    """A core of pid on which SOS (ClrMD) and sosext walk the same heap: taken again while a GC
+    runs (SOS and sosext then refuse or guess differently what is in flux) or while an
     allocation context is in a state ClrMD misreads (see _unsettled_allocation). A program
     under load is dumped in such a state about once in ten."""
     for attempt in range(tries):
@@ -142,7 +143,8 @@ def _createdump_walkable(pid: int, path: Path, tries: int = 4) -> Path:
 
 
 def _unsettled_allocation(core: Path) -> int | None:
-    """The pointer of an allocation context ClrMD misreads, if any (docs/sos-users.md, "Where
+    """-1 for a core dumped during a GC; else the pointer of an allocation context ClrMD
+    misreads, if any (docs/sos-users.md, "Where
     sosext and SOS differ"): an empty one (pointer == limit) whose reserved tail is unwritten,
     or one just below whose pointer a thread's new object has no MethodTable yet. ClrMD reads
     either zero header as an object of no type and steps past the next real object."""
@@ -153,6 +155,8 @@ def _unsettled_allocation(core: Path) -> int | None:
     from sosext.clr.runtime import ClrRuntime
     from sosext.targets.elfcore import CoreTarget
     heap = ClrRuntime(CoreTarget(str(core))).heap
+    if not heap.can_walk:
+        return -1  # dumped during a GC
     ix = heap.index()
     ends = {limit + 24 for _ptr, limit in heap.alloc_contexts}
     for ptr, limit in heap.alloc_contexts:
