@@ -77,6 +77,47 @@ namespace SosextDebuggee
         }
     }
 
+    /// <summary>A generic struct: for a reference type argument its methods run as code shared by
+    /// every such instantiation (ParityHolder&lt;__Canon&gt;), which learns its exact type from a
+    /// hidden MethodTable argument. Wait uses T after its wait, so the JIT keeps that argument in the
+    /// stack slot the GC info names (the frame's generic context).</summary>
+    internal struct ParityHolder<T> where T : class
+    {
+        public T Held;
+        public int Waits;
+
+        public ParityHolder(T held) { Held = held; Waits = 0; }
+
+        // Everything is used after the wait, so the frame still holds it (`missing` is null: the
+        // debugger API types a null by the declared type, !0).
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public void Wait(T item, T missing, ManualResetEventSlim never)
+        {
+            Waits++;
+            never.Wait();
+            Waits++;
+            GC.KeepAlive(typeof(T));
+            GC.KeepAlive(item);
+            GC.KeepAlive(missing);
+        }
+    }
+
+    /// <summary>A shared generic method (Park&lt;__Canon&gt;): its hidden argument is the exact
+    /// instantiated MethodDesc, which it needs after the call to find ParityHolder&lt;U&gt;[].</summary>
+    internal static class ParityGeneric
+    {
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static void Park<U>(U value, U missing, ManualResetEventSlim never) where U : class
+        {
+            var holder = new ParityHolder<U>(value);
+            holder.Wait(value, missing, never);
+            GC.KeepAlive(typeof(ParityHolder<U>[]));
+            GC.KeepAlive(holder.Held);
+            GC.KeepAlive(value);
+            GC.KeepAlive(missing);
+        }
+    }
+
     internal sealed class ParityTimerTarget
     {
         public int Ticks;
@@ -130,7 +171,8 @@ namespace DebuggeeHost
         private static ConcurrentDictionary<char, object> s_objectDict;
         private static ConcurrentQueue<int> s_intQueue;
         private static ConcurrentQueue<string> s_stringQueue;
-        private static int s_monitorTid;
+        private static int s_monitorTid, s_genericTid;
+        private static readonly ManualResetEventSlim s_genericReady = new ManualResetEventSlim(false, 0);
         private static nint[] s_keptHandles;
         private static nint s_monitorStackSlot, s_native;
         public const int NativeBlock = 3 << 20;
@@ -172,6 +214,15 @@ namespace DebuggeeHost
             for (int spins = 0; spins < 10_000 && (waiter.ThreadState & System.Threading.ThreadState.WaitSleepJoin) == 0; spins++)
                 Thread.Sleep(1);
             Thread.Sleep(200); // past the spinning phase, into the wait
+
+            // A thread blocked in shared generic code: ParityGeneric.Park<string> (a MethodDesc
+            // context) calls ParityHolder<string>.Wait (a MethodTable context).
+            var generic = new Thread(GenericBody) { Name = "sosext-generic", IsBackground = true };
+            generic.Start();
+            if (!s_genericReady.Wait(30_000)) throw new TimeoutException("the generic thread did not start");
+            for (int spins = 0; spins < 10_000 && (generic.ThreadState & System.Threading.ThreadState.WaitSleepJoin) == 0; spins++)
+                Thread.Sleep(1);
+            Thread.Sleep(200); // past ManualResetEventSlim's spinning, blocked in Wait
 
             s_keptHandles = new nint[2];
             for (int i = 0; i < s_keptHandles.Length; i++)
@@ -229,6 +280,13 @@ namespace DebuggeeHost
             s_monitorReady.Set();
             s_never.Wait();
             GC.KeepAlive(onStack);
+        }
+
+        private static void GenericBody()
+        {
+            s_genericTid = Mem.CurrentOsTid();
+            s_genericReady.Set();
+            ParityGeneric.Park<string>("parked", null, s_never);
         }
 
         public void Settle(int attempt)
@@ -332,6 +390,13 @@ namespace DebuggeeHost
             w.PropHex("address", Mem.Addr(s_released));
             w.Prop("syncBlock", SyncBlockIndex(s_released));
             w.EndObject();
+            w.EndObject();
+
+            w.Name("generic").BeginObject();
+            w.Prop("osTid", s_genericTid);
+            w.PropHex("holderMt", typeof(ParityHolder<string>).TypeHandle.Value);
+            w.Prop("holderType", typeof(ParityHolder<string>).FullName);
+            w.PropHex("parkMd", typeof(ParityGeneric).GetMethod(nameof(ParityGeneric.Park)).MakeGenericMethod(typeof(string)).MethodHandle.Value);
             w.EndObject();
 
             w.Name("memory").BeginObject();
