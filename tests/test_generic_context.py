@@ -1,0 +1,93 @@
+"""clrstack -i in frames of shared generic code: the exact instantiation, from the frame's
+generic context (sosext/clr/threads/genericcontext.py).
+
+The `parity` debuggee blocks its thread "sosext-generic" in ParityHolder<string>.Wait, a struct's
+method whose code every reference-type instantiation shares (its context: a hidden MethodTable),
+called from ParityGeneric.Park<string>, a shared generic method (its context: a hidden
+MethodDesc). Both take a second argument typed by the generic parameter that is null, which the
+debugger API types by the declared type. The truth prints the thread's OS id,
+typeof(ParityHolder<string>).TypeHandle.Value and Park<string>'s MethodHandle.Value. What SOS
+prints for the same frames is compared in tests/test_sos_parity.py (test_clrstack_i_on_every_thread).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import drivers
+from harness import Debuggee, build_debuggee
+
+pytestmark = pytest.mark.slow
+
+READERS = ["dac", "contracts"]
+
+
+@dataclass(frozen=True)
+class Case:
+    core: Path
+    truth: dict
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory, request) -> Case:  # type: ignore[no-untyped-def]
+    if shutil.which("dotnet") is None:
+        pytest.skip("dotnet is not on PATH: the debuggee needs the .NET SDK")
+    tfm = request.config.getoption("--tfm")
+    cores = tmp_path_factory.mktemp("generic-context")
+    with Debuggee("parity", tfm=tfm, dll=build_debuggee(tfm), core_dir=cores) as d:
+        core = d.write_core("full", cores / "parity.core")
+        truth = d.truth
+    request.addfinalizer(lambda: core.unlink(missing_ok=True))
+    return Case(core, truth)
+
+
+def _frames(case: Case, reader: str):  # type: ignore[no-untyped-def]
+    """(runtime, Wait's frame, Park's frame) of the generic thread, read by ``reader``."""
+    from sosext.clr.runtime import ClrRuntime
+    from sosext.targets.elfcore import CoreTarget
+    rt = ClrRuntime(CoreTarget(case.core), reader=reader)
+    stack = rt.reader.stack_frames(case.truth["generic"]["osTid"], arguments=True)
+    wait = next(f for f in stack.frames if f.is_managed and ".ParityHolder`1[[" in f.method_name
+                and "].Wait(" in f.method_name)
+    park = next(f for f in stack.frames if f.is_managed and ".ParityGeneric.Park[[" in f.method_name)
+    return rt, wait, park
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_generic_context_names_the_debuggees_instantiation(case: Case, reader: str) -> None:
+    """The MethodTable in Wait's generic context slot is typeof(ParityHolder<string>)'s, the
+    MethodDesc in Park's is Park<string>'s: the frames run the canonical code (their MethodDescs
+    are the __Canon ones), their contexts name what the debuggee called."""
+    from sosext.clr.threads.genericcontext import exact_instantiation
+    rt, wait, park = _frames(case, reader)
+    g = case.truth["generic"]
+    assert "System.__Canon" in wait.method_name and "System.__Canon" in park.method_name
+    exact = exact_instantiation(rt, wait, rt.reader.method_desc_data(wait.method_desc), from_this=False)
+    assert exact is not None and exact.class_mt == int(g["holderMt"], 16)
+    assert exact.method_desc == wait.method_desc  # a MethodTable context: the method stays the shared one
+    exact = exact_instantiation(rt, park, rt.reader.method_desc_data(park.method_desc), from_this=False)
+    assert exact is not None and exact.method_desc == int(g["parkMd"], 16)
+    assert rt.types.name_of(exact.class_mt) == "SosextDebuggee.ParityGeneric"
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_clrstack_i_types_shared_frames_exactly(case: Case, reader: str) -> None:
+    """clrstack -i -a names the struct's `this` ParityHolder`1<string>& and types the null
+    arguments declared !0 and !!0 as string, as the debugger API does with the frames' contexts."""
+    g = case.truth["generic"]
+    _select, out = drivers.run_cli([f"setthread -t {g['osTid']}", "clrstack -i -a"], core=case.core,
+                                   env={"SOSEXT_READER": reader})
+    text = out.text
+    frames = re.split(r"\n(?=[0-9A-F]{16} [0-9a-f]{16} )", text)
+    wait = next(f for f in frames if "SosextDebuggee.ParityHolder`1.Wait(!0,!0," in f)
+    park = next(f for f in frames if "SosextDebuggee.ParityGeneric.Park(!!0,!!0," in f)
+    assert re.search(r"^  \+ SosextDebuggee\.ParityHolder`1&lt;string&gt;& this @ 0x[0-9a-f]+$", wait, re.M), wait
+    assert re.search(r'^  \+ string item = "parked"$', wait, re.M), wait
+    assert re.search(r"^  \+ string missing = null$", wait, re.M), wait
+    assert re.search(r'^  \+ string value = "parked"$', park, re.M), park
+    assert re.search(r"^  \+ string missing = null$", park, re.M), park
+    assert "__Canon" not in wait + park
