@@ -617,10 +617,6 @@ def _live_count_of_objects(text: str, core: Path) -> str:
 _ENUM_VALUE = r"^((?:  \+| *\|-) \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_]\w*)*$"
 
 
-# clrstack -i's `this` of a generic struct's method (a byref): SOS reads the exact instantiation
-# from a shared-code frame's generic context, sosext names the canonical one (System.__Canon).
-_SHARED_STRUCT_THIS = r"^(  \+ [^ ]*`\d+)&lt;.*&gt;(& this @ 0x[0-9a-f]+)$"
-
 # SOS's symbol reader writes this in the middle of a frame's line (after its IP) for a method
 # of a dynamic module, such as an expression tree's lambda_method1.
 _DYNAMIC_SYMBOLS_WARNING = "SOS Warning: Loading symbols for dynamic assemblies is not yet supported\n"
@@ -649,8 +645,6 @@ CODE_LISTED: list[Listed] = [
            sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
     Listed("dso names the register the core says holds the object", r"^dso",
            sos=_mask(r"^( +)r(8|9) ", lambda m: f"{m.group(1)}r{17 - int(m.group(2))} ")),
-    Listed("clrstack -i names a shared generic struct's this by its canonical instantiation", r"^clrstack -i",
-           sos=_mask(_SHARED_STRUCT_THIS, r"\1<…>\2"), ours=_mask(_SHARED_STRUCT_THIS, r"\1<…>\2")),
     Listed("clrstack prints no symbol warning inside a dynamic method's line", r"^clrstack",
            sos=lambda t: t.replace(_DYNAMIC_SYMBOLS_WARNING, "")),
     Listed("dumpheap -live counts only objects as live objects", r"^(dumpheap .*-live|notreachableinrange|gcheapstat -iu)",
