@@ -91,3 +91,46 @@ def test_clrstack_i_types_shared_frames_exactly(case: Case, reader: str) -> None
     assert re.search(r'^  \+ string value = "parked"$', park, re.M), park
     assert re.search(r"^  \+ string missing = null$", park, re.M), park
     assert "__Canon" not in wait + park
+
+
+
+def _moved(rt, frame, address: int):  # type: ignore[no-untyped-def]
+    """``frame`` with its stack pointer or frame register (whichever its GC info measures the
+    generic context slot from) moved so that the slot is at ``address``."""
+    from dataclasses import replace
+    from sosext.formats.gcinfo import HAS_STACK_BASE_REGISTER, decode_gcinfo_header
+    head = decode_gcinfo_header(bytes(rt.target.read_partial(rt.reader.code_gc_info(frame.ip), 64)), rt.target.arch)
+    assert head.generics_context is not None
+    base = address - head.generics_context
+    return replace(frame, frame_pointer=base) if head.flags & HAS_STACK_BASE_REGISTER else replace(frame, sp=base)
+
+
+def test_a_slot_that_names_no_instantiation_leaves_the_canonical_one(case: Case) -> None:
+    """The slot's content is target data: an unreadable slot, a missing frame register, a slot
+    holding an object, a MethodDesc where a MethodTable belongs or the reverse, give no exact
+    instantiation (clrstack -i then prints System.__Canon, as the debugger API does without a
+    context), and nothing raises."""
+    from dataclasses import replace
+    from sosext.clr.addresses import AddressKind, classifier
+    from sosext.clr.threads.genericcontext import exact_instantiation
+    rt, wait, park = _frames(case, "dac")
+    g = case.truth["generic"]
+    wait_mdd, park_mdd = rt.reader.method_desc_data(wait.method_desc), rt.reader.method_desc_data(park.method_desc)
+    words = {a: rt.target.read_pointer(a) for a in range(wait.sp, park.sp + 0x100, 8)}
+    holding = {}
+    for a, w in words.items():
+        if w == int(g["holderMt"], 16):
+            holding.setdefault("mt", a)
+        elif w == int(g["parkMd"], 16):
+            holding.setdefault("md", a)
+        elif w and classifier(rt).classify(w).kind is AddressKind.OBJECT:
+            holding.setdefault("object", a)
+    assert set(holding) == {"mt", "md", "object"}, holding
+    park_fp = _moved(rt, park, holding["md"]).frame_pointer
+    assert exact_instantiation(rt, _moved(rt, park, holding["md"]), park_mdd, from_this=False) is not None
+    assert exact_instantiation(rt, replace(park, frame_pointer=0), park_mdd, from_this=False) is None
+    assert exact_instantiation(rt, replace(park, frame_pointer=park_fp - 0x10 ** 12), park_mdd, from_this=False) is None
+    for where in ("mt", "object"):
+        assert exact_instantiation(rt, _moved(rt, park, holding[where]), park_mdd, from_this=False) is None, where
+    for where in ("md", "object"):
+        assert exact_instantiation(rt, _moved(rt, wait, holding[where]), wait_mdd, from_this=False) is None, where
