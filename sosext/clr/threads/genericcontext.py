@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...errors import SosError
-from ...formats.gcinfo import GENERICS_MASK, GENERICS_MD, GENERICS_MT, HAS_STACK_BASE_REGISTER, decode_gcinfo_header
+from ...formats.gcinfo import (GENERICS_MASK, GENERICS_MD, HAS_STACK_BASE_REGISTER, decode_gcinfo_header,
+                               gc_info_version)
 from ...readers.records import IL_OFFSET_EPILOG, IL_OFFSET_PROLOG
 from ..addresses import AddressKind, classifier
 from ..heap.objects import method_table_of
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 _HEADER_READ = 64  # bytes: more than any GC info header takes
 _MAX_PARENTS = 64  # a class hierarchy deeper than this is a corrupt one
+_THIS = GENERICS_MASK  # GENERIC_CONTEXTPARAM_THIS: both flag bits (MethodTable 0x10, MethodDesc 0x20)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +73,6 @@ def exact_instantiation(runtime: "ClrRuntime", frame: ClrStackFrame, mdd: "Metho
         return None
 
 
-_THIS = GENERICS_MASK  # GENERIC_CONTEXTPARAM_THIS: both flag bits
-
-
 def _context_slot(runtime: "ClrRuntime", frame: ClrStackFrame) -> tuple[int, int | None]:
     """(what the GC info's generic context slot holds, the context's kind); (0, None) when the
     method's GC info names no slot (or its format measures it from the caller's stack pointer)."""
@@ -97,9 +96,9 @@ def _context_slot(runtime: "ClrRuntime", frame: ClrStackFrame) -> tuple[int, int
 
 def _gc_info_version(runtime: "ClrRuntime") -> int:
     try:
-        return 4 if int(runtime.info.version.split(".")[0]) >= 10 else 3
+        return gc_info_version(int(runtime.info.version.split(".")[0]))
     except (ValueError, AttributeError):
-        return 4
+        return gc_info_version(10)
 
 
 def _this_argument(runtime: "ClrRuntime", frame: ClrStackFrame, mdd: "MethodDescData") -> int:
