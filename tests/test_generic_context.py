@@ -5,9 +5,14 @@ The `parity` debuggee blocks its thread "sosext-generic" in ParityHolder<string>
 method whose code every reference-type instantiation shares (its context: a hidden MethodTable),
 called from ParityGeneric.Park<string>, a shared generic method (its context: a hidden
 MethodDesc). Both take a second argument typed by the generic parameter that is null, which the
-debugger API types by the declared type. The truth prints the thread's OS id,
-typeof(ParityHolder<string>).TypeHandle.Value and Park<string>'s MethodHandle.Value. What SOS
-prints for the same frames is compared in tests/test_sos_parity.py (test_clrstack_i_on_every_thread).
+debugger API types by the declared type. Its thread "sosext-generic-async" is blocked inside
+ParityRunner<string>.RunAsync before the first await: the kickoff method (a class's instance
+method: its context is `this`), AsyncMethodBuilderCore.Start<the state machine> (a MethodDesc)
+and the state machine's MoveNext (a struct's method: a MethodTable), the shape of an ASP.NET
+server's accept loop on a socket thread. The truth prints the threads' OS ids,
+typeof(ParityHolder<string>).TypeHandle.Value, Park<string>'s MethodHandle.Value,
+typeof(ParityRunner<string>) and the state machine's instantiation over string. What SOS prints
+for the same frames is compared in tests/test_sos_parity.py (test_clrstack_i_on_every_thread).
 """
 from __future__ import annotations
 
@@ -134,3 +139,37 @@ def test_a_slot_that_names_no_instantiation_leaves_the_canonical_one(case: Case)
         assert exact_instantiation(rt, _moved(rt, park, holding[where]), park_mdd, from_this=False) is None, where
     for where in ("md", "object"):
         assert exact_instantiation(rt, _moved(rt, wait, holding[where]), wait_mdd, from_this=False) is None, where
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_an_async_state_machine_in_shared_code_is_named_exactly(case: Case, reader: str) -> None:
+    """On the async thread: MoveNext's context is the state machine's instantiation over string
+    (a MethodTable), the kickoff method's is its `this` (ParityRunner<string>), and clrstack -i
+    names the state machine's `this` <RunAsync>d__N<string>& and the runner's ParityRunner`1<string>."""
+    from sosext.clr.runtime import ClrRuntime
+    from sosext.clr.threads.genericcontext import exact_instantiation
+    from sosext.targets.elfcore import CoreTarget
+    g = case.truth["generic"]
+    rt = ClrRuntime(CoreTarget(case.core), reader=reader)
+    frames = [f for f in rt.reader.stack_frames(g["asyncOsTid"], arguments=True).frames if f.is_managed]
+    move_next = next(f for f in frames if ".MoveNext()" in f.method_name and "ParityRunner`1+" in f.method_name)
+    kickoff = next(f for f in frames if "ParityRunner`1[[" in f.method_name and "].RunAsync(" in f.method_name)
+    exact = exact_instantiation(rt, move_next, rt.reader.method_desc_data(move_next.method_desc), from_this=False)
+    assert exact is not None and exact.class_mt == int(g["stateMachineMt"], 16)
+    exact = exact_instantiation(rt, kickoff, rt.reader.method_desc_data(kickoff.method_desc), from_this=True)
+    assert exact is not None and exact.class_mt == int(g["runnerMt"], 16)
+    # Where the slot holds nothing, the `this` argument (in the frame's variables) stands in, as
+    # the debugger API's does for a method that takes its context from `this`.
+    zero = next(a for a in range(kickoff.sp, kickoff.sp + 0x1000, 8) if rt.target.read_pointer(a) == 0)
+    moved = _moved(rt, kickoff, zero)
+    assert kickoff.arguments and kickoff.arguments[0].value
+    exact = exact_instantiation(rt, moved, rt.reader.method_desc_data(kickoff.method_desc), from_this=True)
+    assert exact is not None and exact.class_mt == int(g["runnerMt"], 16)
+    assert exact_instantiation(rt, moved, rt.reader.method_desc_data(kickoff.method_desc), from_this=False) is None
+    _select, out = drivers.run_cli([f"setthread -t {g['asyncOsTid']}", "clrstack -i -a"], core=case.core,
+                                   env={"SOSEXT_READER": reader})
+    machine = re.escape(g["stateMachineType"])
+    assert re.search(rf"^  \+ SosextDebuggee\.ParityRunner`1\+{machine}&lt;string&gt;& this @ 0x[0-9a-f]+$",
+                     out.text, re.M), out.text
+    assert re.search(r"^  \+ SosextDebuggee\.ParityRunner`1&lt;string&gt; this @ 0x[0-9a-f]+$", out.text, re.M), out.text
+    assert "__Canon" not in out.text

@@ -102,6 +102,28 @@ namespace SosextDebuggee
         }
     }
 
+    /// <summary>An async method of a generic class, blocked before its first await: its frames are the
+    /// kickoff method (context: `this`), AsyncTaskMethodBuilder.Start&lt;the state machine&gt; and the
+    /// state machine's MoveNext, a struct's method shared by reference-type instantiations (as the
+    /// accept loop of an ASP.NET server's socket thread is). Run on a thread of its own, called from
+    /// a method with no variables (a caller's variable whose home ends at the call's return address
+    /// is one the debugger API does not show, a rule of its own).</summary>
+    internal sealed class ParityRunner<T> where T : class
+    {
+        private readonly T _item;
+
+        public ParityRunner(T item) { _item = item; }
+
+        public async Task RunAsync(ManualResetEventSlim never)
+        {
+            T seen = _item;
+            never.Wait();
+            await Task.Yield();
+            GC.KeepAlive(seen);
+            GC.KeepAlive(typeof(T));
+        }
+    }
+
     /// <summary>A shared generic method (Park&lt;__Canon&gt;): its hidden argument is the exact
     /// instantiated MethodDesc, which it needs after the call to find ParityHolder&lt;U&gt;[].</summary>
     internal static class ParityGeneric
@@ -171,8 +193,10 @@ namespace DebuggeeHost
         private static ConcurrentDictionary<char, object> s_objectDict;
         private static ConcurrentQueue<int> s_intQueue;
         private static ConcurrentQueue<string> s_stringQueue;
-        private static int s_monitorTid, s_genericTid;
+        private static int s_monitorTid, s_genericTid, s_asyncTid;
         private static readonly ManualResetEventSlim s_genericReady = new ManualResetEventSlim(false, 0);
+        private static readonly ManualResetEventSlim s_asyncReady = new ManualResetEventSlim(false, 0);
+        private static Task s_asyncPending;
         private static nint[] s_keptHandles;
         private static nint s_monitorStackSlot, s_native;
         public const int NativeBlock = 3 << 20;
@@ -217,11 +241,16 @@ namespace DebuggeeHost
 
             // A thread blocked in shared generic code: ParityGeneric.Park<string> (a MethodDesc
             // context) calls ParityHolder<string>.Wait (a MethodTable context).
+            // And one blocked inside ParityRunner<string>.RunAsync before its first await.
             var generic = new Thread(GenericBody) { Name = "sosext-generic", IsBackground = true };
+            var async = new Thread(AsyncBody) { Name = "sosext-generic-async", IsBackground = true };
             generic.Start();
-            if (!s_genericReady.Wait(30_000)) throw new TimeoutException("the generic thread did not start");
-            for (int spins = 0; spins < 10_000 && (generic.ThreadState & System.Threading.ThreadState.WaitSleepJoin) == 0; spins++)
-                Thread.Sleep(1);
+            async.Start();
+            if (!s_genericReady.Wait(30_000) || !s_asyncReady.Wait(30_000))
+                throw new TimeoutException("the generic threads did not start");
+            foreach (Thread blocked in new[] { generic, async })
+                for (int spins = 0; spins < 10_000 && (blocked.ThreadState & System.Threading.ThreadState.WaitSleepJoin) == 0; spins++)
+                    Thread.Sleep(1);
             Thread.Sleep(200); // past ManualResetEventSlim's spinning, blocked in Wait
 
             s_keptHandles = new nint[2];
@@ -287,6 +316,13 @@ namespace DebuggeeHost
             s_genericTid = Mem.CurrentOsTid();
             s_genericReady.Set();
             ParityGeneric.Park<string>("parked", null, s_never);
+        }
+
+        private static void AsyncBody()
+        {
+            s_asyncTid = Mem.CurrentOsTid();
+            s_asyncReady.Set();
+            s_asyncPending = new ParityRunner<string>("run").RunAsync(s_never);
         }
 
         public void Settle(int attempt)
@@ -397,6 +433,13 @@ namespace DebuggeeHost
             w.PropHex("holderMt", typeof(ParityHolder<string>).TypeHandle.Value);
             w.Prop("holderType", typeof(ParityHolder<string>).FullName);
             w.PropHex("parkMd", typeof(ParityGeneric).GetMethod(nameof(ParityGeneric.Park)).MakeGenericMethod(typeof(string)).MethodHandle.Value);
+            w.Prop("asyncOsTid", s_asyncTid);
+            w.PropHex("runnerMt", typeof(ParityRunner<string>).TypeHandle.Value);
+            // The compiler's state machine of RunAsync: a struct nested in ParityRunner<T>, generic over T.
+            Type machine = Array.Find(typeof(ParityRunner<>).GetNestedTypes(BindingFlags.NonPublic),
+                                      t => typeof(IAsyncStateMachine).IsAssignableFrom(t));
+            w.PropHex("stateMachineMt", machine.MakeGenericType(typeof(string)).TypeHandle.Value);
+            w.Prop("stateMachineType", machine.Name);
             w.EndObject();
 
             w.Name("memory").BeginObject();
