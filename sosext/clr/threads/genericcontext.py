@@ -14,8 +14,8 @@ walk does not give the model, so those runtimes keep the canonical instantiation
 debugger API (DacDbiInterfaceImpl's frame data, CordbJITILFrame::LoadGenericArgs, whose types
 SOS's clrstack -i prints) types a frame's variables with the instantiation found there; without a
 slot, a class method's ``this`` argument (outside the prolog and epilog) gives it; failing both it
-keeps the canonical one. (The debugger API's last resort, the hidden argument's place in the
-JIT's variable info, is not read: the JIT keeps no hidden argument the method does not use.)
+keeps the canonical one. (For a hidden MethodTable or MethodDesc argument without a slot the
+debugger API also looks for its place in the JIT's variable info; that is not read here.)
 
 What the slot holds is target data: a MethodTable counts only when it is an instantiation of the
 frame's own generic type (or derives from one), a MethodDesc only when it is an instantiation of
