@@ -1021,6 +1021,28 @@ def test_clrstack_i_on_every_thread(core_run: CoreRun) -> None:
     assert not bad, "\n".join(bad)
 
 
+def test_clrstack_i_names_shared_generic_frames_as_sos_does(core_run: CoreRun) -> None:
+    """The parity debuggee's threads in shared generic code (ParityHolder<string>.Wait under
+    ParityGeneric.Park<string>; ParityRunner<string>.RunAsync's state machine): SOS types them by
+    their generic contexts (ParityHolder`1<string>& this, <RunAsync>d__N<string>& this, a null
+    argument declared !0 or !!0 as string) and sosext prints the same lines."""
+    g = core_run.truth.get("generic")
+    if not g:
+        pytest.skip("a real program's core: no truth about its generic frames")
+    dbg = {int(m.group(2), 16): m.group(1) for m in map(THREAD_ROW.match, core_run.text("clrthreads").splitlines())
+           if m and m.group(1) != "XXXX"}
+    commands = [c for tid in (g["osTid"], g["asyncOsTid"]) for c in (f"setthread {dbg[tid]}", "clrstack -i -a")]
+    sos = [a.normalised for a in sosref.run_sos(core_run.core, commands)[1::2]]
+    ours = [a.normalised for a in sosref.run_sosext(core_run.core, commands)[1::2]]
+    assert ours == sos
+    assert re.search(r"^  \+ SosextDebuggee\.ParityHolder`1&lt;string&gt;& this @ 0x[0-9a-f]+$", sos[0], re.M), sos[0]
+    assert len(re.findall(r"^  \+ string missing = null$", sos[0], re.M)) == 2, sos[0]
+    machine = re.escape(g["stateMachineType"])
+    assert re.search(rf"^  \+ SosextDebuggee\.ParityRunner`1\+{machine}&lt;string&gt;& this @ 0x[0-9a-f]+$",
+                     sos[1], re.M), sos[1]
+    assert "__Canon" not in sos[0] + sos[1]
+
+
 def test_ip2md_on_every_frame(core_run: CoreRun) -> None:
     """ip2md of every managed frame's IP that SOS's clrstack -all shows: "Current CodeAddr" is
     the start of the code version holding the IP (tiered methods have several), and an IP the
