@@ -282,7 +282,8 @@ def test_both_readers_find_the_same_stack_references(case: Case) -> None:
 def test_both_readers_give_the_same_arguments_and_locals(case: Case) -> None:
     """Every managed frame's arguments and locals (name, register or stack address, bytes) from
     the contracts reader's native variable info are the DAC's IXCLRDataFrame values, frame by
-    frame on every thread, and many of them have data (not an agreement on nothing)."""
+    frame on every thread, and many of them have data (not an agreement on nothing); so are the
+    frame register and the code's GC info (what a shared frame's generic context is read from)."""
     sys.path.insert(0, str(drivers.REPO))
     from sosext.contracts.reader import ContractReader
     from sosext.dac.loader import locate_dac
@@ -301,10 +302,13 @@ def test_both_readers_give_the_same_arguments_and_locals(case: Case) -> None:
         except NotManagedThread:
             continue
         contracts = b.stack_frames(thread.os_thread_id, arguments=True, local_variables=True)
-        mine = [(f.method_desc, f.arguments, f.locals) for f in contracts.frames if f.is_managed]
-        theirs = [(f.method_desc, f.arguments, f.locals) for f in dac.frames if f.is_managed]
+        mine = [(f.method_desc, f.arguments, f.locals, f.frame_pointer, b.code_gc_info(f.ip))
+                for f in contracts.frames if f.is_managed]
+        theirs = [(f.method_desc, f.arguments, f.locals, f.frame_pointer, a.code_gc_info(f.ip))
+                  for f in dac.frames if f.is_managed]
         assert mine == theirs, hex(thread.os_thread_id)
-        values += [v for _md, args, local_values in theirs for v in (args or ()) + (local_values or ())]
+        assert all(gc_info for *_v, gc_info in theirs), hex(thread.os_thread_id)
+        values += [v for _md, args, local_values, *_r in theirs for v in (args or ()) + (local_values or ())]
     assert len(values) > 20 and sum(v.data is not None for v in values) > 10
 
 

@@ -656,10 +656,6 @@ def _live_count_of_objects(text: str, core: Path) -> str:
 _ENUM_VALUE = r"^((?:  \+| *\|-) \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_]\w*)*$"
 
 
-# clrstack -i's `this` of a generic struct's method (a byref): SOS reads the exact instantiation
-# from a shared-code frame's generic context, sosext names the canonical one (System.__Canon).
-_SHARED_STRUCT_THIS = r"^(  \+ [^ ]*`\d+[^ ]*?)&lt;.*&gt;(& this @ 0x[0-9a-f]+)$"  # a nested type's too
-
 # SOS's symbol reader writes this line for a method of a dynamic module, such as an expression
 # tree's lambda_method1: in the middle of clrstack's frame line (after its IP), after ip2md's answer.
 _DYNAMIC_SYMBOLS_WARNING = r"^SOS Warning: Loading symbols for dynamic assemblies is not yet supported(\n|$)"
@@ -688,8 +684,6 @@ CODE_LISTED: list[Listed] = [
            sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
     Listed("dso names the register the core says holds the object", r"^dso",
            sos=_mask(r"^( +)r(8|9) ", lambda m: f"{m.group(1)}r{17 - int(m.group(2))} ")),
-    Listed("clrstack -i names a shared generic struct's this by its canonical instantiation", r"^clrstack -i",
-           sos=_mask(_SHARED_STRUCT_THIS, r"\1<…>\2"), ours=_mask(_SHARED_STRUCT_THIS, r"\1<…>\2")),
     Listed("clrstack and ip2md print no symbol warning for a dynamic method", r"^(clrstack|ip2md)",
            sos=lambda t: re.sub(_DYNAMIC_SYMBOLS_WARNING, "", t, flags=re.M)),
     Listed("dumpheap -live counts only objects as live objects", r"^(dumpheap .*-live|notreachableinrange|gcheapstat -iu)",
@@ -1064,6 +1058,28 @@ def test_clrstack_i_on_every_thread(core_run: CoreRun) -> None:
                                                   "SOS", "sosext", lineterm="", n=1))
             bad.append(f"--- thread {d} (listed entries tried: {used or 'none'})\n{diff}")
     assert not bad, "\n".join(bad)
+
+
+def test_clrstack_i_names_shared_generic_frames_as_sos_does(core_run: CoreRun) -> None:
+    """The parity debuggee's threads in shared generic code (ParityHolder<string>.Wait under
+    ParityGeneric.Park<string>; ParityRunner<string>.RunAsync's state machine): SOS types them by
+    their generic contexts (ParityHolder`1<string>& this, <RunAsync>d__N<string>& this, a null
+    argument declared !0 or !!0 as string) and sosext prints the same lines."""
+    g = core_run.truth.get("generic")
+    if not g:
+        pytest.skip("a real program's core: no truth about its generic frames")
+    dbg = {int(m.group(2), 16): m.group(1) for m in map(THREAD_ROW.match, core_run.text("clrthreads").splitlines())
+           if m and m.group(1) != "XXXX"}
+    commands = [c for tid in (g["osTid"], g["asyncOsTid"]) for c in (f"setthread {dbg[tid]}", "clrstack -i -a")]
+    sos = [a.normalised for a in sosref.run_sos(core_run.core, commands)[1::2]]
+    ours = [a.normalised for a in sosref.run_sosext(core_run.core, commands)[1::2]]
+    assert ours == sos
+    assert re.search(r"^  \+ SosextDebuggee\.ParityHolder`1&lt;string&gt;& this @ 0x[0-9a-f]+$", sos[0], re.M), sos[0]
+    assert len(re.findall(r"^  \+ string missing = null$", sos[0], re.M)) == 2, sos[0]
+    machine = re.escape(g["stateMachineType"])
+    assert re.search(rf"^  \+ SosextDebuggee\.ParityRunner`1\+{machine}&lt;string&gt;& this @ 0x[0-9a-f]+$",
+                     sos[1], re.M), sos[1]
+    assert "__Canon" not in sos[0] + sos[1]
 
 
 def test_ip2md_on_every_frame(core_run: CoreRun) -> None:

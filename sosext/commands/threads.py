@@ -345,7 +345,9 @@ and typed. `clrstack -i <variable> [<frame>]` also lists the fields of that vari
 or the object a reference points to; name.field goes deeper, name.[basetype] into the base
 class) and implies -a; <frame> (decimal) limits the variables to that frame. A number alone,
 `clrstack -i -a <frame>`, is read as SOS reads it, in hex. Frames are numbered as SOS numbers
-them: each row of the -i listing from 0, the runtime's transition frames not counted.
+them: each row of the -i listing from 0, the runtime's transition frames not counted. A frame
+of code shared between generic instantiations is typed by the instantiation its generic context
+(the slot its GC info names) holds, as the debugger API types it; System.__Canon where it holds none.
 
 -f adds module names and code offsets; in LLDB and GDB also the native frames between managed
 ones (unwound by sosext from the modules' .eh_frame), as SOS in LLDB shows them. The CLI shows

@@ -402,7 +402,8 @@ class ContractReader:
                     local_values = values.locals() if local_variables and listed else None
                 frames.append(ClrStackFrame(FrameKind.MANAGED, f.sp, f.ip, f.method_desc,
                                             self.method_desc_name(f.method_desc) or "", arguments=args,
-                                            locals=local_values, registers=regs))
+                                            locals=local_values, registers=regs,
+                                            frame_pointer=step.regs.get(walker.arch.fp, 0)))
             else:
                 # As the DAC's walk: a runtime Frame's stack pointer is the Frame's address.
                 md = f.frame_method_desc
@@ -468,6 +469,16 @@ class ContractReader:
         except SosError:
             return None
         return block.start if block is not None else None
+
+    def code_gc_info(self, ip: int) -> int | None:
+        """The GC info of the managed code holding ``ip``: a JIT-compiled method's code
+        header's, or what follows a ReadyToRun method's unwind info (the ExecutionManager
+        contract's GetGCInfo)."""
+        try:
+            block = self._stack_walker().manager.code_block(ip)
+        except SosError:
+            return None
+        return block.gc_info or None if block is not None else None
 
     def module_file_name(self, module: int) -> str | None:
         """What IXCLRDataModule::GetFileName gives for a module whose PEAssembly names no path (an

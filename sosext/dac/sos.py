@@ -540,6 +540,11 @@ class SosDac:
         mdd = self.method_desc_data(md)
         return mdd.native_code_addr if mdd is not None else None
 
+    def code_gc_info(self, ip: int) -> int | None:
+        """The GC info of the managed code holding ``ip`` (DacpCodeHeaderData.GCInfo)."""
+        ch = self.code_header_data(ip)
+        return ch.gc_info or None if ch is not None else None
+
     def method_module_token(self, md: int) -> tuple[int, int] | None:
         """A MethodDesc's Module and metadata token (from MethodDescData)."""
         mdd = self.method_desc_data(md)

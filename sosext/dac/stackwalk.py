@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Callable
 from .. import interrupts
 from ..errors import SosError
 from ..readers.stacks import MAX_FRAMES, ClrStack, ClrStackFrame, FrameKind, FrameValue, NotManagedThread
-from .xclrdata import VLOC_REGISTER, StackWalk, Value, context_registers, context_sp_ip, task_by_os_thread_id
+from .xclrdata import (VLOC_REGISTER, StackWalk, Value, context_frame_pointer, context_registers, context_sp_ip,
+                       task_by_os_thread_id)
 
 if TYPE_CHECKING:
     from .sos import SosDac
@@ -50,7 +51,7 @@ def _walk(dac: "SosDac", os_tid: int, walk: StackWalk, want_args: bool, want_loc
         if frame_addr:
             frame = _runtime_frame(dac, walk, frame_addr, ip)
         else:
-            frame = _managed_frame(dac, walk, sp, ip, want_args, want_locals)
+            frame = _managed_frame(dac, walk, sp, ip, context_frame_pointer(arch, ctx), want_args, want_locals)
         if want_registers:
             frame = replace(frame, registers=context_registers(arch, ctx))
         frames.append(frame)
@@ -85,7 +86,7 @@ def _runtime_frame(dac: "SosDac", walk: StackWalk, frame_addr: int, ip: int) -> 
     return ClrStackFrame(FrameKind.RUNTIME, frame_addr, ip, md, method, frame_address=frame_addr, frame_name=name)
 
 
-def _managed_frame(dac: "SosDac", walk: StackWalk, sp: int, ip: int, want_args: bool,
+def _managed_frame(dac: "SosDac", walk: StackWalk, sp: int, ip: int, fp: int, want_args: bool,
                    want_locals: bool) -> ClrStackFrame:
     md = dac.method_desc_from_ip(ip) or 0
     name = (dac.method_desc_name(md) or "") if md else ""
@@ -101,7 +102,7 @@ def _managed_frame(dac: "SosDac", walk: StackWalk, sp: int, ip: int, want_args: 
                 # As SOS: once the arguments could not be listed, the locals are not tried.
                 if want_locals and ok:
                     local_values, _ok = _values(frame.num_locals(), frame.local)
-    return ClrStackFrame(FrameKind.MANAGED, sp, ip, md, name, arguments=args, locals=local_values)
+    return ClrStackFrame(FrameKind.MANAGED, sp, ip, md, name, arguments=args, locals=local_values, frame_pointer=fp)
 
 
 def _values(count: int | None, get: Callable[[int], tuple[Value | None, str]]

@@ -107,6 +107,11 @@ def context_registers(arch: str, context: bytes) -> dict[str, int]:
     return regs
 
 
+def context_frame_pointer(arch: str, context: bytes) -> int:
+    """The frame register (rbp, fp) of a CONTEXT record of ``arch``."""
+    return struct.unpack_from("<Q", context, 0xA0 if arch == "x86_64" else 0xF0)[0]
+
+
 def context_sp_ip(arch: str, context: bytes) -> tuple[int, int]:
     """Stack and instruction pointer of a CONTEXT record of ``arch``."""
     _flags, _size, sp_off, ip_off = CONTEXT_LAYOUT[arch]

@@ -253,10 +253,31 @@ def gc_info_version(runtime_major: int) -> int:
 
 def decode_gcinfo(data: bytes, arch: str, version: int = 4) -> GcInfo:
     """Decode the header, safe points, interruptible ranges and slot table of a GC info blob."""
+    r = BitReader(data)
+    info = _header(r, arch, version)
+    enc = info.encoding
+    info.safe_points, info.interruptible_ranges = _safe_points_and_ranges(r, enc, info)
+    info.slots = _slot_table(r, enc)
+    tracked = sum(1 for sl in info.slots if not sl.untracked)
+    info.live_at_safe_points = _live_at_safe_points(r, len(info.safe_points), tracked)
+    info.lifetimes = _lifetimes(r, info, tracked)
+    info.size_bits = r.pos
+    return info
+
+
+def decode_gcinfo_header(data: bytes, arch: str, version: int = 4) -> GcInfo:
+    """Decode only the header of a GC info blob (flags, code length, the special stack slots,
+    the frame register): what a stack walk asks of it; a few dozen bytes hold it."""
+    r = BitReader(data)
+    info = _header(r, arch, version)
+    info.size_bits = r.pos
+    return info
+
+
+def _header(r: BitReader, arch: str, version: int) -> GcInfo:
     enc = ENCODINGS.get(arch)
     if enc is None:
         raise GcInfoError(f"no GC info decoder for {arch}")
-    r = BitReader(data)
     fat = bool(r.read(1))
     info = GcInfo(arch, version, fat, 0, 0)
     if not fat:
@@ -268,12 +289,6 @@ def decode_gcinfo(data: bytes, arch: str, version: int = 4) -> GcInfo:
         info.code_length = r.unsigned(enc.code_length_base) << enc.code_shift
     else:
         _fat_header(r, enc, info)
-    info.safe_points, info.interruptible_ranges = _safe_points_and_ranges(r, enc, info)
-    info.slots = _slot_table(r, enc)
-    tracked = sum(1 for sl in info.slots if not sl.untracked)
-    info.live_at_safe_points = _live_at_safe_points(r, len(info.safe_points), tracked)
-    info.lifetimes = _lifetimes(r, info, tracked)
-    info.size_bits = r.pos
     return info
 
 

@@ -111,6 +111,11 @@ class RuntimeReader(Protocol):
         """Where a frame of MethodDesc ``md`` at ``ip`` is measured from (its code's start)."""
         ...
 
+    def code_gc_info(self, ip: int) -> int | None:
+        """Where the GC info of the managed code holding ``ip`` is (its code header's); None
+        where ``ip`` is no managed code."""
+        ...
+
     def method_module_token(self, md: int) -> tuple[int, int] | None:
         """A MethodDesc's Module and metadata token."""
         ...

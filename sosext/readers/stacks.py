@@ -65,6 +65,9 @@ class ClrStackFrame:
     arguments: tuple[FrameValue, ...] | None = None  # None: not asked for, or not available
     locals: tuple[FrameValue, ...] | None = None
     registers: dict[str, int] | None = None  # the walk's (unwound) registers here, when asked for
+    # A managed frame's frame register (rbp, x29) as the walk restored it, 0 when unknown: with
+    # ``sp``, the base of the stack slots its GC info names (the generic context's, genericcontext.py).
+    frame_pointer: int = 0
 
     @property
     def is_managed(self) -> bool:

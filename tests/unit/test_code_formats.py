@@ -11,7 +11,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sosext.formats.gcinfo import AMD64, ARM64, GcInfoError, GcSlot, decode_gcinfo
+from sosext.formats.gcinfo import AMD64, ARM64, GcInfoError, GcSlot, decode_gcinfo, decode_gcinfo_header
 from sosext.clr.code.il import CLAUSE_FILTER, CLAUSE_FINALLY, ILClause, ILError, Operand, decode, encode, opcodes, parse_body
 from sosext.clr.code.iltext import il_lines
 from sosext.formats.metadata import SigType
@@ -366,6 +366,10 @@ def expected_flags(flags: list[int]) -> list[int]:
 def test_gcinfo_decodes_what_was_encoded(g: dict) -> None:
     info = decode_gcinfo(write_gcinfo(g), g["arch"], 4)
     enc, unit = g["enc"], g["unit"]
+    # The header alone (what a stack walk decodes for a frame's generic context) says the same.
+    head = decode_gcinfo_header(write_gcinfo(g), g["arch"], 4)
+    assert (head.flags, head.code_length, head.generics_context, head.frame_register, head.stack_parameter_area) == \
+        (info.flags, info.code_length, info.generics_context, info.frame_register, info.stack_parameter_area)
     assert info.code_length == g["code_units"] * unit
     assert info.frame_register == ((0 ^ enc.frame_register_xor) if g["frame"] else None)
     assert info.safe_points == [s * unit for s in g["safe"]]

@@ -1,11 +1,13 @@
 """A managed frame's instantiation as the debugger API types its variables (SOS's clrstack -i).
 
-ICorDebug gives an argument typed ``!0`` or ``!!0`` (a generic type's or method's parameter)
-the exact type the frame runs with: the class's arguments from the MethodDesc's MethodTable,
-the method's from the MethodDesc itself (shared code runs with ``System.__Canon`` there, and
-SOS prints that). Both come from the runtime's names of the two, which carry each argument's
-assembly; an argument's MethodTable is found through that assembly's metadata when it is a
-loaded, non-generic type (what is needed to read a struct or an enum in place).
+ICorDebug gives an argument typed ``!0`` or ``!!0`` (a generic type's or method's parameter),
+and a struct's ``this``, the exact type the frame runs with: the class's arguments from the
+MethodDesc's MethodTable, the method's from the MethodDesc itself. Code shared between
+instantiations runs with ``System.__Canon`` there; its frame's generic context names the exact
+ones (genericcontext.py), and where it does not, SOS prints ``System.__Canon`` as well. Both
+come from the runtime's names of the two, which carry each argument's assembly; an argument's
+MethodTable is found through that assembly's metadata when it is a loaded, non-generic type
+(what is needed to read a struct or an enum in place).
 """
 from __future__ import annotations
 
@@ -17,10 +19,14 @@ from ...formats.metadata.errors import MetadataError
 from ...formats.metadata.signatures import ElementType as ET
 from ...formats.metadata.signatures import SigType
 from ..typesystem.debuggernames import TypeArgument, debugger_type_name, method_type_arguments, type_arguments
+from .genericcontext import exact_instantiation
 
 if TYPE_CHECKING:
     from ...readers.records import MethodDescData
+    from ...readers.stacks import ClrStackFrame
     from ..runtime import ClrRuntime
+
+_CANON = "System.__Canon"
 
 # The element types a keyword argument stands for (the debugger API's names of primitives).
 _KEYWORD_TYPES = {"bool": ET.BOOLEAN, "char": ET.CHAR, "signed byte": ET.I1, "byte": ET.U1, "short": ET.I2,
@@ -63,13 +69,26 @@ class FrameGenerics:
 NONE = FrameGenerics((), (), "", False)
 
 
-def frame_generics(runtime: "ClrRuntime", mdd: "MethodDescData | None") -> FrameGenerics:
-    """The instantiation of the method ``mdd`` describes, as the frame's variables are typed."""
+def frame_generics(runtime: "ClrRuntime", mdd: "MethodDescData | None", frame: "ClrStackFrame | None" = None, *,
+                   has_this: bool = False) -> FrameGenerics:
+    """The instantiation of the method ``mdd`` describes, as the variables of ``frame`` (a frame
+    of that method; ``has_this``: an instance method) are typed: for shared code, the one its
+    generic context names, when it names one."""
     if mdd is None:
         return NONE
     mt = mdd.method_table_ptr
     class_name = runtime.types.name_of(mt) if mt else ""
     method_name = runtime.method_desc_name(mdd.method_desc_ptr) or ""
+    if frame is not None and (_CANON in class_name or _CANON in method_name):
+        # A generic method's context is its MethodDesc; only a class's instance method that is
+        # not itself generic takes it from `this`.
+        shared_method = any(_CANON in a.runtime_name for a in method_type_arguments(method_name)) \
+            if "[" in method_name else False
+        exact = exact_instantiation(runtime, frame, mdd, from_this=has_this and not shared_method)
+        if exact is not None:
+            mt = exact.class_mt
+            class_name = runtime.types.name_of(mt) or class_name
+            method_name = runtime.method_desc_name(exact.method_desc) or method_name
     class_args = tuple(_resolve(runtime, a) for a in type_arguments(class_name)) if "[" in class_name else ()
     method_args = tuple(_resolve(runtime, a) for a in method_type_arguments(method_name)) if "[" in method_name else ()
     return FrameGenerics(class_args, method_args, debugger_type_name(class_name) if class_name else "",

@@ -121,7 +121,8 @@ def frame_variables(runtime: "ClrRuntime", frame: ClrStackFrame, *, leaf: bool =
     arg_types: list[SigType | None] = []
     arg_names: list[str] = []
     this_type = ""
-    gen = _safe(lambda: frame_generics(runtime, mdd), NONE)
+    has_this = method is not None and method.signature.has_this
+    gen = _safe(lambda: frame_generics(runtime, mdd, frame, has_this=has_this), NONE)
     if method is not None and reader is not None:
         if method.signature.has_this:
             owner = reader.declaring_type(method.token)

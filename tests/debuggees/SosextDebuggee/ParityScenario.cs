@@ -77,6 +77,69 @@ namespace SosextDebuggee
         }
     }
 
+    /// <summary>A generic struct: for a reference type argument its methods run as code shared by
+    /// every such instantiation (ParityHolder&lt;__Canon&gt;), which learns its exact type from a
+    /// hidden MethodTable argument. Wait uses T after its wait, so the JIT keeps that argument in the
+    /// stack slot the GC info names (the frame's generic context).</summary>
+    internal struct ParityHolder<T> where T : class
+    {
+        public T Held;
+        public int Waits;
+
+        public ParityHolder(T held) { Held = held; Waits = 0; }
+
+        // Everything is used after the wait, so the frame still holds it (`missing` is null: the
+        // debugger API types a null by the declared type, !0).
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public void Wait(T item, T missing, ManualResetEventSlim never)
+        {
+            Waits++;
+            never.Wait();
+            Waits++;
+            GC.KeepAlive(typeof(T));
+            GC.KeepAlive(item);
+            GC.KeepAlive(missing);
+        }
+    }
+
+    /// <summary>An async method of a generic class, blocked before its first await: its frames are the
+    /// kickoff method (context: `this`), AsyncTaskMethodBuilder.Start&lt;the state machine&gt; and the
+    /// state machine's MoveNext, a struct's method shared by reference-type instantiations (as the
+    /// accept loop of an ASP.NET server's socket thread is). Run on a thread of its own, called from
+    /// a method with no variables (a caller's variable whose home ends at the call's return address
+    /// is one the debugger API does not show, a rule of its own).</summary>
+    internal sealed class ParityRunner<T> where T : class
+    {
+        private readonly T _item;
+
+        public ParityRunner(T item) { _item = item; }
+
+        public async Task RunAsync(ManualResetEventSlim never)
+        {
+            T seen = _item;
+            never.Wait();
+            await Task.Yield();
+            GC.KeepAlive(seen);
+            GC.KeepAlive(typeof(T));
+        }
+    }
+
+    /// <summary>A shared generic method (Park&lt;__Canon&gt;): its hidden argument is the exact
+    /// instantiated MethodDesc, which it needs after the call to find ParityHolder&lt;U&gt;[].</summary>
+    internal static class ParityGeneric
+    {
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static void Park<U>(U value, U missing, ManualResetEventSlim never) where U : class
+        {
+            var holder = new ParityHolder<U>(value);
+            holder.Wait(value, missing, never);
+            GC.KeepAlive(typeof(ParityHolder<U>[]));
+            GC.KeepAlive(holder.Held);
+            GC.KeepAlive(value);
+            GC.KeepAlive(missing);
+        }
+    }
+
     internal sealed class ParityTimerTarget
     {
         public int Ticks;
@@ -130,7 +193,10 @@ namespace DebuggeeHost
         private static ConcurrentDictionary<char, object> s_objectDict;
         private static ConcurrentQueue<int> s_intQueue;
         private static ConcurrentQueue<string> s_stringQueue;
-        private static int s_monitorTid;
+        private static int s_monitorTid, s_genericTid, s_asyncTid;
+        private static readonly ManualResetEventSlim s_genericReady = new ManualResetEventSlim(false, 0);
+        private static readonly ManualResetEventSlim s_asyncReady = new ManualResetEventSlim(false, 0);
+        private static Task s_asyncPending;
         private static nint[] s_keptHandles;
         private static nint s_monitorStackSlot, s_native;
         public const int NativeBlock = 3 << 20;
@@ -172,6 +238,20 @@ namespace DebuggeeHost
             for (int spins = 0; spins < 10_000 && (waiter.ThreadState & System.Threading.ThreadState.WaitSleepJoin) == 0; spins++)
                 Thread.Sleep(1);
             Thread.Sleep(200); // past the spinning phase, into the wait
+
+            // A thread blocked in shared generic code: ParityGeneric.Park<string> (a MethodDesc
+            // context) calls ParityHolder<string>.Wait (a MethodTable context).
+            // And one blocked inside ParityRunner<string>.RunAsync before its first await.
+            var generic = new Thread(GenericBody) { Name = "sosext-generic", IsBackground = true };
+            var async = new Thread(AsyncBody) { Name = "sosext-generic-async", IsBackground = true };
+            generic.Start();
+            async.Start();
+            if (!s_genericReady.Wait(30_000) || !s_asyncReady.Wait(30_000))
+                throw new TimeoutException("the generic threads did not start");
+            foreach (Thread blocked in new[] { generic, async })
+                for (int spins = 0; spins < 10_000 && (blocked.ThreadState & System.Threading.ThreadState.WaitSleepJoin) == 0; spins++)
+                    Thread.Sleep(1);
+            Thread.Sleep(200); // past ManualResetEventSlim's spinning, blocked in Wait
 
             s_keptHandles = new nint[2];
             for (int i = 0; i < s_keptHandles.Length; i++)
@@ -229,6 +309,20 @@ namespace DebuggeeHost
             s_monitorReady.Set();
             s_never.Wait();
             GC.KeepAlive(onStack);
+        }
+
+        private static void GenericBody()
+        {
+            s_genericTid = Mem.CurrentOsTid();
+            s_genericReady.Set();
+            ParityGeneric.Park<string>("parked", null, s_never);
+        }
+
+        private static void AsyncBody()
+        {
+            s_asyncTid = Mem.CurrentOsTid();
+            s_asyncReady.Set();
+            s_asyncPending = new ParityRunner<string>("run").RunAsync(s_never);
         }
 
         public void Settle(int attempt)
@@ -332,6 +426,20 @@ namespace DebuggeeHost
             w.PropHex("address", Mem.Addr(s_released));
             w.Prop("syncBlock", SyncBlockIndex(s_released));
             w.EndObject();
+            w.EndObject();
+
+            w.Name("generic").BeginObject();
+            w.Prop("osTid", s_genericTid);
+            w.PropHex("holderMt", typeof(ParityHolder<string>).TypeHandle.Value);
+            w.Prop("holderType", typeof(ParityHolder<string>).FullName);
+            w.PropHex("parkMd", typeof(ParityGeneric).GetMethod(nameof(ParityGeneric.Park)).MakeGenericMethod(typeof(string)).MethodHandle.Value);
+            w.Prop("asyncOsTid", s_asyncTid);
+            w.PropHex("runnerMt", typeof(ParityRunner<string>).TypeHandle.Value);
+            // The compiler's state machine of RunAsync: a struct nested in ParityRunner<T>, generic over T.
+            Type machine = Array.Find(typeof(ParityRunner<>).GetNestedTypes(BindingFlags.NonPublic),
+                                      t => typeof(IAsyncStateMachine).IsAssignableFrom(t));
+            w.PropHex("stateMachineMt", machine.MakeGenericType(typeof(string)).TypeHandle.Value);
+            w.Prop("stateMachineType", machine.Name);
             w.EndObject();
 
             w.Name("memory").BeginObject();
