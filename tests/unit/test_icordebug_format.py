@@ -128,3 +128,25 @@ def test_a_reference_to_no_object_is_a_bad_reference() -> None:
     assert not _bad_reference(runtime, 0)             # null is printed as null
     memory[0x7F00_0000_1000] = (0x1234).to_bytes(8, "little")
     assert _bad_reference(runtime, 0x7F00_0000_1000)  # readable, but no MethodTable
+
+
+def test_a_generic_struct_argument_is_a_value_type_by_its_definition() -> None:
+    """A shared async method's struct state machine (`<SerializeAsync>d__15<WeatherForecast[]>`,
+    a fresh webapi core's `ref TStateMachine stateMachine`) has no MethodTable to look up by name;
+    its TypeDef's base type says it is a struct, so clrstack -i prints `@ 0x<address>` as SOS."""
+    from types import SimpleNamespace
+    from sosext.clr.threads.framegenerics import _defined_as_value_type
+    from sosext.clr.typesystem.debuggernames import TypeArgument
+    bases = {0x02000005: 0x01000001, 0x02000006: 0x01000002}
+    names = {0x01000001: "System.ValueType", 0x01000002: "System.Object"}
+    types = {"Ns.Json`1+<SerializeAsync>d__15": 0x02000005, "Ns.Box`1": 0x02000006}
+    md = SimpleNamespace(find_type=types.get, type_def=lambda t: SimpleNamespace(extends=bases[t]),
+                         type_name=lambda t: names[t])
+    runtime = SimpleNamespace(catalog=SimpleNamespace(find=lambda a: [1] if a == "Lib" else [], metadata=lambda m: md))
+
+    def arg(runtime_name: str, assembly: str = "Lib") -> TypeArgument:
+        return TypeArgument(runtime_name, runtime_name, assembly)
+    assert _defined_as_value_type(runtime, arg("Ns.Json`1+<SerializeAsync>d__15[[WeatherForecast[], App]]")) is True
+    assert _defined_as_value_type(runtime, arg("Ns.Box`1[[System.String, System.Private.CoreLib]]")) is False
+    assert _defined_as_value_type(runtime, arg("Ns.Missing`1[[X, Y]]")) is None
+    assert _defined_as_value_type(runtime, arg("Ns.NotGeneric")) is None

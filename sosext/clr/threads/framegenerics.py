@@ -107,7 +107,27 @@ def _resolve(runtime: "ClrRuntime", arg: TypeArgument) -> GenericArgument:
     if keyword is not None:
         return GenericArgument(arg.name, keyword, 0, keyword not in (ET.STRING, ET.OBJECT))
     mt = _loaded_method_table(runtime, arg)
-    return GenericArgument(arg.name, None, mt, _is_value_type(runtime, mt) if mt else None)
+    return GenericArgument(arg.name, None, mt, _is_value_type(runtime, mt) if mt else _defined_as_value_type(runtime, arg))
+
+
+def _defined_as_value_type(runtime: "ClrRuntime", arg: TypeArgument) -> bool | None:
+    """Whether a generic instantiation's definition (``Ns.Type`1`` of ``Ns.Type`1[[…]]``) derives
+    from System.ValueType or System.Enum, by its TypeDef in its assembly (None: not found). A
+    struct state machine of a shared async method (``<SerializeAsync>d__15<T>``) is one."""
+    open_name = arg.runtime_name.split("[", 1)[0]
+    if not arg.assembly or open_name == arg.runtime_name or any(c in open_name for c in "*&"):
+        return None
+    catalog = runtime.catalog
+    try:
+        for module in catalog.find(arg.assembly):
+            md = catalog.metadata(module)
+            token = md.find_type(open_name) if md is not None else None
+            if token:
+                extends = md.type_def(token).extends
+                return bool(extends) and md.type_name(extends) in _VALUE_BASES
+    except (SosError, MetadataError):
+        return None
+    return None
 
 
 def _loaded_method_table(runtime: "ClrRuntime", arg: TypeArgument) -> int:
