@@ -86,10 +86,11 @@ class GraphBuild:
         except BaseException as e:  # noqa: BLE001 - the foreground builds it as before
             self.failed = e
 
-    def wait(self) -> bool:
-        """Wait for the build (Ctrl-C stops waiting); whether it succeeded."""
-        while self.thread.is_alive():
-            self.thread.join(0.05)
+    def wait(self, until: "Callable[[], bool] | None" = None) -> bool:
+        """Wait for the build, or only until ``until()`` holds (a forest's job goes on to the
+        graph: a gcroot needs only the forest); Ctrl-C stops waiting. Whether it succeeded."""
+        while self.thread.is_alive() and not (until is not None and until()):
+            self.thread.join(0.01 if until is not None else 0.05)
             progress_mod.check_interrupt()
         return self.failed is None
 

@@ -174,7 +174,7 @@ def _forest_for(heap: "ClrHeap", roots: list[ClrRoot], wait: bool = False):  # -
     runs and is likely to end before a search would (:func:`_worth_waiting`)."""
     build = heap.forest_build
     if wait and heap.root_forest is None and build is not None and build.running and _worth_waiting(heap, build):
-        build.wait()
+        build.wait(until=lambda: heap.root_forest is not None)
     forest = heap.root_forest
     return forest if forest is not None and forest.matches(roots) else None
 
