@@ -102,8 +102,9 @@ QUEUE_PREFIXES = ("System.Collections.Concurrent.ConcurrentQueue<",
                   "System.Collections.Concurrent.ConcurrentQueue`1[")
 
 
-def read_concurrent_queue(runtime: "ClrRuntime", address: int) -> Iterator[ClrValue]:
-    """The items of a ConcurrentQueue, oldest first.
+def read_concurrent_queue(runtime: "ClrRuntime", address: int, slot_order: bool = False) -> Iterator[ClrValue]:
+    """The items of a ConcurrentQueue, oldest first (``slot_order``: each segment's in the order
+    of their slots, as SOS's thread pool commands list them, which differs once the ring wraps).
 
     The queue is a list of segments from ``_head`` on (``_nextSegment``); a segment's ``_slots``
     array of Slot structs (``Item``, ``SequenceNumber``) is a ring, and its ``_headAndTail``
@@ -141,7 +142,7 @@ def read_concurrent_queue(runtime: "ClrRuntime", address: int) -> Iterator[ClrVa
             yield ClrValue("array", slots)
             seg = r.read(seg, "_nextSegment")
             continue
-        for i in range(head, tail):
+        for i in (sorted(range(head, tail), key=lambda k: k & (n - 1)) if slot_order else range(head, tail)):
             count += 1
             if count > _MAX_ITEMS:
                 raise SosError(f"ConcurrentQueue at {address:#x} has more than {_MAX_ITEMS} items: corrupt?")

@@ -69,7 +69,8 @@ def _global_items(reader: ObjectReader, queue: int) -> Iterator[int]:
     for q in queues:
         if not q or not reader.is_object(q):
             continue
-        for value in read_concurrent_queue(reader.runtime, q):
+        # In slot order, as SOS lists them (ClrMDHelper walks each segment's slots from 0).
+        for value in read_concurrent_queue(reader.runtime, q, slot_order=True):
             if value.address and value.kind != "null":
                 yield value.address
 
