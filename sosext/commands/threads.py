@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from ..clr.addresses import classifier
-from ..clr.threads.frames import FrameVariables, frame_variables, inspection_frame
+from ..clr.threads.frames import FrameVariables, as_icordebug_finds, frame_variables, inspection_frame
 from ..clr.threads.exceptions import (ClrExceptionInfo, InvalidExceptionObject, NotAnException, StackTraceState,
                                       read_exception)
 from ..clr.threads.nativeframes import NativeFrame, native_frames
@@ -511,7 +511,7 @@ def _inspected_variables(ctx: CommandContext, stack: ClrStack, i: int, thread_ip
     """Frame i's variables as the debugger API shows them (a funclet's are its parent's)."""
     j = inspection_frame(ctx.runtime, stack.frames, i)
     f = stack.frames[j]
-    return frame_variables(ctx.runtime, f, leaf=j == 0 and f.ip == thread_ip)
+    return as_icordebug_finds(ctx.runtime, f, frame_variables(ctx.runtime, f, leaf=j == 0 and f.ip == thread_ip))
 
 
 def icordebug_arguments(args: Parsed) -> tuple[str | None, int | None]:

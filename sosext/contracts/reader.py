@@ -27,6 +27,7 @@ from ..readers import records as rec
 from ..readers.stacks import (CONTEXT_REGISTERS_X64, MAX_FRAMES, ClrStack, ClrStackFrame, FrameKind,
                               NotManagedThread)
 from ..targets.base import Module, Target
+from .debuginfo import NativeVar
 from .descriptor import ContractDescriptor, read_descriptor
 from .gcvars import GC_HEAP_SVR, GcDacVars, GcHeapView, runtime_gc_globals
 from .typeanswers import TypeAnswers
@@ -479,6 +480,37 @@ class ContractReader:
         except SosError:
             return None
         return block.gc_info or None if block is not None else None
+
+    def code_start_and_funclet(self, ip: int) -> tuple[int, bool] | None:
+        """The start of the managed code holding ``ip`` and whether ``ip`` is in one of its
+        funclets (an EH handler compiled apart: a later unwind entry of the method). None for
+        code of no method, or where it cannot be read."""
+        try:
+            block = self._stack_walker().manager.code_block(ip)
+        except SosError:
+            return None
+        return (block.start, block.funclet) if block is not None else None
+
+    def variable_ranges(self, ip: int, il_variables: int | None = None) -> tuple[int, list[NativeVar]] | None:
+        """The start of the code holding ``ip`` and its native variables (IL number, [start,
+        end] native offsets from that start, location kind): what the debugger API searches for
+        a value, by its own rule (clrstack -i). None where the code or its debug info cannot be read."""
+        from .debuginfo import blob_vars, jitted_debug_info, jitted_vars
+        try:
+            manager = self._stack_walker().manager
+            block = manager.code_block(ip)
+            if block is None:
+                return None
+            data = manager.data
+            if block.ready_to_run:
+                at = manager.ready_to_run_debug_info(block)
+                found = blob_vars(data.read, at) if at else []
+            else:
+                at = jitted_debug_info(data, block.code_header) if block.code_header else 0
+                found = jitted_vars(data.read, at, il_variables) if at else []
+            return (block.start, found) if found is not None else None
+        except SosError:
+            return None
 
     def module_file_name(self, module: int) -> str | None:
         """What IXCLRDataModule::GetFileName gives for a module whose PEAssembly names no path (an

@@ -82,7 +82,8 @@ def _frames_in(handler: tuple[int, int], ips: list[tuple[int, int]]):  # type: i
         code_header_data=lambda ip: SimpleNamespace(method_start=0x1000) if 0x1000 <= ip < 0x2000 else None,
         traverse_eh_info=lambda start: [clause])
     frames = tuple(ClrStackFrame(FrameKind.MANAGED, 0x100 * (k + 1), ip, md, "") for k, (md, ip) in enumerate(ips))
-    return SimpleNamespace(reader=reader), frames
+    # No descriptor to read beside the DAC: funclets are told by the DAC's EH clauses.
+    return SimpleNamespace(reader=reader, cache=lambda key, make: None), frames
 
 
 def test_a_funclets_variables_are_its_parents() -> None:
@@ -150,3 +151,19 @@ def test_a_generic_struct_argument_is_a_value_type_by_its_definition() -> None:
     assert _defined_as_value_type(runtime, arg("Ns.Box`1[[System.String, System.Private.CoreLib]]")) is False
     assert _defined_as_value_type(runtime, arg("Ns.Missing`1[[X, Y]]")) is None
     assert _defined_as_value_type(runtime, arg("Ns.NotGeneric")) is None
+
+
+def test_the_debugger_api_excludes_a_ranges_end_but_for_the_last() -> None:
+    """FindNativeInfoInILVariableArray: [start, end) holds the variable; at a range's end only
+    the variable's last-starting range counts. A fresh webapi core's socket frame returned to
+    offset 0x5b where `this` lived in [0x38, 0x5b] and again later: SOS printed it as not
+    available, where the DAC (ends included) gives it."""
+    from types import SimpleNamespace
+    from sosext.clr.threads.frames import icordebug_finds
+    r = [SimpleNamespace(number=0, start=0x38, end=0x5b), SimpleNamespace(number=0, start=0x70, end=0x90),
+         SimpleNamespace(number=1, start=0x10, end=0x40)]
+    assert icordebug_finds(r, 0, 0x40) and icordebug_finds(r, 0, 0x38)
+    assert not icordebug_finds(r, 0, 0x5b)      # an end, and not of the last-starting range
+    assert icordebug_finds(r, 0, 0x90)          # the end of the last-starting range
+    assert icordebug_finds(r, 1, 0x40)          # its only range is its last
+    assert not icordebug_finds(r, 2, 0x40)      # no range at all

@@ -629,32 +629,92 @@ def has_il(runtime: "ClrRuntime", method_desc: int) -> bool:
 def inspection_frame(runtime: "ClrRuntime", frames: "tuple[ClrStackFrame, ...]", index: int) -> int:
     """The frame whose variables the debugger API shows for ``frames[index]``: itself, but for a
     funclet (a catch, finally or filter handler the JIT compiled apart) the frame of its parent
-    method body, the next one down whose code is the funclet's and whose IP is in no handler.
+    method body, the next one down whose code is the funclet's and that is no funclet.
     ICorDebug looks a funclet's variables up at its parent's IP (CordbNativeFrame::
     GetInspectionIP), where the handler's own IP may find them nowhere."""
     frame = frames[index]
     if not frame.is_managed:
         return index
-    start, handlers = _handler_ranges(runtime, frame.ip)
-    if not start or not any(a <= frame.ip - start < b for a, b in handlers):
+    here = _code_and_funclet(runtime, frame.ip)
+    if here is None or not here[1]:
         return index
     for j in range(index + 1, len(frames)):
         f = frames[j]
-        if f.is_managed and f.method_desc == frame.method_desc and _handler_ranges(runtime, f.ip)[0] == start \
-                and not any(a <= f.ip - start < b for a, b in handlers):
+        if f.is_managed and f.method_desc == frame.method_desc and _code_and_funclet(runtime, f.ip) == (here[0], False):
             return j
     return index
 
 
-def _handler_ranges(runtime: "ClrRuntime", ip: int) -> tuple[int, list[tuple[int, int]]]:
-    """(the start of the code holding ``ip``, its handlers' and filters' native offset ranges)."""
-    ch = runtime.reader.code_header_data(ip)
-    if ch is None or not ch.method_start:
-        return 0, []
-    raw = runtime.reader.traverse_eh_info(ch.method_start)
-    ranges: list[tuple[int, int]] = []
-    for e in raw or ():
-        ranges.append((e.handler_start_offset, e.handler_end_offset))
-        if e.clause_type == 2:  # EHFilter: its filter runs as a funclet too, up to the handler
-            ranges.append((e.filter_offset, e.handler_start_offset))
-    return ch.method_start, ranges
+def _code_and_funclet(runtime: "ClrRuntime", ip: int) -> tuple[int, bool] | None:
+    """(the start of the code holding ``ip``, whether ``ip`` is in a funclet): from the
+    runtime's unwind entries where its descriptor can be read, else from the DAC's EH clauses
+    (a handler's or filter's native range is its funclet). None when neither tells."""
+    side = _side_contracts(runtime)
+    if side is not None:
+        found = side.code_start_and_funclet(ip)
+        if found is not None:
+            return found
+    try:
+        ch = runtime.reader.code_header_data(ip)
+        if ch is None or not ch.method_start:
+            return None
+        offset = ip - ch.method_start
+        for e in runtime.reader.traverse_eh_info(ch.method_start) or ():
+            if e.handler_start_offset <= offset < e.handler_end_offset or \
+                    (e.clause_type == 2 and e.filter_offset <= offset < e.handler_start_offset):  # EHFilter
+                return ch.method_start, True
+        return ch.method_start, False
+    except SosError:
+        return None
+
+
+def icordebug_finds(ranges: "list", number: int, offset: int) -> bool:
+    """Whether the debugger API finds IL variable ``number`` live at native ``offset``
+    (FindNativeInfoInILVariableArray): a range holding it with its end excluded, or else the
+    variable's last-starting range when that ends exactly there (a return address). The DAC
+    includes every range's end, so it can give a value the debugger API does not."""
+    last = None
+    for v in ranges:
+        if v.number != number:
+            continue
+        if last is None or last.start < v.start:
+            last = v
+        if v.start <= offset < v.end:
+            return True
+    return last is not None and last.end == offset
+
+
+def _side_contracts(runtime: "ClrRuntime"):  # -> ContractReader | None
+    """The runtime's own description, read beside the DAC where it has one (.NET 9 and later):
+    what the DAC does not expose (a code's variable ranges). None without a descriptor."""
+    from ...contracts.reader import ContractReader
+    if isinstance(runtime.reader, ContractReader):
+        return runtime.reader
+
+    def make():  # type: ignore[no-untyped-def]
+        try:
+            return ContractReader(runtime.target, runtime.location.runtime)
+        except (SosError, AttributeError, ValueError):
+            return None
+    return runtime.cache("side-contracts", make)
+
+
+def as_icordebug_finds(runtime: "ClrRuntime", frame: ClrStackFrame, values: FrameVariables) -> FrameVariables:
+    """``values`` with each one the debugger API would not find at the frame's IP (see
+    icordebug_finds) made unavailable, as SOS's clrstack -i prints it. Unchanged where the
+    variable ranges cannot be read (a runtime without a descriptor: .NET 8)."""
+    side = _side_contracts(runtime)
+    found = side.variable_ranges(frame.ip, len(values.arguments) + len(values.locals)) \
+        if side is not None and frame.ip else None
+    if not found or not found[1]:
+        return values
+    start, ranges = found
+    offset = frame.ip - start
+
+    def check(v: FrameVariable, number: int) -> FrameVariable:
+        if not v.has_data or icordebug_finds(ranges, number, offset):
+            return v
+        return FrameVariable(v.index, v.name, v.type_name, "unknown", FrameValue(v.raw.name, None, False, None))
+    n = len(values.arguments)
+    return replace(values, arguments=tuple(check(v, i) for i, v in enumerate(values.arguments)),
+                   locals=tuple(check(v, n + i) for i, v in enumerate(values.locals)))
