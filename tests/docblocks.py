@@ -122,6 +122,8 @@ def steps(block: Block) -> list[Step]:
 
 
 _THREAD = re.compile(r"^(\s*Thread )[0-9a-fA-F]+:")  # gcroot's OS thread id, e.g. "fde": no digit
+# clrthreads' OSID column (DBG, ID, OSID, ThreadOBJ): an OS thread id with no digit ("aeb").
+_THREAD_ROW = re.compile(r"^(\s*(?:\d+|XXXX)\s+\d+\s+)[0-9a-f]+(\s+[0-9A-F]{16}\s)")
 # A masked count's noun, in the singular: sosext's own sentences agree with the number ("1 more
 # group", "2 more groups", "1 collection"), and the number is masked, so its grammar is too.
 _COUNTED = re.compile(r"\bN ((?:more |growing )?)([A-Za-z]+?)(ies|s)?\b")
@@ -130,6 +132,7 @@ _COUNTED = re.compile(r"\bN ((?:more |growing )?)([A-Za-z]+?)(ies|s)?\b")
 def normalise(line: str) -> str:
     # One mask for both: 266240 and 0x41000 are the same kind of thing as 4096 and 0x1000.
     line = _THREAD.sub(r"\1N:", line)
+    line = _THREAD_ROW.sub(r"\1N\2", line)
     line = _HEX.sub("N", line)
     line = _NUM.sub("N", line)
     line = _COUNTED.sub(lambda m: f"N {m.group(1)}{m.group(2)}{'y' if m.group(3) == 'ies' else ''}", line)

@@ -309,6 +309,17 @@ def test_match_masks_addresses_and_numbers_only() -> None:
     assert match([], []) == [] and match([], ["anything"]) is None
 
 
+def test_match_masks_an_os_thread_id_without_digits() -> None:
+    """clrthreads' OSID can be all hex letters (a CI run's thread "aeb"); thread names stay words."""
+    shown = ["   1    1     36ca 0000558A43B37480    20020 Preemptive  00007FE27D00CD48:00007FE27D00E430 "
+             "0000558A43B11E60 -00001 Ukn "]
+    real = ["   1    1      aeb 00005619AD660360    20020 Preemptive  00007F774100E630:00007F774100E720 "
+            "00005619AD63AD40 -00001 Ukn "]
+    assert match(shown, real) is not None
+    assert match(["Thread 36ca: a"], ["Thread fde: a"]) is not None
+    assert match(["   1 added"], ["   1 faced"]) is None
+
+
 def test_match_masks_the_grammatical_number_of_a_count() -> None:
     assert match(["  ... 1 more group (-groups <n> shows more)"], ["  ... 5 more groups (-groups <n> shows more)"])
     assert match(["1 entry, 2 collections"], ["3 entries, 1 collection"])

@@ -100,6 +100,11 @@ def stack_references(walker: StackWalker, os_tid: int, first_frame: int) -> list
             funclet_of = frame.method_desc
         if not block.gc_info:
             continue
+        if step.active and block.relative_offset == 0 and not block.funclet:
+            # Stopped on the method's first instruction: none of its frame exists yet, and its
+            # frame-relative slots would name the caller's. The DAC reports nothing there (a
+            # CI run's webapi core showed a thread so stopped in DefaultPipeWriter.Complete).
+            continue
         info = infos.get(block.gc_info)
         if info is None:
             info = infos[block.gc_info] = decode_gcinfo(bytes(target.read_partial(block.gc_info, _GC_INFO_BYTES)),
