@@ -658,7 +658,7 @@ _ENUM_VALUE = r"^((?:  \+| *\|-) \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_
 
 # SOS's symbol reader writes this line for a method of a dynamic module, such as an expression
 # tree's lambda_method1: in the middle of clrstack's frame line (after its IP), after ip2md's answer.
-_DYNAMIC_SYMBOLS_WARNING = r"^SOS Warning: Loading symbols for dynamic assemblies is not yet supported(\n|$)"
+_DYNAMIC_SYMBOLS_WARNING = r"SOS Warning: Loading symbols for dynamic assemblies is not yet supported(\n|$)"
 
 CODE_LISTED: list[Listed] = [
     Listed("timerinfo names a static callback", r"^timerinfo",
