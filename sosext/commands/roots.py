@@ -13,6 +13,7 @@ from ..clr.progress import Progress, polled
 from ..clr.roots.roots import DEPENDENT, HANDLE_KIND_TEXT, HANDLE_TYPE_WORD, REFCOUNTED, ClrRoot, RootKind, finalizable_ranges, \
     finalizer_queue_ranges, read_handles, read_pointer_array
 from ..clr.code.sourcelines import source_lines
+from ..clr.threads.stacks import walk_stack
 from ..clr.threads.stackscan import stack_scan_ranges
 from ..errors import SosError, UsageError
 from ..render.json import emit_json
@@ -67,7 +68,15 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
         state["section"] = "stack"
         state["thread"] = root.thread_os_id
         frame_key = (root.frame_sp, root.source)
-        if state.get("frame") != frame_key:
+        explicit = None if root.source_is_frame else _frame_at_root(heap, root, state)
+        if explicit is not None:
+            frame_key = ("frame", explicit.sp, explicit.ip)
+        if state.get("frame") != frame_key and explicit is not None:
+            # SOS's (ClrMD's) line of a runtime Frame: its address, IP, [kind] and (method).
+            method = heap.runtime.frame_method_name(explicit.sp)
+            lines.append(f"    {explicit.sp:x} {explicit.ip:x} [{explicit.frame_name}] " + (f" ({method})" if method else ""))
+            state["frame"] = frame_key
+        elif state.get("frame") != frame_key:
             if root.source_is_frame:
                 method = root_method_name(heap.runtime, root)
                 site = f"[{heap.runtime.frame_name(root.source)}: {p16(root.source)}]"
@@ -90,6 +99,29 @@ def root_header_lines(heap: ClrHeap, root: ClrRoot, state: dict) -> list[str]:
             line += f" {p16(root.address)}"
         lines.append(line)
     return lines
+
+
+def _frame_at_root(heap: ClrHeap, root: ClrRoot, state: dict):  # -> ClrStackFrame | None
+    """The runtime Frame SOS names for a stack root the code at an IP reported: ClrMD gives a
+    root the first frame of its thread's walk that is a Frame at the root's stack pointer, or
+    else the managed frame at its IP and stack pointer; a Frame (an InlinedCallFrame) can lie
+    exactly at the SP of the managed frame it is in, and comes first (a webapi core's thread in
+    a socket Shutdown P/Invoke showed it). None: the managed frame, as before."""
+    walks = state.setdefault("walks", {})
+    frames = walks.get(root.thread_os_id)
+    if frames is None:
+        try:
+            frames = walk_stack(heap.runtime, root.thread_os_id).frames
+        except SosError:
+            frames = ()
+        walks[root.thread_os_id] = frames
+    for f in frames:
+        if f.is_managed:
+            if f.ip == root.source and f.sp == root.frame_sp:
+                return None
+        elif f.sp == root.frame_sp and f.frame_name:
+            return f
+    return None
 
 
 def chain_lines(heap: ClrHeap, path: RootChain) -> list[str]:
