@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import ContractError, MemoryReadError
 from .targetdata import TargetData
+
+if TYPE_CHECKING:
+    from .executionmanager import CodeBlock, ExecutionManager
 
 _DEBUG_INFO_FAT = 0
 _IL_OFFSET_BIAS = -3
@@ -302,3 +305,16 @@ def blob_vars(read: Callable[[int, int], bytes], at: int) -> list[NativeVar]:
         raise ContractError("debug info claims too many bytes")
     start = at + header.next_byte() + bounds_size
     return parse_vars(bytes(read(start, vars_size))) if vars_size else []
+
+
+def code_vars(manager: "ExecutionManager", block: "CodeBlock", il_variables: int | None = None) -> list[NativeVar] | None:
+    """The native variables of ``block``'s code: a ReadyToRun method's from its image's debug
+    info, a JIT-compiled one's from its code header's ([] without debug info: the DAC finds
+    no place for any value). None for a tier-0 method with patchpoints whose PatchpointInfo
+    cannot be sized (``il_variables``: the method's IL arguments and locals, which size it)."""
+    data = manager.data
+    if block.ready_to_run:
+        at = manager.ready_to_run_debug_info(block)
+        return blob_vars(data.read, at) if at else []
+    at = jitted_debug_info(data, block.code_header) if block.code_header else 0
+    return jitted_vars(data.read, at, il_variables) if at else []

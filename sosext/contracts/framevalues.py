@@ -19,8 +19,7 @@ from ..formats.metadata.errors import MetadataError
 from ..formats.metadata.signatures import SIG_GENERIC, ElementType as ET, MethodSig, SigType
 from ..readers.stacks import FrameValue
 from .debuginfo import (VLT_FIXED_VA, VLT_FPSTK, VLT_INVALID, VLT_REG, VLT_REG_BYREF, VLT_REG_FP, VLT_REG_REG,
-                        VLT_REG_STK, VLT_STK, VLT_STK2, VLT_STK_BYREF, VLT_STK_REG, NativeVar, blob_vars,
-                        jitted_debug_info, jitted_vars)
+                        VLT_REG_STK, VLT_STK, VLT_STK2, VLT_STK_BYREF, VLT_STK_REG, NativeVar, code_vars)
 from .methoddescs import MC_ARRAY, MC_DYNAMIC, MC_IL, MC_INSTANTIATED
 
 if TYPE_CHECKING:
@@ -89,14 +88,7 @@ class FrameValues:
         self.code_offset = (ip - block.start) & 0xFFFFFFFF
 
     def _vars(self, block: "CodeBlock") -> list[NativeVar]:
-        data = self.types.data
-        if block.ready_to_run:
-            at = self.manager.ready_to_run_debug_info(block)
-            return blob_vars(data.read, at) if at else []
-        at = jitted_debug_info(data, block.code_header) if block.code_header else 0
-        if not at:
-            return []  # no debug info: the DAC finds no place for any value
-        found = jitted_vars(data.read, at, self.il_variables)
+        found = code_vars(self.manager, block, self.il_variables)
         if found is None:
             raise _unsupported("arguments and locals of a tier-0 method with patchpoints (its debug info starts with a "
                                "PatchpointInfo this runtime's descriptor does not size, and no known layout of it fits)")

@@ -495,19 +495,13 @@ class ContractReader:
         """The start of the code holding ``ip`` and its native variables (IL number, [start,
         end] native offsets from that start, location kind): what the debugger API searches for
         a value, by its own rule (clrstack -i). None where the code or its debug info cannot be read."""
-        from .debuginfo import blob_vars, jitted_debug_info, jitted_vars
+        from .debuginfo import code_vars
         try:
             manager = self._stack_walker().manager
             block = manager.code_block(ip)
             if block is None:
                 return None
-            data = manager.data
-            if block.ready_to_run:
-                at = manager.ready_to_run_debug_info(block)
-                found = blob_vars(data.read, at) if at else []
-            else:
-                at = jitted_debug_info(data, block.code_header) if block.code_header else 0
-                found = jitted_vars(data.read, at, il_variables) if at else []
+            found = code_vars(manager, block, il_variables)
             return (block.start, found) if found is not None else None
         except SosError:
             return None
