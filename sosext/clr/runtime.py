@@ -268,6 +268,23 @@ class ClrRuntime:
         md = self.method_desc_at(ip)
         return self.reader.method_desc_name(md) if md else None
 
+    def contracts_beside(self):  # -> ContractReader | None
+        """The runtime's own description (its contract descriptor, .NET 9 and later), read
+        beside the DAC for what the DAC does not expose: the reader itself when it is the
+        contracts reader, else one built once per target generation; None without a descriptor.
+        It loads no native code."""
+        from ..contracts.reader import ContractReader
+        if isinstance(self.reader, ContractReader):
+            return self.reader
+
+        def make():  # type: ignore[no-untyped-def]
+            from ..errors import SosError
+            try:
+                return ContractReader(self.target, self.location.runtime)
+            except (SosError, AttributeError, ValueError):
+                return None
+        return self.cache("contracts-beside", make)
+
     def frame_method_name(self, frame: int) -> str | None:
         """The method an explicit Frame (a runtime transition frame) stands for, if any."""
         md = self.reader.method_desc_from_frame(frame)

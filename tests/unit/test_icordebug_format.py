@@ -83,7 +83,7 @@ def _frames_in(handler: tuple[int, int], ips: list[tuple[int, int]]):  # type: i
         traverse_eh_info=lambda start: [clause])
     frames = tuple(ClrStackFrame(FrameKind.MANAGED, 0x100 * (k + 1), ip, md, "") for k, (md, ip) in enumerate(ips))
     # No descriptor to read beside the DAC: funclets are told by the DAC's EH clauses.
-    return SimpleNamespace(reader=reader, cache=lambda key, make: None), frames
+    return SimpleNamespace(reader=reader, contracts_beside=lambda: None), frames
 
 
 def test_a_funclets_variables_are_its_parents() -> None:

@@ -109,14 +109,15 @@ def counters_unpublished(heap: "ClrHeap") -> bool:
     requests read them through those variables without checking and fault (SIGSEGV), so they
     are looked at before it is asked. (The runtime's own GC answers the DAC by other means.)
     False when the GcDacVars cannot be read here: the DAC is asked as before."""
-    from ...contracts.reader import ContractReader
     from ...errors import SosError
     rt = heap.runtime
     if heap.is_server or not any(m.name.startswith("libclrgc") for m in rt.target.modules()):
         return False
-    reader = rt.reader if isinstance(rt.reader, ContractReader) else None
+    reader = rt.contracts_beside()
+    if reader is None:
+        return False
     try:
-        gc = (reader or ContractReader(rt.target, rt.location.runtime)).gc
+        gc = reader.gc
         return not any(gc.var(name) for name in _COUNTER_VARS)
     except (SosError, AttributeError, ValueError):
         return False

@@ -649,7 +649,7 @@ def _code_and_funclet(runtime: "ClrRuntime", ip: int) -> tuple[int, bool] | None
     """(the start of the code holding ``ip``, whether ``ip`` is in a funclet): from the
     runtime's unwind entries where its descriptor can be read, else from the DAC's EH clauses
     (a handler's or filter's native range is its funclet). None when neither tells."""
-    side = _side_contracts(runtime)
+    side = runtime.contracts_beside()
     if side is not None:
         found = side.code_start_and_funclet(ip)
         if found is not None:
@@ -684,26 +684,11 @@ def icordebug_finds(ranges: "list", number: int, offset: int) -> bool:
     return last is not None and last.end == offset
 
 
-def _side_contracts(runtime: "ClrRuntime"):  # -> ContractReader | None
-    """The runtime's own description, read beside the DAC where it has one (.NET 9 and later):
-    what the DAC does not expose (a code's variable ranges). None without a descriptor."""
-    from ...contracts.reader import ContractReader
-    if isinstance(runtime.reader, ContractReader):
-        return runtime.reader
-
-    def make():  # type: ignore[no-untyped-def]
-        try:
-            return ContractReader(runtime.target, runtime.location.runtime)
-        except (SosError, AttributeError, ValueError):
-            return None
-    return runtime.cache("side-contracts", make)
-
-
 def as_icordebug_finds(runtime: "ClrRuntime", frame: ClrStackFrame, values: FrameVariables) -> FrameVariables:
     """``values`` with each one the debugger API would not find at the frame's IP (see
     icordebug_finds) made unavailable, as SOS's clrstack -i prints it. Unchanged where the
     variable ranges cannot be read (a runtime without a descriptor: .NET 8)."""
-    side = _side_contracts(runtime)
+    side = runtime.contracts_beside()
     found = side.variable_ranges(frame.ip, len(values.arguments) + len(values.locals)) \
         if side is not None and frame.ip else None
     if not found or not found[1]:
