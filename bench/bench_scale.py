@@ -26,8 +26,8 @@ each round, best of ``--repeat`` rounds:
   leakheap: an item's label in the session at the middle of the LRU list; both named by the
   debuggee) against ClrMD's first root path; cold full `gcroot` of it against ClrMD
   enumerating every root path and dotnet-dump's `gcroot`; later `gcroot`s of another object in the same session (typed
-  at a human pace in the interactive session, and all at once in a -c list); `gcroot -shortest`
-  typed 10 s after a default gcroot (the graph built after the root forest answers it); and
+  at a human pace in the interactive session, each 1-2 s after the answer before it, and all at once in a -c
+  list); `gcroot -shortest` typed 10 s after a default gcroot's answer (the graph built after the root forest answers it); and
   `gcroot` in a second process once the index, the graph and its reverse are cached.
 * "cold" runs use --no-index-cache; "first" is a user's first run, which writes the index.
 
@@ -68,15 +68,16 @@ class Run:
     """One whole process: wall time, peak RSS, sampled peak anonymous memory, output."""
 
     def __init__(self, args: list[str], env: dict | None = None, typed: list[tuple[str, float]] | None = None) -> None:
-        """``typed``: lines written to the process's stdin, each followed by that many
-        seconds of pause (a user at the interactive prompt)."""
+        """``typed``: lines written to the process's stdin, each once the answer to the one
+        before has been printed (its ``sosext-timing`` line) and then that many seconds of
+        pause have passed (a user at the interactive prompt, reading)."""
         self.peak_anon = 0
         t0 = time.perf_counter()
-        with tempfile.TemporaryFile("w+") as out:
+        with tempfile.NamedTemporaryFile("w+") as out:
             p = subprocess.Popen(args, stdin=subprocess.PIPE if typed else subprocess.DEVNULL, stdout=out,
                                  stderr=subprocess.STDOUT, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
             if typed:
-                threading.Thread(target=self._type, args=(p, typed), daemon=True).start()
+                threading.Thread(target=self._type, args=(p, typed, out.name), daemon=True).start()
             done = threading.Event()
             sampler = threading.Thread(target=self._sample, args=(p.pid, done), daemon=True)
             sampler.start()
@@ -92,10 +93,12 @@ class Run:
             raise RuntimeError(f"{args[:4]} failed ({status}): {self.text[-800:]}")
 
     @staticmethod
-    def _type(p: subprocess.Popen, typed: list[tuple[str, float]]) -> None:
-        for line, pause in typed:
+    def _type(p: subprocess.Popen, typed: list[tuple[str, float]], output: str) -> None:
+        for k, (line, pause) in enumerate(typed):
             p.stdin.write(line + "\n")
             p.stdin.flush()
+            while p.poll() is None and Path(output).read_text(errors="replace").count("sosext-timing ") <= k:
+                time.sleep(0.01)  # the answer is not printed yet
             time.sleep(pause)
         p.stdin.close()
 
@@ -237,9 +240,10 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
             rows["c_gcroot"].append(clrmd(core, "gcroot", deep))
             if dd is not None:
                 rows["d_gcroot"].append(dotnet_dump(dd, core, f"gcroot {deep}"))
-            # Later gcroots in one session: typed at a human pace (2 s to read the first answer,
-            # 1 s between the others) the graph built in the background answers them; typed all
-            # at once (a -c list), the second waits for that build.
+            # Later gcroots in one session: typed at a human pace (2 s after the first answer
+            # is printed, to read it; 1 s after each of the others) the root forest built in the
+            # background, from where the first gcroot's search met its target, answers them;
+            # typed all at once (a -c list), the second waits for that build.
             rows["later"].append(sosext_typed(core, [(f"gcroot {deep}", 2.0)] + [(f"gcroot {other}", 1.0)] * 4,
                                               index_dir))
             rows["later_batch"].append(sosext_cli(core, [f"gcroot {deep}"] + [f"gcroot {other}"] * 4, False,
@@ -286,12 +290,13 @@ def measure(n: int, repeat: int, lldb: bool, only: str, keep: Path | None, given
         later = min(rows["later"], key=lambda r: sum(timings(r)[1:]))
         line("sosext gcroot, all roots (cold)", g)
         batch = min(rows["later_batch"], key=lambda r: sum(timings(r)[1:]))
-        print("  later gcroots in the session, typed 1-2 s apart (2nd..5th): "
-              + ", ".join(f"{t * 1000:.0f} ms" for t in timings(later)[1:]))
+        print(f"  later gcroots in the session, typed 1-2 s after each answer (2nd..5th): "
+              + ", ".join(f"{t * 1000:.0f} ms" for t in timings(later)[1:])
+              + f"; the first there {timings(later)[0] * 1000:.0f} ms (recording the forest's prefix)")
         print("  later gcroots in the session, all at once (-c list; 2nd..5th): "
               + ", ".join(f"{t * 1000:.0f} ms" for t in timings(batch)[1:]))
         shortest = min(rows["later_shortest"], key=lambda r: sum(timings(r)[1:]))
-        print("  later gcroot -shortest after a default gcroot, typed 10 s later (2nd, 3rd): "
+        print("  later gcroot -shortest after a default gcroot, typed 10 s after its answer (2nd, 3rd): "
               + ", ".join(f"{t * 1000:.0f} ms" for t in timings(shortest)[1:]))
         line("ClrMD every root path", cg)
         print(f"  ratio full gcroot: {cg.wall / g.wall:.2f} (CPU time: {cg.cpu / g.cpu:.2f})")

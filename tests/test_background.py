@@ -167,3 +167,49 @@ def test_a_shortest_gcroot_builds_the_graph_instead(roots_core) -> None:
         assert not a.errors, (c, a.text)
         assert a.text == b.text, c
     assert graph_line(with_build[-1]) == "built in the background after a gcroot"
+
+
+def _forest_arrays(forest) -> dict:
+    return {name: getattr(forest, name) for name in ("bits", "prefix", "rank", "parent", "outside", "outside_rank",
+                                                     "root_pops")} | {"count": forest.count, "starts": forest.starts}
+
+
+@pytest.mark.parametrize("which", ["roots", "big"])
+def test_a_forest_gone_on_from_a_first_gcroot_is_the_forest(which, roots_core, big_core) -> None:
+    """In a session where more commands may follow, the first gcroot records the root forest's
+    prefix as it searches (until it meets its target its search *is* the forest's) and the
+    build goes on from where it met the target: that forest is, array for array, the one
+    walked from scratch; and recording changes nothing in the gcroot's own chains. Targets:
+    objects met late and early, a root's own object, an object no root reaches, and -limit 1."""
+    import numpy as np
+    from sosext.cli import _session_for_core
+    from sosext.clr.roots.forest import RootForest, new_recording
+    from sosext.clr.roots.gcroot import sos_order
+    from sosext.clr.roots.rootsearch import CoreHeapMemory
+    from sosext.clr.roots.rootwalk import RootWalk
+    truth, core = roots_core[:2] if which == "roots" else big_core
+    heap = _session_for_core(str(core)).runtime().heap
+    mem = CoreHeapMemory.of(heap)
+    roots = sos_order(heap.roots().roots)
+    cold = RootForest(heap, mem, roots)
+    want = _forest_arrays(cold)
+    if which == "roots":
+        named = [int(truth["cacheLeak"]["chain"][-1], 16), int(truth["longChain"]["tail"], 16),
+                 int(truth["dependent"]["secondary"], 16)]
+    else:
+        named = [int(truth["objects"]["deepNode"]["address"], 16), int(truth["objects"]["firstLeaf"]["address"], 16)]
+    root_object = next(r.object for r in roots if r.object and cold._position(r.object) >= 0)
+    unreached = next(int(a) for a in heap.index().addresses if cold._position(int(a)) < 0
+                     and int(a) not in cold.starts)
+    for target, limit in [(t, None) for t in named + [root_object, unreached]] + [(named[0], 1)]:
+        plain = list(RootWalk(heap, mem, target, roots, None).paths(roots, limit))
+        walk = RootWalk(heap, mem, target, roots, None)
+        record = new_recording(mem, len(roots))
+        assert list(walk.paths(roots, limit, record=record)) == plain, hex(target)
+        met = bool(plain) or target == root_object
+        assert (walk.fork is not None) == met and (len(record) == 6) == (not met), hex(target)
+        forest = RootForest(heap, mem, roots, like=walk, recording=record, fork=walk.fork)
+        got = _forest_arrays(forest)
+        for name, value in want.items():
+            same = np.array_equal(got[name], value) if isinstance(value, np.ndarray) else got[name] == value
+            assert same, (hex(target), limit, name)

@@ -6,7 +6,7 @@ from typing import Iterator
 import numpy as np
 
 from ..clr.addresses import AddressKind, classifier
-from ..clr.roots.gcroot import (RootChain, chain_static, chain_static_of, iter_root_chains, retained_set,
+from ..clr.roots.gcroot import (RootChain, chain_static, chain_static_of, iter_root_chains, retained_set, sos_order,
                                 root_method_name, roots_holding)
 from ..clr.heap.heap import ClrHeap
 from ..clr.progress import Progress, polled
@@ -231,10 +231,7 @@ searched anyway: the roots holding the address itself are listed (type "Unknown"
             if not is_object:
                 ctx.out.line(f"Warning: {address:x} is not a valid object")
             announce_roots(ctx)
-        roots = heap.roots(include_stacks=not args.nostacks).roots
-        ordered = [r for r in roots if r.kind is RootKind.HANDLE] + \
-                  [r for r in roots if r.kind is RootKind.FINALIZER] + \
-                  ([r for r in roots if r.kind is RootKind.STACK] if not args.nostacks else [])
+        ordered = sos_order(heap.roots(include_stacks=not args.nostacks).roots, stacks=not args.nostacks)
         chains = (iter_root_chains(heap, address, ordered, args.limit, ctx.progress, shortest=args.shortest)
                   if is_object else roots_holding(address, ordered, args.limit))
         if not args.json and not ctx.out.structured:  # each chain as soon as it is known

@@ -27,10 +27,13 @@ finds no root for its secondary, which the primary keeps alive; here it is follo
 walked, unknown header, needed size, values outside the heap, objects per call, found root,
 references taken off the stack so far when recording), so a call that returns early
 (``UNKNOWN``: a MethodTable to learn; ``GROW``, ``XGROW``; ``PENDING``; ``PAUSE``; ``FOUND``;
-``RECORD``) resumes where it stopped. The same search, run with no target and recording,
-is the root forest (``roots/forest.py``), which answers later gcroots. Frame ``f`` is the object ``f_obj[f]`` being walked,
-its pending references ``pend[f_cur[f]:f_end[f]]``; frame ``f``'s region starts where
-frame ``f - 1``'s ends, and frame ``f``'s object is a reference frame ``f - 1`` took.
+``RECORD``; ``FORK``) resumes where it stopped. The same search, run with no target and recording,
+is the root forest (``roots/forest.py``), which answers later gcroots. Until it meets its
+target a search is that forest's prefix, so a first gcroot may record too: ``FORK`` hands
+Python the state the forest goes on from, before anything depends on the target.
+Frame ``f`` is the object ``f_obj[f]`` being walked, its pending references
+``pend[f_cur[f]:f_end[f]]``; frame ``f``'s region starts where frame ``f - 1``'s ends, and
+frame ``f``'s object is a reference frame ``f - 1`` took.
 """
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ PAUSE = 4  # st[8] more objects were walked: Python reports progress (and Ctrl-C
 FOUND = 5  # root st[9] reaches the target: its chain is in ``found``
 XGROW = 6  # ``xkeys`` (values met outside the heap) must hold st[6] at most half full
 RECORD = 7  # ``pop_addr``/``pop_parent`` are full: Python grows them, then resumes
+FORK = 8  # recording with a target, the search is about to take the target: the forest's state
 
 END = np.int64(1)  # the target's entry in ``found``: its chain ends there
 
@@ -242,18 +246,19 @@ _RING = 64  # positions computed ahead of their writes (a power of two above 2 *
 RANK_AHEAD = 16
 
 
-@kernel("i8", "u8[]r", "u8[]r", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u8[]", "u1[]")
-def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, npops: int, seg_lo: np.ndarray, seg_hi: np.ndarray,
-                 seg_block: np.ndarray, fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray,
+@kernel("i8", "u8[]r", "u8[]r", "i8", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u8[]", "u1[]")
+def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, first: int, npops: int, seg_lo: np.ndarray,
+                 seg_hi: np.ndarray, seg_block: np.ndarray, fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray,
                  fparent: np.ndarray, outside: np.ndarray) -> int:
     """Each popped heap object's pop rank and parent at its position in address order
-    (``frank``, ``fparent``); ``outside[i]`` = 1 for a value popped outside the heap. The
-    count of those. Every access is at random, so it is a pipeline: item i + 2 * RANK_AHEAD
-    asks for its bitmap word and prefix, item i + RANK_AHEAD computes its position and asks
-    for the lines it will write, item i writes them."""
+    (``frank``, ``fparent``), for pops ``first`` to ``npops``; ``outside[i]`` = 1 for a value
+    popped outside the heap. The count of those. Every object is popped once, so calls for
+    disjoint ranges may run at once. Every access is at random, so it is a pipeline: item
+    i + 2 * RANK_AHEAD asks for its bitmap word and prefix, item i + RANK_AHEAD computes its
+    position and asks for the lines it will write, item i writes them."""
     ring = np.empty(_RING, np.int64)  # position of item j at j % _RING; -1: outside the heap
     n_out = 0
-    for i in range(-2 * RANK_AHEAD, npops):
+    for i in range(first - 2 * RANK_AHEAD, npops):
         j = i + 2 * RANK_AHEAD
         if j < npops:
             a = pop_addr[j]
@@ -263,7 +268,7 @@ def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, npops: int, seg_l
                 prefetch(fbits, blk)
                 prefetch(fprefix, blk)
         j = i + RANK_AHEAD
-        if 0 <= j < npops:
+        if first <= j < npops:
             a = pop_addr[j]
             s = reach.segment_of(a, seg_lo, seg_hi)
             pos = -1
@@ -273,7 +278,7 @@ def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, npops: int, seg_l
                 prefetch(frank, pos)
                 prefetch(fparent, pos)
             ring[j & (_RING - 1)] = pos
-        if i < 0:
+        if i < first:
             continue
         pos = ring[i & (_RING - 1)]
         if pos < 0:
@@ -308,7 +313,8 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
     The forest (``roots/forest.py``): with ``pop_addr`` not empty, every reference taken off
     the stack is recorded, in that order (``st[10]`` so far), with the object that met it
     (low bit set: a root's object) in ``pop_parent``; ``root_pops[k]`` is that count when
-    root k's search starts. With ``fcut`` > 0, an object a forest took off the stack before
+    root k's search starts. Recording with a target, FORK when the target is next (nothing
+    changed yet: the forest goes on from this state; this search resumes without recording). With ``fcut`` > 0, an object a forest took off the stack before
     rank ``fcut`` (``fbits``/``fprefix``/``frank``) counts as seen."""
     rc = st[0]
     depth = st[1]
@@ -337,6 +343,9 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             v = roots[rc]
             nxt = found_get(v, fkeys, fvals) if v != 0 else 0
             if nxt != 0 or (v == target and v != 0):
+                if record:  # nothing found while recording: the forest would walk v
+                    st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+                    return FORK
                 if nxt == 0:
                     if 2 * (nfound + 1) > fkeys.size:
                         st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
@@ -362,6 +371,9 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 if seg_lo[last] <= u < seg_hi[last]:
                     prefetch(mem, reach.word_at(u, last, seg_hi, seg_word))
             if v == target:
+                if record:
+                    st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
+                    return FORK
                 if 2 * (nfound + depth + 1) > fkeys.size:
                     st[0], st[1], st[2], st[3], st[4], st[7], st[10] = rc, depth, ptop, nfound, nwalked, nx, npop
                     st[6] = 2 * (nfound + depth + 1)

@@ -126,15 +126,21 @@ def after_root_search(heap: "ClrHeap", objects: int) -> GraphBuild | None:
     return build
 
 
+def forest_may_follow(heap: "ClrHeap", objects: int, bytes_per_object: int) -> bool:
+    """Whether :func:`after_walk` would plan a root forest now (a first gcroot then records
+    the forest's prefix as it searches)."""
+    if not _allowed or os.environ.get("SOSEXT_BACKGROUND", "1") == "0":
+        return False
+    target = heap.runtime.target
+    if target.is_live or not getattr(target, "background_safe", False):
+        return False
+    return heap.forest_build is None and _fits(objects, bytes_per_object)
+
+
 def after_walk(heap: "ClrHeap", objects: int, job: "Callable[[], None]", bytes_per_object: int) -> GraphBuild | None:
     """Plan ``job`` (a root forest: later gcroots in SOS's order) in the background, when
     that is safe; it starts at :func:`start_pending`."""
-    if not _allowed or os.environ.get("SOSEXT_BACKGROUND", "1") == "0":
-        return None
-    target = heap.runtime.target
-    if target.is_live or not getattr(target, "background_safe", False):
-        return None
-    if heap.forest_build is not None or not _fits(objects, bytes_per_object):
+    if not forest_may_follow(heap, objects, bytes_per_object):
         return None
     build = GraphBuild(heap, job)
     heap.forest_build = build

@@ -23,11 +23,14 @@ it (its parent). For any target T, then:
 
 Memory: a bit per 8 heap bytes (what the forest met), a prefix count per 64 of them, and 12
 bytes per object it met (the rank, 4; the parent, 8). It is built after a first gcroot, on
-the other core where that is safe (``background.py``).
+the other core where that is safe (``background.py``), going on from where that gcroot's
+search, which recorded the forest's prefix, met its target (``rootwalk.WalkFork``).
 """
 from __future__ import annotations
 
 import copy
+import os
+import threading
 from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
@@ -38,7 +41,7 @@ from ..kernels import rootwalk as rw
 from ..progress import Progress
 from ..typesystem.types import MIN_OBJECT_SIZE
 from .roots import ClrRoot
-from .rootwalk import RootWalk, WalkState
+from .rootwalk import RootWalk, WalkFork, WalkState
 
 if TYPE_CHECKING:
     from ..heap.heap import ClrHeap
@@ -53,10 +56,13 @@ class RootForest:
 
     def __init__(self, heap: "ClrHeap", mem: "CoreHeapMemory", roots: list[ClrRoot],
                  progress: "Progress | None" = None, like: RootWalk | None = None,
-                 recording: list | None = None) -> None:
+                 recording: list | None = None, fork: WalkFork | None = None) -> None:
         """``like``: a walk over the same roots whose roots' objects, MethodTables and type
         layouts serve again (the first gcroot's); ``recording``: :func:`new_recording`'s
-        list, which another thread may read while the forest is built (:func:`partial_paths`)."""
+        list, which another thread may read while the forest is built (:func:`partial_paths`).
+        A first gcroot that recorded (``RootWalk.paths(record=...)``) leaves in ``recording``
+        the forest's prefix, and ``fork``, the state it goes on from; or, when that search
+        never met its target, the whole forest (only the ranks are left to do)."""
         if like is not None:
             walk = copy.copy(like)
             walk.target, walk.progress = 0, progress or Progress.silent()
@@ -68,8 +74,9 @@ class RootForest:
         pri, sec = walk.dependent_edges()
         self.dependent = (pri, sec)
         record = recording if recording is not None else new_recording(mem, len(roots))
-        for _ in walk.run_search(starts, pri, sec, np.uint64(0), WalkState(), record):
-            pass  # no target: nothing is found
+        if len(record) == 5:  # not yet whole
+            for _ in walk.run_search(starts, pri, sec, np.uint64(0), WalkState(resume=fork), record):
+                pass  # no target: nothing is found
         pops, parents, root_pops, count, _roots, bits = record
         root_pops[len(roots)] = count
         self.count = count
@@ -80,11 +87,12 @@ class RootForest:
         self.prefix = np.zeros(len(bits) + 1, np.int64)
         rw.bit_prefix(bits, self.prefix)
         n = int(self.prefix[-1])
-        self.rank = memory.zeros_huge(n, np.uint32)  # written at random: huge pages spare TLB misses
-        self.parent = memory.zeros_huge(n, np.uint64)  # by position in address order, as ``rank``
+        # Written at random, yet mapped at once in 4 KiB pages: faulting huge pages in cost
+        # more than their TLB misses spared (measured, the ranks at 20M: 0.63 s so, 0.86 s in huge pages)
+        self.rank = memory.empty(n, np.uint32)
+        self.parent = memory.empty(n, np.uint64)  # by position in address order, as ``rank``
         outside = np.zeros(count, np.uint8)
-        rw.forest_ranks(pops, parents, count, mem.seg_lo, mem.seg_hi, mem.seg_block, bits, self.prefix, self.rank,
-                        self.parent, outside)
+        _ranks(pops, parents, count, mem, bits, self.prefix, self.rank, self.parent, outside)
         where = np.flatnonzero(outside)
         self.outside = pops[where].copy()  # values outside the heap, by rank
         self.outside_rank = where.astype(np.int64)
@@ -164,9 +172,33 @@ class RootForest:
                     return
 
 
+RANKS_SPLIT = 1 << 20  # pops above which the ranks are written by two threads
+
+
+def _ranks(pops: np.ndarray, parents: np.ndarray, count: int, mem: "CoreHeapMemory", bits: np.ndarray,
+           prefix: np.ndarray, rank: np.ndarray, parent: np.ndarray, outside: np.ndarray) -> None:
+    """``rw.forest_ranks`` over the pops, in two halves at once where there are two cores:
+    each object is popped once, so the halves write apart; all random access (measured at
+    20M objects: 0.63 s on one core, 0.54 s on two; most of what a build gone on from a first
+    gcroot costs)."""
+    def part(lo: int, hi: int) -> None:
+        rw.forest_ranks(pops, parents, lo, hi, mem.seg_lo, mem.seg_hi, mem.seg_block, bits, prefix, rank, parent,
+                        outside)
+    if count < RANKS_SPLIT or (os.cpu_count() or 1) < 2:
+        part(0, count)
+        return
+    half = count // 2
+    other = threading.Thread(target=part, args=(half, count), name="sosext-forest-ranks", daemon=True)
+    other.start()
+    part(0, half)
+    other.join()
+
+
 def new_recording(mem: "CoreHeapMemory", roots: int) -> list:
     """Where a forest's walk records: [pops, parents, root_pops, count, roots started]."""
     most = mem.heap_bytes // MIN_OBJECT_SIZE + RECORD_SLACK
+    # Not in huge pages: faulting those in was slower (measured, a first gcroot recording at 20M
+    # objects: +0.30 s against +0.10 s for 4 KiB pages).
     return [memory.reserve(most, np.uint64), memory.reserve(most, np.uint64), np.zeros(roots + 1, np.int64), 0, 0]
 
 

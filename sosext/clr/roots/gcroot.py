@@ -51,6 +51,13 @@ class RootChain:
     via_dependent: tuple[bool, ...]  # per element after the first: reached by a dependent handle
 
 
+def sos_order(roots: list[ClrRoot], stacks: bool = True) -> list[ClrRoot]:
+    """The roots in the order dotnet-dump's gcroot searches them: handles, the finalizer
+    queue, then (``stacks``) the threads' stack roots."""
+    kinds = (RootKind.HANDLE, RootKind.FINALIZER) + ((RootKind.STACK,) if stacks else ())
+    return [r for kind in kinds for r in roots if r.kind is kind]
+
+
 def root_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int | None = None,
                 progress: "Progress | None" = None) -> list[RootChain]:
     """The chain of each root in ``roots`` (in that order) that reaches the object at
@@ -157,16 +164,31 @@ def _walk_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int
     walk = RootWalk(heap, mem, address, roots, progress)
     if not walk.is_object(address):
         return None
+    recording = _forest_recording(heap, mem, roots)
 
     def stream() -> Iterator[RootChain]:
         t0 = time.monotonic()
-        for root, chain, via in walk.paths(roots, limit):
+        for root, chain, via in walk.paths(roots, limit, record=recording):
             yield RootChain(root, chain, tuple(read(a) & ~7 for a in chain), via)
         heap.root_searches += 1
         if limit is None and heap.first_walk is None:
             heap.first_walk = (time.monotonic() - t0, walk.visited)  # what a search costs here
-        _plan_forest(heap, mem, roots, walk)
+        _plan_forest(heap, mem, roots, walk, recording)
     return stream()
+
+
+def _forest_recording(heap: "ClrHeap", mem, roots: list[ClrRoot]) -> list | None:
+    """Where a first gcroot records the root forest's prefix, when a forest will be built
+    after it (a session where more commands may follow): up to its target that search *is*
+    the forest's, so the build goes on from there instead of walking it again (on a leak's
+    heap, where the target is met late, that is most of the forest). None: not recording."""
+    if os.environ.get("SOSEXT_GCROOT", "") != "" or heap.root_forest is not None:
+        return None
+    from . import background
+    from .forest import BYTES_PER_OBJECT, new_recording
+    if not background.forest_may_follow(heap, mem.heap_bytes // 24, BYTES_PER_OBJECT):
+        return None
+    return new_recording(mem, len(roots))
 
 
 def _forest_for(heap: "ClrHeap", roots: list[ClrRoot], wait: bool = False):  # -> forest.RootForest | None
@@ -225,11 +247,16 @@ def _worth_waiting(heap: "ClrHeap", build) -> bool:
     except OSError:
         pass
     seconds, walked = first
-    done, elapsed = tracker.done, time.monotonic() - tracker.started
-    if done <= 0 or elapsed <= 0:
-        return False  # just started: the whole build is ahead, more than a search
-    total = max(done, FOREST_WALKS_PER_SEARCH * walked)
-    left = (total - done) * elapsed / done + FOREST_RANKING_SHARE * total * elapsed / done
+    total = max(tracker.done, FOREST_WALKS_PER_SEARCH * walked)
+    if tracker.base >= total:
+        return True  # the first gcroot's search walked it all: only the ranks are left
+    here, elapsed = tracker.done - tracker.base, time.monotonic() - tracker.started
+    if here <= 0 or elapsed <= 0:
+        # just started: the rest of the walk is ahead, more than a search unless the
+        # first gcroot's search walked most of it (met its target late)
+        return tracker.base >= (1 - FOREST_RANKING_SHARE) * total
+    rate = elapsed / here
+    left = (total - tracker.done) * rate + FOREST_RANKING_SHARE * total * rate
     return left < seconds
 
 
@@ -239,6 +266,7 @@ class _BuildTracker(Progress):
     def __init__(self) -> None:
         super().__init__(stream=None, enabled=False)
         self.done = 0
+        self.base = 0  # objects the first gcroot's search walked for the forest (it goes on from there)
         self.started = time.monotonic()
         self.roots: list[ClrRoot] = []
         self.record: list | None = None  # forest.new_recording's, read by _from_partial_forest
@@ -248,8 +276,9 @@ class _BuildTracker(Progress):
         super().update(done)
 
 
-def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot], walk) -> None:
-    """After a first gcroot in SOS's order: the root forest, in the background."""
+def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot], walk, recording: list | None = None) -> None:
+    """After a first gcroot in SOS's order: the root forest, in the background (from where
+    that gcroot's ``recording`` stopped, if it recorded)."""
     if os.environ.get("SOSEXT_GCROOT", "") != "" or heap.root_forest is not None:
         return
     from . import background
@@ -258,12 +287,17 @@ def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot], walk) -> None:
 
     tracker = _BuildTracker()
     tracker.roots = ordered
-    tracker.record = new_recording(mem, len(ordered))  # read by gcroots that come meanwhile
+    fork = None
+    if recording is not None:
+        fork, walk.fork = walk.fork, None
+        tracker.base = tracker.done = walk.visited if fork is None else int(fork.st[4])
+    # read by gcroots that come meanwhile
+    tracker.record = recording if recording is not None else new_recording(mem, len(ordered))
 
     def job() -> None:
         tracker.started = time.monotonic()
         try:
-            heap.root_forest = RootForest(heap, mem, ordered, tracker, like=walk, recording=tracker.record)
+            heap.root_forest = RootForest(heap, mem, ordered, tracker, like=walk, recording=tracker.record, fork=fork)
         finally:
             tracker.record = None  # its arrays go with the last gcroot reading them
         # Then the graph, while the user still reads: gcroot -shortest (and the commands of

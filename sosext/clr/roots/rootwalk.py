@@ -13,6 +13,7 @@ being searched, and the chains found. Each chain is yielded as soon as it is fou
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -44,6 +45,68 @@ class WalkState:
     fcut: int = 0
     outside: list[int] = field(default_factory=list)
     seen: np.ndarray | None = None  # the seen bits to start from (else none)
+    resume: "WalkFork | None" = None  # a recording search's state where it met its target
+
+
+@dataclass
+class WalkFork:
+    """A recording search's whole state the moment it was about to take its target (the
+    kernel's ``FORK``): until then it was the root forest's search, which goes on from here
+    (``forest.py``) while the search itself goes on to its chains."""
+
+    seen: np.ndarray
+    f_obj: np.ndarray  # the frames, ``depth`` of them
+    f_cur: np.ndarray
+    f_end: np.ndarray
+    pend: np.ndarray  # the pending references, ``ptop`` of them
+    xkeys: np.ndarray
+    xvals: np.ndarray
+    st: np.ndarray
+
+    @classmethod
+    def copy_of(cls, seen: np.ndarray, f_obj: np.ndarray, f_cur: np.ndarray, f_end: np.ndarray, pend: np.ndarray,
+                xkeys: np.ndarray, xvals: np.ndarray, st: np.ndarray) -> "WalkFork":
+        depth, ptop = int(st[1]), int(st[2])
+        # Mapped at once, not in huge pages: faulting those in took 40 ms of the user's wait
+        # (measured at 20M objects; 10 ms so). The forest's walk on from here pays the TLB misses.
+        copied, pending = memory.empty(len(seen), np.uint64), memory.empty(ptop, np.uint64)
+        copied[:], pending[:] = seen, pend[:ptop]
+        return cls(copied, f_obj[:depth].copy(), f_cur[:depth].copy(), f_end[:depth].copy(), pending,
+                   xkeys.copy(), xvals.copy(), st.copy())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.seen, self.f_obj, self.f_cur, self.f_end, self.pend, self.xkeys, self.xvals))
+
+
+class _MapsAhead:
+    """Maps the recording's pages ahead of a first gcroot's search, on the other core: the
+    search would otherwise fault them in one by one (measured at 20M objects: 0.1 s of its
+    2 s). Its own thread; ``madvise`` holds the GIL, which the kernel does not need."""
+
+    CHUNK = 1 << 21  # entries mapped at a time (16 MiB of each array)
+    LEAD = 4  # chunks kept mapped beyond what is recorded (a kernel call records ~2M between returns)
+
+    def __init__(self, record: list) -> None:
+        self.record = record
+        self.done = threading.Event()
+        self.mapped = 0
+        self.thread = threading.Thread(target=self._run, name="sosext-record-pages", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        arrays = (self.record[0], self.record[1])
+        while not self.done.is_set() and self.mapped < len(arrays[0]):
+            if self.mapped < int(self.record[3]) + self.LEAD * self.CHUNK:
+                for a in arrays:
+                    memory.populate(a, self.mapped, self.mapped + self.CHUNK)
+                self.mapped += self.CHUNK
+            else:
+                self.done.wait(0.005)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
 
 
 class RootWalk(RootSearch):
@@ -52,17 +115,19 @@ class RootWalk(RootSearch):
     def root_starts(self, roots: list[ClrRoot]) -> np.ndarray:
         return np.array([self.starts.get(r) or 0 for r in roots], dtype=np.uint64)
 
-    def paths(self, roots: list[ClrRoot], limit: int | None = None, state: WalkState | None = None
-              ) -> Iterator[tuple[ClrRoot, tuple[int, ...], tuple[bool, ...]]]:
+    def paths(self, roots: list[ClrRoot], limit: int | None = None, state: WalkState | None = None,
+              record: "list | None" = None) -> Iterator[tuple[ClrRoot, tuple[int, ...], tuple[bool, ...]]]:
         """(root, addresses from the root's object to the target, by-dependent-handle per
         step) for each root in ``roots``' order that reaches the target, at most ``limit``;
-        from ``state`` (a forest's first chain) when given."""
+        from ``state`` (a forest's first chain) when given. With ``record`` (a forest's
+        recording, ``forest.new_recording``) the search records the forest's prefix it is
+        and leaves ``self.fork`` where the forest goes on (None: the recording is whole)."""
         if not self.is_object(self.target) or (limit is not None and limit <= 0):
             return
         pri, sec = self.dependent_edges()
         dependent = set(zip(pri, sec))
         starts = self.root_starts(roots)
-        for k, chain in self.run_search(starts, pri, sec, np.uint64(self.target), state or WalkState(), None):
+        for k, chain in self.run_search(starts, pri, sec, np.uint64(self.target), state or WalkState(), record):
             yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
             if limit is not None:
                 limit -= 1
@@ -78,7 +143,10 @@ class RootWalk(RootSearch):
         released while the walk runs), then the seen bitmap appended."""
         m = self.mem
         dep_pri, dep_sec = np.array(pri, dtype=np.uint64), np.array(sec, dtype=np.uint64)
-        if state.seen is not None:
+        fork = state.resume
+        if fork is not None:
+            seen = fork.seen  # the forest's own from here on
+        elif state.seen is not None:
             seen = state.seen
         elif state.forest is not None:
             seen = memory.reserve(int(m.seg_block[-1]), np.uint64)
@@ -87,7 +155,9 @@ class RootWalk(RootSearch):
         most = m.heap_bytes // MIN_OBJECT_SIZE + 1  # objects the heap can hold: the deepest path
         f_obj, f_cur, f_end = memory.reserve(most, np.uint64), memory.reserve(most, np.int64), \
             memory.reserve(most, np.int64)
-        pend = memory.reserve(m.heap_bytes // 8 + len(dep_sec) + 16, np.uint64)
+        pend = memory.reserve(max(m.heap_bytes // 8 + len(dep_sec) + 16, 0 if fork is None else 2 * len(fork.pend)),
+                              np.uint64)
+        self.fork: WalkFork | None = None
         size = _FIRST_FOUND
         while size < 4 * (len(state.found) + 1):
             size *= 2
@@ -102,9 +172,14 @@ class RootWalk(RootSearch):
             reach.open_insert(np.uint64(a), 0, xkeys, xvals)
         st = np.zeros(12, dtype=np.int64)
         st[0], st[3], st[7], st[8] = state.root, len(state.found), len(state.outside), _PAUSE_EVERY
+        if fork is not None:  # the forest goes on where a first search forked it
+            depth, ptop = int(fork.st[1]), int(fork.st[2])
+            f_obj[:depth], f_cur[:depth], f_end[:depth], pend[:ptop] = fork.f_obj, fork.f_cur, fork.f_end, fork.pend
+            xkeys, xvals, st = fork.xkeys, fork.xvals, fork.st.copy()
         fbits, fprefix, frank = (_NONE_U8, _NONE_I8, _NONE_U4) if state.forest is None else \
             (state.forest.bits, state.forest.prefix, state.forest.rank)
         pop_addr, pop_parent, root_pops = (_NONE_U8, _NONE_U8, _NONE_I8) if record is None else record[:3]
+        ahead = _MapsAhead(record) if record is not None and target != 0 else None  # a first gcroot's: it waits
         self.progress.start("Objects searched from the roots", 0)
         try:
             while True:
@@ -143,16 +218,25 @@ class RootWalk(RootSearch):
                         grown[:int(st[10])] = record[i][:int(st[10])]
                         record[i] = grown  # the old one is not released: a reader may hold it
                     pop_addr, pop_parent = record[0], record[1]
+                elif status == rw.FORK:  # the forest's state; this search goes on without recording
+                    if ahead is not None:
+                        ahead.stop()
+                        ahead = None
+                    self.fork = WalkFork.copy_of(seen, f_obj, f_cur, f_end, pend, xkeys, xvals, st)
+                    record = None
+                    pop_addr, pop_parent, root_pops = _NONE_U8, _NONE_U8, _NONE_I8
                 elif status == rw.FOUND:
                     k = int(st[9])
                     yield k, self._chain(int(starts[k]), fkeys, fvals)
                 else:
                     break
-            if record is not None:
+            if record is not None:  # a forest's, or a search that never met its target: the whole forest
                 record[3] = int(st[10])
                 record.append(seen)  # every heap object the forest took off the stack
                 seen = None
         finally:
+            if ahead is not None:
+                ahead.stop()
             self.visited = int(st[4])
             self.progress.finish()
             for a in (seen, f_obj, f_cur, f_end, pend):
