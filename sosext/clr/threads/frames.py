@@ -635,17 +635,17 @@ def inspection_frame(runtime: "ClrRuntime", frames: "tuple[ClrStackFrame, ...]",
     frame = frames[index]
     if not frame.is_managed:
         return index
-    here = _code_and_funclet(runtime, frame.ip)
+    here = code_and_funclet(runtime, frame.ip)
     if here is None or not here[1]:
         return index
     for j in range(index + 1, len(frames)):
         f = frames[j]
-        if f.is_managed and f.method_desc == frame.method_desc and _code_and_funclet(runtime, f.ip) == (here[0], False):
+        if f.is_managed and f.method_desc == frame.method_desc and code_and_funclet(runtime, f.ip) == (here[0], False):
             return j
     return index
 
 
-def _code_and_funclet(runtime: "ClrRuntime", ip: int) -> tuple[int, bool] | None:
+def code_and_funclet(runtime: "ClrRuntime", ip: int) -> tuple[int, bool] | None:
     """(the start of the code holding ``ip``, whether ``ip`` is in a funclet): from the
     runtime's unwind entries where its descriptor can be read, else from the DAC's EH clauses
     (a handler's or filter's native range is its funclet). None when neither tells."""
