@@ -34,6 +34,7 @@ from ...formats.gcinfo import (GENERICS_MASK, GENERICS_MD, HAS_STACK_BASE_REGIST
 from ...readers.records import IL_OFFSET_EPILOG, IL_OFFSET_PROLOG
 from ..addresses import AddressKind, classifier
 from ..heap.objects import method_table_of
+from .funclets import code_and_funclet
 from .stacks import ClrStackFrame
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def _context_slot(runtime: "ClrRuntime", frame: ClrStackFrame) -> tuple[int, int
 
 
 def _in_funclet(runtime: "ClrRuntime", ip: int) -> bool:
-    from .frames import code_and_funclet  # frames builds on this module
+    """Whether ``ip`` is in a funclet, or cannot be told to be in the method's body."""
     found = code_and_funclet(runtime, ip)
     return found is None or found[1]
 
