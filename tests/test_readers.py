@@ -283,7 +283,8 @@ def test_both_readers_give_the_same_arguments_and_locals(case: Case) -> None:
     """Every managed frame's arguments and locals (name, register or stack address, bytes) from
     the contracts reader's native variable info are the DAC's IXCLRDataFrame values, frame by
     frame on every thread, and many of them have data (not an agreement on nothing); so are the
-    frame register and the code's GC info (what a shared frame's generic context is read from)."""
+    frame register, the caller's stack pointer and the code's GC info (what a shared frame's generic
+    context is read from)."""
     sys.path.insert(0, str(drivers.REPO))
     from sosext.contracts.reader import ContractReader
     from sosext.dac.loader import locate_dac
@@ -294,6 +295,7 @@ def test_both_readers_give_the_same_arguments_and_locals(case: Case) -> None:
     location = locate_dac(target)
     a, b = open_dac(target, location), ContractReader(target, location.runtime)
     values = []
+    callers = 0
     for _addr, thread in a.threads():
         if not thread.os_thread_id:
             continue
@@ -302,14 +304,18 @@ def test_both_readers_give_the_same_arguments_and_locals(case: Case) -> None:
         except NotManagedThread:
             continue
         contracts = b.stack_frames(thread.os_thread_id, arguments=True, local_variables=True)
-        mine = [(f.method_desc, f.arguments, f.locals, f.frame_pointer, b.code_gc_info(f.ip))
+        mine = [(f.method_desc, f.arguments, f.locals, f.frame_pointer, f.caller_sp, b.code_gc_info(f.ip))
                 for f in contracts.frames if f.is_managed]
-        theirs = [(f.method_desc, f.arguments, f.locals, f.frame_pointer, a.code_gc_info(f.ip))
+        theirs = [(f.method_desc, f.arguments, f.locals, f.frame_pointer, f.caller_sp, a.code_gc_info(f.ip))
                   for f in dac.frames if f.is_managed]
         assert mine == theirs, hex(thread.os_thread_id)
         assert all(gc_info for *_v, gc_info in theirs), hex(thread.os_thread_id)
+        # Every managed frame but the walk's last has its caller's SP, above its own.
+        assert all(f.caller_sp > f.sp for f in dac.frames[:-1] if f.is_managed), hex(thread.os_thread_id)
+        callers += sum(1 for f in dac.frames if f.caller_sp)
         values += [v for _md, args, local_values, *_r in theirs for v in (args or ()) + (local_values or ())]
     assert len(values) > 20 and sum(v.data is not None for v in values) > 10
+    assert callers >= 10
 
 
 # -- the GC half alone, under the DAC's type answers -----------------------------------------------

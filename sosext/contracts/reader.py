@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+from dataclasses import replace
 from typing import Iterator
 
 from ..errors import ContractError, ReaderUnsupported, SosError
@@ -404,13 +405,17 @@ class ContractReader:
                 frames.append(ClrStackFrame(FrameKind.MANAGED, f.sp, f.ip, f.method_desc,
                                             self.method_desc_name(f.method_desc) or "", arguments=args,
                                             locals=local_values, registers=regs,
-                                            frame_pointer=step.regs.get(walker.arch.fp, 0)))
+                                            frame_pointer=step.regs.get(walker.arch.fp, 0),
+                                            caller_sp=step.caller.get(walker.arch.sp, 0)))
             else:
                 # As the DAC's walk: a runtime Frame's stack pointer is the Frame's address.
                 md = f.frame_method_desc
                 method = (self.method_desc_name(md) or "<unknown method>") if md else ""
                 frames.append(ClrStackFrame(FrameKind.RUNTIME, f.frame, f.ip, md, method, frame_address=f.frame,
                                             frame_name=f.frame_kind, registers=regs))
+        if frames and frames[-1].caller_sp:
+            # As the DAC's walk, which has no context after its last stop (this one unwound it).
+            frames[-1] = replace(frames[-1], caller_sp=0)
         # A walk with no stop at all is a failed one, as the DAC's: it has no first context.
         return ClrStack(os_tid, tuple(frames), complete=bool(frames))
 

@@ -149,14 +149,16 @@ class SosDac:
         except DacError:
             return None
 
-    def _text(self, iface: ComPtr, name: str, slot: int, lead: tuple[tuple[Any, Any], ...]) -> str | None:
-        """The two-call WCHAR pattern: ask for the size, then fill."""
+    def _text(self, iface: ComPtr, name: str, slot: int, lead: tuple[tuple[Any, Any], ...], *,
+              sized_on_failure: bool = False) -> str | None:
+        """The two-call WCHAR pattern: ask for the size, then fill. ``sized_on_failure``: the size
+        counts even when asking for it fails (then the filling call's result decides)."""
         types = tuple(t for t, _ in lead) + (_U32, _PW, _PU32)
         vals = tuple(v for _, v in lead)
         needed = _U32(0)
         with self.lock:
             hr = iface.call(slot, types, *vals, 0, None, ctypes.byref(needed))
-            if hr & 0x80000000 or needed.value == 0:
+            if (hr & 0x80000000 and not sized_on_failure) or needed.value == 0:
                 return None
             buf = utf16_buffer(needed.value)
             hr = iface.call(slot, types, *vals, needed.value, buf, ctypes.byref(needed))
@@ -313,7 +315,9 @@ class SosDac:
         return self._text(self.sos, "GetObjectClassName", SOS["GetObjectClassName"], ((_A, address),))
 
     def object_string(self, address: int) -> str | None:
-        return self._text(self.sos, "GetObjectStringData", SOS["GetObjectStringData"], ((_A, address),))
+        # .NET 9's DAC answers E_INVALIDARG to the size query (no buffer), yet gives the size.
+        return self._text(self.sos, "GetObjectStringData", SOS["GetObjectStringData"], ((_A, address),),
+                          sized_on_failure=True)
 
     def exception_object_data(self, address: int) -> st.ExceptionObjectData | None:
         if self.sos2 is None:

@@ -1,7 +1,9 @@
 """The DAC reader's stack walk (``SosDac.stack_frames``): IXCLRDataTask::CreateStackWalk.
 
 The walk needs the thread's registers from the host (the data target's GetThreadContext).
-Each stop's method comes from its instruction pointer, a runtime Frame's from the Frame; with
+Each stop's method comes from its instruction pointer, a runtime Frame's from the Frame; a
+managed stop's caller's stack pointer from the next stop's context (the walk has none after its
+last stop, so that one has none); with
 ``arguments``/``local_variables`` each managed stop's values come from IXCLRDataFrame, which
 reads the JIT's native variable info.
 """
@@ -47,6 +49,10 @@ def _walk(dac: "SosDac", os_tid: int, walk: StackWalk, want_args: bool, want_loc
             hr = 0x80004005  # no context for this stop: the walk cannot go on sensibly
             break
         sp, ip = context_sp_ip(arch, ctx)
+        if frames and frames[-1].is_managed:
+            # The walk stepped here by unwinding that frame: this stop's registers are its caller's
+            # (a runtime Frame is reported with the registers the walk has when it reaches it).
+            frames[-1] = replace(frames[-1], caller_sp=sp)
         frame_addr = walk.frame_address()
         if frame_addr:
             frame = _runtime_frame(dac, walk, frame_addr, ip)

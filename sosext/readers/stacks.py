@@ -68,6 +68,10 @@ class ClrStackFrame:
     # A managed frame's frame register (rbp, x29) as the walk restored it, 0 when unknown: with
     # ``sp``, the base of the stack slots its GC info names (the generic context's, genericcontext.py).
     frame_pointer: int = 0
+    # A managed frame's caller's stack pointer (the SP it returns to), as the walk found it when it
+    # stepped to the next stop; 0 for the walk's last stop. Runtimes before .NET 10 measure the
+    # generic context slot from it (genericcontext.py).
+    caller_sp: int = 0
 
     @property
     def is_managed(self) -> bool:

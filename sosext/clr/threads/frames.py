@@ -24,6 +24,7 @@ from ..typesystem.fields import OBJECT_HEADER
 from ..heap.objects import method_table_of
 from ..code.sourcelines import source_lines
 from .framegenerics import NONE, FrameGenerics, frame_generics
+from .funclets import code_and_funclet
 from .stacks import ClrStackFrame, FrameValue
 from ..heap.values import ELEMENT_SIZES, decode_primitive
 
@@ -635,37 +636,14 @@ def inspection_frame(runtime: "ClrRuntime", frames: "tuple[ClrStackFrame, ...]",
     frame = frames[index]
     if not frame.is_managed:
         return index
-    here = _code_and_funclet(runtime, frame.ip)
+    here = code_and_funclet(runtime, frame.ip)
     if here is None or not here[1]:
         return index
     for j in range(index + 1, len(frames)):
         f = frames[j]
-        if f.is_managed and f.method_desc == frame.method_desc and _code_and_funclet(runtime, f.ip) == (here[0], False):
+        if f.is_managed and f.method_desc == frame.method_desc and code_and_funclet(runtime, f.ip) == (here[0], False):
             return j
     return index
-
-
-def _code_and_funclet(runtime: "ClrRuntime", ip: int) -> tuple[int, bool] | None:
-    """(the start of the code holding ``ip``, whether ``ip`` is in a funclet): from the
-    runtime's unwind entries where its descriptor can be read, else from the DAC's EH clauses
-    (a handler's or filter's native range is its funclet). None when neither tells."""
-    side = runtime.contracts_beside()
-    if side is not None:
-        found = side.code_start_and_funclet(ip)
-        if found is not None:
-            return found
-    try:
-        ch = runtime.reader.code_header_data(ip)
-        if ch is None or not ch.method_start:
-            return None
-        offset = ip - ch.method_start
-        for e in runtime.reader.traverse_eh_info(ch.method_start) or ():
-            if e.handler_start_offset <= offset < e.handler_end_offset or \
-                    (e.clause_type == 2 and e.filter_offset <= offset < e.handler_start_offset):  # EHFilter
-                return ch.method_start, True
-        return ch.method_start, False
-    except SosError:
-        return None
 
 
 def icordebug_finds(ranges: "list", number: int, offset: int) -> bool:

@@ -9,8 +9,10 @@ context in a stack slot that the GC info header names (flags say which of the th
 
 The runtime's stack walk reads that slot (EECodeManager::GetExactGenericsToken): since .NET 10
 (GC info format 4) the slot is measured from the frame register when the method has one (the
-header says so), else from the stack pointer; before, from the caller's stack pointer, which the
-walk does not give the model, so those runtimes keep the canonical instantiation here. The
+header says so), else from the stack pointer; before (.NET 8 and 9, formats 2 and 3, which are
+laid out alike), from the caller's stack pointer (GetCallerSp: the SP the frame returns to, which
+the walk gives each managed frame but its last), and in a funclet through the parent's PSPSym,
+which is not read here (a funclet keeps the canonical instantiation). The
 debugger API (DacDbiInterfaceImpl's frame data, CordbJITILFrame::LoadGenericArgs, whose types
 SOS's clrstack -i prints) types a frame's variables with the instantiation found there; without a
 slot, a class method's ``this`` argument (outside the prolog and epilog) gives it; failing both it
@@ -32,6 +34,7 @@ from ...formats.gcinfo import (GENERICS_MASK, GENERICS_MD, HAS_STACK_BASE_REGIST
 from ...readers.records import IL_OFFSET_EPILOG, IL_OFFSET_PROLOG
 from ..addresses import AddressKind, classifier
 from ..heap.objects import method_table_of
+from .funclets import code_and_funclet
 from .stacks import ClrStackFrame
 
 if TYPE_CHECKING:
@@ -75,16 +78,22 @@ def exact_instantiation(runtime: "ClrRuntime", frame: ClrStackFrame, mdd: "Metho
 
 def _context_slot(runtime: "ClrRuntime", frame: ClrStackFrame) -> tuple[int, int | None]:
     """(what the GC info's generic context slot holds, the context's kind); (0, None) when the
-    method's GC info names no slot (or its format measures it from the caller's stack pointer)."""
-    if _gc_info_version(runtime) < 4:
-        return 0, None
+    method's GC info names no slot, or the walk did not give the register it is measured from."""
+    version = _gc_info_version(runtime)
     gc_info = runtime.reader.code_gc_info(frame.ip)
     if not gc_info:
         return 0, None
-    info = decode_gcinfo_header(bytes(runtime.target.read_partial(gc_info, _HEADER_READ)), runtime.target.arch, 4)
+    info = decode_gcinfo_header(bytes(runtime.target.read_partial(gc_info, _HEADER_READ)), runtime.target.arch,
+                                version)
     if info.generics_context is None:
         return 0, None
-    if info.flags & HAS_STACK_BASE_REGISTER:
+    if version < 4:
+        # A funclet's slot is its parent's, found through the PSPSym; clrstack -i reads a
+        # funclet's variables in its parent's frame anyway (frames.inspection_frame).
+        if not frame.caller_sp or _in_funclet(runtime, frame.ip):
+            return 0, None
+        base = frame.caller_sp
+    elif info.flags & HAS_STACK_BASE_REGISTER:
         if not frame.frame_pointer:
             return 0, None
         base = frame.frame_pointer
@@ -92,6 +101,12 @@ def _context_slot(runtime: "ClrRuntime", frame: ClrStackFrame) -> tuple[int, int
         base = frame.sp
     slot = (base + info.generics_context) & 0xFFFFFFFFFFFFFFFF
     return runtime.target.read_pointer(slot), info.flags & GENERICS_MASK
+
+
+def _in_funclet(runtime: "ClrRuntime", ip: int) -> bool:
+    """Whether ``ip`` is in a funclet, or cannot be told to be in the method's body."""
+    found = code_and_funclet(runtime, ip)
+    return found is None or found[1]
 
 
 def _gc_info_version(runtime: "ClrRuntime") -> int:
