@@ -656,6 +656,19 @@ def _live_count_of_objects(text: str, core: Path) -> str:
 _ENUM_VALUE = r"^((?:  \+| *\|-) \S+ \S+) = (?!null$)[A-Za-z_]\w*(?: \| [A-Za-z_]\w*)*$"
 
 
+# clrstack -i's line of a native integer (or of a byref to one): SOS's PrintValue formats
+# ELEMENT_TYPE_I as "%d" of an int and ELEMENT_TYPE_U as "%u" of an unsigned int, so it prints the
+# value's low 32 bits (dotnet/diagnostics src/SOS/Strike/strike.cpp); sosext prints all 64.
+_NATIVE_INT = r"^((?:  \+| *\|-) (U?)IntPtr&? \S+  = )(-?\d+)$"
+
+
+def _low_32_bits(m: re.Match) -> str:
+    low = int(m.group(3)) & 0xFFFF_FFFF
+    if not m.group(2) and low >= 1 << 31:
+        low -= 1 << 32  # IntPtr: as a signed int
+    return f"{m.group(1)}{low}"
+
+
 # SOS's symbol reader writes this line for a method of a dynamic module, such as an expression
 # tree's lambda_method1: in the middle of clrstack's frame line (after its IP), after ip2md's answer.
 _DYNAMIC_SYMBOLS_WARNING = r"SOS Warning: Loading symbols for dynamic assemblies is not yet supported(\n|$)"
@@ -682,6 +695,8 @@ CODE_LISTED: list[Listed] = [
            sos=_drop_lines(r"^    Version: "), ours=_drop_lines(r"^    Version: ")),
     Listed("clrstack -i names an enum's value whatever memory follows it", r"^clrstack -i",
            sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
+    Listed("clrstack -i prints a native integer whole where SOS prints its low 32 bits", r"^clrstack -i",
+           ours=lambda t: re.sub(_NATIVE_INT, _low_32_bits, t, flags=re.M)),
     Listed("dso names the register the core says holds the object", r"^dso",
            sos=_mask(r"^( +)r(8|9) ", lambda m: f"{m.group(1)}r{17 - int(m.group(2))} ")),
     Listed("clrstack and ip2md print no symbol warning for a dynamic method", r"^(clrstack|ip2md)",
@@ -1020,6 +1035,35 @@ def test_clrstack_i_names_the_enum_value_the_frame_holds(core_run: CoreRun) -> N
         checked += 1
     if not checked:
         pytest.skip("no enum argument on the current thread's stack that SOS's clrstack -a reads")
+
+
+def test_clrstack_i_prints_native_integers_whole(core_run: CoreRun) -> None:
+    """Each IntPtr/UIntPtr argument or local clrstack -i prints, on every thread, is the whole
+    64-bit value the frame holds: the value SOS's own clrstack -a reads for that variable (same
+    thread, same frame), or for a byref the 8 bytes of the core at the address SOS's -a gives.
+    SOS's -i prints only its low 32 bits (listed: "clrstack -i prints a native integer whole …");
+    a webapi core's accept thread holds such a byref (SocketPal.TryCompleteAccept's acceptedFd)."""
+    dbgs = [m.group(1) for m in map(THREAD_ROW.match, core_run.text("clrthreads").splitlines())
+            if m and m.group(1) != "XXXX"]
+    sos = sosref.run_sos(core_run.core, [c for d in dbgs for c in (f"setthread {d}", "clrstack -a")])[1::2]
+    ours = sosref.run_sosext(core_run.core, [c for d in dbgs for c in (f"setthread {d}", "clrstack -i -a")])[1::2]
+    rt = _runtime_of(core_run.core)
+    checked = 0
+    for s_out, o_out in zip(sos, ours):
+        raw = _frames_by_sp(s_out.text, r"^([0-9A-F]{16}) [0-9A-F]{16} ",
+                            r"^        (?P<name>\S+) \((?:0x[0-9A-F]+|<CLR reg>)\) = 0x(?P<value>[0-9a-f]+)$")
+        mine = _frames_by_sp(o_out.text, r"^([0-9A-F]{16}) [0-9a-f]{16} ",
+                             r"^  \+ (?P<type>U?IntPtr)(?P<byref>&?) (?P<name>\S+)  = (?P<value>-?\d+)$")
+        for key, line in mine.items():
+            if key not in raw:
+                continue
+            held = int(raw[key].group("value"), 16)
+            if line.group("byref"):
+                held = _pointer(rt, held)
+            assert int(line.group("value")) & (1 << 64) - 1 == held, (line.group(0), raw[key].group(0))
+            checked += 1
+    if not checked:
+        pytest.skip("no IntPtr/UIntPtr argument or local that SOS's clrstack -a also reads on this core's threads")
 
 
 def test_dumpheap_live_counts_the_objects_it_lists(core_run: CoreRun) -> None:
