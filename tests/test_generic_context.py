@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,11 +73,21 @@ def case(tmp_path_factory, request) -> Case:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def opened(case: Case, monkeypatch: pytest.MonkeyPatch) -> Case:
-    """``case``, with this process's environment able to open its core in process."""
+def opened(case: Case, monkeypatch: pytest.MonkeyPatch) -> Iterator[Case]:
+    """``case``, with this process able to open its core in process: the DAC directory chosen
+    as ``setclrpath`` chooses it (SOSEXT_CLR_PATH is read once, when sosext is imported, so
+    setting it now would not count; under a world-writable /tmp, as in CI, only the choice
+    makes the runtime pack's DAC trusted)."""
+    from sosext.clr.runtime import clr_path, set_clr_path
     for name, value in case.env.items():
         monkeypatch.setenv(name, value)
-    return case
+    before = clr_path()
+    if "SOSEXT_CLR_PATH" in case.env:
+        set_clr_path(case.env["SOSEXT_CLR_PATH"])
+    try:
+        yield case
+    finally:
+        set_clr_path(before)
 
 
 def _walks(case: Case, reader: str) -> None:
