@@ -74,10 +74,6 @@ class WalkFork:
         return cls(copied, f_obj[:depth].copy(), f_cur[:depth].copy(), f_end[:depth].copy(), pending,
                    xkeys.copy(), xvals.copy(), st.copy())
 
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.seen, self.f_obj, self.f_cur, self.f_end, self.pend, self.xkeys, self.xvals))
-
 
 class _MapsAhead:
     """Maps the recording's pages ahead of a first gcroot's search, on the other core: the
