@@ -669,6 +669,29 @@ def _low_32_bits(m: re.Match) -> str:
     return f"{m.group(1)}{low}"
 
 
+# dumprequests' row of a request with no method (SOS's 6-wide Method column left blank).
+_NO_METHOD_ROW = re.compile(r"^([0-9a-f]+) {8}(?=\S)", re.M)
+
+
+def _parsed_method_requests(core: Path) -> dict:  # type: ignore[type-arg]
+    """{DefaultHttpContext: request} of the requests whose method is the one Kestrel parsed."""
+    from sosext.clr.features.http import incoming_requests
+    return {r.address: r for r in incoming_requests(_runtime_of(core)) if r.method_parsed}
+
+
+def _with_parsed_methods(text: str, core: Path) -> str:
+    """SOS's dumprequests with the method Kestrel parsed in the rows where SOS shows none (it
+    reads only the request's method text, which Kestrel makes when something asks for it)."""
+    if not _NO_METHOD_ROW.search(text):
+        return text
+    parsed = _parsed_method_requests(core)
+
+    def fill(m: re.Match) -> str:
+        r = parsed.get(int(m.group(1), 16))
+        return f"{m.group(1)} {r.method:<6} " if r is not None else m.group(0)
+    return _NO_METHOD_ROW.sub(fill, text)
+
+
 # SOS's symbol reader writes this line for a method of a dynamic module, such as an expression
 # tree's lambda_method1: in the middle of clrstack's frame line (after its IP), after ip2md's answer.
 _DYNAMIC_SYMBOLS_WARNING = r"SOS Warning: Loading symbols for dynamic assemblies is not yet supported(\n|$)"
@@ -701,6 +724,8 @@ CODE_LISTED: list[Listed] = [
            sos=_mask(r"^( +)r(8|9) ", lambda m: f"{m.group(1)}r{17 - int(m.group(2))} ")),
     Listed("clrstack and ip2md print no symbol warning for a dynamic method", r"^(clrstack|ip2md)",
            sos=lambda t: re.sub(_DYNAMIC_SYMBOLS_WARNING, "", t, flags=re.M)),
+    Listed("dumprequests names the method Kestrel parsed before its text is made", r"^dumprequests",
+           sos_on_core=lambda t, core: _with_parsed_methods(t, core)),
     Listed("dumpheap -live counts only objects as live objects", r"^(dumpheap .*-live|notreachableinrange|gcheapstat -iu)",
            sos_on_core=lambda t, core: _live_count_of_objects(t, core)),
 ]
@@ -1064,6 +1089,34 @@ def test_clrstack_i_prints_native_integers_whole(core_run: CoreRun) -> None:
             checked += 1
     if not checked:
         pytest.skip("no IntPtr/UIntPtr argument or local that SOS's clrstack -a also reads on this core's threads")
+
+
+def test_dumprequests_parsed_methods_are_the_requests(core_run: CoreRun) -> None:
+    """Where SOS's dumprequests shows a request with no method, the request's method text
+    (_methodText) is null in the core and its parsed method (Kestrel's HttpMethod enum field) holds
+    the value of the enum member whose name, upper case, is the method sosext prints (listed:
+    "dumprequests names the method Kestrel parsed …"). On a core with no such request, skipped."""
+    from sosext.clr.heap.instances import ObjectReader
+    from sosext.clr.typesystem.enums import constant_values
+    from sosext.formats.metadata.records import FIELD_LITERAL
+    blank = [int(m.group(1), 16) for m in _NO_METHOD_ROW.finditer(core_run.text("dumprequests"))]
+    if not blank:
+        pytest.skip("SOS names the method of every request on this core")
+    parsed = _parsed_method_requests(core_run.core)
+    rt = _runtime_of(core_run.core)
+    r = ObjectReader(rt)
+    for context in blank:
+        req = parsed[context]
+        mt = r.method_table(req.collection)
+        assert r.read(req.collection, "_methodText", mt) == 0, hex(context)
+        field = r.field(mt, "<Method>k__BackingField")
+        value = r.read(req.collection, "<Method>k__BackingField", mt)
+        enum_type = rt.heap.get_type(field.type_mt)
+        md = rt.catalog.metadata(enum_type.module)
+        values = constant_values(md)
+        members = {f.name.upper(): values[f.token] for f in md.fields_of(enum_type.token)
+                   if f.flags & FIELD_LITERAL and f.token in values}
+        assert members.get(req.method) == value & 0xFF, (hex(context), req.method, value, members)
 
 
 def test_dumpheap_live_counts_the_objects_it_lists(core_run: CoreRun) -> None:

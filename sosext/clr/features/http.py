@@ -52,6 +52,10 @@ class IncomingRequest:
     method: str
     scheme: str
     url: str  # path and query string
+    # The method is the one Kestrel parsed (its HttpMethod enum): nothing asked for its text yet
+    # (_methodText is null), so SOS, which reads only a string there, shows none.
+    method_parsed: bool = False
+    collection: int = 0  # the request's feature collection (Kestrel's HttpProtocol)
 
 
 def uri_host(uri: str) -> str:
@@ -139,11 +143,16 @@ def incoming_requests(runtime: "ClrRuntime") -> list[IncomingRequest]:
 
         method = f.string_at(r.read(collection, "<Method>k__BackingField", cmt)) \
             if _is_reference(r, cmt, "<Method>k__BackingField") else None
+        parsed = False
         if method is None:
-            method = text("_methodText") or _known_method(runtime, r, collection, cmt)
+            method = text("_methodText")
+            if not method:
+                method = _known_method(runtime, r, collection, cmt)
+                parsed = bool(method)
         out.append(IncomingRequest(context, method,
                                    text("<Scheme>k__BackingField"),
-                                   text("<Path>k__BackingField") + text("<QueryString>k__BackingField")))
+                                   text("<Path>k__BackingField") + text("<QueryString>k__BackingField"),
+                                   parsed, collection))
     return out
 
 
