@@ -166,6 +166,11 @@ def find_socket(pid: int, tmpdir: str | None = None) -> str:
     if not pid_exists(pid):
         raise NoSuchProcessError(pid)
     candidates = [s for s in published_sockets(tmpdir) if s.pid == pid]
+    start = process_start_time(pid)
+    if start is not None and candidates and all(0 < s.key < start for s in candidates):
+        # Keys are start times: every socket is older than the process, left by an earlier
+        # process that had its pid (pids are reused), not this one's.
+        candidates = []
     if not candidates:
         raise NoDiagnosticsSocketError(pid)
     return _select_socket(pid, candidates).path

@@ -476,12 +476,27 @@ def test_bad_answers_become_ipc_errors(ipcdir, answer, match):
 
 
 def test_stale_socket_without_listener(ipcdir):
-    path = os.path.join(ipcdir.dir, f"dotnet-diagnostic-{os.getpid()}-1-socket")
+    key = ipc_client.process_start_time(os.getpid())
+    path = os.path.join(ipcdir.dir, f"dotnet-diagnostic-{os.getpid()}-{key}-socket")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(path)
     s.close()  # the file stays, nobody listens
     with pytest.raises(ipc_client.NotListeningError, match="does not accept diagnostics connections"):
         ipc_client.get_process_info(os.getpid(), tmpdir=ipcdir.dir, timeout=1)
+
+
+def test_a_socket_older_than_the_process_is_an_earlier_process_s(ipcdir):
+    """Pids are reused: a socket whose key (a start time) is older than the process's start was
+    left by an earlier process with that pid (a CI run met one: `sleep` got the pid of a .NET
+    process killed earlier), so the process has no diagnostics socket."""
+    start = ipc_client.process_start_time(os.getpid())
+    for key in (1, start - 1):
+        path = os.path.join(ipcdir.dir, f"dotnet-diagnostic-{os.getpid()}-{key}-socket")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        s.close()
+    with pytest.raises(ipc_client.NoDiagnosticsSocketError, match="has no diagnostics socket"):
+        ipc_client.find_socket(os.getpid(), ipcdir.dir)
 
 
 def test_process_info_falls_back_to_v1(ipcdir):
