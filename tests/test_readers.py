@@ -573,3 +573,38 @@ def test_bad_reader_names_are_one_line(case: Case) -> None:
                            "-c", "eeheap -gc"], cwd=drivers.REPO, text=True, capture_output=True, timeout=120)
     assert done.returncode == 2 and done.stderr.splitlines()[-1].startswith(
         "sosext analyze: error: argument --reader: invalid choice: 'bogus'"), done.stderr
+
+
+def test_a_dynamic_methods_code_names_its_method(tmp_path: Path) -> None:
+    """A DynamicMethod's code lives in a code heap of its own, whose range section is
+    collectible: the range section map's pointers to its fragments carry bit 0, which the
+    contracts reader masks (a webapi core's expression-tree frame, lambda_method1, failed so).
+    From its code, both readers find the MethodDesc the debuggee read from the DynamicMethod's
+    handle; the contracts reader's dumpmd names it and its code. dumpil of the MethodDesc says
+    in one line that the DAC reader answers (the DynamicMethod object is behind the method's
+    resolver, which no data contract describes); dumpil of the object prints the DAC reader's
+    bytes, the debuggee's IL. (This core's DAC answers no MethodDescData for the method: SOS's
+    dumpmd prints nothing; the webapi cores' lambda_method1 is answered by both readers alike,
+    tests/test_readers_realapps.py.)"""
+    from harness import dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    with Debuggee("gcscripts", dll=build_debuggee(), core_dir=tmp_path) as d:
+        core = d.write_core("heap", tmp_path / "gcscripts.core")
+    dyn = d.truth["gcscripts"]["dynamic"]
+    md = int(dyn["methodDesc"], 16)
+    env = {"SOSEXT_CLR_PATH": ""}
+    (dumpmd,) = drivers.run_cli([f"dumpmd {md:x}"], core=core, env={**env, "SOSEXT_READER": "contracts"})
+    code = re.search(r"^Current CodeAddr: +([0-9a-f]{16})$", dumpmd.text, re.M)
+    assert code and "Method Name:          DynamicClass.GcScriptsAddZero(Int32)\n" in dumpmd.text, dumpmd.text
+    commands = [f"ip2md {int(code.group(1), 16) + 1:x}", f"dumpil {dyn['address']}", f"dumpil {md:x}"]
+    outs = {reader: drivers.run_cli(commands, core=core, timeout=600, env={**env, "SOSEXT_READER": reader})
+            for reader in ("dac", "contracts")}
+    for reader in ("dac", "contracts"):
+        assert outs[reader][0].text.startswith(f"MethodDesc:   {md:016x}\n"), (reader, outs[reader][0].text)
+    assert outs["contracts"][0].text.splitlines()[1:3] == dumpmd.text.splitlines()[:2]
+    assert not outs["dac"][1].errors and outs["dac"][1].text == outs["contracts"][1].text
+    assert [ln.split(": ", 1)[1] for ln in outs["dac"][1].text.splitlines() if ln.startswith("IL_")] == dyn["il"]
+    assert outs["contracts"][2].text == ("error: the contracts reader cannot answer a dynamic method's DynamicMethod "
+                                         "object (its resolver is in no data contract) yet; --reader dac (or "
+                                         "setreader dac) does\n")

@@ -345,9 +345,10 @@ Examples:
             if method is None:
                 raise SosAnswer(f"{P16(addr)} is not a MethodDesc")
             if method.data.is_dynamic:
-                if not method.data.managed_dynamic_method_object:
+                dynamic_method = rt.reader.dynamic_method_object(method.data)
+                if not dynamic_method:
                     raise SosError(f"Unable to print IL for DynamicMethodDesc {p16(addr)}")
-                self.dynamic(ctx, method.data.managed_dynamic_method_object)
+                self.dynamic(ctx, dynamic_method)
                 return
             il_addr, _rva = il_body_address(rt, method)
             # SOS adds "pImport is <its own IMetaDataImport>", an address in the debugger, not the target.

@@ -77,7 +77,9 @@ class ExecutionManager:
             level_map = d.pointer(level_map + 8 * index) & ~1
             if not level_map:
                 return 0
-        fragment = d.pointer(level_map + 8 * (used & 0xFF))
+        # A fragment pointer (the leaf's and each Next) carries bit 0 when the fragment's section
+        # is collectible (RangeSectionFragmentPointer): the host code heap of dynamic methods.
+        fragment = d.pointer(level_map + 8 * (used & 0xFF)) & ~1
         for _ in range(_MAX_FRAGMENTS):
             if not fragment:
                 return 0
@@ -87,7 +89,7 @@ class ExecutionManager:
                 section = d.field_pointer(fragment, "RangeSectionFragment", "RangeSection")
                 # A section on its way to deletion holds no live code.
                 return 0 if d.field_pointer(section, "RangeSection", "NextForDelete") else section
-            fragment = d.field_pointer(fragment, "RangeSectionFragment", "Next")
+            fragment = d.field_pointer(fragment, "RangeSectionFragment", "Next") & ~1
         raise ContractError(f"the range section list of {ip:#x} does not end")
 
     # -- step 2: the method ------------------------------------------------------------------

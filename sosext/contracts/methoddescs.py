@@ -345,16 +345,15 @@ class MethodDescs:
         d = self.data
         dynamic = md.classification == MC_DYNAMIC and \
             d.field_u32(md.address, "StoredSigMethodDesc", "ExtendedFlags") & DYNAMIC_IS_LCG
-        if dynamic:
-            raise ReaderUnsupported("the contracts reader cannot answer a dynamic method's data (its "
-                                    "DynamicMethod object) yet; --reader dac (or setreader dac) does")
+        # A dynamic method's DynamicMethod object (behind its resolver, which the descriptor does
+        # not describe) stays 0 here: only dumpil needs it, and asks dynamic_method_object().
         if d.has("Module", "MethodDefToILCodeVersioningStateMap") and md.token & 0xFFFFFF and \
                 self.loader.lookup(self.module(md), "MethodDefToILCodeVersioningStateMap", md.token & 0xFFFFFF):
             raise ReaderUnsupported("the contracts reader cannot answer a rejitted method's data (its IL "
                                     "code versions) yet; --reader dac (or setreader dac) does")
         code = self.active_native_code(md)
         return MethodDescData(
-            has_native_code=int(bool(code)), is_dynamic=0, slot_number=md.slot,
+            has_native_code=int(bool(code)), is_dynamic=int(bool(dynamic)), slot_number=md.slot,
             native_code_addr=code or NO_CODE, address_of_native_code_slot=self.native_code_slot_address(md),
             method_desc_ptr=address, method_table_ptr=md.method_table, module_ptr=self.module(md),
             token=md.token, gc_info=0, gc_stress_code_copy=0, managed_dynamic_method_object=0, requested_ip=0,
@@ -613,6 +612,13 @@ class SigText:
                 continue
             if et == 0x41:  # SENTINEL
                 continue
+            if et == 0x21:  # INTERNAL: a TypeHandle inline (a dynamic method's stored signature)
+                size = self.mds.data.pointer_size
+                raw = self.blob[self.pos:self.pos + size]
+                if len(raw) != size:
+                    raise ContractError("a method signature ends early")
+                self.pos += size
+                return self._handle_text(int.from_bytes(raw, "little"), depth + 1)
             return "**UNKNOWN TYPE**"
 
     def _token_name(self, coded: int) -> str:

@@ -446,6 +446,10 @@ class ContractReader:
             return None
         return block.method_desc if block is not None else None
 
+    def dynamic_method_object(self, data: rec.MethodDescData) -> int:
+        """The DAC reads it from the method's LCGMethodResolver, which no contract describes."""
+        raise self.unsupported("a dynamic method's DynamicMethod object (its resolver is in no data contract)")
+
     def method_desc_data_at(self, md: int, ip: int) -> rec.MethodDescData | None:
         """MethodDescData as the code at ``ip`` sees it, as SOS's ip2md asks the DAC for it:
         NativeCodeAddr is the start of the code version that holds ``ip`` (0: the active one)."""

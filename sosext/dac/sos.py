@@ -590,6 +590,10 @@ class SosDac:
             return None
         return st.MethodDescData.from_c(c)
 
+    def dynamic_method_object(self, data: st.MethodDescData) -> int:
+        """A dynamic method's DynamicMethod object (0: none), which the DAC puts in its data."""
+        return data.managed_dynamic_method_object
+
     def method_desc_name(self, md: int) -> str | None:
         return self._text(self.sos, "GetMethodDescName", SOS["GetMethodDescName"], ((_A, md),))
 

@@ -113,6 +113,19 @@ namespace DebuggeeHost
             return dm;
         }
 
+        /// The MethodDesc the runtime made for a DynamicMethod, which no public API gives:
+        /// DynamicMethod._methodHandle (a RuntimeMethodInfoStub) holds it in m_value.m_handle.
+        private static IntPtr DynamicMethodDesc(DynamicMethod dm)
+        {
+            const BindingFlags Instance = BindingFlags.Public | BindingFlags.NonPublic | BindingFlags.Instance;
+            object stub = typeof(DynamicMethod).GetField("_methodHandle", Instance)?.GetValue(dm)
+                ?? throw new InvalidOperationException("DynamicMethod._methodHandle is gone");
+            object handle = stub.GetType().GetField("m_value", Instance)?.GetValue(stub)
+                ?? throw new InvalidOperationException("RuntimeMethodInfoStub.m_value is gone");
+            return (IntPtr)(handle.GetType().GetField("m_handle", Instance)?.GetValue(handle)
+                ?? throw new InvalidOperationException("RuntimeMethodHandleInternal.m_handle is gone"));
+        }
+
         [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
         private static void Park(GcScriptsWhere young, GcScriptsWhere middle, GcScriptsWhere old, StringWriter writer,
                                  byte[] pinned, DynamicMethod dynamicMethod)
@@ -159,6 +172,7 @@ namespace DebuggeeHost
             w.Prop("pinnedLength", s_pinned.Length);
             w.Name("dynamic").BeginObject();
             w.PropHex("address", Mem.Addr(s_dynamic));
+            w.PropHex("methodDesc", DynamicMethodDesc(s_dynamic));
             w.Name("il").BeginArray();
             foreach (string op in new[] { "ldarg.0", "ldc.i4.0", "add", "ret" }) w.Value(op);
             w.EndArray();
