@@ -59,8 +59,12 @@ def register_name(number: int, arch: str = "aarch64") -> str | None:
 
 
 def _live_tracked(info: GcInfo, offset: int, aborted: bool = False) -> list[int] | None:
-    """Tracked slots live at ``offset``; None: report nothing of the frame (execution was
-    aborted there by an exception, outside the fully interruptible ranges)."""
+    """Tracked slots live at ``offset``; None: report nothing of the frame.
+
+    GcInfoDecoder::EnumerateLiveSlots: at an offset that is no safe point (or where execution
+    was aborted), a method with fully interruptible ranges reports nothing unless a range holds
+    the offset (a prolog, such as a leaf frame stopped on its first instruction); a method
+    with none reports its untracked slots alone."""
     if offset in info.safe_points and not aborted:
         return info.live_at_safe_points[info.safe_points.index(offset)]
     for start, end in info.interruptible_ranges:
@@ -74,7 +78,7 @@ def _live_tracked(info: GcInfo, offset: int, aborted: bool = False) -> list[int]
                 else:
                     live.discard(slot)
             return sorted(live)
-    return None if aborted and info.interruptible_ranges else []
+    return None if info.interruptible_ranges else []
 
 
 def stack_references(walker: StackWalker, os_tid: int, first_frame: int) -> list[StackRefData]:
@@ -99,11 +103,6 @@ def stack_references(walker: StackWalker, os_tid: int, first_frame: int) -> list
         if block.funclet:
             funclet_of = frame.method_desc
         if not block.gc_info:
-            continue
-        if step.active and block.relative_offset == 0 and not block.funclet:
-            # Stopped on the method's first instruction: none of its frame exists yet, and its
-            # frame-relative slots would name the caller's. The DAC reports nothing there (a
-            # CI run's webapi core showed a thread so stopped in DefaultPipeWriter.Complete).
             continue
         info = infos.get(block.gc_info)
         if info is None:
