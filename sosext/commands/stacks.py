@@ -144,6 +144,8 @@ def pstacks_frame_text(method: str) -> str:
         depth += (c == "[") - (c == "]")
         if c == "." and depth == 0:
             dot = i
+    if dot > 0 and head[dot - 1] == ".":
+        dot -= 1  # a constructor's name has its own dot (".ctor", ".cctor")
     name = head[dot + 1:]
     if name.endswith("]]"):
         # As ClrMD's parallelstacks takes a generic method's name: the name before the first

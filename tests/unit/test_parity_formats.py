@@ -96,3 +96,16 @@ def test_pstacks_names_a_dynamic_method_without_its_type():
     from sosext.commands.stacks import pstacks_frame_text
     assert pstacks_frame_text("DynamicClass.lambda_method1(System.Runtime.CompilerServices.Closure, System.Object, "
                               "Microsoft.AspNetCore.Http.HttpContext)") == "lambda_method1(Closure, Object, HttpContext)"
+
+
+def test_pstacks_keeps_a_generic_types_constructor_dot():
+    """dotnet-dump printed `KestrelConnection<System.__Canon>..ctor(Int64, ...)` for a webapi core's
+    thread stopped on a generic type's constructor; the name's own dot was lost after the
+    type's instantiation."""
+    from sosext.commands.stacks import pstacks_frame_text
+    assert pstacks_frame_text(
+        "Microsoft.AspNetCore.Server.Kestrel.Core.Internal.Infrastructure.KestrelConnection`1[[System.__Canon, "
+        "System.Private.CoreLib]]..ctor(Int64, System.Func`2<System.__Canon,System.Threading.Tasks.Task>)") == \
+        "Microsoft.AspNetCore.Server.Kestrel.Core.Internal.Infrastructure.KestrelConnection<System.__Canon>..ctor(" \
+        "Int64, Func<__Canon,Task>)"
+    assert pstacks_frame_text("System.Text.StringBuilder..ctor(Int32)") == "System.Text.StringBuilder..ctor(Int32)"
