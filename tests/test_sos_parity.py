@@ -696,6 +696,42 @@ def _with_parsed_methods(text: str, core: Path) -> str:
 # tree's lambda_method1: in the middle of clrstack's frame line (after its IP), after ip2md's answer.
 _DYNAMIC_SYMBOLS_WARNING = r"SOS Warning: Loading symbols for dynamic assemblies is not yet supported(\n|$)"
 
+_ARG_LINE = re.compile(r"^  \+ (.*?) (\S+)( @ 0x([0-9a-f]+)|  = (-?\d+))$")
+_R8_R9: dict[Path, set[frozenset[int]]] = {}
+
+
+def _r8_r9_swapped(sos: str, ours: str, core: Path) -> bool:
+    """Whether the texts differ only in two variables that swapped what they show (type and
+    value), those values being r8 and r9 of a thread of ``core``: dotnet-dump reads a Linux
+    core's r8 as r9 and the reverse (ClrMD's RegSetX64 declares them in the wrong order; see
+    "registers shows the values the core holds"), so an argument the JIT keeps in r8 or r9 in a
+    thread's running frame shows the other's value. A webapi thread stopped on
+    KestrelConnection`1..ctor showed connectionDelegate as the SocketConnection in r9."""
+    if core not in _R8_R9:
+        from sosext.targets.elfcore import CoreTarget
+        target = CoreTarget(core)
+        _R8_R9[core] = {frozenset((r.get("r8", 0), r.get("r9", 0)))
+                        for r in (target.registers(t.tid) for t in target.threads())}
+    a, b = sos.splitlines(), ours.splitlines()
+    if len(a) != len(b):
+        return False
+    differ = [(x, y) for x, y in zip(a, b) if x != y]
+    if len(differ) != 2:
+        return False
+    parsed = [(_ARG_LINE.match(x), _ARG_LINE.match(y)) for x, y in differ]
+    if not all(m and n and m.group(2) == n.group(2) for m, n in parsed):
+        return False
+    (s1, o1), (s2, o2) = parsed
+
+    def shown(m: re.Match) -> tuple[str, str]:
+        return m.group(1), m.group(3)
+
+    def value(m: re.Match) -> int:
+        return int(m.group(4), 16) if m.group(4) else int(m.group(5)) & (1 << 64) - 1
+    return shown(s1) == shown(o2) and shown(s2) == shown(o1) and \
+        frozenset((value(o1), value(o2))) in _R8_R9[core]
+
+
 CODE_LISTED: list[Listed] = [
     Listed("timerinfo names a static callback", r"^timerinfo",
            sos=_mask(r" -> \S*$", " ->"), ours=_mask(r" -> \S*$", " ->")),
@@ -720,6 +756,8 @@ CODE_LISTED: list[Listed] = [
            sos=_mask(_ENUM_VALUE, r"\1"), ours=_mask(_ENUM_VALUE, r"\1")),
     Listed("clrstack -i prints a native integer whole where SOS prints its low 32 bits", r"^clrstack -i",
            ours=lambda t: re.sub(_NATIVE_INT, _low_32_bits, t, flags=re.M)),
+    Listed("clrstack -i reads r8 and r9 as the core holds them", r"^clrstack -i",
+           agree=lambda sos, ours, core: _r8_r9_swapped(sos, ours, core)),
     Listed("dso names the register the core says holds the object", r"^dso",
            sos=_mask(r"^( +)r(8|9) ", lambda m: f"{m.group(1)}r{17 - int(m.group(2))} ")),
     Listed("clrstack and ip2md print no symbol warning for a dynamic method", r"^(clrstack|ip2md)",
