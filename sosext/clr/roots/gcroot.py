@@ -177,12 +177,18 @@ def _walk_chains(heap: "ClrHeap", address: int, roots: list[ClrRoot], limit: int
     return stream()
 
 
+def _forest_wanted(heap: "ClrHeap") -> bool:
+    """Whether a root forest is still to be built for the heap: none yet, and no search
+    forced by SOSEXT_GCROOT (which measures the searches themselves)."""
+    return os.environ.get("SOSEXT_GCROOT", "") == "" and heap.root_forest is None
+
+
 def _forest_recording(heap: "ClrHeap", mem, roots: list[ClrRoot]) -> list | None:
     """Where a first gcroot records the root forest's prefix, when a forest will be built
     after it (a session where more commands may follow): up to its target that search *is*
     the forest's, so the build goes on from there instead of walking it again (on a leak's
     heap, where the target is met late, that is most of the forest). None: not recording."""
-    if os.environ.get("SOSEXT_GCROOT", "") != "" or heap.root_forest is not None:
+    if not _forest_wanted(heap):
         return None
     from . import background
     from .forest import BYTES_PER_OBJECT, new_recording
@@ -279,7 +285,7 @@ class _BuildTracker(Progress):
 def _plan_forest(heap: "ClrHeap", mem, roots: list[ClrRoot], walk, recording: list | None = None) -> None:
     """After a first gcroot in SOS's order: the root forest, in the background (from where
     that gcroot's ``recording`` stopped, if it recorded)."""
-    if os.environ.get("SOSEXT_GCROOT", "") != "" or heap.root_forest is not None:
+    if not _forest_wanted(heap):
         return
     from . import background
     from .forest import BYTES_PER_OBJECT, RootForest, new_recording
