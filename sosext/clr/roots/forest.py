@@ -74,7 +74,7 @@ class RootForest:
         pri, sec = walk.dependent_edges()
         self.dependent = (pri, sec)
         record = recording if recording is not None else new_recording(mem, len(roots))
-        if len(record) == 5:  # not yet whole
+        if not recording_is_whole(record):
             for _ in walk.run_search(starts, pri, sec, np.uint64(0), WalkState(resume=fork), record):
                 pass  # no target: nothing is found
         pops, parents, root_pops, count, _roots, bits = record
@@ -195,11 +195,17 @@ def _ranks(pops: np.ndarray, parents: np.ndarray, count: int, mem: "CoreHeapMemo
 
 
 def new_recording(mem: "CoreHeapMemory", roots: int) -> list:
-    """Where a forest's walk records: [pops, parents, root_pops, count, roots started]."""
+    """Where a forest's walk records: [pops, parents, root_pops, count, roots started]; the
+    walk that ends it appends its seen bitmap (:func:`recording_is_whole`)."""
     most = mem.heap_bytes // MIN_OBJECT_SIZE + RECORD_SLACK
     # Not in huge pages: faulting those in was slower (measured, a first gcroot recording at 20M
     # objects: +0.30 s against +0.10 s for 4 KiB pages).
     return [memory.reserve(most, np.uint64), memory.reserve(most, np.uint64), np.zeros(roots + 1, np.int64), 0, 0]
+
+
+def recording_is_whole(recording: list) -> bool:
+    """Whether the walk that recorded ran to the end (RootWalk.paths appended its seen bitmap)."""
+    return len(recording) == 6
 
 
 def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: int | None

@@ -228,7 +228,7 @@ class RootWalk(RootSearch):
                     break
             if record is not None:  # a forest's, or a search that never met its target: the whole forest
                 record[3] = int(st[10])
-                record.append(seen)  # every heap object the forest took off the stack
+                record.append(seen)  # every heap object the forest took off the stack: forest.recording_is_whole
                 seen = None
         finally:
             if ahead is not None:
