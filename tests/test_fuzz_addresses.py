@@ -299,3 +299,24 @@ def test_the_live_debuggee_survives_the_debugger(case: Case) -> None:
         pytest.skip("no live host in this run")
     alive, pong = case.after_detach
     assert alive and pong == "SOSEXT-PONG", pong
+
+
+def test_a_net8_core_takes_every_address_in_the_cli(tmp_path: Path) -> None:
+    """The cross product on a .NET 8 core, whose MethodTables have separate EEClasses: the .NET
+    8 DAC asked for the MethodDescData of an EEClass (dumpclass, dumpmd of one) killed the
+    process with SIGSEGV, so a MethodDesc is now checked raw first (its chunk's MethodTable, and
+    not an EEClass). The CLI exits normally, every command prints output or one error line,
+    and dumpheap -stat is still the debuggee's truth."""
+    drivers.require_dotnet_and_lldb()
+    with Debuggee("heap", tfm="net8.0", dll=build_debuggee("net8.0"), core_dir=tmp_path) as d:
+        core = d.write_core("heap", tmp_path / "heap.core")
+    places = find_places(core, d.truth)
+    assert places.get("eeclass") and places["eeclass"] != places["mt"]
+    c = Case(d.truth, places, commands_for(d.truth, places))
+    c.outputs["cli-heap"], c.returncodes["cli-heap"] = run_recording("cli-heap", d, c.commands, core)
+    test_the_host_process_exits_normally(c, "cli-heap")
+    test_every_command_prints_output_or_exactly_one_error(c, "cli-heap")
+    test_the_session_still_answers_dumpheap_stat_as_the_truth_says(c, "cli-heap")
+    out = dict(zip(c.commands, outputs(c, "cli-heap")))
+    assert out[f"dumpmd {places['eeclass']:x}"].text.strip() == f"{places['eeclass']:016X} is not a MethodDesc"
+    assert out[f"dumpclass {places['eeclass']:x}"].text.startswith("Class Name:      SosextDebuggee.HeapItemA\n")

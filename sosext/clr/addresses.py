@@ -66,6 +66,9 @@ class _Runtime(RuntimeParts, Protocol):
 LOW_LIMIT = 0x10000  # Linux never maps the first 64 KiB (vm.mmap_min_addr)
 USER_LIMIT = 1 << 47  # x86_64 and arm64 user space with 4-level page tables
 _MT_PROBE = 64  # bytes read from a candidate MethodTable: its fixed header
+# A MethodDesc's byte 2 is its index in its MethodDescChunk (in 8-byte units), whose 24-byte
+# header starts with the chunk's MethodTable and holds its size less one (8-byte units) at 0x10
+_MD_CHUNK_INDEX, _MD_ALIGNMENT, _MD_CHUNK_HEADER, _MD_CHUNK_SIZE = 2, 8, 0x18, 0x10
 
 
 class AddressKind(enum.Enum):
@@ -287,6 +290,16 @@ class AddressClassifier:
         if md & 7 or not self.readable(md, 16) or self._in_heap(md) or md in self.known_structures():
             return False
         if self._on_stack(md) is not None or self.is_method_table(md):
+            return False
+        # Read raw first, as the chunk holding it, and not an EEClass: a .NET 8 DAC asked for the
+        # MethodDescData of an EEClass (dumpclass, dumpmd of one) crashed the process (SIGSEGV
+        # inside the DAC), and an EEClass can pass the chunk test by what precedes it.
+        index = bytes(self.target.read_partial(md + _MD_CHUNK_INDEX, 1))
+        chunk = md - (index[0] if index else 0) * _MD_ALIGNMENT - _MD_CHUNK_HEADER
+        head = bytes(self.target.read_partial(chunk, _MD_CHUNK_HEADER)) if index else b""
+        if len(head) != _MD_CHUNK_HEADER or index[0] > head[_MD_CHUNK_SIZE] or \
+                not self.is_method_table(int.from_bytes(head[:8], "little")) or \
+                self.eeclass_method_table(md) is not None:
             return False
         d = self.runtime.reader.method_desc_data(md)
         return d is not None and d.module_ptr in self.module_addresses() and self.is_method_table(d.method_table_ptr)

@@ -2,8 +2,8 @@
 
 The property that matters is which addresses reach the DAC: a MethodTable query only for
 an address whose raw header names a known module, a MethodDesc query only for an address
-that is none of heap / domain / assembly / module / stack / MethodTable, and nothing else
-at all. A fake runtime (memory, heap, module lists, a DAC that records its calls) lets
+that is none of heap / domain / assembly / module / stack / MethodTable / EEClass and whose
+MethodDescChunk (by its index byte) names a MethodTable, and nothing else at all. A fake runtime (memory, heap, module lists, a DAC that records its calls) lets
 hypothesis throw arbitrary addresses at the classifier. The real-process counterpart is
 tests/test_fuzz_addresses.py.
 """
@@ -117,12 +117,13 @@ class Heap:
 def runtime() -> NS:
     mem = Memory()
     for start, size in ((MODULE, 0x100), (OTHER_MODULE, 0x100), (DOMAIN, 0x100), (ASSEMBLY, 0x100),
-                        (0x7F0000010000, 0x500), (METHOD_DESC, 0x40), (SEGMENT[0], SEGMENT[1] - SEGMENT[0]),
+                        (0x7F0000010000, 0x500), (METHOD_DESC - 0x18, 0x58), (SEGMENT[0], SEGMENT[1] - SEGMENT[0]),
                         (STACK[0], STACK[1] - STACK[0])):
         mem.map(start, size)
     for mt in MTS:
         mem.put(mt + MODULE_OFFSET, MODULE)
     mem.put(LOOKALIKE + MODULE_OFFSET, 0x1234)
+    mem.put(METHOD_DESC - 0x18, ITEM_MT)  # its MethodDescChunk's header: the MethodTable, size 1, index 0
     for a, m, _s in OBJECTS:
         mem.put(a, m)
     module = NS(address=MODULE, path="/app/App.dll")
@@ -177,6 +178,9 @@ def test_the_dac_only_sees_checked_addresses(address: int) -> None:
     for md in rt.reader.md_calls:
         assert not (SEGMENT[0] <= md < SEGMENT[1] or STACK[0] <= md < STACK[1]) and md not in (MODULE, DOMAIN, ASSEMBLY)
         assert md not in MTS and not md & 7
+        index = mem.read_partial(md + 2, 1)
+        chunk_mt = mem.read_partial(md - index[0] * 8 - 0x18, 8) if index else b""
+        assert int.from_bytes(chunk_mt, "little") in MTS, f"MethodDesc query for {md:x}: no chunk names a MethodTable"
     if c.kind is AddressKind.METHOD_TABLE:
         assert address in MTS
     if c.kind is AddressKind.METHOD_DESC:

@@ -149,6 +149,8 @@ class FieldCatalog:
         return None
 
     def _load(self, mt: int) -> list[ClrField] | None:
+        if mt == self.runtime.globals.free_method_table:
+            return []  # no FieldDescs: the .NET 8 DAC asked for them crashed the process (SIGSEGV)
         dac = self.reader
         data = dac.method_table_data(mt)
         fdata = dac.method_table_field_data(mt)
