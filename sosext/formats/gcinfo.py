@@ -227,8 +227,15 @@ class GcInfo:
         # SOS lists a line's slots from the highest slot number down (the slots that die first,
         # then those that become live), each after a space.
         for offset, live in zip(self.safe_points, self.live_at_safe_points):
-            by_offset.append((offset, 1, f"{offset:08x} is a safepoint: "
-                              + "".join(f" +{tracked[i]}" for i in sorted(live, reverse=True))))
+            slots = "".join(f" +{tracked[i]}" for i in sorted(live, reverse=True))
+            if self.version < 4 and self.arch == "x86_64":
+                # Before .NET 10 a safe point is recorded at the call's last byte: SOS names the
+                # return address the safe point and lists the live slots at the recorded offset.
+                by_offset.append((offset, 1, f"{offset + 1:08x} is a safepoint: "))
+                if slots:
+                    by_offset.append((offset, 2, f"{offset:08x}{slots}"))
+                continue
+            by_offset.append((offset, 1, f"{offset:08x} is a safepoint: " + slots))
         changes: dict[int, list[tuple[int, str]]] = {}
         for offset, slot, live in self.lifetimes:
             changes.setdefault(offset, []).append((slot, ("+" if live else "-") + tracked[slot]))

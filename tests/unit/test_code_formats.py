@@ -427,3 +427,16 @@ def test_sos_signature_words() -> None:
         "[DEFAULT] [hasThis] Void (String,ByRef I8,Class System.Collections.Generic.List`1<I4>," \
         "SZArray ValueType Ns.Point,!1)"
     assert element_text(SigType(0x1C), str) == "Object"
+
+
+def test_gcinfo_before_net10_shows_the_return_address_as_the_safe_point():
+    """dotnet-dump's gcinfo of String.Concat on a .NET 9 core (GC info version 3, safe points
+    recorded at the call's last byte): `0000004f is a safepoint: ` then `0000004e +r15 +rbx
+    +rax`, and a safe point with nothing live on its line alone; on .NET 10 (version 4, the
+    return address recorded) one line: `0000004e is a safepoint:  +r15 …`."""
+    from sosext.formats.gcinfo import GcInfo
+    slots = [GcSlot(0, 0, 0, 0, False), GcSlot(3, 0, 0, 0, False), GcSlot(15, 0, 0, 0, False)]
+    v3 = GcInfo("x86_64", 3, True, 0, 0xe9, safe_points=[0x4e, 0xce], slots=slots, live_at_safe_points=[[0, 1, 2], []])
+    assert v3.body_lines() == ["0000004f is a safepoint:", "0000004e +r15 +rbx +rax", "000000cf is a safepoint:"]
+    v4 = GcInfo("x86_64", 4, True, 0, 0xe9, safe_points=[0x4e, 0xce], slots=slots, live_at_safe_points=[[0, 1, 2], []])
+    assert v4.body_lines() == ["0000004e is a safepoint:  +r15 +rbx +rax", "000000ce is a safepoint:"]
