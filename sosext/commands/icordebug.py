@@ -245,7 +245,20 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
             out.line(pending + rows.table.row(*values))
             pending = ""
 
-    for _sp, _order, kind, payload in entries:
+    # SOS prints the internal frames closer to the leaf than a managed frame just before that
+    # frame, never before a native one: those after the walk's last managed frame (a thread
+    # blocked under a HelperMethodFrame with no managed caller on .NET 8/9) are not printed.
+    waiting: list[tuple[int, int, str, object]] = []
+    ordered: list[tuple[int, int, str, object]] = []
+    for e in entries:
+        if e[2] == "internal":
+            waiting.append(e)
+            continue
+        if e[2] == "managed":
+            ordered += waiting
+            waiting = []
+        ordered.append(e)
+    for _sp, _order, kind, payload in ordered:
         if full():
             break
         printed += 1
