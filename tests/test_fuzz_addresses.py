@@ -324,3 +324,20 @@ def test_an_older_runtimes_core_takes_every_address_in_the_cli(tfm: str, tmp_pat
     if tfm == "net8.0":
         assert out[f"dumpmd {eeclass:x}"].text.strip() == f"{eeclass:016X} is not a MethodDesc"
     assert out[f"dumpclass {eeclass:x}"].text.startswith("Class Name:      SosextDebuggee.HeapItemA\n")
+
+
+def test_dumpgcdata_on_a_net8_standalone_gc_core(tmp_path: Path) -> None:
+    """A .NET 8 workstation heap run by the standalone GC (libclrgc.so: segments): the .NET 8
+    DAC asked for its GC_CONFIG_DRIVEN counters killed the process (SIGSEGV), and without a
+    contract descriptor its GcDacVars cannot be checked first; dumpgcdata says so in one line
+    and the session goes on (dumpheap -stat is the debuggee's truth)."""
+    drivers.require_dotnet_and_lldb()
+    with Debuggee("heap", gc="wks", gc_flavor="segments", tfm="net8.0", dll=build_debuggee("net8.0"),
+                  core_dir=tmp_path) as d:
+        core = d.write_core("heap", tmp_path / "heap.core")
+    c = Case(d.truth, {}, ["dumpgcdata", "dumpheap -stat"])
+    c.outputs["cli-heap"], c.returncodes["cli-heap"] = run_recording("cli-heap", d, c.commands, core)
+    test_the_host_process_exits_normally(c, "cli-heap")
+    test_the_session_still_answers_dumpheap_stat_as_the_truth_says(c, "cli-heap")
+    assert outputs(c, "cli-heap")[0].text.startswith(
+        "The standalone GC in use (libclrgc.so) may publish no GC_CONFIG_DRIVEN counters")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..clr.addresses import classifier
 from ..clr.heap.gcdata import (BIT_MECHANISMS, COMPACT_MANDATORY, COMPACT_REASONS, DATA_POINTS, EXPAND_MECHANISMS,
-                          GLOBAL_MECHANISMS, GCCounters, counters_unpublished, gc_counters, gc_global_mechanisms, out_of_memory)
+                          GLOBAL_MECHANISMS, GCCounters, counters_withheld, gc_counters, gc_global_mechanisms, out_of_memory)
 from ..formats.metadata.pdb import CodeViewInfo
 from ..formats.metadata.pe import file_version_of
 from ..formats.metadata import MetadataError
@@ -120,10 +120,10 @@ Example:
 
     def run(self, ctx: CommandContext, args: Parsed) -> None:
         heap = ctx.heap
-        if counters_unpublished(heap):
+        withheld = counters_withheld(heap)
+        if withheld:
             # An answer, not a failure (SOS's dumpgcdata takes dotnet-dump down on such a GC).
-            ctx.out.line("The standalone GC in use (libclrgc.so) keeps no GC_CONFIG_DRIVEN counters "
-                         "(its GcDacVars publishes none).")
+            ctx.out.line(withheld)
             return
         counters = gc_counters(heap)
         if counters is None:

@@ -103,24 +103,32 @@ _COUNTER_VARS = ("interesting_data_per_heap", "compact_reasons_per_heap", "expan
                  "interesting_mechanism_bits_per_heap", "gc_global_mechanisms")
 
 
-def counters_unpublished(heap: "ClrHeap") -> bool:
-    """Whether a standalone GC (libclrgc.so, DOTNET_GCName) runs a workstation heap and publishes
-    no GC_CONFIG_DRIVEN counters in its GcDacVars (.NET 10's has them null): the DAC's static
-    requests read them through those variables without checking and fault (SIGSEGV), so they
-    are looked at before it is asked. (The runtime's own GC answers the DAC by other means.)
-    False when the GcDacVars cannot be read here: the DAC is asked as before."""
+def counters_withheld(heap: "ClrHeap") -> str | None:
+    """Why the DAC is not asked for the GC_CONFIG_DRIVEN counters, or None to ask it. A
+    standalone GC (libclrgc.so, DOTNET_GCName) running a workstation heap may publish none in
+    its GcDacVars (.NET 10's has them null), and the DAC's static requests read them through
+    those variables without checking and fault (SIGSEGV); so they are looked at first. Where
+    the GcDacVars cannot be read here (.NET 8: no descriptor) the DAC is not asked either:
+    .NET 8's faulted the same way on such a core. (The runtime's own GC answers the DAC by
+    other means.)"""
     from ...errors import SosError
     rt = heap.runtime
     if heap.is_server or not any(m.name.startswith("libclrgc") for m in rt.target.modules()):
-        return False
+        return None
+    unreadable = ("The standalone GC in use (libclrgc.so) may publish no GC_CONFIG_DRIVEN counters, and "
+                  "this runtime's DAC faults reading them then; without a contract descriptor its GcDacVars "
+                  "cannot be checked first, so they are not read.")
     reader = rt.contracts_beside()
     if reader is None:
-        return False
+        return unreadable
     try:
         gc = reader.gc
-        return not any(gc.var(name) for name in _COUNTER_VARS)
+        if any(gc.var(name) for name in _COUNTER_VARS):
+            return None
     except (SosError, AttributeError, ValueError):
-        return False
+        return unreadable
+    return ("The standalone GC in use (libclrgc.so) keeps no GC_CONFIG_DRIVEN counters "
+            "(its GcDacVars publishes none).")
 
 
 def gc_counters(heap: "ClrHeap") -> list[GCCounters] | None:
