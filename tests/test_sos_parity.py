@@ -758,6 +758,10 @@ CODE_LISTED: list[Listed] = [
            ours=lambda t: re.sub(_NATIVE_INT, _low_32_bits, t, flags=re.M)),
     Listed("clrstack -i reads r8 and r9 as the core holds them", r"^clrstack -i",
            agree=lambda sos, ours, core: _r8_r9_swapped(sos, ours, core)),
+    # Only on .NET 8 (--tfm net8.0): the .NET 9+ DAC answers thread-static bases safely.
+    Listed("dumpobj shows no thread-static values on .NET 8", r"^(do|dumpobj) ",
+           sos=_lines_sub(r"^    Thread static values \(Thread:Value\)\n(?:        [0-9a-f]+:[0-9a-f]+\n?)*",
+                          " <no information>\n")),
     # Only on .NET 8 (--tfm net8.0): since .NET 9 a MethodTable is its own class and SOS takes it.
     Listed("dumpclass takes a MethodTable on .NET 8 too", r"^dumpclass",
            agree=lambda sos, ours, core: sos.strip() == "Invalid EEClass address" and ours.startswith("Class Name:")
