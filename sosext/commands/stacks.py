@@ -127,13 +127,15 @@ Example:
 _PAD = 5  # dotnet-dump's count width and indent step
 
 
-def pstacks_frame_text(method: str) -> str:
+def pstacks_frame_text(method: str, owner: str = "") -> str:
     """A frame as dotnet-dump's parallelstacks names it: the declaring type as ClrMD names it
     (`Task<System.__Canon>`), the method's name, each parameter's type without its namespace and
     generic arity (`System.Span`1<Byte>` -> `Span<Byte>`, `System.String[]` -> `String[]`), a
     ByRef kept. An explicit interface implementation keeps its interface in a plain type
     (`IOQueue.System.Threading.IThreadPoolWorkItem.Execute()`) and loses it in a generic one
-    (`KestrelConnection<System.__Canon>.Execute()`), as dotnet-dump prints them."""
+    (`KestrelConnection<System.__Canon>.Execute()`), as dotnet-dump prints them; so does a
+    generic method's (`TransportConnection.Get()` for `…IFeatureCollection.Get<TFeature>`), which
+    ``owner``, the declaring type's name, tells apart from the interface's."""
     cut = method.find("(")
     if cut < 0 or not method.endswith(")"):
         return method
@@ -152,6 +154,8 @@ def pstacks_frame_text(method: str) -> str:
         # "[[" of the whole signature (which, in a generic type, is the type's own name).
         first = method.find("[[")
         name = method[method.rfind(".", 0, first) + 1:first]
+        if owner and head.startswith(owner + "."):
+            dot = len(owner)
     # A dynamic method's (LCG's) type has no metadata: ClrMD names it nothing, and dotnet-dump
     # prints the method alone (`lambda_method1(Closure, Object, HttpContext)`).
     owner = _pstacks_owner(head[:dot]) if dot > 0 and head[:dot] != "DynamicClass" else ""
@@ -212,7 +216,7 @@ def _render_tree(node: CallNode, depth: int, limit: int, emit) -> None:  # type:
         emit(f"{align} ~~~~ {ids(node.stopped)}", None)
     for child in sorted(node.children, key=lambda c: len(c.threads)):
         _render_tree(child, depth if len(child.threads) == len(node.threads) else depth + 1, limit, emit)
-    emit(f"{align}{len(node.threads):{_PAD}d} {pstacks_frame_text(node.method)}", (depth, node))
+    emit(f"{align}{len(node.threads):{_PAD}d} {pstacks_frame_text(node.method, node.owner)}", (depth, node))
 
 
 @register

@@ -109,3 +109,15 @@ def test_pstacks_keeps_a_generic_types_constructor_dot():
         "Microsoft.AspNetCore.Server.Kestrel.Core.Internal.Infrastructure.KestrelConnection<System.__Canon>..ctor(" \
         "Int64, Func<__Canon,Task>)"
     assert pstacks_frame_text("System.Text.StringBuilder..ctor(Int32)") == "System.Text.StringBuilder..ctor(Int32)"
+
+
+def test_pstacks_names_a_generic_explicit_implementation_by_its_type():
+    """dotnet-dump printed `TransportConnection.Get()` for a webapi frame in
+    TransportConnection's `IFeatureCollection.Get<TFeature>`: a generic method keeps its type's
+    name, not the interface's, which only the declaring type's name tells apart."""
+    from sosext.commands.stacks import pstacks_frame_text
+    frame = ("Microsoft.AspNetCore.Connections.TransportConnection.Microsoft.AspNetCore.Http.Features."
+             "IFeatureCollection.Get[[Microsoft.AspNetCore.Http.Features.IHttpRequestFeature, "
+             "Microsoft.AspNetCore.Http.Features]]()")
+    assert pstacks_frame_text(frame, "Microsoft.AspNetCore.Connections.TransportConnection") == \
+        "Microsoft.AspNetCore.Connections.TransportConnection.Get()"

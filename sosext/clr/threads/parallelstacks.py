@@ -22,15 +22,16 @@ if TYPE_CHECKING:
 @dataclass(slots=True)
 class CallNode:
     method: str  # "" for the tree's invisible root
+    owner: str = ""  # the method's declaring type as the DAC names it ("" when unknown)
     threads: list[int] = field(default_factory=list)  # OS ids of the threads through this node
     stopped: list[int] = field(default_factory=list)  # OS ids of the threads whose innermost frame this is
     children: list["CallNode"] = field(default_factory=list)
 
-    def child(self, method: str) -> "CallNode":
+    def child(self, method: str, owner: str = "") -> "CallNode":
         for c in self.children:
             if c.method == method:
                 return c
-        c = CallNode(method)
+        c = CallNode(method, owner)
         self.children.append(c)
         return c
 
@@ -56,21 +57,28 @@ def parallel_stacks(runtime: "ClrRuntime") -> ParallelStacks:
         except SosError:
             skipped.append(t.os_id)
             continue
-        methods = [f.method_name or "<unknown>" for f in stack.frames if f.is_managed]
+        methods = [(f.method_name or "<unknown>", _owner(runtime, f.method_desc)) for f in stack.frames if f.is_managed]
         if not methods:
             skipped.append(t.os_id)
             continue
         count += 1
         node = root
         root.threads.append(t.os_id)
-        for m in reversed(methods):  # outermost first
-            node = node.child(m)
+        for m, owner in reversed(methods):  # outermost first
+            node = node.child(m, owner)
             node.threads.append(t.os_id)
         node.stopped.append(t.os_id)
     # Roots stay in the order of their first thread, as dotnet-dump lists them.
     for c in root.children:
         _sort(c)
     return ParallelStacks(root, count, tuple(skipped))
+
+
+def _owner(runtime: "ClrRuntime", method_desc: int) -> str:
+    """The declaring type's name: where a method's name has dots of its own (an explicit
+    interface implementation) the frame's text alone does not say where the type ends."""
+    method = runtime.methods.get(method_desc) if method_desc else None
+    return (runtime.types.name_of(method.method_table) or "") if method is not None else ""
 
 
 def _sort(node: CallNode) -> None:
