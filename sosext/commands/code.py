@@ -345,7 +345,7 @@ Examples:
             if method is None:
                 raise SosAnswer(f"{P16(addr)} is not a MethodDesc")
             if method.data.is_dynamic:
-                dynamic_method = rt.reader.dynamic_method_object(method.data)
+                dynamic_method = rt.methods.dynamic_method_object(method)
                 if not dynamic_method:
                     raise SosError(f"Unable to print IL for DynamicMethodDesc {p16(addr)}")
                 self.dynamic(ctx, dynamic_method)

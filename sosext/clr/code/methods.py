@@ -122,6 +122,11 @@ class MethodCatalog:
                     return s.method_desc
         return 0
 
+    def dynamic_method_object(self, method: ClrMethod) -> int:
+        """A dynamic method's DynamicMethod object (0: none); the contracts reader says in one
+        line that it cannot find it (the method's resolver is in no data contract)."""
+        return self.reader.dynamic_method_object(method.data)
+
     def from_token(self, module: int, token: int, method_table: int = 0) -> ClrMethod | None:
         """The method of a MethodDef token, if its MethodDesc exists and the DAC can read it."""
         md = self.desc_from_token(module, token, method_table)
