@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
@@ -301,8 +302,26 @@ def test_the_live_debuggee_survives_the_debugger(case: Case) -> None:
     assert alive and pong == "SOSEXT-PONG", pong
 
 
+@pytest.fixture
+def trust_pack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, Path], None]]:
+    """trust_pack(tfm, dll): the runtime pack published with an older runtime's debuggee named as
+    a user would name it (setclrpath), in this process and in the CLI's: sosext does not trust a
+    DAC in the work directory by itself (under CI's world-writable /tmp it is refused)."""
+    sys.path.insert(0, str(drivers.REPO))
+    from harness.debuggee import runtime_installed
+    from sosext.clr.runtime import clr_path, set_clr_path
+    before = clr_path()
+
+    def trust(tfm: str, dll: Path) -> None:
+        if not runtime_installed(tfm):
+            monkeypatch.setenv("SOSEXT_CLR_PATH", str(dll.parent))
+            set_clr_path(str(dll.parent))
+    yield trust
+    set_clr_path(before)
+
+
 @pytest.mark.parametrize("tfm", ["net8.0", "net9.0"])
-def test_an_older_runtimes_core_takes_every_address_in_the_cli(tfm: str, tmp_path: Path) -> None:
+def test_an_older_runtimes_core_takes_every_address_in_the_cli(tfm: str, tmp_path: Path, trust_pack) -> None:
     """The cross product on .NET 8 and 9 cores (their DACs, not only .NET 10's). On .NET 8,
     whose MethodTables have separate EEClasses, the DAC asked for the MethodDescData of an
     EEClass (dumpclass, dumpmd of one) killed the process with SIGSEGV, so a MethodDesc is now
@@ -310,7 +329,9 @@ def test_an_older_runtimes_core_takes_every_address_in_the_cli(tfm: str, tmp_pat
     object's fields (dumpil of one) too. The CLI exits normally, every command prints output
     or one error line, and dumpheap -stat is still the debuggee's truth."""
     drivers.require_dotnet_and_lldb()
-    with Debuggee("heap", tfm=tfm, dll=build_debuggee(tfm), core_dir=tmp_path) as d:
+    dll = build_debuggee(tfm)
+    trust_pack(tfm, dll)
+    with Debuggee("heap", tfm=tfm, dll=dll, core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / "heap.core")
     places = find_places(core, d.truth)
     eeclass = places.get("eeclass", places["mt"])  # a MethodTable is its own class since .NET 9
@@ -326,14 +347,15 @@ def test_an_older_runtimes_core_takes_every_address_in_the_cli(tfm: str, tmp_pat
     assert out[f"dumpclass {eeclass:x}"].text.startswith("Class Name:      SosextDebuggee.HeapItemA\n")
 
 
-def test_dumpgcdata_on_a_net8_standalone_gc_core(tmp_path: Path) -> None:
+def test_dumpgcdata_on_a_net8_standalone_gc_core(tmp_path: Path, trust_pack) -> None:
     """A .NET 8 workstation heap run by the standalone GC (libclrgc.so: segments): the .NET 8
     DAC asked for its GC_CONFIG_DRIVEN counters killed the process (SIGSEGV), and without a
     contract descriptor its GcDacVars cannot be checked first; dumpgcdata says so in one line
     and the session goes on (dumpheap -stat is the debuggee's truth)."""
     drivers.require_dotnet_and_lldb()
-    with Debuggee("heap", gc="wks", gc_flavor="segments", tfm="net8.0", dll=build_debuggee("net8.0"),
-                  core_dir=tmp_path) as d:
+    dll = build_debuggee("net8.0")
+    trust_pack("net8.0", dll)
+    with Debuggee("heap", gc="wks", gc_flavor="segments", tfm="net8.0", dll=dll, core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / "heap.core")
     c = Case(d.truth, {}, ["dumpgcdata", "dumpheap -stat"])
     c.outputs["cli-heap"], c.returncodes["cli-heap"] = run_recording("cli-heap", d, c.commands, core)
