@@ -127,14 +127,31 @@ def run_sos(core: Path, commands: list[str], *, timeout: float = 900) -> list[An
         raise FileNotFoundError(f"dotnet-dump {DOTNET_DUMP_VERSION} is not installed in {tool_dir()} "
                                 "(scripts/setup.sh --test installs it)")
     answers: list[Answer] = []
+    said: set[str] = set()  # SOS's once-a-session notices printed so far
     while len(answers) < len(commands):
         rest = commands[len(answers):]
         got = _sos_session(tool, core, rest, timeout)
-        answers += [Answer(a.command, _without_progress(a.text), a.status) for a in got]
+        answers += [Answer(a.command, _without_repeated_notices(_without_progress(a.text), said), a.status)
+                    for a in got]
         if len(got) < len(rest):
             # The session died in the next command: record it, go on with a fresh session.
             answers.append(Answer(rest[len(got)], "", "crashed"))
     return answers
+
+
+# Printed once per session, before its first root enumeration: a fresh session started after
+# dotnet-dump died would print them again where one session (sosext's) does not.
+_SESSION_NOTICES = ("Caching GC roots, this may take a while.\nSubsequent runs of this command will be faster.\n\n",
+                    "Caching GC stack roots, this may take a while.\nSubsequent runs of this command will be faster.\n\n")
+
+
+def _without_repeated_notices(text: str, said: set[str]) -> str:
+    for notice in _SESSION_NOTICES:
+        if notice in text:
+            if notice in said:
+                text = text.replace(notice, "", 1)
+            said.add(notice)
+    return text
 
 
 def run_sosext(core: Path, commands: list[str], *, timeout: float = 900,
