@@ -258,6 +258,8 @@ def write_icordebug_stack(ctx: CommandContext, tid: int, stack: ClrStack, thread
             ordered += waiting
             waiting = []
         ordered.append(e)
+    if stack.truncated:  # the walk stopped early (-c): managed frames follow beyond it
+        ordered += waiting
     for _sp, _order, kind, payload in ordered:
         if full():
             break
