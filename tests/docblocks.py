@@ -122,6 +122,9 @@ def steps(block: Block) -> list[Step]:
 
 
 _THREAD = re.compile(r"^(\s*Thread )[0-9a-fA-F]+:")  # gcroot's OS thread id, e.g. "fde": no digit
+# leaks' holder ("…(strong handle); thread bbd: …") and a stress log row's thread ("aed  0.063 …").
+_THREAD_IN = re.compile(r"(\bthread )[0-9a-f]+:")
+_STRESS_ROW = re.compile(r"^[0-9a-f]{1,8}(\s+\d+\.\d{9} )")
 # clrthreads' OSID column (DBG, ID, OSID, ThreadOBJ): an OS thread id with no digit ("aeb").
 _THREAD_ROW = re.compile(r"^(\s*(?:\d+|XXXX)\s+\d+\s+)[0-9a-f]+(\s+[0-9A-F]{16}\s)")
 # A masked count's noun, in the singular: sosext's own sentences agree with the number ("1 more
@@ -133,6 +136,8 @@ def normalise(line: str) -> str:
     # One mask for both: 266240 and 0x41000 are the same kind of thing as 4096 and 0x1000.
     line = _THREAD.sub(r"\1N:", line)
     line = _THREAD_ROW.sub(r"\1N\2", line)
+    line = _THREAD_IN.sub(r"\1N:", line)
+    line = _STRESS_ROW.sub(r"N\1", line)
     line = _HEX.sub("N", line)
     line = _NUM.sub("N", line)
     line = _COUNTED.sub(lambda m: f"N {m.group(1)}{m.group(2)}{'y' if m.group(3) == 'ies' else ''}", line)

@@ -318,6 +318,11 @@ def test_match_masks_an_os_thread_id_without_digits() -> None:
     assert match(shown, real) is not None
     assert match(["Thread 36ca: a"], ["Thread fde: a"]) is not None
     assert match(["   1 added"], ["   1 faced"]) is None
+    # leaks' holder and a stress log row (two CI runs' threads "bbd" and "aed")
+    assert match(["(strong handle); thread 4fd: Program.Main"], ["(strong handle); thread bbd: Program.Main"])
+    assert match(["4780   0.044463912 `GC`GCROOTS` GC Root"], ["aed    0.063064444 `GC`GCROOTS` GC Root"])
+    assert match(["the thread fade: stop"], ["the thread 4fd: stop"]) is not None
+    assert match(["faded 0.5 x"], ["bead 0.5 x"]) is None  # words, not a row's thread id
 
 
 def test_match_masks_the_grammatical_number_of_a_count() -> None:
