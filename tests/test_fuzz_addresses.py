@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
@@ -31,6 +30,7 @@ import pytest
 import drivers
 import sosparse as sp
 from harness import Debuggee, build_debuggee
+from harness.debuggee import runtime_pack_env, runtime_pack_named
 
 pytestmark = pytest.mark.slow
 
@@ -302,26 +302,9 @@ def test_the_live_debuggee_survives_the_debugger(case: Case) -> None:
     assert alive and pong == "SOSEXT-PONG", pong
 
 
-@pytest.fixture
-def trust_pack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, Path], None]]:
-    """trust_pack(tfm, dll): the runtime pack published with an older runtime's debuggee named as
-    a user would name it (setclrpath), in this process and in the CLI's: sosext does not trust a
-    DAC in the work directory by itself (under CI's world-writable /tmp it is refused)."""
-    sys.path.insert(0, str(drivers.REPO))
-    from harness.debuggee import runtime_installed
-    from sosext.clr.runtime import clr_path, set_clr_path
-    before = clr_path()
-
-    def trust(tfm: str, dll: Path) -> None:
-        if not runtime_installed(tfm):
-            monkeypatch.setenv("SOSEXT_CLR_PATH", str(dll.parent))
-            set_clr_path(str(dll.parent))
-    yield trust
-    set_clr_path(before)
-
-
 @pytest.mark.parametrize("tfm", ["net8.0", "net9.0"])
-def test_an_older_runtimes_core_takes_every_address_in_the_cli(tfm: str, tmp_path: Path, trust_pack) -> None:
+def test_an_older_runtimes_core_takes_every_address_in_the_cli(tfm: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The cross product on .NET 8 and 9 cores (their DACs, not only .NET 10's). On .NET 8,
     whose MethodTables have separate EEClasses, the DAC asked for the MethodDescData of an
     EEClass (dumpclass, dumpmd of one) killed the process with SIGSEGV, so a MethodDesc is now
@@ -330,35 +313,35 @@ def test_an_older_runtimes_core_takes_every_address_in_the_cli(tfm: str, tmp_pat
     or one error line, and dumpheap -stat is still the debuggee's truth."""
     drivers.require_dotnet_and_lldb()
     dll = build_debuggee(tfm)
-    trust_pack(tfm, dll)
     with Debuggee("heap", tfm=tfm, dll=dll, core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / "heap.core")
-    places = find_places(core, d.truth)
-    eeclass = places.get("eeclass", places["mt"])  # a MethodTable is its own class since .NET 9
-    assert (eeclass != places["mt"]) == (tfm == "net8.0")
-    c = Case(d.truth, places, commands_for(d.truth, places))
-    c.outputs["cli-heap"], c.returncodes["cli-heap"] = run_recording("cli-heap", d, c.commands, core)
-    test_the_host_process_exits_normally(c, "cli-heap")
-    test_every_command_prints_output_or_exactly_one_error(c, "cli-heap")
-    test_the_session_still_answers_dumpheap_stat_as_the_truth_says(c, "cli-heap")
-    out = dict(zip(c.commands, outputs(c, "cli-heap")))
-    if tfm == "net8.0":
-        assert out[f"dumpmd {eeclass:x}"].text.strip() == f"{eeclass:016X} is not a MethodDesc"
-    assert out[f"dumpclass {eeclass:x}"].text.startswith("Class Name:      SosextDebuggee.HeapItemA\n")
+    with runtime_pack_named(runtime_pack_env(tfm, dll), monkeypatch):
+        places = find_places(core, d.truth)
+        eeclass = places.get("eeclass", places["mt"])  # a MethodTable is its own class since .NET 9
+        assert (eeclass != places["mt"]) == (tfm == "net8.0")
+        c = Case(d.truth, places, commands_for(d.truth, places))
+        c.outputs["cli-heap"], c.returncodes["cli-heap"] = run_recording("cli-heap", d, c.commands, core)
+        test_the_host_process_exits_normally(c, "cli-heap")
+        test_every_command_prints_output_or_exactly_one_error(c, "cli-heap")
+        test_the_session_still_answers_dumpheap_stat_as_the_truth_says(c, "cli-heap")
+        out = dict(zip(c.commands, outputs(c, "cli-heap")))
+        if tfm == "net8.0":
+            assert out[f"dumpmd {eeclass:x}"].text.strip() == f"{eeclass:016X} is not a MethodDesc"
+        assert out[f"dumpclass {eeclass:x}"].text.startswith("Class Name:      SosextDebuggee.HeapItemA\n")
 
 
-def test_dumpgcdata_on_a_net8_standalone_gc_core(tmp_path: Path, trust_pack) -> None:
+def test_dumpgcdata_on_a_net8_standalone_gc_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A .NET 8 workstation heap run by the standalone GC (libclrgc.so: segments): the .NET 8
     DAC asked for its GC_CONFIG_DRIVEN counters killed the process (SIGSEGV), and without a
     contract descriptor its GcDacVars cannot be checked first; dumpgcdata says so in one line
     and the session goes on (dumpheap -stat is the debuggee's truth)."""
     drivers.require_dotnet_and_lldb()
     dll = build_debuggee("net8.0")
-    trust_pack("net8.0", dll)
     with Debuggee("heap", gc="wks", gc_flavor="segments", tfm="net8.0", dll=dll, core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / "heap.core")
     c = Case(d.truth, {}, ["dumpgcdata", "dumpheap -stat"])
-    c.outputs["cli-heap"], c.returncodes["cli-heap"] = run_recording("cli-heap", d, c.commands, core)
+    with runtime_pack_named(runtime_pack_env("net8.0", dll), monkeypatch):
+        c.outputs["cli-heap"], c.returncodes["cli-heap"] = run_recording("cli-heap", d, c.commands, core)
     test_the_host_process_exits_normally(c, "cli-heap")
     test_the_session_still_answers_dumpheap_stat_as_the_truth_says(c, "cli-heap")
     assert outputs(c, "cli-heap")[0].text.startswith(

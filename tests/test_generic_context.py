@@ -34,7 +34,7 @@ import pytest
 import drivers
 import sosref
 from harness import Debuggee, DebuggeeError, build_debuggee
-from harness.debuggee import runtime_installed
+from harness.debuggee import runtime_pack_env, runtime_pack_named
 
 pytestmark = pytest.mark.slow
 
@@ -66,28 +66,14 @@ def case(tmp_path_factory, request) -> Case:  # type: ignore[no-untyped-def]
         core = d.write_core("full", cores / "parity.core")
         truth = d.truth
     request.addfinalizer(lambda: core.unlink(missing_ok=True))
-    # A runtime pack published with the debuggee lies in the work directory, which sosext does
-    # not trust for a DAC by itself: name it, as a user would.
-    env = {} if runtime_installed(tfm) else {"SOSEXT_CLR_PATH": str(dll.parent)}
-    return Case(core, truth, int(tfm.removeprefix("net").split(".")[0]), env)
+    return Case(core, truth, int(tfm.removeprefix("net").split(".")[0]), runtime_pack_env(tfm, dll))
 
 
 @pytest.fixture
 def opened(case: Case, monkeypatch: pytest.MonkeyPatch) -> Iterator[Case]:
-    """``case``, with this process able to open its core in process: the DAC directory chosen
-    as ``setclrpath`` chooses it (SOSEXT_CLR_PATH is read once, when sosext is imported, so
-    setting it now would not count; under a world-writable /tmp, as in CI, only the choice
-    makes the runtime pack's DAC trusted)."""
-    from sosext.clr.runtime import clr_path, set_clr_path
-    for name, value in case.env.items():
-        monkeypatch.setenv(name, value)
-    before = clr_path()
-    if "SOSEXT_CLR_PATH" in case.env:
-        set_clr_path(case.env["SOSEXT_CLR_PATH"])
-    try:
+    """``case``, with this process able to open its core in process (runtime_pack_named)."""
+    with runtime_pack_named(case.env, monkeypatch):
         yield case
-    finally:
-        set_clr_path(before)
 
 
 def _walks(case: Case, reader: str) -> None:

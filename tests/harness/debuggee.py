@@ -9,6 +9,7 @@ Stdlib only: this runs under Debian's /usr/bin/python3 next to LLDB and GDB.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import fcntl
 import glob
@@ -23,7 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBUGGEE_SRC = REPO_ROOT / "tests" / "debuggees" / "SosextDebuggee"
@@ -86,6 +87,31 @@ def runtime_installed(tfm: str) -> bool:
     major = tfm.removeprefix("net").split(".")[0]
     out = subprocess.run([dotnet, "--list-runtimes"], stdout=subprocess.PIPE, text=True).stdout
     return any(ln.startswith(f"Microsoft.NETCore.App {major}.") for ln in out.splitlines())
+
+
+def runtime_pack_env(tfm: str, dll: Path) -> dict[str, str]:
+    """The environment that names the runtime pack published with a `tfm` debuggee when the
+    machine has no such runtime: the pack lies in the work directory, which sosext does not
+    trust for a DAC by itself (under CI's world-writable /tmp it is refused), so it is named,
+    as a user would name it."""
+    return {} if runtime_installed(tfm) else {"SOSEXT_CLR_PATH": str(dll.parent)}
+
+
+@contextlib.contextmanager
+def runtime_pack_named(env: dict[str, str], monkeypatch: Any) -> Iterator[None]:
+    """With ``env`` (runtime_pack_env's) set for the CLI processes a test starts and, in this
+    process, the DAC directory chosen as ``setclrpath`` chooses it (SOSEXT_CLR_PATH is read once,
+    when sosext is imported, so setting it later would not count); the choice is undone after."""
+    from sosext.clr.runtime import clr_path, set_clr_path
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    before = clr_path()
+    if "SOSEXT_CLR_PATH" in env:
+        set_clr_path(env["SOSEXT_CLR_PATH"])
+    try:
+        yield
+    finally:
+        set_clr_path(before)
 
 
 def build_debuggee(tfm: str = DEFAULT_TFM) -> Path:
