@@ -471,7 +471,8 @@ Decodes the GC info the JIT wrote for the code (the runtime's GcInfoEncoder form
 arm64): SOS's header lines (prolog size, GS cookie, generics context, varargs, frame
 pointer, parameter area, code size), the untracked stack slots, each safe point (the return
 address of a call where a GC can happen in partially interruptible code) with the slots
-live there, each fully interruptible range with the offsets where slots become live (+) or
+live there (before .NET 10 the live slots follow on a line at the call's last byte, as SOS
+prints them), each fully interruptible range with the offsets where slots become live (+) or
 dead (-), and the tracked registers and stack slots. Slots a filter reports for its parent
 frame show as (pinned). An address that names no method gets SOS's answer "<address> is not
 a valid MethodDesc".

@@ -114,6 +114,7 @@ GC_CONFIG_DRIVEN data, through the DAC): with workstation GC the global mechanis
 (pinned plugs before and after), the reasons GCs compacted ([M] mandatory, [W] wanted),
 how segments were expanded and which mechanisms were used. Under a standalone workstation GC
 (libclrgc.so), which publishes no counters, one line says so: the DAC would fault reading them.
+On .NET 8 (no data descriptor to check that first) the DAC is not asked on such a GC either.
 
 Example:
   dumpgcdata"""
