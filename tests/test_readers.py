@@ -608,3 +608,61 @@ def test_a_dynamic_methods_code_names_its_method(tmp_path: Path) -> None:
     assert outs["contracts"][2].text == ("error: the contracts reader cannot answer a dynamic method's DynamicMethod "
                                          "object (its resolver is in no data contract) yet; --reader dac (or "
                                          "setreader dac) does\n")
+
+
+def _thread_section(text: str, os_tid: int) -> str:
+    """One thread's part of a `clrstack -all` output (from its `OS Thread Id:` line to the next)."""
+    part = text.split(f"OS Thread Id: 0x{os_tid:x}", 1)
+    assert len(part) == 2, f"no thread 0x{os_tid:x} in:\n{text}"
+    return part[1].split("OS Thread Id: 0x", 1)[0]
+
+
+def test_floating_point_register_values_are_the_dacs(tmp_path: Path) -> None:
+    """A thread spinning in an optimized leaf loop keeps its double argument in an XMM register:
+    the JIT's variable info places it in a floating-point register (VLT_REG_FP, checked here, so
+    that the case is really met). The DAC has no place for such a value
+    (NativeVarLocations knows no floating-point register): SOS prints `<no data>` in clrstack -a
+    and ICorDebug's CORDBG_E_IL_VAR_NOT_AVAILABLE in clrstack -i -a. The contracts reader refused
+    the whole stack in one line there; both readers now print the same bytes, and they are
+    SOS's (when dotnet-dump is installed)."""
+    from harness import dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    with Debuggee("stackvalues", dll=build_debuggee(), core_dir=tmp_path) as d:
+        tag, tid_text, method = d.command("fpspin").split()
+        core = d.write_core("heap", tmp_path / "fpspin.core")
+    assert tag == "SOSEXT-FPSPIN", tag
+    tid = int(tid_text)
+    commands = ["clrstack -all -a", "clrstack -all -i -a"]
+    outs = {reader: drivers.run_cli(commands, core=core, timeout=600,
+                                    env={"SOSEXT_READER": reader, "SOSEXT_CLR_PATH": ""})
+            for reader in ("dac", "contracts")}
+    for command, a, b in zip(commands, outs["dac"], outs["contracts"]):
+        assert not a.errors and not b.errors and a.text == b.text, command
+    plain = _thread_section(outs["contracts"][0].text, tid)
+    frame = plain.split(f" {method}(Double, Single) ", 1)[1].split("\n\n", 1)[0]
+    assert "        scale = <no data>\n        factor = <no data>\n" in frame, frame
+    icd = _thread_section(outs["contracts"][1].text, tid) if f"0x{tid:x}" in outs["contracts"][1].text else \
+        outs["contracts"][1].text
+    assert "  + (Error 0x80131304 retrieving parameter 'scale')\n" in icd, icd
+
+    # the values are in floating-point registers where the thread stopped
+    sys.path.insert(0, str(drivers.REPO))
+    from sosext.contracts.debuginfo import VLT_REG_FP, code_vars
+    from sosext.contracts.reader import ContractReader
+    from sosext.dac.loader import locate_dac
+    from sosext.targets.elfcore import CoreTarget
+    target = CoreTarget(str(core))
+    reader = ContractReader(target, locate_dac(target).runtime)
+    ip = int(re.search(rf"^[0-9A-F]{{16}} ([0-9A-F]{{16}}) {re.escape(method)}\(", plain, re.M).group(1), 16)
+    manager = reader._stack_walker().manager
+    block = manager.code_block(ip)
+    offset = ip - block.start
+    kinds = {v.number: v.kind for v in code_vars(manager, block) if v.start <= offset <= v.end}
+    assert kinds.get(0) == VLT_REG_FP, kinds  # scale: used by every turn of the loop
+
+    import sosref
+    if sosref.dotnet_dump() is None:
+        return  # the parity tests say SOS is not installed; the readers' agreement stands alone
+    (sos,) = sosref.run_sos(core, commands[:1])
+    assert _thread_section(sos.text, tid) == plain

@@ -199,12 +199,13 @@ class FrameValues:
         if k == VLT_STK_REG:
             return [(False, (self._register(var.base_register) + var.offset) & 0xFFFFFFFFFFFFFFFF, 8),
                     (True, self._register(var.registers[0]), 8)]
-        if k in (VLT_FPSTK, VLT_FIXED_VA):  # the DAC has no place for them
+        if k in (VLT_REG_FP, VLT_FPSTK, VLT_FIXED_VA):
+            # the DAC has no place for them (NativeVarLocations knows no floating-point
+            # register): SOS prints <no data>, and ICorDebug's error in clrstack -i
             return []
-        # by-reference places (the DAC dereferences them in its own memory) and FP registers
+        # by-reference places (the DAC dereferences them in its own memory)
         what = {VLT_REG_BYREF: "passed by reference in a register (the ABI's implicit by-reference place)",
-                VLT_STK_BYREF: "passed by reference on the stack (the ABI's implicit by-reference place)",
-                VLT_REG_FP: "held in a floating-point register (the walk does not track them)"}.get(
+                VLT_STK_BYREF: "passed by reference on the stack (the ABI's implicit by-reference place)"}.get(
                     k, f"in a place of kind {k}")
         raise _unsupported(f"an argument or local {what}")
 

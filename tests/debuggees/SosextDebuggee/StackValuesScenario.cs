@@ -37,6 +37,8 @@ namespace DebuggeeHost
     /// * "sosext-values-thrower" throws a StackValuesException from ValuesThrowInner, catches it and
     ///   blocks inside the catch block, so it stays the thread's current exception (for clrma).
     /// The truth holds every value as C# formats it, the objects' addresses and the threads' ids.
+    /// stdin "crash" throws on a new thread, unhandled; "fpspin" starts a thread spinning in FpSpin with
+    /// a double in an XMM register (its reply names the thread).
     /// </summary>
     internal sealed class StackValuesScenario : IScenario
     {
@@ -259,9 +261,42 @@ namespace DebuggeeHost
         /// runtime writes a dump when DOTNET_DbgEnableMiniDump is set). Prints its OS thread id first.</summary>
         public bool OnCommand(string command)
         {
+            if (command == "fpspin")
+            {
+                StartFpSpin();
+                return true;
+            }
             if (command != "crash") return false;
             new Thread(CrashThreadMain) { Name = "sosext-crasher", IsBackground = true }.Start();
             return true;
+        }
+
+        // -- floating-point values in registers (stdin "fpspin") -----------------------------------------
+
+        public const double FpScale = 3.25;
+        public const float FpFactor = 1.5f;
+        private static int s_fpTid, s_fpSpinning;
+
+        /// <summary>Starts a thread that spins in <see cref="FpSpin"/>, a fully optimized leaf loop with
+        /// no call in it, so the JIT keeps its double and float arguments in XMM registers there; answers
+        /// "SOSEXT-FPSPIN {os tid} {method}" once the thread is in the loop. It spins until the process
+        /// ends: a core taken now stops it with those registers live.</summary>
+        private static void StartFpSpin()
+        {
+            new Thread(() => { s_fpTid = Mem.CurrentOsTid(); FpSpin(FpScale, FpFactor); })
+                { Name = "sosext-values-fp", IsBackground = true }.Start();
+            while (Volatile.Read(ref s_fpSpinning) == 0) Thread.Sleep(1);
+            Console.Out.WriteLine($"SOSEXT-FPSPIN {s_fpTid} {typeof(StackValuesScenario).FullName}.FpSpin");
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        internal static double FpSpin(double scale, float factor)
+        {
+            double acc = 0;
+            Volatile.Write(ref s_fpSpinning, 1);
+            while (Volatile.Read(ref s_fpSpinning) != 0)
+                acc = acc * scale + factor;
+            return acc;
         }
 
         [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
