@@ -666,3 +666,45 @@ def test_floating_point_register_values_are_the_dacs(tmp_path: Path) -> None:
         return  # the parity tests say SOS is not installed; the readers' agreement stands alone
     (sos,) = sosref.run_sos(core, commands[:1])
     assert _thread_section(sos.text, tid) == plain
+
+
+def test_a_thread_in_an_exception_filter(tmp_path: Path) -> None:
+    """A thread blocked inside an exception filter (the managed dispatcher's first pass calls
+    the filter funclet through an InlinedCallFrame whose Datum is the ExceptionHandlingHelper
+    marker alone). The DAC's stack reference enumeration faults on such a thread: dotnet-dump's
+    clrstack -gc dies of SIGSEGV there, and so did sosext's DAC reader, taking the debugger's
+    session with it. sosext now asks the contracts reader for that thread's references (one line
+    on stderr says so) and every command prints under the DAC reader what it prints under the
+    contracts reader; the helper's InlinedCallFrame names no method (its Datum's marker bits are
+    no MethodDesc) under either. The filter's argument, the exception the debuggee caught, is a
+    stack root of that thread. Beside it, a thread blocked in a finally block that the second
+    pass runs is the DAC's to answer, and both readers print the same for it too."""
+    from harness import dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    with Debuggee("stackvalues", dll=build_debuggee(), core_dir=tmp_path) as d:
+        tag, tid_text, exception = d.command("filterwait").split()
+        finally_tag, finally_tid, _e = d.command("finallywait").split()
+        core = d.write_core("heap", tmp_path / "filter.core")
+    assert (tag, finally_tag) == ("SOSEXT-FILTER", "SOSEXT-FINALLY")
+    tid = int(tid_text)
+    commands = ["clrstack -all", "clrstack -all -gc", "clrstack -all -a", "clrstack -all -i -a", "clrstack -all -f",
+                "eestack", "dso", "dumpheap -live -stat", f"gcroot {exception}"]
+    outs = {reader: drivers.run_cli(commands, core=core, timeout=600,
+                                    env={"SOSEXT_READER": reader, "SOSEXT_CLR_PATH": ""})
+            for reader in ("dac", "contracts")}
+    notice = (f"sosext: thread {tid:#x} runs an exception filter, where the DAC faults reading its stack's "
+              "references; the contracts reader answers for it")
+    # stderr is in the CLI's output here: the notice, once in the session, where it was written
+    assert sum(o.text.count(notice + "\n") for o in outs["dac"]) == 1
+    assert all(notice not in o.text for o in outs["contracts"])
+    texts = [o.text.replace(notice + "\n", "") for o in outs["dac"]]
+    for command, a, text, b in zip(commands, outs["dac"], texts, outs["contracts"]):
+        assert not a.errors and not b.errors and text == b.text, command
+    gc = _thread_section(texts[1], tid)
+    assert ".FilterWait(DebuggeeHost.StackValuesException)" in gc and "System.Runtime.EH.FindFirstPassHandler(" in gc
+    assert "<unknown method>" not in texts[0]
+    assert f"-> {int(exception, 16):016x} - DebuggeeHost.StackValuesException" in gc, gc
+    assert f"Thread {tid:x}:" in texts[-1]
+    # a finally block run by the second pass, on another thread: no filter, the DAC's own answer
+    assert ".FinallyThrower()" in _thread_section(texts[1], int(finally_tid))

@@ -6,6 +6,8 @@ is rebuilt on next use.
 """
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -284,6 +286,25 @@ class ClrRuntime:
             except (SosError, AttributeError, ValueError):
                 return None
         return self.cache("contracts-beside", make)
+
+    def stack_references(self, os_tid: int) -> list:
+        """The GC references on thread ``os_tid``'s stack, from the reader. Under the DAC, a
+        thread that runs an exception filter is answered by the contracts reader beside it
+        (one line on stderr says so, once a thread): the DAC's enumeration faults on such a
+        thread (a SIGSEGV that would end the debugger's session; SOS's too). Only the runtime's
+        managed exception handling (.NET 9 and later, which have a descriptor) calls filters
+        so."""
+        reader = self.reader
+        if reader.name == "dac":
+            beside = self.contracts_beside()
+            if beside is not None and beside.in_exception_filter(os_tid):
+                told = self.cache("filter-threads-told", set)
+                if os_tid not in told:
+                    told.add(os_tid)
+                    sys.stderr.write(f"sosext: thread {os_tid:#x} runs an exception filter, where the DAC faults "
+                                     "reading its stack's references; the contracts reader answers for it\n")
+                return beside.stack_references(os_tid)
+        return reader.stack_references(os_tid)
 
     def frame_method_name(self, frame: int) -> str | None:
         """The method an explicit Frame (a runtime transition frame) stands for, if any."""

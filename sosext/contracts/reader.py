@@ -379,6 +379,14 @@ class ContractReader:
                 return stack_references(self._stack_walker(), os_tid, thread.frame)
         raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
 
+    def in_exception_filter(self, os_tid: int) -> bool:
+        """Whether thread ``os_tid`` runs an exception filter (stackwalk.py): the DAC's stack
+        reference enumeration faults on such a thread (a SIGSEGV in the debugger, SOS's too)."""
+        for _addr, thread in self.threads():
+            if thread.os_thread_id == os_tid:
+                return bool(thread.frame) and self._stack_walker().in_exception_filter(thread.frame)
+        return False
+
     def stack_frames(self, os_tid: int, *, arguments: bool = False, local_variables: bool = False,
                      registers: bool = False, max_frames: int = 0) -> ClrStack:
         """A thread's stops, innermost first: managed methods' and the runtime's Frames

@@ -119,6 +119,20 @@ class StackWalker:
     def frame_kind(self, frame: int) -> str:
         return self._frame_names.get(self.data.pointer(frame), "Frame")
 
+    def in_exception_filter(self, first_frame: int) -> bool:
+        """Whether the thread whose Thread.Frame is ``first_frame`` runs an exception filter:
+        the managed dispatcher's first pass calls a filter funclet through an InlinedCallFrame
+        whose Datum is marked ExceptionHandlingHelper (2 on 64-bit, bit 0 clear), and that
+        call is active (the runtime's exceptionhandling.h, InlinedCallFrameMarker)."""
+        helper = 2 if self.data.pointer_size == 8 else 1
+        for frame in self.runtime_frames(first_frame):
+            if self.frame_kind(frame) != "InlinedCallFrame":
+                continue
+            datum = self._inlined_call_datum(frame)
+            if datum and not (self.data.pointer_size == 8 and datum & 1) and datum & helper:
+                return True
+        return False
+
     # -- one managed frame --------------------------------------------------------------------
 
     def code_block(self, pc: int, leaf: bool) -> CodeBlock | None:
@@ -207,16 +221,25 @@ class StackWalker:
             return out, frozenset(known)
         raise ContractError(f"a {kind} records no registers this walk reads")
 
+    def _inlined_call_datum(self, frame: int) -> int | None:
+        """An active InlinedCallFrame's Datum (None: no call active through it)."""
+        d = self.data
+        if not d.field_pointer(frame, "InlinedCallFrame", "CallerReturnAddress"):
+            return None
+        # Datum: the field after Frame's Next (frames.h; the descriptor does not list it)
+        return d.pointer(frame + d.offset("Frame", "Next") + 8)
+
     def frame_method_desc(self, frame: int, kind: str) -> int:
         """The method a Frame names (Frame::GetFunction): an active InlinedCallFrame's Datum
-        when it holds a MethodDesc (bit 0 clear), a FramedMethodFrame's MethodDesc."""
+        when it holds a MethodDesc (bit 0 clear), without the low bits the exception handling
+        helpers mark it with (InlinedCallFrameMarker: 2, 4; a helper's Datum is the marker
+        alone); a FramedMethodFrame's MethodDesc."""
         d = self.data
         if kind == "InlinedCallFrame":
-            if not d.field_pointer(frame, "InlinedCallFrame", "CallerReturnAddress"):
+            datum = self._inlined_call_datum(frame)
+            if not datum or datum & 1:
                 return 0
-            # Datum: the field after Frame's Next (frames.h; the descriptor does not list it)
-            datum = d.pointer(frame + d.offset("Frame", "Next") + 8)
-            return 0 if datum & 1 else datum
+            return datum & ~(d.pointer_size - 1)
         if kind in _TRANSITION and d.has("FramedMethodFrame", "TransitionBlockPtr"):
             return d.pointer(frame + d.offset("FramedMethodFrame", "TransitionBlockPtr") + 8)
         return 0

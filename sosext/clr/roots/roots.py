@@ -157,7 +157,7 @@ def stack_roots(heap: "HeapParts", errors: list[str] | None = None) -> list[ClrR
         if not t.os_thread_id or t.os_thread_id not in known_tids:
             continue
         try:
-            refs = dac.stack_references(t.os_thread_id)
+            refs = heap.runtime.stack_references(t.os_thread_id)
         except (DacError, ContractError) as e:  # either reader: one thread's walk failed
             if errors is not None:
                 errors.append(f"thread {t.os_thread_id:#x}: {e}")

@@ -37,7 +37,7 @@ def stack_gc_references(runtime: "ClrRuntime", os_tid: int) -> list[StackGcRefer
     when it cannot walk the thread)."""
     reader = runtime.reader
     try:
-        refs = reader.stack_references(os_tid)
+        refs = runtime.stack_references(os_tid)
     except (SosError, OSError):
         return []
     names: dict[int, str] = {}

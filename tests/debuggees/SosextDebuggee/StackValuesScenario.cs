@@ -266,6 +266,16 @@ namespace DebuggeeHost
                 StartFpSpin();
                 return true;
             }
+            if (command == "filterwait")
+            {
+                StartFilterWait();
+                return true;
+            }
+            if (command == "finallywait")
+            {
+                StartFinallyWait();
+                return true;
+            }
             if (command != "crash") return false;
             new Thread(CrashThreadMain) { Name = "sosext-crasher", IsBackground = true }.Start();
             return true;
@@ -288,6 +298,96 @@ namespace DebuggeeHost
             while (Volatile.Read(ref s_fpSpinning) == 0) Thread.Sleep(1);
             Console.Out.WriteLine($"SOSEXT-FPSPIN {s_fpTid} {typeof(StackValuesScenario).FullName}.FpSpin");
         }
+
+        // -- a thread inside an exception filter (stdin "filterwait") ------------------------------------
+
+        private static int s_filterTid;
+        private static readonly ManualResetEventSlim s_inFilter = new ManualResetEventSlim(false, 0);
+        private static readonly ManualResetEventSlim s_filterRelease = new ManualResetEventSlim(false, 0);
+        private static StackValuesException s_filtered;
+
+        /// <summary>Starts a thread that throws from FilterThrowInner and blocks in the filter of
+        /// FilterThreadMain's catch clause: the exception's first pass is under way, so the frames it
+        /// will unwind (FilterThrowInner, FilterThrowOuter) are still on the stack below the filter
+        /// funclet. Answers "SOSEXT-FILTER {os tid} {exception address}".</summary>
+        private static void StartFilterWait()
+        {
+            new Thread(FilterThreadMain) { Name = "sosext-values-filter", IsBackground = true }.Start();
+            if (!s_inFilter.Wait(30_000)) throw new TimeoutException("the filter thread did not reach its filter");
+            Console.Out.WriteLine($"SOSEXT-FILTER {s_filterTid} {Mem.Addr(s_filtered):x}");
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void FilterThreadMain()
+        {
+            s_filterTid = Mem.CurrentOsTid();
+            try
+            {
+                FilterThrowOuter();
+            }
+            catch (StackValuesException e) when (FilterWait(e))
+            {
+                GC.KeepAlive(e);
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static bool FilterWait(StackValuesException e)
+        {
+            s_filtered = e;
+            s_inFilter.Set();
+            s_filterRelease.Wait();
+            return true;
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        internal static void FilterThrowOuter() => FilterThrowInner();
+
+        private static int s_finallyTid;
+        private static readonly ManualResetEventSlim s_inFinally = new ManualResetEventSlim(false, 0);
+
+        /// <summary>Starts a thread whose exception's second pass runs FinallyThrower's finally block,
+        /// which blocks: the frames between it and the catch in FinallyThreadMain are being unwound.
+        /// Answers "SOSEXT-FINALLY {os tid} {exception address}".</summary>
+        private static void StartFinallyWait()
+        {
+            new Thread(FinallyThreadMain) { Name = "sosext-values-finally", IsBackground = true }.Start();
+            if (!s_inFinally.Wait(30_000)) throw new TimeoutException("the finally thread did not reach its finally block");
+            Console.Out.WriteLine($"SOSEXT-FINALLY {s_finallyTid} {Mem.Addr(s_filtered):x}");
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void FinallyThreadMain()
+        {
+            s_finallyTid = Mem.CurrentOsTid();
+            try
+            {
+                FinallyThrower();
+            }
+            catch (StackValuesException e)
+            {
+                GC.KeepAlive(e);
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void FinallyThrower()
+        {
+            var e = new StackValuesException("sosext finally exception");
+            try
+            {
+                throw e;
+            }
+            finally
+            {
+                s_filtered = e;
+                s_inFinally.Set();
+                s_filterRelease.Wait();
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        internal static void FilterThrowInner() => throw new StackValuesException("sosext filter exception");
 
         [MethodImpl(MethodImplOptions.NoInlining)]
         internal static double FpSpin(double scale, float factor)
