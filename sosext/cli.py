@@ -146,7 +146,7 @@ def _analyze_snapshot(args: argparse.Namespace) -> int:
 def _not_a_pid(path: str | None, command: str = "analyze") -> None:
     """``analyze 1234``: a process id where a core file belongs gets the way to a core (or, for
     the commands that also read them, to a gcdump snapshot)."""
-    if not path or not path.isdigit() or os.path.lexists(path):
+    if not path or not (path.isascii() and path.isdigit()) or os.path.lexists(path):
         return
     from .ipc.client import pid_exists
     if not pid_exists(int(path)):

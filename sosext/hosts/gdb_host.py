@@ -331,7 +331,7 @@ Example:
 
     def invoke(self, arg: str, from_tty: bool) -> None:
         text = arg.strip()
-        if not text or (text.isdigit() and int(text) < 100000):
+        if not text or (text.isascii() and text.isdigit() and int(text) < 100000):
             _as_gdb(f"down {text}", from_tty)
         else:
             self.dont_repeat()

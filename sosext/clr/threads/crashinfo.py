@@ -95,8 +95,13 @@ def _hex(v: Any) -> int:
     raise ValueError(f"not a hex string: {v!r}")
 
 
+def _ascii_digits(text: str) -> bool:
+    """Only the digits 0-9 (str.isdigit() also takes '²', which int() refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 def _num(v: Any) -> int:
-    return int(v) if isinstance(v, (int, str)) and str(v).strip().lstrip("-").isdigit() else 0
+    return int(v) if isinstance(v, (int, str)) and _ascii_digits(str(v).strip().lstrip("-")) else 0
 
 
 def _exception(d: Any, depth: int = 0) -> CrashException | None:
@@ -120,7 +125,7 @@ def parse_triage_buffer(data: bytes, hresult: int) -> CrashInfo | None:
         if not isinstance(doc, dict):
             return None
         major = str(doc.get("version", "")).split(".")[0]
-        if not major.isdigit() or int(major) < 1:
+        if not _ascii_digits(major) or int(major) < 1:
             return None
         return CrashInfo(_num(doc.get("reason")), _hex(doc.get("thread", "0x0")), hresult,
                          _num(doc.get("runtime_type")), _hex(doc.get("runtime_base", "0x0")),

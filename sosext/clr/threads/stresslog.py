@@ -274,6 +274,7 @@ class Names(Protocol):
     def method_name(self, md: int) -> str | None: ...
 
 
+_DIGITS = "0123456789"  # printf's width digits (str.isdigit() takes '²', which int() refuses)
 _LENGTHS = ("hh", "h", "ll", "l", "I64", "I32", "z", "j", "t", "L", "q")
 
 
@@ -306,14 +307,14 @@ def format_message(fmt: str, args: tuple[int, ...], names: Names) -> str:
             i += 1
         flags = fmt[start:i]
         width_s = ""
-        while i < n and fmt[i].isdigit():
+        while i < n and fmt[i] in _DIGITS:
             width_s += fmt[i]
             i += 1
         prec_s = None
         if i < n and fmt[i] == ".":
             i += 1
             prec_s = ""
-            while i < n and fmt[i].isdigit():
+            while i < n and fmt[i] in _DIGITS:
                 prec_s += fmt[i]
                 i += 1
         length = ""
