@@ -677,19 +677,22 @@ def test_a_thread_in_an_exception_filter(tmp_path: Path) -> None:
     on stderr says so) and every command prints under the DAC reader what it prints under the
     contracts reader; the helper's InlinedCallFrame names no method (its Datum's marker bits are
     no MethodDesc) under either. The filter's argument, the exception the debuggee caught, is a
-    stack root of that thread. Beside it, a thread blocked in a finally block that the second
+    stack root of that thread. The filter runs in the first pass, so the frames below it (the
+    dispatcher's, the ones that threw, the parent's) are live and report their references, and
+    the filter its tracked slots alone: the debuggee proves it with a full GC during the filter,
+    which leaves alive an object only the throwing FilterThrowOuter's frame holds. Beside it, a thread blocked in a finally block that the second
     pass runs is the DAC's to answer, and both readers print the same for it too."""
     from harness import dotnet_path
     if dotnet_path() is None:
         pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
     with Debuggee("stackvalues", dll=build_debuggee(), core_dir=tmp_path) as d:
-        tag, tid_text, exception = d.command("filterwait").split()
+        tag, tid_text, exception, kept = d.command("filterwait").split()
         finally_tag, finally_tid, _e = d.command("finallywait").split()
         core = d.write_core("heap", tmp_path / "filter.core")
     assert (tag, finally_tag) == ("SOSEXT-FILTER", "SOSEXT-FINALLY")
     tid = int(tid_text)
     commands = ["clrstack -all", "clrstack -all -gc", "clrstack -all -a", "clrstack -all -i -a", "clrstack -all -f",
-                "eestack", "dso", "dumpheap -live -stat", f"gcroot {exception}"]
+                "eestack", "dso", "dumpheap -live -stat", f"gcroot {exception}", f"gcroot {kept}"]
     outs = {reader: drivers.run_cli(commands, core=core, timeout=600,
                                     env={"SOSEXT_READER": reader, "SOSEXT_CLR_PATH": ""})
             for reader in ("dac", "contracts")}
@@ -705,6 +708,11 @@ def test_a_thread_in_an_exception_filter(tmp_path: Path) -> None:
     assert ".FilterWait(DebuggeeHost.StackValuesException)" in gc and "System.Runtime.EH.FindFirstPassHandler(" in gc
     assert "<unknown method>" not in texts[0]
     assert f"-> {int(exception, 16):016x} - DebuggeeHost.StackValuesException" in gc, gc
-    assert f"Thread {tid:x}:" in texts[-1]
+    assert f"Thread {tid:x}:" in texts[-2]
+    # The runtime's own answer: a full GC while the filter ran left alive the object only
+    # FilterThrowOuter's frame holds (below the filter, not unwound yet): that frame is reported.
+    assert int(kept, 16), "the GC during the filter collected what FilterThrowOuter's frame holds"
+    assert f"-> {int(kept, 16):016x} - DebuggeeHost.StackValuesItem" in gc, gc
+    assert f"Thread {tid:x}:" in texts[-1] and ".FilterThrowOuter()" in texts[-1], texts[-1]
     # a finally block run by the second pass, on another thread: no filter, the DAC's own answer
     assert ".FinallyThrower()" in _thread_section(texts[1], int(finally_tid))

@@ -88,19 +88,20 @@ def stack_references(walker: StackWalker, os_tid: int, first_frame: int) -> list
     out: list[StackRefData] = []
     infos: dict[int, GcInfo] = {}
     funclet_of = 0   # after a funclet: its method, whose frames up to the parent's are not reported
-    for step in walker.steps(os_tid, first_frame):
+    steps = list(walker.steps(os_tid, first_frame))
+    for n, step in enumerate(steps):
         frame, regs, caller, known, block = step.frame, step.regs, step.caller, step.known, step.block
         if not frame.method_desc or block is None:
             continue
         if funclet_of:
             # Frames between an EH funclet and its method's frame were unwound by the exception
             # it handles; the parent's own frame was reported through the funclet (the runtime's
-            # ParentOfFuncletStackFrame: report only the leaf). Filter funclets are not told
-            # apart (their frames below stay live in the runtime): a thread in a filter is rare.
+            # ParentOfFuncletStackFrame: report only the leaf).
             if frame.method_desc == funclet_of and not block.funclet:
                 funclet_of = 0
             continue
-        if block.funclet:
+        a_filter = block.funclet and _called_as_filter(walker, steps, n)
+        if block.funclet and not a_filter:
             funclet_of = frame.method_desc
         if not block.gc_info:
             continue
@@ -113,7 +114,11 @@ def stack_references(walker: StackWalker, os_tid: int, first_frame: int) -> list
         if indexes is None:
             continue
         live = [(tracked[i], False) for i in indexes if i < len(tracked)]
-        for slot, untracked in live + [(s, True) for s in info.slots if s.untracked]:
+        # A filter runs in the first pass: the frames below it, its parent's among them, are
+        # live and report themselves; the filter reports its tracked slots only (the untracked
+        # ones are the parent's frame's: the runtime's SuppressUntrackedSlots).
+        untracked_slots = [] if a_filter else [(s, True) for s in info.slots if s.untracked]
+        for slot, untracked in live + untracked_slots:
             flags = (1 if slot.flags & SLOT_INTERIOR else 0) | (2 if slot.flags & SLOT_PINNED else 0)
             scratch_ok = step.active or untracked
             if slot.register is not None:
@@ -135,3 +140,15 @@ def stack_references(walker: StackWalker, os_tid: int, first_frame: int) -> list
             value = int.from_bytes(bytes(target.read_partial(address, 8)), "little")
             out.append(StackRefData(1, register, slot.offset, address, value, flags, _SOURCE_IP, frame.ip, frame.sp))
     return out
+
+
+def _called_as_filter(walker: StackWalker, steps: list, n: int) -> bool:
+    """Whether the funclet of ``steps[n]`` is a filter: the first runtime Frame after it,
+    before any other managed frame, is the InlinedCallFrame the first pass calls filters
+    through (stackwalk.py, ``calls_a_filter``)."""
+    for step in steps[n + 1:]:
+        if step.frame.frame:
+            return walker.calls_a_filter(step.frame.frame)
+        if step.frame.method_desc:
+            return False
+    return False

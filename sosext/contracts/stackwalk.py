@@ -119,19 +119,19 @@ class StackWalker:
     def frame_kind(self, frame: int) -> str:
         return self._frame_names.get(self.data.pointer(frame), "Frame")
 
+    def calls_a_filter(self, frame: int) -> bool:
+        """Whether ``frame`` is the InlinedCallFrame through which the managed exception
+        dispatcher's first pass calls a filter funclet, the call still active: its Datum is the
+        ExceptionHandlingHelper marker without SecondPassFuncletCaller's (2 and 4 on 64-bit;
+        the runtime's exceptionhandling.h, InlinedCallFrameMarker)."""
+        if self.data.pointer_size != 8 or self.frame_kind(frame) != "InlinedCallFrame":
+            return False
+        datum = self._inlined_call_datum(frame)
+        return bool(datum) and datum & 7 == 2
+
     def in_exception_filter(self, first_frame: int) -> bool:
-        """Whether the thread whose Thread.Frame is ``first_frame`` runs an exception filter:
-        the managed dispatcher's first pass calls a filter funclet through an InlinedCallFrame
-        whose Datum is marked ExceptionHandlingHelper (2 on 64-bit, bit 0 clear), and that
-        call is active (the runtime's exceptionhandling.h, InlinedCallFrameMarker)."""
-        helper = 2 if self.data.pointer_size == 8 else 1
-        for frame in self.runtime_frames(first_frame):
-            if self.frame_kind(frame) != "InlinedCallFrame":
-                continue
-            datum = self._inlined_call_datum(frame)
-            if datum and not (self.data.pointer_size == 8 and datum & 1) and datum & helper:
-                return True
-        return False
+        """Whether the thread whose Thread.Frame is ``first_frame`` runs an exception filter."""
+        return any(self.calls_a_filter(frame) for frame in self.runtime_frames(first_frame))
 
     # -- one managed frame --------------------------------------------------------------------
 

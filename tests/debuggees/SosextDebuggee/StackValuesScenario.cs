@@ -309,12 +309,26 @@ namespace DebuggeeHost
         /// <summary>Starts a thread that throws from FilterThrowInner and blocks in the filter of
         /// FilterThreadMain's catch clause: the exception's first pass is under way, so the frames it
         /// will unwind (FilterThrowInner, FilterThrowOuter) are still on the stack below the filter
-        /// funclet. Answers "SOSEXT-FILTER {os tid} {exception address}".</summary>
+        /// funclet. Answers "SOSEXT-FILTER {os tid} {exception address} {kept}", after a full GC:
+        /// kept is the address of the object only FilterThrowOuter's frame holds when that GC left it
+        /// alive, else 0 (the runtime's own answer to whether it reports that frame then).</summary>
         private static void StartFilterWait()
         {
             new Thread(FilterThreadMain) { Name = "sosext-values-filter", IsBackground = true }.Start();
             if (!s_inFilter.Wait(30_000)) throw new TimeoutException("the filter thread did not reach its filter");
-            Console.Out.WriteLine($"SOSEXT-FILTER {s_filterTid} {Mem.Addr(s_filtered):x}");
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+            GC.Collect();
+            Console.Out.WriteLine($"SOSEXT-FILTER {s_filterTid} {Mem.Addr(s_filtered):x} {KeptAddress():x}");
+        }
+
+        /// <summary>The address of the object FilterThrowOuter keeps if a GC during the filter left it
+        /// alive (its frame was reported), else 0; read in a frame of its own, gone before the core.</summary>
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private static nint KeptAddress()
+        {
+            object kept = s_filterKeep.Target;
+            return kept == null ? 0 : Mem.Addr(kept);
         }
 
         [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
@@ -340,8 +354,18 @@ namespace DebuggeeHost
             return true;
         }
 
+        private static WeakReference s_filterKeep;
+
+        /// <summary>Holds an object only in a local, live across the call that throws: whether it
+        /// survives a GC while the filter runs says whether the runtime reports this frame then.</summary>
         [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
-        internal static void FilterThrowOuter() => FilterThrowInner();
+        internal static void FilterThrowOuter()
+        {
+            var keep = new StackValuesItem(0x5EE);
+            s_filterKeep = new WeakReference(keep);
+            FilterThrowInner();
+            GC.KeepAlive(keep);
+        }
 
         private static int s_finallyTid;
         private static readonly ManualResetEventSlim s_inFinally = new ManualResetEventSlim(false, 0);
