@@ -681,15 +681,17 @@ def test_a_thread_in_an_exception_filter(tmp_path: Path) -> None:
     dispatcher's, the ones that threw, the parent's) are live and report their references, and
     the filter its tracked slots alone: the debuggee proves it with a full GC during the filter,
     which leaves alive an object only the throwing FilterThrowOuter's frame holds. Beside it, a thread blocked in a finally block that the second
-    pass runs is the DAC's to answer, and both readers print the same for it too."""
+    pass runs is the DAC's to answer, and both readers print the same for it too, as for three
+    more threads: a catch inside a finally, a callback from native code, a static constructor."""
     from harness import dotnet_path
     if dotnet_path() is None:
         pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
     with Debuggee("stackvalues", dll=build_debuggee(), core_dir=tmp_path) as d:
         tag, tid_text, exception, kept = d.command("filterwait").split()
         finally_tag, finally_tid, _e = d.command("finallywait").split()
+        more_tag, *more = d.command("morewaits").split()
         core = d.write_core("heap", tmp_path / "filter.core")
-    assert (tag, finally_tag) == ("SOSEXT-FILTER", "SOSEXT-FINALLY")
+    assert (tag, finally_tag, more_tag) == ("SOSEXT-FILTER", "SOSEXT-FINALLY", "SOSEXT-MORE")
     tid = int(tid_text)
     commands = ["clrstack -all", "clrstack -all -gc", "clrstack -all -a", "clrstack -all -i -a", "clrstack -all -f",
                 "eestack", "dso", "dumpheap -live -stat", f"gcroot {exception}", f"gcroot {kept}"]
@@ -716,3 +718,11 @@ def test_a_thread_in_an_exception_filter(tmp_path: Path) -> None:
     assert f"Thread {tid:x}:" in texts[-1] and ".FilterThrowOuter()" in texts[-1], texts[-1]
     # a finally block run by the second pass, on another thread: no filter, the DAC's own answer
     assert ".FinallyThrower()" in _thread_section(texts[1], int(finally_tid))
+    # and three more states (the DAC's answers): a catch block inside a finally block (two
+    # exceptions in flight), a managed callback libc's qsort calls (native frames between
+    # managed ones; the callback's object in a register), a static constructor being run
+    nested, callback, cctor = (_thread_section(texts[1], int(t)) for t in more)
+    assert nested.count(".NestedOuter()") == 3 and ".NestedThreadMain()" in nested, nested
+    assert ".CompareBlocking(Void*, Void*)" in callback and ".CallbackThreadMain()" in callback, callback
+    assert "- DebuggeeHost.StackValuesItem" in callback, callback
+    assert "+SlowInit..cctor()" in cctor and ".CctorThreadMain()" in cctor, cctor

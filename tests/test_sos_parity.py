@@ -247,7 +247,7 @@ def code_round1(run: CoreRun) -> list[Probe]:
         "assemblies", "clrmodules", "clrmodules -v", "modules", "runtimes", "registers", "parallelstacks",
         "histinit", "histstats", "analyzeoom", "crashinfo", "syncblk -all", "threadstate 0x3021220",
         "threadpool -wi", "threadpool -stat", "clrstack -i", "clrstack -i -a", "sosstatus",
-        "clrstack -gc", "clrstack -gc -all", "clrstack -i this",
+        "clrstack -gc", "clrstack -gc -all", "clrstack -i this", "clrstack -i -all",
     ]
     return [Probe(c, c) for c in fixed]
 
@@ -822,8 +822,18 @@ def _dcq_agree(sos: str, ours: str, core: Path) -> bool:
             and f"\n{len(b)} items" in "\n" + ours)
 
 
+def _clrstack_i_all_agree(sos: str, ours: str, core: Path) -> bool:
+    """SOS's `clrstack -i -all` is its `clrstack -i` of the current thread alone (blank lines
+    where sosext names the thread): one of sosext's thread sections, its header taken off."""
+    sections = re.split(r"^OS Thread Id: 0x[0-9a-f]+$\n", ours, flags=re.M)
+    theirs = sos.lstrip("\n")
+    return len(sections) > 2 and theirs.startswith("Dumping managed stack") and any(
+        sosref.normalise(part) == sosref.normalise(theirs) for part in sections[1:])
+
+
 # The rest of SOS's commands (coverage).
 COVER_LISTED: list[Listed] = [
+    Listed("clrstack -i -all shows every thread", r"^clrstack -i -all$", agree=_clrstack_i_all_agree),
     Listed("ephtoloh counts generation 1 as ephemeral", r"^ephtoloh$", agree=_ephtoloh_agree),
     Listed("dcq lists the items in the queue, not every slot", r"^dcq ", agree=_dcq_agree),
 ]

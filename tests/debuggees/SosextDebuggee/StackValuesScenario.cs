@@ -1,5 +1,6 @@
 using System;
 using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
 using System.Threading;
 
 using SosextDebuggee;
@@ -38,7 +39,9 @@ namespace DebuggeeHost
     ///   blocks inside the catch block, so it stays the thread's current exception (for clrma).
     /// The truth holds every value as C# formats it, the objects' addresses and the threads' ids.
     /// stdin "crash" throws on a new thread, unhandled; "fpspin" starts a thread spinning in FpSpin with
-    /// a double in an XMM register (its reply names the thread).
+    /// a double in an XMM register; "filterwait", "finallywait" and "morewaits" start threads blocked in
+    /// an exception filter, a finally block of the second pass, a catch inside a finally, a callback
+    /// from native code and a static constructor (each reply names the threads).
     /// </summary>
     internal sealed class StackValuesScenario : IScenario
     {
@@ -276,6 +279,11 @@ namespace DebuggeeHost
                 StartFinallyWait();
                 return true;
             }
+            if (command == "morewaits")
+            {
+                StartMoreWaits();
+                return true;
+            }
             if (command != "crash") return false;
             new Thread(CrashThreadMain) { Name = "sosext-crasher", IsBackground = true }.Start();
             return true;
@@ -378,6 +386,102 @@ namespace DebuggeeHost
             new Thread(FinallyThreadMain) { Name = "sosext-values-finally", IsBackground = true }.Start();
             if (!s_inFinally.Wait(30_000)) throw new TimeoutException("the finally thread did not reach its finally block");
             Console.Out.WriteLine($"SOSEXT-FINALLY {s_finallyTid} {Mem.Addr(s_filtered):x}");
+        }
+
+        // -- more states a thread can be dumped in (stdin "morewaits") ----------------------------------
+
+        private static readonly CountdownEvent s_moreReady = new CountdownEvent(3);
+        private static int s_nestedTid, s_callbackTid, s_cctorTid;
+
+        /// <summary>Starts three threads and answers "SOSEXT-MORE {nested} {callback} {cctor}" (their
+        /// OS thread ids) once each blocks: one in a catch block of an exception thrown while another
+        /// one's finally block ran (two exceptions in flight), one in a managed callback that libc's
+        /// qsort calls (native frames between managed ones), one in a static constructor.</summary>
+        private static void StartMoreWaits()
+        {
+            new Thread(NestedThreadMain) { Name = "sosext-values-nested", IsBackground = true }.Start();
+            new Thread(CallbackThreadMain) { Name = "sosext-values-callback", IsBackground = true }.Start();
+            new Thread(CctorThreadMain) { Name = "sosext-values-cctor", IsBackground = true }.Start();
+            if (!s_moreReady.Wait(30_000)) throw new TimeoutException("a morewaits thread did not block");
+            Console.Out.WriteLine($"SOSEXT-MORE {s_nestedTid} {s_callbackTid} {s_cctorTid}");
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void NestedThreadMain()
+        {
+            s_nestedTid = Mem.CurrentOsTid();
+            try
+            {
+                NestedOuter();
+            }
+            catch (StackValuesException)
+            {
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void NestedOuter()
+        {
+            try
+            {
+                throw new StackValuesException("sosext outer exception");
+            }
+            finally
+            {
+                try
+                {
+                    throw new InvalidOperationException("sosext inner exception");
+                }
+                catch (InvalidOperationException inner)
+                {
+                    s_moreReady.Signal();
+                    s_filterRelease.Wait();
+                    GC.KeepAlive(inner);
+                }
+            }
+        }
+
+        [DllImport("libc", EntryPoint = "qsort")]
+        private static extern unsafe void Qsort(void* items, nint count, nint size, delegate* unmanaged<void*, void*, int> compare);
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static unsafe void CallbackThreadMain()
+        {
+            s_callbackTid = Mem.CurrentOsTid();
+            int* items = stackalloc int[2];
+            items[0] = 2;
+            items[1] = 1;
+            Qsort(items, 2, sizeof(int), &CompareBlocking);
+        }
+
+        [UnmanagedCallersOnly]
+        private static unsafe int CompareBlocking(void* a, void* b)
+        {
+            var held = new StackValuesItem(0xCB);
+            s_moreReady.Signal();
+            s_filterRelease.Wait();
+            GC.KeepAlive(held);
+            return *(int*)a - *(int*)b;
+        }
+
+        private static class SlowInit
+        {
+            public static readonly int Value = Init();
+
+            [MethodImpl(MethodImplOptions.NoInlining)]
+            private static int Init()
+            {
+                s_moreReady.Signal();
+                s_filterRelease.Wait();
+                return 42;
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        private static void CctorThreadMain()
+        {
+            s_cctorTid = Mem.CurrentOsTid();
+            GC.KeepAlive(SlowInit.Value);
         }
 
         [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
