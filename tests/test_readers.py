@@ -726,3 +726,29 @@ def test_a_thread_in_an_exception_filter(tmp_path: Path) -> None:
     assert ".CompareBlocking(Void*, Void*)" in callback and ".CallbackThreadMain()" in callback, callback
     assert "- DebuggeeHost.StackValuesItem" in callback, callback
     assert "+SlowInit..cctor()" in cctor and ".CctorThreadMain()" in cctor, cctor
+
+
+def test_a_net9_thread_in_an_exception_filter_is_the_dacs(tmp_path: Path) -> None:
+    """.NET 9's DAC answers a thread blocked in an exception filter, and its contracts reader walks
+    no stacks (the descriptor has no ExecutionManager contract): the filter check says no there
+    and the DAC answers every thread (a refusal of the check must not empty them all, as it once
+    did). Its answer for the filter thread is the rule the contracts reader follows on .NET 10:
+    the frames below the filter report their references, among them the object only the
+    throwing FilterThrowOuter's frame holds, which a full GC during the filter left alive."""
+    from harness import DebuggeeError, dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    try:
+        dll = build_debuggee("net9.0")
+    except DebuggeeError as e:
+        pytest.skip(f"no .NET 9 debuggee: {str(e).splitlines()[0]}")
+    with Debuggee("stackvalues", tfm="net9.0", dll=dll, core_dir=tmp_path) as d:
+        tag, tid_text, _exception, kept = d.command("filterwait").split()
+        core = d.write_core("heap", tmp_path / "filter9.core")
+    assert tag == "SOSEXT-FILTER" and int(kept, 16), (tag, kept)
+    (out,) = drivers.run_cli(["clrstack -all -gc"], core=core, timeout=600,
+                             env={"SOSEXT_READER": "dac", "SOSEXT_CLR_PATH": drivers.runtime_dir(core)})
+    assert not out.errors and "runs an exception filter" not in out.text, out.text
+    section = _thread_section(out.text, int(tid_text))
+    assert f"-> {int(kept, 16):016x} - DebuggeeHost.StackValuesItem" in section, section
+    assert out.text.count(" -> ") > 40  # every thread's references, not the filter thread's alone

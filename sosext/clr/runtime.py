@@ -293,11 +293,11 @@ class ClrRuntime:
         (one line on stderr says so, once a thread): the DAC's enumeration faults on such a
         thread (a SIGSEGV that would end the debugger's session; SOS's too). Only the runtime's
         managed exception handling (.NET 9 and later, which have a descriptor) calls filters
-        so."""
+        so; .NET 9's DAC answers such a thread, and its contracts reader walks no stacks."""
         reader = self.reader
-        if reader.name == "dac":
+        if reader.name == "dac" and self._in_exception_filter(os_tid):
             beside = self.contracts_beside()
-            if beside is not None and beside.in_exception_filter(os_tid):
+            if beside is not None:
                 told = self.cache("filter-threads-told", set)
                 if os_tid not in told:
                     told.add(os_tid)
@@ -305,6 +305,19 @@ class ClrRuntime:
                                      "reading its stack's references; the contracts reader answers for it\n")
                 return beside.stack_references(os_tid)
         return reader.stack_references(os_tid)
+
+    def _in_exception_filter(self, os_tid: int) -> bool:
+        """Whether the contracts reader beside the DAC sees thread ``os_tid`` in an exception
+        filter; False where it cannot walk stacks (.NET 9's descriptor has no ExecutionManager
+        contract: its DAC answers such a thread, tests/test_readers.py)."""
+        from ..errors import SosError
+        beside = self.contracts_beside()
+        if beside is None:
+            return False
+        try:
+            return beside.in_exception_filter(os_tid)
+        except SosError:
+            return False
 
     def frame_method_name(self, frame: int) -> str | None:
         """The method an explicit Frame (a runtime transition frame) stands for, if any."""
