@@ -58,8 +58,13 @@ _ARCHES = {
                      tuple(f"x{i}" for i in range(19, 30))),
 }
 # Frames holding a whole CONTEXT: inline (field name) or through a pointer (field name, True).
-_CONTEXT_FRAMES = {"SoftwareExceptionFrame": ("TargetContext", False), "FaultingExceptionFrame": ("TargetContext", False),
-                   "ResumableFrame": ("TargetContextPtr", True), "RedirectedThreadFrame": ("TargetContextPtr", True)}
+# Frames that record a CONTEXT: (the descriptor type that lays the field out, the field, whether
+# it holds a pointer to the CONTEXT). A RedirectedThreadFrame (a thread the GC suspension
+# redirected) is a ResumableFrame with no field of its own: the descriptor lists no type for it.
+_CONTEXT_FRAMES = {"SoftwareExceptionFrame": ("SoftwareExceptionFrame", "TargetContext", False),
+                   "FaultingExceptionFrame": ("FaultingExceptionFrame", "TargetContext", False),
+                   "ResumableFrame": ("ResumableFrame", "TargetContextPtr", True),
+                   "RedirectedThreadFrame": ("ResumableFrame", "TargetContextPtr", True)}
 # Frames after which the next managed frame is again a thread's active frame (FRAME_ATTR_RESUMABLE).
 _RESUMABLE = ("ResumableFrame", "RedirectedThreadFrame", "HijackFrame")
 # Frames whose registers come from a TransitionBlock (TransitionFrame and its kin).
@@ -174,10 +179,10 @@ class StackWalker:
         return 0
 
     def _context(self, frame: int, kind: str) -> int:
-        name, indirect = _CONTEXT_FRAMES[kind]
-        if not self.data.has(kind, name):
+        layout, name, indirect = _CONTEXT_FRAMES[kind]
+        if not self.data.has(layout, name):
             return 0
-        return self.data.field_pointer(frame, kind, name) if indirect else frame + self.data.offset(kind, name)
+        return self.data.field_pointer(frame, layout, name) if indirect else frame + self.data.offset(layout, name)
 
     def update_from_frame(self, frame: int, kind: str, regs: dict[str, int]) -> tuple[dict[str, int], frozenset[str]]:
         """The registers a Frame records (UpdateRegDisplay) and which of them are known."""

@@ -41,7 +41,8 @@ namespace DebuggeeHost
     /// stdin "crash" throws on a new thread, unhandled; "fpspin" starts a thread spinning in FpSpin with
     /// a double in an XMM register; "filterwait", "finallywait" and "morewaits" start threads blocked in
     /// an exception filter, a finally block of the second pass, a catch inside a finally, a callback
-    /// from native code and a static constructor (each reply names the threads).
+    /// from native code and a static constructor (each reply names the threads); "gcstorm" starts
+    /// threads the GC suspends over and over.
     /// </summary>
     internal sealed class StackValuesScenario : IScenario
     {
@@ -284,6 +285,11 @@ namespace DebuggeeHost
                 StartMoreWaits();
                 return true;
             }
+            if (command == "gcstorm")
+            {
+                StartGcStorm();
+                return true;
+            }
             if (command != "crash") return false;
             new Thread(CrashThreadMain) { Name = "sosext-crasher", IsBackground = true }.Start();
             return true;
@@ -387,6 +393,37 @@ namespace DebuggeeHost
             if (!s_inFinally.Wait(30_000)) throw new TimeoutException("the finally thread did not reach its finally block");
             Console.Out.WriteLine($"SOSEXT-FINALLY {s_finallyTid} {Mem.Addr(s_filtered):x}");
         }
+
+        // -- threads the GC suspends over and over (stdin "gcstorm") -------------------------------------
+
+        private static int s_stormSpinners;
+
+        /// <summary>Starts two threads that call a small method in a loop (code the GC suspends by
+        /// hijacking a return address or at a call) and one that collects in a loop, so a core taken
+        /// now may catch threads in any state of a GC's suspension. Answers "SOSEXT-GCSTORM".</summary>
+        private static void StartGcStorm()
+        {
+            for (int i = 0; i < 2; i++)
+                new Thread(StormSpin) { Name = "sosext-values-storm", IsBackground = true }.Start();
+            new Thread(() => { while (true) GC.Collect(0); }) { Name = "sosext-values-collector", IsBackground = true }.Start();
+            while (Volatile.Read(ref s_stormSpinners) < 2) Thread.Sleep(1);
+            Console.Out.WriteLine("SOSEXT-GCSTORM");
+        }
+
+        private static void StormSpin()
+        {
+            Interlocked.Increment(ref s_stormSpinners);
+            object held = new StackValuesItem(0x57);
+            long x = 1;
+            while (true)
+            {
+                x = StormStep(x, held);
+                if (x == 0) GC.KeepAlive(held);
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private static long StormStep(long x, object o) => (x * 6364136223846793005L + 1442695040888963407L) | (o == null ? 0 : 1);
 
         // -- more states a thread can be dumped in (stdin "morewaits") ----------------------------------
 
