@@ -289,33 +289,32 @@ class ClrRuntime:
 
     def stack_references(self, os_tid: int) -> list:
         """The GC references on thread ``os_tid``'s stack, from the reader. Under the DAC, a
-        thread that runs an exception filter is answered by the contracts reader beside it
-        (one line on stderr says so, once a thread): the DAC's enumeration faults on such a
-        thread (a SIGSEGV that would end the debugger's session; SOS's too). Only the runtime's
-        managed exception handling (.NET 9 and later, which have a descriptor) calls filters
-        so; .NET 9's DAC answers such a thread, and its contracts reader walks no stacks."""
+        thread inside the runtime's managed exception dispatcher (a throw being dispatched, a
+        filter it calls) is answered by the contracts reader beside it, with one line on stderr
+        once a thread: the .NET 10 DAC's enumeration faults on such a thread (a SIGSEGV that
+        would end the debugger's session; SOS's too). .NET 9's DAC answers such a thread, and
+        its contracts reader walks no stacks: the check says no there."""
         reader = self.reader
-        if reader.name == "dac" and self._in_exception_filter(os_tid):
+        if reader.name == "dac" and self._in_exception_dispatch(os_tid):
             beside = self.contracts_beside()
             if beside is not None:
-                told = self.cache("filter-threads-told", set)
+                told = self.cache("dispatch-threads-told", set)
                 if os_tid not in told:
                     told.add(os_tid)
-                    sys.stderr.write(f"sosext: thread {os_tid:#x} runs an exception filter, where the DAC faults "
+                    sys.stderr.write(f"sosext: thread {os_tid:#x} is dispatching an exception, where the DAC faults "
                                      "reading its stack's references; the contracts reader answers for it\n")
                 return beside.stack_references(os_tid)
         return reader.stack_references(os_tid)
 
-    def _in_exception_filter(self, os_tid: int) -> bool:
-        """Whether the contracts reader beside the DAC sees thread ``os_tid`` in an exception
-        filter; False where it cannot walk stacks (.NET 9's descriptor has no ExecutionManager
-        contract: its DAC answers such a thread, tests/test_readers.py)."""
+    def _in_exception_dispatch(self, os_tid: int) -> bool:
+        """Whether the contracts reader beside the DAC sees thread ``os_tid`` in the runtime's
+        exception dispatcher; False where it cannot walk stacks (.NET 9)."""
         from ..errors import SosError
         beside = self.contracts_beside()
         if beside is None:
             return False
         try:
-            return beside.in_exception_filter(os_tid)
+            return beside.in_exception_dispatch(os_tid)
         except SosError:
             return False
 

@@ -379,12 +379,30 @@ class ContractReader:
                 return stack_references(self._stack_walker(), os_tid, thread.frame)
         raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
 
-    def in_exception_filter(self, os_tid: int) -> bool:
-        """Whether thread ``os_tid`` runs an exception filter (stackwalk.py): the DAC's stack
-        reference enumeration faults on such a thread (a SIGSEGV in the debugger, SOS's too)."""
+    def in_exception_dispatch(self, os_tid: int) -> bool:
+        """Whether thread ``os_tid`` is dispatching an exception (.NET 9 and later): between its
+        leaf and the exception Frame of the throw there is nothing but the runtime (the throw
+        itself) or a method of the managed dispatcher, CoreLib's System.Runtime.EH (a filter it
+        calls is on top of them). The .NET 10 DAC's stack reference enumeration faults on such a
+        thread (a SIGSEGV in the debugger, SOS's too); a thread in a catch block is not one."""
         for _addr, thread in self.threads():
-            if thread.os_thread_id == os_tid:
-                return bool(thread.frame) and self._stack_walker().in_exception_filter(thread.frame)
+            if thread.os_thread_id != os_tid:
+                continue
+            if not thread.frame:
+                return False
+            walker = self._stack_walker()
+            kinds = {walker.frame_kind(f) for f in walker.runtime_frames(thread.frame)}
+            if not kinds & {"SoftwareExceptionFrame", "FaultingExceptionFrame"}:
+                return False  # nothing thrown on this thread's stack
+            managed = False  # a managed frame of the program's own above the exception Frame
+            for frame in walker.walk(os_tid, thread.frame):
+                if frame.frame_kind in ("SoftwareExceptionFrame", "FaultingExceptionFrame"):
+                    return not managed  # nothing but the runtime above it: the throw itself
+                if frame.method_desc:
+                    if (self.method_desc_name(frame.method_desc) or "").startswith("System.Runtime.EH."):
+                        return True
+                    managed = True
+            return False
         return False
 
     def stack_frames(self, os_tid: int, *, arguments: bool = False, local_variables: bool = False,

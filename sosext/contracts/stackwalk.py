@@ -134,9 +134,6 @@ class StackWalker:
         datum = self._inlined_call_datum(frame)
         return bool(datum) and datum & 7 == 2
 
-    def in_exception_filter(self, first_frame: int) -> bool:
-        """Whether the thread whose Thread.Frame is ``first_frame`` runs an exception filter."""
-        return any(self.calls_a_filter(frame) for frame in self.runtime_frames(first_frame))
 
     # -- one managed frame --------------------------------------------------------------------
 

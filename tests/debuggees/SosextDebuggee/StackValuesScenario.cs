@@ -290,6 +290,17 @@ namespace DebuggeeHost
                 StartGcStorm();
                 return true;
             }
+            if (command == "throwstorm")
+            {
+                StartThrowStorm();
+                return true;
+            }
+            if (command == "stormfast")
+            {
+                s_stormPause = false;  // collections back to back again: more threads caught mid-suspension
+                Console.Out.WriteLine("SOSEXT-STORMFAST");
+                return true;
+            }
             if (command != "crash") return false;
             new Thread(CrashThreadMain) { Name = "sosext-crasher", IsBackground = true }.Start();
             return true;
@@ -397,17 +408,19 @@ namespace DebuggeeHost
         // -- threads the GC suspends over and over (stdin "gcstorm") -------------------------------------
 
         private static int s_stormSpinners;
+        private static volatile bool s_stormPause;  // throwstorm: collections 1 ms apart, or the throwers wait on them
 
         /// <summary>Starts two threads that call a small method in a loop (code the GC suspends by
         /// hijacking a return address or at a call) and one that collects in a loop, so a core taken
         /// now may catch threads in any state of a GC's suspension. Answers "SOSEXT-GCSTORM".</summary>
-        private static void StartGcStorm()
+        private static void StartGcStorm(bool answer = true)
         {
             for (int i = 0; i < 2; i++)
                 new Thread(StormSpin) { Name = "sosext-values-storm", IsBackground = true }.Start();
-            new Thread(() => { while (true) GC.Collect(0); }) { Name = "sosext-values-collector", IsBackground = true }.Start();
+            new Thread(() => { while (true) { GC.Collect(0); if (s_stormPause) Thread.Sleep(1); } })
+                { Name = "sosext-values-collector", IsBackground = true }.Start();
             while (Volatile.Read(ref s_stormSpinners) < 2) Thread.Sleep(1);
-            Console.Out.WriteLine("SOSEXT-GCSTORM");
+            if (answer) Console.Out.WriteLine("SOSEXT-GCSTORM");
         }
 
         private static void StormSpin()
@@ -419,6 +432,53 @@ namespace DebuggeeHost
             {
                 x = StormStep(x, held);
                 if (x == 0) GC.KeepAlive(held);
+            }
+        }
+
+        /// <summary>gcstorm, and two threads that throw and catch in a loop through a filter and a
+        /// finally block, so a core taken now may catch a thread anywhere in exception dispatch.
+        /// Answers "SOSEXT-THROWSTORM".</summary>
+        private static void StartThrowStorm()
+        {
+            s_stormPause = true;
+            StartGcStorm(answer: false);
+            for (int i = 0; i < 2; i++)
+                new Thread(ThrowLoop) { Name = "sosext-values-throwing", IsBackground = true }.Start();
+            while (Volatile.Read(ref s_stormSpinners) < 4) Thread.Sleep(1);
+            Console.Out.WriteLine("SOSEXT-THROWSTORM");
+        }
+
+        private const string StormMessage = "sosext storm exception";
+
+        private static void ThrowLoop()
+        {
+            Interlocked.Increment(ref s_stormSpinners);
+            var held = new StackValuesItem(0x7E);
+            long n = 0;
+            while (true)
+            {
+                try
+                {
+                    ThrowThroughFinally(n++);
+                }
+                catch (StackValuesException e) when (e.HResult != 0 && held.Tag != 0)
+                {
+                    GC.KeepAlive(held);
+                }
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private static void ThrowThroughFinally(long n)
+        {
+            var local = new StackValuesItem((int)n);
+            try
+            {
+                throw new StackValuesException(StormMessage);
+            }
+            finally
+            {
+                GC.KeepAlive(local);
             }
         }
 
