@@ -7,7 +7,6 @@ is rebuilt on next use.
 from __future__ import annotations
 
 import sys
-
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 

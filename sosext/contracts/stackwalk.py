@@ -57,7 +57,6 @@ _ARCHES = {
                      tuple((f"x{i}", 8 + 8 * i) for i in range(31)) + (("sp", 0x100), ("pc", 0x108)),
                      tuple(f"x{i}" for i in range(19, 30))),
 }
-# Frames holding a whole CONTEXT: inline (field name) or through a pointer (field name, True).
 # Frames that record a CONTEXT: (the descriptor type that lays the field out, the field, whether
 # it holds a pointer to the CONTEXT). A RedirectedThreadFrame (a thread the GC suspension
 # redirected) is a ResumableFrame with no field of its own: the descriptor lists no type for it.
@@ -133,7 +132,6 @@ class StackWalker:
             return False
         datum = self._inlined_call_datum(frame)
         return bool(datum) and datum & 7 == 2
-
 
     # -- one managed frame --------------------------------------------------------------------
 
