@@ -144,6 +144,23 @@ def commands_for(truth: dict, core: Path) -> list[str]:
             for t in TEMPLATES]
 
 
+def _needs_sdk() -> None:
+    """Skip, saying why, where the .NET SDK that builds the debuggee is missing."""
+    from harness import dotnet_path
+    if dotnet_path() is None:
+        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+
+
+def _older_debuggee(tfm: str) -> Path:
+    """The debuggee built for an older runtime (its pack restored from NuGet), or a skip saying why not."""
+    from harness import DebuggeeError
+    _needs_sdk()
+    try:
+        return build_debuggee(tfm)
+    except DebuggeeError as e:
+        pytest.skip(f"no .NET {tfm[3]} debuggee: {str(e).splitlines()[0]}")
+
+
 @dataclass
 class Case:
     truth: dict
@@ -154,9 +171,7 @@ class Case:
 
 @pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: f"{c[0]}-{c[1]}")
 def case(request, tmp_path_factory) -> Case:
-    from harness import dotnet_path
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    _needs_sdk()
     tfm = request.config.getoption("--tfm")
     gc, flavor = request.param
     cores = tmp_path_factory.mktemp(f"cores-readers-{gc}-{flavor}")
@@ -372,13 +387,7 @@ def test_both_readers_return_equal_records(case: Case) -> None:
 @pytest.fixture(scope="module")
 def net9_core(tmp_path_factory) -> tuple[Path, dict]:
     """A .NET 9 heap core (the runtime pack restored from NuGet when 9 is not installed)."""
-    from harness import DebuggeeError, dotnet_path
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
-    try:
-        dll = build_debuggee("net9.0")
-    except DebuggeeError as e:
-        pytest.skip(f"no .NET 9 debuggee: {str(e).splitlines()[0]}")
+    dll = _older_debuggee("net9.0")
     cores = tmp_path_factory.mktemp("cores-readers-net9")
     with Debuggee("heap", tfm="net9.0", dll=dll, core_dir=cores) as d:
         return d.write_core("heap", cores / "heap.core"), d.truth
@@ -480,13 +489,7 @@ print(json.dumps({{"reader": rt.reader, "segments": segments, "rows": rows, "dac
 def test_net8_has_no_descriptor_and_says_so_in_one_line(tmp_path: Path) -> None:
     """.NET 8 exports no contract descriptor: --reader contracts names the DAC reader, and the
     automatic choice stays with the DAC."""
-    from harness import DebuggeeError, dotnet_path
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
-    try:
-        dll = build_debuggee("net8.0")
-    except DebuggeeError as e:
-        pytest.skip(f"no .NET 8 debuggee: {str(e).splitlines()[0]}")
+    dll = _older_debuggee("net8.0")
     with Debuggee("heap", tfm="net8.0", dll=dll, core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / "heap.core")
     clr_path = drivers.runtime_dir(core)  # built inside the checkout, which may lie under /tmp
@@ -524,9 +527,7 @@ def test_stacks_with_an_exception_in_flight_are_the_dacs(scenario: str, tmp_path
     and the liveness print the DAC reader's bytes, and every thread's stack references are the
     DAC's (the unwound frames and the funclet's parent report none); so do the arguments and
     locals of every frame (clrstack -a, -i -a), a catch funclet's among them."""
-    from harness import dotnet_path
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    _needs_sdk()
     with Debuggee(scenario, dll=build_debuggee(), core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / f"{scenario}.core")
     commands = ["clrstack -all", "clrstack -r -all", "clrstack -f -all", "eestack", "dso", "dumpheap -live -stat",
@@ -586,9 +587,7 @@ def test_a_dynamic_methods_code_names_its_method(tmp_path: Path) -> None:
     bytes, the debuggee's IL. (This core's DAC answers no MethodDescData for the method: SOS's
     dumpmd prints nothing; the webapi cores' lambda_method1 is answered by both readers alike,
     tests/test_readers_realapps.py.)"""
-    from harness import dotnet_path
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    _needs_sdk()
     with Debuggee("gcscripts", dll=build_debuggee(), core_dir=tmp_path) as d:
         core = d.write_core("heap", tmp_path / "gcscripts.core")
     dyn = d.truth["gcscripts"]["dynamic"]
@@ -625,9 +624,7 @@ def test_floating_point_register_values_are_the_dacs(tmp_path: Path) -> None:
     and ICorDebug's CORDBG_E_IL_VAR_NOT_AVAILABLE in clrstack -i -a. The contracts reader refused
     the whole stack in one line there; both readers now print the same bytes, and they are
     SOS's (when dotnet-dump is installed)."""
-    from harness import dotnet_path
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    _needs_sdk()
     with Debuggee("stackvalues", dll=build_debuggee(), core_dir=tmp_path) as d:
         tag, tid_text, method = d.command("fpspin").split()
         core = d.write_core("heap", tmp_path / "fpspin.core")
@@ -683,9 +680,7 @@ def test_a_thread_in_an_exception_filter(tmp_path: Path) -> None:
     which leaves alive an object only the throwing FilterThrowOuter's frame holds. Beside it, a thread blocked in a finally block that the second
     pass runs is the DAC's to answer, and both readers print the same for it too, as for three
     more threads: a catch inside a finally, a callback from native code, a static constructor."""
-    from harness import dotnet_path
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    _needs_sdk()
     with Debuggee("stackvalues", dll=build_debuggee(), core_dir=tmp_path) as d:
         tag, tid_text, exception, kept = d.command("filterwait").split()
         finally_tag, finally_tid, _e = d.command("finallywait").split()
@@ -735,13 +730,7 @@ def test_a_net9_thread_in_an_exception_filter_is_the_dacs(tmp_path: Path) -> Non
     did). Its answer for the filter thread is the rule the contracts reader follows on .NET 10:
     the frames below the filter report their references, among them the object only the
     throwing FilterThrowOuter's frame holds, which a full GC during the filter left alive."""
-    from harness import DebuggeeError, dotnet_path
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
-    try:
-        dll = build_debuggee("net9.0")
-    except DebuggeeError as e:
-        pytest.skip(f"no .NET 9 debuggee: {str(e).splitlines()[0]}")
+    dll = _older_debuggee("net9.0")
     with Debuggee("stackvalues", tfm="net9.0", dll=dll, core_dir=tmp_path) as d:
         tag, tid_text, _exception, kept = d.command("filterwait").split()
         core = d.write_core("heap", tmp_path / "filter9.core")
@@ -765,9 +754,7 @@ def test_threads_the_gc_suspends_are_the_dacs(tmp_path: Path) -> None:
     contracts reader lost every managed frame of a redirected thread; both readers now print the
     same stacks, references and values on each core (a thread hijacked at a return address, a
     HijackFrame, shows up in some of them too), and the DAC reader's process never dies."""
-    from harness import dotnet_path
-    if dotnet_path() is None:
-        pytest.skip("dotnet is not on PATH: these tests need the .NET SDK to build the debuggee")
+    _needs_sdk()
     commands = ["clrstack -all -f", "clrstack -all -gc", "clrstack -all -a", "dumpheap -live -stat"]
     notice = re.compile(r"^sosext: thread 0x[0-9a-f]+ is dispatching an exception, where the DAC faults reading "
                         r"its stack's references; the contracts reader answers for it\n", re.M)
