@@ -261,49 +261,29 @@ namespace DebuggeeHost
 
         public const string CrashMessage = "sosext unhandled exception";
 
-        /// <summary>A thread that throws a StackValuesException nobody catches: the process dies (and the
-        /// runtime writes a dump when DOTNET_DbgEnableMiniDump is set). Prints its OS thread id first.</summary>
+        /// <summary>The stdin commands of the class summary. "crash" starts a thread that throws a
+        /// StackValuesException nobody catches: the process dies (and the runtime writes a dump when
+        /// DOTNET_DbgEnableMiniDump is set); the thread prints its OS thread id first.</summary>
         public bool OnCommand(string command)
         {
-            if (command == "fpspin")
+            switch (command)
             {
-                StartFpSpin();
-                return true;
+                case "crash":
+                    new Thread(CrashThreadMain) { Name = "sosext-crasher", IsBackground = true }.Start();
+                    return true;
+                case "fpspin": StartFpSpin(); return true;
+                case "filterwait": StartFilterWait(); return true;
+                case "finallywait": StartFinallyWait(); return true;
+                case "morewaits": StartMoreWaits(); return true;
+                case "gcstorm": StartGcStorm(); return true;
+                case "throwstorm": StartThrowStorm(); return true;
+                case "stormfast":
+                    s_stormPause = false;  // collections back to back again: more threads caught mid-suspension
+                    Console.Out.WriteLine("SOSEXT-STORMFAST");
+                    return true;
+                default:
+                    return false;
             }
-            if (command == "filterwait")
-            {
-                StartFilterWait();
-                return true;
-            }
-            if (command == "finallywait")
-            {
-                StartFinallyWait();
-                return true;
-            }
-            if (command == "morewaits")
-            {
-                StartMoreWaits();
-                return true;
-            }
-            if (command == "gcstorm")
-            {
-                StartGcStorm();
-                return true;
-            }
-            if (command == "throwstorm")
-            {
-                StartThrowStorm();
-                return true;
-            }
-            if (command == "stormfast")
-            {
-                s_stormPause = false;  // collections back to back again: more threads caught mid-suspension
-                Console.Out.WriteLine("SOSEXT-STORMFAST");
-                return true;
-            }
-            if (command != "crash") return false;
-            new Thread(CrashThreadMain) { Name = "sosext-crasher", IsBackground = true }.Start();
-            return true;
         }
 
         // -- floating-point values in registers (stdin "fpspin") -----------------------------------------
@@ -328,7 +308,6 @@ namespace DebuggeeHost
 
         private static int s_filterTid;
         private static readonly ManualResetEventSlim s_inFilter = new ManualResetEventSlim(false, 0);
-        private static readonly ManualResetEventSlim s_filterRelease = new ManualResetEventSlim(false, 0);
         private static StackValuesException s_filtered;
 
         /// <summary>Starts a thread that throws from FilterThrowInner and blocks in the filter of
@@ -375,7 +354,7 @@ namespace DebuggeeHost
         {
             s_filtered = e;
             s_inFilter.Set();
-            s_filterRelease.Wait();
+            s_block.Wait();
             return true;
         }
 
@@ -532,7 +511,7 @@ namespace DebuggeeHost
                 catch (InvalidOperationException inner)
                 {
                     s_moreReady.Signal();
-                    s_filterRelease.Wait();
+                    s_block.Wait();
                     GC.KeepAlive(inner);
                 }
             }
@@ -556,7 +535,7 @@ namespace DebuggeeHost
         {
             var held = new StackValuesItem(0xCB);
             s_moreReady.Signal();
-            s_filterRelease.Wait();
+            s_block.Wait();
             GC.KeepAlive(held);
             return *(int*)a - *(int*)b;
         }
@@ -569,7 +548,7 @@ namespace DebuggeeHost
             private static int Init()
             {
                 s_moreReady.Signal();
-                s_filterRelease.Wait();
+                s_block.Wait();
                 return 42;
             }
         }
@@ -607,7 +586,7 @@ namespace DebuggeeHost
             {
                 s_filtered = e;
                 s_inFinally.Set();
-                s_filterRelease.Wait();
+                s_block.Wait();
             }
         }
 
