@@ -56,6 +56,7 @@ class ContractReader:
         self._gc_globals = None
         self._types: TypeAnswers | None = None
         self._stack_offset: int | None = None
+        self._by_os_id: dict[int, rec.ThreadData] | None = None  # managed threads by OS thread id
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -64,6 +65,7 @@ class ContractReader:
         self._gc = None
         self._gc_globals = None
         self._types = None
+        self._by_os_id = None
 
     @property
     def types(self) -> TypeAnswers:
@@ -371,13 +373,22 @@ class ContractReader:
 
     # -- roots ------------------------------------------------------------------------------
 
+    def _managed_thread(self, os_tid: int) -> rec.ThreadData | None:
+        """The runtime Thread running on OS thread ``os_tid`` (a map built once: the model asks
+        for each thread in turn, and a scan each time would read the thread list quadratically)."""
+        if self._by_os_id is None:
+            self._by_os_id = {}
+            for _addr, thread in self.threads():
+                self._by_os_id.setdefault(thread.os_thread_id, thread)  # the first, as a scan finds it
+        return self._by_os_id.get(os_tid)
+
     def stack_references(self, os_tid: int) -> list[rec.StackRefData]:
         """The references on a thread's managed frames (stackwalk.py, stackrefs.py)."""
         from .stackrefs import stack_references
-        for _addr, thread in self.threads():
-            if thread.os_thread_id == os_tid:
-                return stack_references(self._stack_walker(), os_tid, thread.frame)
-        raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
+        thread = self._managed_thread(os_tid)
+        if thread is None:
+            raise ContractError(f"no managed thread runs on OS thread {os_tid:#x}")
+        return stack_references(self._stack_walker(), os_tid, thread.frame)
 
     def in_exception_dispatch(self, os_tid: int) -> bool:
         """Whether thread ``os_tid`` is dispatching an exception (.NET 9 and later): between its
@@ -385,24 +396,21 @@ class ContractReader:
         itself) or a method of the managed dispatcher, CoreLib's System.Runtime.EH (a filter it
         calls is on top of them). The .NET 10 DAC's stack reference enumeration faults on such a
         thread (a SIGSEGV in the debugger, SOS's too); a thread in a catch block is not one."""
-        for _addr, thread in self.threads():
-            if thread.os_thread_id != os_tid:
-                continue
-            if not thread.frame:
-                return False
-            walker = self._stack_walker()
-            kinds = {walker.frame_kind(f) for f in walker.runtime_frames(thread.frame)}
-            if not kinds & {"SoftwareExceptionFrame", "FaultingExceptionFrame"}:
-                return False  # nothing thrown on this thread's stack
-            managed = False  # a managed frame of the program's own above the exception Frame
-            for frame in walker.walk(os_tid, thread.frame):
-                if frame.frame_kind in ("SoftwareExceptionFrame", "FaultingExceptionFrame"):
-                    return not managed  # nothing but the runtime above it: the throw itself
-                if frame.method_desc:
-                    if (self.method_desc_name(frame.method_desc) or "").startswith("System.Runtime.EH."):
-                        return True
-                    managed = True
+        thread = self._managed_thread(os_tid)
+        if thread is None or not thread.frame:
             return False
+        walker = self._stack_walker()
+        kinds = {walker.frame_kind(f) for f in walker.runtime_frames(thread.frame)}
+        if not kinds & {"SoftwareExceptionFrame", "FaultingExceptionFrame"}:
+            return False  # nothing thrown on this thread's stack
+        managed = False  # a managed frame of the program's own above the exception Frame
+        for frame in walker.walk(os_tid, thread.frame):
+            if frame.frame_kind in ("SoftwareExceptionFrame", "FaultingExceptionFrame"):
+                return not managed  # nothing but the runtime above it: the throw itself
+            if frame.method_desc:
+                if (self.method_desc_name(frame.method_desc) or "").startswith("System.Runtime.EH."):
+                    return True
+                managed = True
         return False
 
     def stack_frames(self, os_tid: int, *, arguments: bool = False, local_variables: bool = False,
@@ -410,7 +418,7 @@ class ContractReader:
         """A thread's stops, innermost first: managed methods' and the runtime's Frames
         (stackwalk.py); registers are the walk's on x86-64 (the integer registers of the DAC's
         CONTEXT); arguments and locals from the JIT's native variable info (framevalues.py)."""
-        thread = next((t for _a, t in self.threads() if t.os_thread_id == os_tid), None)
+        thread = self._managed_thread(os_tid)
         if thread is None:
             raise NotManagedThread(os_tid)
         walker = self._stack_walker()
