@@ -127,7 +127,7 @@ Example:
 _PAD = 5  # dotnet-dump's count width and indent step
 
 
-def pstacks_frame_text(method: str, owner: str = "") -> str:
+def pstacks_frame_text(method: str, declaring: str = "") -> str:
     """A frame as dotnet-dump's parallelstacks names it: the declaring type as ClrMD names it
     (`Task<System.__Canon>`), the method's name, each parameter's type without its namespace and
     generic arity (`System.Span`1<Byte>` -> `Span<Byte>`, `System.String[]` -> `String[]`), a
@@ -135,7 +135,7 @@ def pstacks_frame_text(method: str, owner: str = "") -> str:
     (`IOQueue.System.Threading.IThreadPoolWorkItem.Execute()`) and loses it in a generic one
     (`KestrelConnection<System.__Canon>.Execute()`), as dotnet-dump prints them; so does a
     generic method's (`TransportConnection.Get()` for `…IFeatureCollection.Get<TFeature>`), which
-    ``owner``, the declaring type's name, tells apart from the interface's."""
+    ``declaring``, the declaring type's name, tells apart from the interface's."""
     cut = method.find("(")
     if cut < 0 or not method.endswith(")"):
         return method
@@ -154,8 +154,8 @@ def pstacks_frame_text(method: str, owner: str = "") -> str:
         # "[[" of the whole signature (which, in a generic type, is the type's own name).
         first = method.find("[[")
         name = method[method.rfind(".", 0, first) + 1:first]
-        if owner and head.startswith(owner + "."):
-            dot = len(owner)
+        if declaring and head.startswith(declaring + "."):
+            dot = len(declaring)
     # A dynamic method's (LCG's) type has no metadata: ClrMD names it nothing, and dotnet-dump
     # prints the method alone (`lambda_method1(Closure, Object, HttpContext)`).
     owner = _pstacks_owner(head[:dot]) if dot > 0 and head[:dot] != "DynamicClass" else ""
