@@ -748,9 +748,11 @@ _GC_BUSY = "error: The GC heap is not in a valid state for traversal.  (Use -ign
 
 def test_threads_the_gc_suspends_are_the_dacs(tmp_path: Path) -> None:
     """Threads caught while a GC suspends them or an exception is dispatched: the debuggee's
-    throwstorm collects in a loop while two threads call a small method in a loop and two throw
-    and catch in a loop (through a filter and a finally block), and cores are taken until one
-    shows a thread the suspension redirected (a RedirectedThreadFrame, whose saved CONTEXT is
+    throwstorm collects in a loop while two threads call a small method in a loop, one spins in a
+    loop with no call (fully interruptible code: a suspension redirects it; the others are
+    redirected only when stopped right at a call's return, which one debuggee process may never
+    be) and two throw and catch in a loop (through a filter and a finally block), and cores are
+    taken until one shows a thread the suspension redirected (a RedirectedThreadFrame, whose saved CONTEXT is
     where the thread's managed frames go on; the descriptor lists no type for it: it is a
     ResumableFrame) and one dispatching an exception (the .NET 10 DAC faults reading its stack
     references: sosext's DAC reader asks the contracts reader for it, one line on stderr). The

@@ -390,15 +390,18 @@ namespace DebuggeeHost
         private static volatile bool s_stormPause;  // throwstorm: collections 1 ms apart, or the throwers wait on them
 
         /// <summary>Starts two threads that call a small method in a loop (code the GC suspends by
-        /// hijacking a return address or at a call) and one that collects in a loop, so a core taken
-        /// now may catch threads in any state of a GC's suspension. Answers "SOSEXT-GCSTORM".</summary>
+        /// hijacking a return address or at a call), one that spins in a loop with no call in it
+        /// (fully interruptible code, which every suspension redirects) and one that collects in a
+        /// loop, so a core taken now may catch threads in any state of a GC's suspension. Answers
+        /// "SOSEXT-GCSTORM".</summary>
         private static void StartGcStorm(bool answer = true)
         {
             for (int i = 0; i < 2; i++)
                 new Thread(StormSpin) { Name = "sosext-values-storm", IsBackground = true }.Start();
+            new Thread(() => StormLoop(new StackValuesItem(0x5C))) { Name = "sosext-values-storm-loop", IsBackground = true }.Start();
             new Thread(() => { while (true) { GC.Collect(0); if (s_stormPause) Thread.Sleep(1); } })
                 { Name = "sosext-values-collector", IsBackground = true }.Start();
-            while (Volatile.Read(ref s_stormSpinners) < 2) Thread.Sleep(1);
+            while (Volatile.Read(ref s_stormSpinners) < 3) Thread.Sleep(1);
             if (answer) Console.Out.WriteLine("SOSEXT-GCSTORM");
         }
 
@@ -414,6 +417,19 @@ namespace DebuggeeHost
             }
         }
 
+        /// <summary>A loop with no call in it, fully optimized from the start: the JIT makes such code
+        /// fully interruptible, so a GC's suspension stops this thread where it is, by redirecting
+        /// it (a RedirectedThreadFrame), rather than at a hijacked return address. The loop reads
+        /// held's field on every turn, so held stays live in a register of the redirected context.</summary>
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.AggressiveOptimization)]
+        private static void StormLoop(StackValuesItem held)
+        {
+            Interlocked.Increment(ref s_stormSpinners);
+            long x = 1;
+            while (true)
+                x = x * 6364136223846793005L + Volatile.Read(ref held.Tag);
+        }
+
         /// <summary>gcstorm, and two threads that throw and catch in a loop through a filter and a
         /// finally block, so a core taken now may catch a thread anywhere in exception dispatch.
         /// Answers "SOSEXT-THROWSTORM".</summary>
@@ -423,7 +439,7 @@ namespace DebuggeeHost
             StartGcStorm(answer: false);
             for (int i = 0; i < 2; i++)
                 new Thread(ThrowLoop) { Name = "sosext-values-throwing", IsBackground = true }.Start();
-            while (Volatile.Read(ref s_stormSpinners) < 4) Thread.Sleep(1);
+            while (Volatile.Read(ref s_stormSpinners) < 5) Thread.Sleep(1);
             Console.Out.WriteLine("SOSEXT-THROWSTORM");
         }
 
