@@ -372,3 +372,36 @@ def test_aot_calls_check_their_arguments() -> None:
     with pytest.raises(TypeError, match="kernel mark: argument 3"):
         refs.mark(np.zeros(2, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64),
                   np.zeros(1, np.bool_)[::1].copy().view(np.uint8), np.zeros(1, np.int32))
+
+
+@st.composite
+def _segments(draw):  # type: ignore[no-untyped-def]
+    """Sorted, disjoint segments: tiny ones, ones sharing a bucket, and spans wide enough
+    that the bucket table must widen its buckets (its size is capped)."""
+    lo, out = draw(st.integers(1 << 12, 1 << 40)) & ~7, []
+    for _ in range(draw(st.integers(0, 40))):
+        lo += draw(st.sampled_from([0, 8, 1 << 12, 1 << 20, 3 << 20, 1 << 36])) & ~7
+        size = draw(st.sampled_from([8, 24, 1 << 16, 1 << 20, 4 << 20, 66 << 20]))
+        out.append((lo, lo + size))
+        lo += size
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(segs=_segments(), data=st.data())
+def test_segment_buckets_find_what_the_binary_search_finds(segs, data) -> None:
+    """``reach.segment_in`` (a bucket table) answers as an independent scan of the segments,
+    compiled and interpreted, at every segment's edges and at addresses drawn anywhere."""
+    from sosext.clr.kernels import reach
+    seg_lo = np.array([a for a, _ in segs], dtype=np.uint64)
+    seg_hi = np.array([b for _, b in segs], dtype=np.uint64)
+    buckets, base, shift = reach.segment_buckets(seg_lo, seg_hi)
+    assert buckets.size <= reach.BUCKETS_MOST
+    probes = {0, 1, (1 << 64) - 1} | {a + d for a, b in segs for d in (-8, -1, 0, 8)} | \
+        {b + d for a, b in segs for d in (-8, -1, 0, 8)}
+    probes |= set(data.draw(st.lists(st.integers(0, (1 << 64) - 1), max_size=50)))
+    for v in sorted(p for p in probes if 0 <= p < 1 << 64):
+        want = next((i for i, (a, b) in enumerate(segs) if a <= v < b), -1)
+        args = (np.uint64(v), seg_lo, seg_hi, buckets, base, shift)
+        assert reach.segment_in(*args) == want, hex(v)
+        assert plain("segment_in")(*args) == want, hex(v)

@@ -69,6 +69,43 @@ def segment_of(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray) -> int:
     return s
 
 
+@kernel("i8", "u8", "u8[]r", "u8[]r", "i4[]r", "u8", "u8")
+def segment_in(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, buckets: np.ndarray, base: np.uint64,
+               shift: np.uint64) -> int:
+    """``segment_of`` through ``buckets`` (``segment_buckets``): one load and a step or two where
+    the binary search guessed half its branches wrong (references land anywhere in the heap)."""
+    if v < base:
+        return -1
+    b = np.int64((v - base) >> shift)
+    if b >= buckets.size:
+        return -1
+    s = np.int64(buckets[b])
+    n = seg_lo.size
+    while s + 1 < n and seg_lo[s + 1] <= v:
+        s += 1
+    if s < 0 or v >= seg_hi[s]:
+        return -1
+    return s
+
+
+BUCKETS_MOST = 1 << 18  # int32 each: the table stays within a core's L2 cache
+BUCKET_SHIFT_LEAST = 20  # 1 MiB: a region is at least this large, a segment far larger
+
+
+def segment_buckets(seg_lo: np.ndarray, seg_hi: np.ndarray) -> tuple[np.ndarray, np.uint64, np.uint64]:
+    """``segment_in``'s table over sorted segments: bucket ``b`` covers ``base + (b << shift)``
+    onwards and holds the last segment starting at or below that (-1: none)."""
+    if seg_lo.size == 0:
+        return np.zeros(0, np.int32), np.uint64(0), np.uint64(BUCKET_SHIFT_LEAST)
+    base, span = int(seg_lo[0]), int(seg_hi.max()) - int(seg_lo[0])
+    shift = BUCKET_SHIFT_LEAST
+    while (span >> shift) + 1 > BUCKETS_MOST:
+        shift += 1
+    starts = np.uint64(base) + (np.arange((span >> shift) + 1, dtype=np.uint64) << np.uint64(shift))
+    buckets = (np.searchsorted(seg_lo, starts, side="right") - 1).astype(np.int32)
+    return buckets, np.uint64(base), np.uint64(shift)
+
+
 @kernel("i8", "u8", "i8", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r", "i8[]r", "i8[]r")
 def object_type(v: np.uint64, s: int, mem: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
                 seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray, keys: np.ndarray, values: np.ndarray,

@@ -294,7 +294,7 @@ def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, first: int, npops
         "i8[]r", "i8[]r", "i1[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r", "i8[]r",
         "u8[]r", "u8[]r", "u8[]r", "u8",
         "u8[]", "u8[]", "i8[]", "u8[]", "i8[]", "u8[]", "i8[]", "i8[]", "u8[]", "i8[]",
-        "u8[]r", "i8[]r", "u4[]r", "i8", "u8[]", "u8[]", "i8[]")
+        "u8[]r", "i8[]r", "u4[]r", "i8", "u8[]", "u8[]", "i8[]", "i4[]r", "u8", "u8")
 def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word: np.ndarray,
               seg_block: np.ndarray, seg_gap: np.ndarray, gap_lo: np.ndarray, gap_hi: np.ndarray,
               keys: np.ndarray, values: np.ndarray,
@@ -306,7 +306,8 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
               seen: np.ndarray, xkeys: np.ndarray, xvals: np.ndarray, fkeys: np.ndarray, fvals: np.ndarray,
               f_obj: np.ndarray, f_cur: np.ndarray, f_end: np.ndarray, pend: np.ndarray, st: np.ndarray,
               fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray, fcut: int,
-              pop_addr: np.ndarray, pop_parent: np.ndarray, root_pops: np.ndarray) -> int:
+              pop_addr: np.ndarray, pop_parent: np.ndarray, root_pops: np.ndarray,
+              buckets: np.ndarray, bucket_base: np.uint64, bucket_shift: np.uint64) -> int:
     """The search of the module's docstring from root ``st[0]`` on; FOUND after each root
     that reaches ``target`` (its position in ``st[9]``), DONE after the last root.
 
@@ -401,7 +402,7 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
         elif seg_lo[last] <= v < seg_hi[last]:
             s = last
         else:
-            s = reach.segment_of(v, seg_lo, seg_hi)
+            s = reach.segment_in(v, seg_lo, seg_hi, buckets, bucket_base, bucket_shift)
             if s >= 0:
                 last = s
         t = NOT_OBJECT
@@ -455,7 +456,8 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             r = pend[q]
             if r == 0:
                 continue
-            u = last if seg_lo[last] <= r < seg_hi[last] else reach.segment_of(r, seg_lo, seg_hi)
+            u = last if seg_lo[last] <= r < seg_hi[last] else \
+                reach.segment_in(r, seg_lo, seg_hi, buckets, bucket_base, bucket_shift)
             if u < 0 or r & np.uint64(7):
                 outside += 1
             else:
@@ -482,7 +484,8 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
             if nxt != 0:
                 hit = np.int64(r)
                 break
-            u = last if seg_lo[last] <= r < seg_hi[last] else reach.segment_of(r, seg_lo, seg_hi)
+            u = last if seg_lo[last] <= r < seg_hi[last] else \
+                reach.segment_in(r, seg_lo, seg_hi, buckets, bucket_base, bucket_shift)
             if u < 0 or r & np.uint64(7):  # not in the heap: pending all the same (a dead end when walked)
                 if reach.open_find(r, xkeys, xvals) >= 0:
                     continue
@@ -543,7 +546,9 @@ def root_walk(mem: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_word:
                 rc += 1
             continue
         parent = f_obj[f] if depth > 0 else np.uint64(0)
-        chunk_order(pend, a, w, _LIST_BYTES - 1 - stored_bytes(v) - stored_bytes(parent))
+        capacity = _LIST_BYTES - 1 - stored_bytes(v) - stored_bytes(parent)
+        if 8 * (w - a) > capacity:  # else one list: the order met (most objects)
+            chunk_order(pend, a, w, capacity)
         f_obj[depth] = v
         f_cur[depth] = a
         f_end[depth] = w

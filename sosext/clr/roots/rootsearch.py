@@ -48,6 +48,7 @@ class CoreHeapMemory:
         blocks = ((seg_hi - seg_lo) // np.uint64(8) + np.uint64(63)) // np.uint64(64)
         self.seg_block = np.zeros(len(seg_lo) + 1, dtype=np.int64)
         np.cumsum(blocks.astype(np.int64), out=self.seg_block[1:])
+        self.buckets, self.bucket_base, self.bucket_shift = reach.segment_buckets(seg_lo, seg_hi)
 
     @classmethod
     def of(cls, heap: "ClrHeap") -> "CoreHeapMemory | None":

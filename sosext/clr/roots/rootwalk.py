@@ -183,7 +183,7 @@ class RootWalk(RootSearch):
                                       m.gap_hi, self.table.keys, self.table.values, *self.layouts.arrays, starts,
                                       dep_pri, dep_sec, target, seen, xkeys, xvals, fkeys, fvals, f_obj, f_cur,
                                       f_end, pend, st, fbits, fprefix, frank, np.int64(state.fcut),
-                                      pop_addr, pop_parent, root_pops)
+                                      pop_addr, pop_parent, root_pops, m.buckets, m.bucket_base, m.bucket_shift)
                 if record is not None:
                     record[3], record[4] = int(st[10]), int(st[0]) + (1 if st[1] > 0 else 0)
                 if status == rw.UNKNOWN:
