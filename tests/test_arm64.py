@@ -66,11 +66,11 @@ def run_host(host: str, core: Arm64Core, commands: list[str]) -> list[drivers.Ou
     return drivers.run_gdb(commands, core=core.core, exe=str(core.exe), gdb=drivers.GDB_MULTIARCH)
 
 
-def make_core(scenario: str) -> Arm64Core:
+def make_core(scenario: str, commands: tuple[str, ...] = ()) -> Arm64Core:
     if dotnet_path() is None:
         pytest.skip("dotnet is not on PATH: the arm64 debuggee is published with the .NET SDK")
     try:
-        return arm64_core(scenario)
+        return arm64_core(scenario, commands)
     except Arm64Unavailable as e:
         pytest.skip(str(e))
 
@@ -103,6 +103,27 @@ def heap() -> Case:
 def roots() -> Case:
     core = make_core("roots")
     return Case(core, roots_commands(core.truth))
+
+
+# stackvalues' threads in the states crash dumps are taken in: blocked in an exception filter
+# (the dispatcher's first pass), in a finally block the second pass runs, in a catch block inside
+# a finally block, in a managed callback from libc's qsort, in a static constructor
+DISPATCH = ("filterwait", "finallywait", "morewaits")
+
+
+@pytest.fixture(scope="module")
+def dispatch() -> Case:
+    core = make_core("stackvalues", DISPATCH)
+    return Case(core, ["clrstack -all -gc"])
+
+
+def dispatch_threads(truth: dict) -> dict[str, object]:
+    """The threads and objects the debuggee's replies name (tests/test_readers.py reads the same)."""
+    (tag, tid, exception, kept), (ftag, ftid, _e), (mtag, *more) = (r.split() for r in truth["replies"])
+    assert (tag, ftag, mtag) == ("SOSEXT-FILTER", "SOSEXT-FINALLY", "SOSEXT-MORE")
+    nested, callback, cctor = map(int, more)
+    return {"filter": int(tid), "exception": h(exception), "kept": h(kept), "finally": int(ftid),
+            "nested": nested, "callback": callback, "cctor": cctor}
 
 
 @pytest.fixture(params=HOSTS)
@@ -278,24 +299,59 @@ def test_clrmd_under_qemu_reads_the_truth_from_the_core(heap: Case) -> None:
     assert ("ManagedMethod", "DebuggeeHost.Program.Main") in {f[:2] for f in opinion.frames[main_tid(heap.truth)]}
 
 
-def test_contracts_stack_walk_equals_clrmd(heap: Case) -> None:
-    """The pure-Python AArch64 stack walk (ExecutionManager contract, ARM64 unwind codes,
-    the runtime's Frames for native code) finds every managed frame ClrMD finds with the
-    arm64 DAC: the same instruction pointers, stack pointers and MethodDescs, down to Main."""
+def contracts_frames(core: Arm64Core) -> dict[int, list[tuple[int, int, int]]]:
+    """Each thread's managed frames as the contracts reader's stack walk finds them: (ip, sp, MethodDesc)."""
     from sosext.contracts.descriptor import read_descriptor
     from sosext.contracts.reader import ContractReader
     from sosext.contracts.stackwalk import StackWalker
     from sosext.contracts.targetdata import TargetData
     from sosext.targets.elfcore import CoreTarget
-    opinion = clrmd_opinion(heap.core)
-    with CoreTarget(heap.core.core) as t:
+    with CoreTarget(core.core) as t:
         runtime = t.find_module("libcoreclr.so")
         walker = StackWalker(t, TargetData(t, read_descriptor(t, runtime)))
-        ours = {th.os_thread_id: [(f.ip, f.sp, f.method_desc) for f in walker.managed_frames(th.os_thread_id, th.frame)]
+        return {th.os_thread_id: [(f.ip, f.sp, f.method_desc) for f in walker.managed_frames(th.os_thread_id, th.frame)]
                 for _addr, th in ContractReader(t, runtime).threads()}
+
+
+def assert_frames_are_clrmds(ours: dict[int, list], opinion) -> None:  # type: ignore[no-untyped-def]
     theirs = {tid: [(ip, sp, md) for kind, _n, ip, sp, md in frames if kind == "ManagedMethod"]
               for tid, frames in opinion.frames.items()}
     assert {tid: f for tid, f in ours.items() if f} == {tid: f for tid, f in theirs.items() if f}
+
+
+def contracts_roots(core: Arm64Core) -> dict[int, list[tuple[int, int, bool]]]:
+    """Each thread's stack references as the contracts reader finds them: (slot, object, interior)."""
+    from sosext.contracts.reader import ContractReader
+    from sosext.targets.elfcore import CoreTarget
+    with CoreTarget(core.core) as t:
+        reader = ContractReader(t, t.find_module("libcoreclr.so"))
+        return {th.os_thread_id: sorted((r.address, r.object, bool(r.flags & 1))
+                                        for r in reader.stack_references(th.os_thread_id) if r.object)
+                for _addr, th in reader.threads()}
+
+
+def assert_roots_are_clrmds(ours: dict[int, list], opinion) -> None:  # type: ignore[no-untyped-def]
+    """The same slots (address 0: a register) holding the same objects (ClrMD names an interior
+    pointer's object by its start; the runtime reports the pointer); the threads ClrMD was not
+    asked about aside."""
+    theirs = {tid: sorted(roots) for tid, roots in opinion.roots.items()}
+    assert {tid for tid, r in ours.items() if r and tid not in opinion.no_roots} == \
+        {tid for tid, r in theirs.items() if r}
+    for tid, roots in theirs.items():
+        assert len(ours[tid]) == len(roots), tid
+        exact = [(a, o) for a, o, interior in roots if not interior]
+        assert exact == [(a, o) for a, o, interior in ours[tid] if not interior], tid
+        for (a, o, _i), (a2, raw, _i2) in zip([r for r in roots if r[2]], [r for r in ours[tid] if r[2]]):
+            assert a == a2 and o <= raw < o + 0x10000, (tid, hex(a), hex(o), hex(raw))
+
+
+def test_contracts_stack_walk_equals_clrmd(heap: Case) -> None:
+    """The pure-Python AArch64 stack walk (ExecutionManager contract, ARM64 unwind codes,
+    the runtime's Frames for native code) finds every managed frame ClrMD finds with the
+    arm64 DAC: the same instruction pointers, stack pointers and MethodDescs, down to Main."""
+    opinion = clrmd_opinion(heap.core)
+    ours = contracts_frames(heap.core)
+    assert_frames_are_clrmds(ours, opinion)
     main = next(md for kind, name, _ip, _sp, md in opinion.frames[main_tid(heap.truth)]
                 if name == "DebuggeeHost.Program.Main")
     assert ours[main_tid(heap.truth)][-1][2] == main
@@ -305,25 +361,57 @@ def test_contracts_stack_walk_equals_clrmd(heap: Case) -> None:
 
 def test_contracts_stack_roots_equal_clrmd(heap: Case) -> None:
     """The stack references the contracts reader finds from the arm64 GC info of each frame are
-    ClrMD's stack roots: the same slots (address 0: a register) holding the same objects
-    (ClrMD names an interior pointer's object by its start; the runtime reports the pointer)."""
-    from sosext.contracts.reader import ContractReader
-    from sosext.targets.elfcore import CoreTarget
+    ClrMD's stack roots (``assert_roots_are_clrmds``)."""
     opinion = clrmd_opinion(heap.core)
-    with CoreTarget(heap.core.core) as t:
-        reader = ContractReader(t, t.find_module("libcoreclr.so"))
-        ours = {th.os_thread_id: sorted((r.address, r.object, bool(r.flags & 1))
-                                        for r in reader.stack_references(th.os_thread_id) if r.object)
-                for _addr, th in reader.threads()}
-    theirs = {tid: sorted(roots) for tid, roots in opinion.roots.items()}
-    assert {tid for tid, r in ours.items() if r} == {tid for tid, r in theirs.items() if r}
-    for tid, roots in theirs.items():
-        assert len(ours[tid]) == len(roots), tid
-        exact = [(a, o) for a, o, interior in roots if not interior]
-        assert exact == [(a, o) for a, o, interior in ours[tid] if not interior], tid
-        for (a, o, _i), (a2, raw, _i2) in zip([r for r in roots if r[2]], [r for r in ours[tid] if r[2]]):
-            assert a == a2 and o <= raw < o + 0x10000, (tid, hex(a), hex(o), hex(raw))
+    ours = contracts_roots(heap.core)
+    assert_roots_are_clrmds(ours, opinion)
     assert sum(map(len, ours.values())) > 10
+
+
+def test_threads_dispatching_exceptions_are_clrmds(dispatch: Case) -> None:
+    """On an arm64 core of threads in exception dispatch (a filter the first pass calls, a finally
+    block of the second pass, nested exceptions), a callback from native code and a static
+    constructor, the contracts reader's AArch64 walk finds ClrMD's managed frames on every
+    thread, and ClrMD's stack roots on each one ClrMD can read: the arm64 DAC, like the x86-64 one,
+    dies of SIGSEGV reading the references of the thread in the filter (tried: ClrMD's process
+    died there), so ClrMD is asked for every other thread's. The filter thread's references
+    hold the exception it filters and the object only the throwing frame below the filter holds,
+    which a full GC during the filter left alive (the debuggee's reply: the runtime reported it)."""
+    want = dispatch_threads(dispatch.truth)
+    opinion = clrmd_opinion(dispatch.core, (want["filter"],))
+    frames = contracts_frames(dispatch.core)
+    assert_frames_are_clrmds(frames, opinion)
+    assert len(frames[want["filter"]]) > 6  # the filter, the dispatcher, the thrower, its caller
+    roots = contracts_roots(dispatch.core)
+    assert_roots_are_clrmds(roots, opinion)
+    assert opinion.no_roots == {want["filter"]}
+    held = {o for _a, o, _i in roots[want["filter"]]}
+    assert want["kept"], "the GC during the filter collected what the throwing frame holds"
+    assert {want["exception"], want["kept"]} <= held
+
+
+def test_threads_dispatching_exceptions_in_every_host(dispatch: Case, host: str) -> None:
+    """The same threads as `clrstack -all -gc` prints them in the CLI, LLDB and GDB: the filter
+    funclet above the managed dispatcher's first pass, with the exception and the throwing
+    frame's object among its roots, and the other threads' frames, as on x86-64 cores
+    (tests/test_readers.py, where both readers print the same)."""
+    want = dispatch_threads(dispatch.truth)
+    text = answered(dispatch.out(host, "clrstack -all -gc"), "clrstack -all -gc")
+
+    def section(tid: int) -> str:
+        part = text.split(f"OS Thread Id: 0x{tid:x}", 1)
+        assert len(part) == 2, f"no thread 0x{tid:x} in:\n{text}"
+        return part[1].split("OS Thread Id: 0x", 1)[0]
+    gc = section(want["filter"])
+    assert ".FilterWait(DebuggeeHost.StackValuesException)" in gc and "System.Runtime.EH.FindFirstPassHandler(" in gc
+    assert f"-> {want['exception']:016x} - DebuggeeHost.StackValuesException" in gc, gc
+    assert f"-> {want['kept']:016x} - DebuggeeHost.StackValuesItem" in gc, gc
+    assert ".FinallyThrower()" in section(want["finally"])
+    nested, callback, cctor = (section(want[k]) for k in ("nested", "callback", "cctor"))
+    assert nested.count(".NestedOuter()") == 3 and ".NestedThreadMain()" in nested, nested
+    assert ".CompareBlocking(Void*, Void*)" in callback and ".CallbackThreadMain()" in callback, callback
+    assert "+SlowInit..cctor()" in cctor and ".CctorThreadMain()" in cctor, cctor
+    assert "<unknown method>" not in text
 
 
 # -- what needs the runtime reader ---------------------------------------------------------------

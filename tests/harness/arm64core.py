@@ -21,8 +21,8 @@ signal, so it is sent twice; `ulimit -c` applies to qemu's guest core; a directo
 in the working directory stops the kernel from also writing qemu's own x86-64 core under this
 machine's core_pattern=core. createdump cannot run under qemu-user (no ptrace).
 
-Stdlib only, like the rest of the harness. `python3 tests/harness/arm64core.py [scenario]`
-makes (or finds) a core and prints where it is and how long each step took.
+Stdlib only, like the rest of the harness. `python3 tests/harness/arm64core.py [scenario
+[command ...]]` makes (or finds) a core and prints where it is and how long each step took.
 """
 from __future__ import annotations
 
@@ -159,9 +159,11 @@ def _unlimited_core() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 
 
-def run_and_dump(exe: Path, scenario: str, run_dir: Path, timeout: float = 300) -> tuple[dict, Path, str, dict]:
-    """Runs ``scenario`` under qemu in ``run_dir``, waits for its truth, kills it with SIGABRT;
-    (truth, qemu's raw core, the process map at the abort, timings)."""
+def run_and_dump(exe: Path, scenario: str, run_dir: Path, timeout: float = 300,
+                 commands: tuple[str, ...] = ()) -> tuple[dict, Path, str, dict]:
+    """Runs ``scenario`` under qemu in ``run_dir``, waits for its truth, sends each of
+    ``commands`` on stdin and keeps its one-line reply (``truth["replies"]``, in order), kills it
+    with SIGABRT; (truth, qemu's raw core, the process map at the abort, timings)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "core").mkdir(exist_ok=True)  # no x86-64 core of qemu itself (core_pattern=core)
     for old in run_dir.glob("qemu_*.core"):
@@ -202,6 +204,15 @@ def run_and_dump(exe: Path, scenario: str, run_dir: Path, timeout: float = 300) 
         proc.stdin.flush()
         while (line := proc.stdout.readline().decode().strip()) and line != "SOSEXT-PONG":
             pass
+        truth["replies"] = []
+        for command in commands:  # each reply is one line starting "SOSEXT-"
+            proc.stdin.write(command.encode() + b"\n")
+            proc.stdin.flush()
+            while (line := proc.stdout.readline().decode()) and not line.startswith("SOSEXT-"):
+                pass
+            if not line:
+                raise fail(f"ended before it answered {command!r}")
+            truth["replies"].append(line.strip())
         time.sleep(0.5)
         dump_started = time.monotonic()
         # The runtime's handler takes the first SIGABRT (and the process lives on); the map is
@@ -363,21 +374,23 @@ def make_kernel_like(raw: Path, maps_text: str, out: Path, qemu: str | None = No
 
 # --- the cached core -----------------------------------------------------------------------------
 
-def arm64_core(scenario: str = "heap") -> Arm64Core:
-    """The arm64 core of ``scenario`` for the current debuggee sources: made once (publish,
-    run under qemu, abort, fix up) and cached under $SOSEXT_WORK_DIR/arm64-cores/."""
+def arm64_core(scenario: str = "heap", commands: tuple[str, ...] = ()) -> Arm64Core:
+    """The arm64 core of ``scenario`` for the current debuggee sources, after ``commands``
+    (``run_and_dump``): made once (publish, run under qemu, abort, fix up) and cached under
+    $SOSEXT_WORK_DIR/arm64-cores/."""
     ensure_tools()
     made = time.monotonic()
     exe = publish()
     publish_s = time.monotonic() - made
     root = work_dir() / "arm64-cores"
     root.mkdir(parents=True, exist_ok=True)
-    dest = root / f"{source_hash()[:16]}-{scenario}-r{RECIPE_VERSION}"
+    name = "-".join((scenario,) + commands)
+    dest = root / f"{source_hash()[:16]}-{name}-r{RECIPE_VERSION}"
     core, truth_file, stamp = dest / f"core.{scenario}", dest / "truth.json", dest / "core.ok"
     with _lock(root / f".{dest.name}.lock"):
         if not (stamp.exists() and core.exists() and truth_file.exists()):
             shutil.rmtree(dest, ignore_errors=True)
-            truth, raw, maps, timings = run_and_dump(exe, scenario, dest / "run")
+            truth, raw, maps, timings = run_and_dump(exe, scenario, dest / "run", commands=commands)
             fixed = time.monotonic()
             counts = make_kernel_like(raw, maps, core)
             timings["fix-up"] = time.monotonic() - fixed
@@ -407,6 +420,7 @@ class ClrmdOpinion:
     frames: dict[int, list[tuple[str, str, int, int, int]]]  # OS thread id -> [(kind, name, ip, sp, MethodDesc)]
     roots: dict[int, list[tuple[int, int, bool]]]  # OS thread id -> [(slot address, object, interior)]
     seconds: float
+    no_roots: set[int] = field(default_factory=set)  # threads whose roots were not asked for
 
 
 def publish_clrmd() -> Path:
@@ -435,14 +449,17 @@ def publish_clrmd() -> Path:
         return exe
 
 
-def clrmd_opinion(core: Arm64Core) -> ClrmdOpinion:
-    """ClrMD's reading of ``core`` (cached beside the core: a core never changes)."""
+def clrmd_opinion(core: Arm64Core, no_roots: tuple[int, ...] = ()) -> ClrmdOpinion:
+    """ClrMD's reading of ``core`` (cached beside the core: a core never changes); the threads
+    ``no_roots`` names get no stack roots (the arm64 DAC faults on a thread dispatching an
+    exception, as the x86-64 one does, and ClrMD's process dies with it)."""
     exe = publish_clrmd()
-    cache = core.core.parent / f"clrmd-{exe.parent.parent.name}.txt"
+    skip = ",".join(str(t) for t in sorted(no_roots))
+    cache = core.core.parent / f"clrmd-{exe.parent.parent.name}{'-' + skip if skip else ''}.txt"
     started = time.monotonic()
     with _lock(core.core.parent / ".clrmd.lock"):
         if not cache.exists():
-            proc = subprocess.run([QEMU, "-L", "/", str(exe), str(core.core), str(core.dac)],
+            proc = subprocess.run([QEMU, "-L", "/", str(exe), str(core.core), str(core.dac)] + ([skip] if skip else []),
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   env=_guest_env(), text=True, timeout=600)
             if proc.returncode != 0:
@@ -453,6 +470,7 @@ def clrmd_opinion(core: Arm64Core) -> ClrmdOpinion:
     threads: dict[int, int] = {}
     frames: dict[int, list[tuple[str, str, int, int, int]]] = {}
     roots: dict[int, list[tuple[int, int, bool]]] = {}
+    no_roots: set[int] = set()
     for line in text.splitlines():
         kind, *rest = line.split("\t")
         if kind == "type":
@@ -461,15 +479,17 @@ def clrmd_opinion(core: Arm64Core) -> ClrmdOpinion:
             threads[int(rest[0])] = int(rest[1])
         elif kind == "root":
             roots.setdefault(int(rest[0]), []).append((int(rest[1], 16), int(rest[2], 16), rest[3] == "1"))
+        elif kind == "noroots":
+            no_roots.add(int(rest[0]))
         elif kind == "frame":
             frames.setdefault(int(rest[0]), []).append((rest[1], rest[2], *(int(v, 16) for v in rest[3:6])))
-    return ClrmdOpinion(types, threads, frames, roots, time.monotonic() - started)
+    return ClrmdOpinion(types, threads, frames, roots, time.monotonic() - started, no_roots)
 
 
 if __name__ == "__main__":
     t0 = time.monotonic()
     names = [a for a in sys.argv[1:] if not a.startswith("--")]
-    c = arm64_core(names[0] if names else "heap")
+    c = arm64_core(names[0] if names else "heap", tuple(names[1:]))  # scenario, then stdin commands
     print(f"core {c.core} ({os.path.getsize(c.core):,} bytes)\nexe  {c.exe}")
     print(json.dumps(c.timings, indent=1))
     print(f"total {time.monotonic() - t0:.1f} s")
