@@ -66,11 +66,11 @@ def run_host(host: str, core: Arm64Core, commands: list[str]) -> list[drivers.Ou
     return drivers.run_gdb(commands, core=core.core, exe=str(core.exe), gdb=drivers.GDB_MULTIARCH)
 
 
-def make_core(scenario: str, commands: tuple[str, ...] = ()) -> Arm64Core:
+def make_core(scenario: str, commands: tuple[str, ...] = (), attempt: int = 0) -> Arm64Core:
     if dotnet_path() is None:
         pytest.skip("dotnet is not on PATH: the arm64 debuggee is published with the .NET SDK")
     try:
-        return arm64_core(scenario, commands)
+        return arm64_core(scenario, commands, attempt)
     except Arm64Unavailable as e:
         pytest.skip(str(e))
 
@@ -388,6 +388,37 @@ def test_threads_dispatching_exceptions_are_clrmds(dispatch: Case) -> None:
     held = {o for _a, o, _i in roots[want["filter"]]}
     assert want["kept"], "the GC during the filter collected what the throwing frame holds"
     assert {want["exception"], want["kept"]} <= held
+
+
+def test_threads_the_gc_suspends_are_clrmds() -> None:
+    """An arm64 core written while collections run back to back (stackvalues' `throwstorm`,
+    then `stormfast`): threads the suspension redirected (a RedirectedThreadFrame, whose saved
+    context is where the thread's managed frames go on; one spins in a loop with no call, an
+    object live in a register) and threads throwing and catching. Under qemu most cores catch a
+    redirect (6 of the first 7 made here), so cores are made until one does. The contracts
+    reader's frames equal ClrMD-under-qemu's on every thread, and its roots on every thread but
+    those dispatching an exception, which ClrMD is not asked about (the arm64 DAC dies there)."""
+    from sosext.contracts.reader import ContractReader
+    from sosext.targets.elfcore import CoreTarget
+    for attempt in range(1, 9):
+        core = make_core("stackvalues", ("throwstorm", "stormfast"), attempt)
+        text = answered(run_host("cli", core, ["clrstack -all -f"])[0], "clrstack -all -f")
+        redirected = {int(m, 16) for m, section in re.findall(r"OS Thread Id: 0x([0-9a-f]+)(.*?)(?=OS Thread Id: |\Z)",
+                                                                text, re.S)
+                      if "[RedirectedThreadFrame: " in section}
+        if redirected:
+            break
+    assert redirected, f"{attempt} cores showed no thread the GC suspension redirected"
+    with CoreTarget(core.core) as t:
+        reader = ContractReader(t, t.find_module("libcoreclr.so"))
+        dispatching = tuple(th.os_thread_id for _a, th in reader.threads() if reader.in_exception_dispatch(th.os_thread_id))
+    opinion = clrmd_opinion(core, dispatching)
+    frames = contracts_frames(core)
+    assert_frames_are_clrmds(frames, opinion)
+    roots = contracts_roots(core)
+    assert_roots_are_clrmds(roots, opinion)
+    for tid in redirected:  # its managed frames go on below the redirect, and hold objects
+        assert frames[tid] and opinion.roots.get(tid), hex(tid)
 
 
 def test_threads_dispatching_exceptions_in_every_host(dispatch: Case, host: str) -> None:

@@ -374,17 +374,18 @@ def make_kernel_like(raw: Path, maps_text: str, out: Path, qemu: str | None = No
 
 # --- the cached core -----------------------------------------------------------------------------
 
-def arm64_core(scenario: str = "heap", commands: tuple[str, ...] = ()) -> Arm64Core:
+def arm64_core(scenario: str = "heap", commands: tuple[str, ...] = (), attempt: int = 0) -> Arm64Core:
     """The arm64 core of ``scenario`` for the current debuggee sources, after ``commands``
     (``run_and_dump``): made once (publish, run under qemu, abort, fix up) and cached under
-    $SOSEXT_WORK_DIR/arm64-cores/."""
+    $SOSEXT_WORK_DIR/arm64-cores/. ``attempt`` > 0: another core of the same, for a state a core
+    catches only sometimes (a thread mid-suspension)."""
     ensure_tools()
     made = time.monotonic()
     exe = publish()
     publish_s = time.monotonic() - made
     root = work_dir() / "arm64-cores"
     root.mkdir(parents=True, exist_ok=True)
-    name = "-".join((scenario,) + commands)
+    name = "-".join((scenario,) + commands + ((f"try{attempt}",) if attempt else ()))
     dest = root / f"{source_hash()[:16]}-{name}-r{RECIPE_VERSION}"
     core, truth_file, stamp = dest / f"core.{scenario}", dest / "truth.json", dest / "core.ok"
     with _lock(root / f".{dest.name}.lock"):
