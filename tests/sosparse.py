@@ -99,3 +99,13 @@ def eeheap_total(text: str, what: str) -> int:
     assert m, f"no GC {what} Heap Size line in:\n{text}"
     assert int(m.group(1), 16) == int(m.group(2))
     return int(m.group(2))
+
+
+_THREAD_HEADER = re.compile(r"^OS Thread Id: 0x([0-9a-f]+)\b.*$", re.M)
+
+
+def thread_sections(text: str) -> dict[int, str]:
+    """A per-thread output (`clrstack -all`, `dso`, ...) by OS thread id: the text after each
+    `OS Thread Id: 0x…` line up to the next one (a whole id: 0x1be is not 0x1be5)."""
+    parts = _THREAD_HEADER.split(text)
+    return {int(parts[i], 16): parts[i + 1] for i in range(1, len(parts), 2)}

@@ -403,9 +403,7 @@ def test_threads_the_gc_suspends_are_clrmds() -> None:
     for attempt in range(1, 9):
         core = make_core("stackvalues", ("throwstorm", "stormfast"), attempt)
         text = answered(run_host("cli", core, ["clrstack -all -f"])[0], "clrstack -all -f")
-        redirected = {int(m, 16) for m, section in re.findall(r"OS Thread Id: 0x([0-9a-f]+)(.*?)(?=OS Thread Id: |\Z)",
-                                                                text, re.S)
-                      if "[RedirectedThreadFrame: " in section}
+        redirected = {tid for tid, section in sp.thread_sections(text).items() if "[RedirectedThreadFrame: " in section}
         if redirected:
             break
     assert redirected, f"{attempt} cores showed no thread the GC suspension redirected"
@@ -428,11 +426,11 @@ def test_threads_dispatching_exceptions_in_every_host(dispatch: Case, host: str)
     (tests/test_readers.py, where both readers print the same)."""
     want = dispatch_threads(dispatch.truth)
     text = answered(dispatch.out(host, "clrstack -all -gc"), "clrstack -all -gc")
+    sections = sp.thread_sections(text)
 
     def section(tid: int) -> str:
-        part = text.split(f"OS Thread Id: 0x{tid:x}", 1)
-        assert len(part) == 2, f"no thread 0x{tid:x} in:\n{text}"
-        return part[1].split("OS Thread Id: 0x", 1)[0]
+        assert tid in sections, f"no thread 0x{tid:x} in:\n{text}"
+        return sections[tid]
     gc = section(want["filter"])
     assert ".FilterWait(DebuggeeHost.StackValuesException)" in gc and "System.Runtime.EH.FindFirstPassHandler(" in gc
     assert f"-> {want['exception']:016x} - DebuggeeHost.StackValuesException" in gc, gc
@@ -511,8 +509,7 @@ def test_clrthreads(heap: Case, host: str) -> None:
 
 def test_clrstack_down_to_main(heap: Case, host: str) -> None:
     text = answered(heap.out(host, "clrstack -all"), "clrstack")
-    parts = re.split(r"^OS Thread Id: 0x([0-9a-f]+)$", text, flags=re.M)
-    stacks = {int(parts[i], 16): parts[i + 1] for i in range(1, len(parts), 2)}
+    stacks = sp.thread_sections(text)
     assert in_order(["DebuggeeHost.Program.Main"], call_sites(stacks[main_tid(heap.truth)])), text
     for t in heap.truth["threads"]:
         assert in_order(["DebuggeeHost.HeapScenario.WorkerMain"], call_sites(stacks[t["osTid"]])), t

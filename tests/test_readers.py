@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 import drivers
+import sosparse as sp
 from harness import Debuggee, build_debuggee
 
 pytestmark = pytest.mark.slow
@@ -610,10 +611,10 @@ def test_a_dynamic_methods_code_names_its_method(tmp_path: Path) -> None:
 
 
 def _thread_section(text: str, os_tid: int) -> str:
-    """One thread's part of a `clrstack -all` output (from its `OS Thread Id:` line to the next)."""
-    part = text.split(f"OS Thread Id: 0x{os_tid:x}", 1)
-    assert len(part) == 2, f"no thread 0x{os_tid:x} in:\n{text}"
-    return part[1].split("OS Thread Id: 0x", 1)[0]
+    """One thread's part of a `clrstack -all` output (after its `OS Thread Id:` line, to the next)."""
+    sections = sp.thread_sections(text)
+    assert os_tid in sections, f"no thread 0x{os_tid:x} in:\n{text}"
+    return sections[os_tid]
 
 
 def test_floating_point_register_values_are_the_dacs(tmp_path: Path) -> None:
