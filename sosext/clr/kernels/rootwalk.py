@@ -246,10 +246,12 @@ _RING = 64  # positions computed ahead of their writes (a power of two above 2 *
 RANK_AHEAD = 16
 
 
-@kernel("i8", "u8[]r", "u8[]r", "i8", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u8[]", "u1[]")
+@kernel("i8", "u8[]r", "u8[]r", "i8", "i8", "u8[]r", "u8[]r", "i8[]r", "u8[]r", "i8[]r", "u4[]", "u8[]", "u1[]",
+        "i4[]r", "u8", "u8")
 def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, first: int, npops: int, seg_lo: np.ndarray,
                  seg_hi: np.ndarray, seg_block: np.ndarray, fbits: np.ndarray, fprefix: np.ndarray, frank: np.ndarray,
-                 fparent: np.ndarray, outside: np.ndarray) -> int:
+                 fparent: np.ndarray, outside: np.ndarray, buckets: np.ndarray, bucket_base: np.uint64,
+                 bucket_shift: np.uint64) -> int:
     """Each popped heap object's pop rank and parent at its position in address order
     (``frank``, ``fparent``), for pops ``first`` to ``npops``; ``outside[i]`` = 1 for a value
     popped outside the heap. The count of those. Every object is popped once, so calls for
@@ -262,7 +264,7 @@ def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, first: int, npops
         j = i + 2 * RANK_AHEAD
         if j < npops:
             a = pop_addr[j]
-            s = reach.segment_of(a, seg_lo, seg_hi)
+            s = reach.segment_in(a, seg_lo, seg_hi, buckets, bucket_base, bucket_shift)
             if s >= 0:
                 blk = seg_block[s] + (np.int64((a - seg_lo[s]) >> np.uint64(3)) >> 6)
                 prefetch(fbits, blk)
@@ -270,7 +272,7 @@ def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, first: int, npops
         j = i + RANK_AHEAD
         if first <= j < npops:
             a = pop_addr[j]
-            s = reach.segment_of(a, seg_lo, seg_hi)
+            s = reach.segment_in(a, seg_lo, seg_hi, buckets, bucket_base, bucket_shift)
             pos = -1
             if s >= 0 and not a & np.uint64(7):
                 b = np.int64((a - seg_lo[s]) >> np.uint64(3))

@@ -183,7 +183,7 @@ def _ranks(pops: np.ndarray, parents: np.ndarray, count: int, mem: "CoreHeapMemo
     gcroot costs)."""
     def part(lo: int, hi: int) -> None:
         rw.forest_ranks(pops, parents, lo, hi, mem.seg_lo, mem.seg_hi, mem.seg_block, bits, prefix, rank, parent,
-                        outside)
+                        outside, mem.buckets, mem.bucket_base, mem.bucket_shift)
     if count < RANKS_SPLIT or (os.cpu_count() or 1) < 2:
         part(0, count)
         return
