@@ -390,14 +390,19 @@ def test_threads_dispatching_exceptions_are_clrmds(dispatch: Case) -> None:
     assert {want["exception"], want["kept"]} <= held
 
 
-def test_threads_the_gc_suspends_are_clrmds() -> None:
+@dataclass
+class Storm:
+    core: Arm64Core
+    redirected: set[int]  # the threads a RedirectedThreadFrame shows in `clrstack -all -f`
+    dispatching: tuple[int, ...]  # the threads dispatching an exception (ClrMD is not asked for their roots)
+
+
+@pytest.fixture(scope="module")
+def storm() -> Storm:
     """An arm64 core written while collections run back to back (stackvalues' `throwstorm`,
-    then `stormfast`): threads the suspension redirected (a RedirectedThreadFrame, whose saved
-    context is where the thread's managed frames go on; one spins in a loop with no call, an
-    object live in a register) and threads throwing and catching. Under qemu most cores catch a
-    redirect (6 of the first 7 made here), so cores are made until one does. The contracts
-    reader's frames equal ClrMD-under-qemu's on every thread, and its roots on every thread but
-    those dispatching an exception, which ClrMD is not asked about (the arm64 DAC dies there)."""
+    then `stormfast`): threads the suspension redirected and threads throwing and catching.
+    Under qemu most cores catch a redirect (6 of the first 7 made here), so cores are made
+    until one does."""
     from sosext.contracts.reader import ContractReader
     from sosext.targets.elfcore import CoreTarget
     for attempt in range(1, 9):
@@ -410,13 +415,54 @@ def test_threads_the_gc_suspends_are_clrmds() -> None:
     with CoreTarget(core.core) as t:
         reader = ContractReader(t, t.find_module("libcoreclr.so"))
         dispatching = tuple(th.os_thread_id for _a, th in reader.threads() if reader.in_exception_dispatch(th.os_thread_id))
-    opinion = clrmd_opinion(core, dispatching)
+    return Storm(core, redirected, dispatching)
+
+
+def test_threads_the_gc_suspends_are_clrmds(storm: Storm) -> None:
+    """On the storm core: threads the suspension redirected (a RedirectedThreadFrame, whose saved
+    context is where the thread's managed frames go on; one spins in a loop with no call, an
+    object live in a register). The contracts reader's frames equal ClrMD-under-qemu's on every
+    thread, and its roots on every thread but those dispatching an exception, which ClrMD is not
+    asked about (the arm64 DAC dies there)."""
+    core, redirected = storm.core, storm.redirected
+    opinion = clrmd_opinion(core, storm.dispatching)
     frames = contracts_frames(core)
     assert_frames_are_clrmds(frames, opinion)
     roots = contracts_roots(core)
     assert_roots_are_clrmds(roots, opinion)
     for tid in redirected:  # its managed frames go on below the redirect, and hold objects
         assert frames[tid] and opinion.roots.get(tid), hex(tid)
+
+
+def test_threads_the_gc_suspends_in_every_host(storm: Storm, host: str) -> None:
+    """The redirected threads as `clrstack -all -gc` prints them in the CLI, LLDB and GDB: the
+    RedirectedThreadFrame, then ClrMD-under-qemu's managed frames of the thread (by stack
+    pointer and IP, in order), and among its references every object ClrMD's stack roots of
+    the thread hold: the spinning threads' objects are in registers of the saved context
+    (`X19: <object>`, or `X0: <pointer> (interior)` where the loop reads a field). The frames below the redirect are walked from the Frame's saved context, not
+    from the debugger's registers, so each host must print them."""
+    opinion = clrmd_opinion(storm.core, storm.dispatching)
+    text = answered(run_host(host, storm.core, ["clrstack -all -gc"])[0], "clrstack -all -gc")
+    sections = sp.thread_sections(text)
+    for tid in storm.redirected:
+        assert tid in sections, f"no thread 0x{tid:x} in:\n{text}"
+        section = sections[tid]
+        assert "[RedirectedThreadFrame: " in section, section
+        rows = [(int(m.group(1), 16), int(m.group(2), 16)) for m in
+                re.finditer(r"^([0-9A-Fa-f]{16}) ([0-9A-Fa-f]{16}) (?!\[)", section, re.M)]
+        theirs = [(sp_, ip) for kind, _n, ip, sp_, _md in opinion.frames[tid] if kind == "ManagedMethod"]
+        assert theirs and rows == theirs, (hex(tid), section, theirs)
+        # `X19: <object> - <type>` for a register, `<slot> -> <object> - <type>` for a stack slot,
+        # `X0: <pointer> (interior)` for a pointer into an object (ClrMD names its object's start)
+        objects = {int(m.group(1), 16) for m in re.finditer(r"(?::|->) ([0-9a-f]{16}) - \S", section)}
+        interiors = [int(m.group(1), 16) for m in re.finditer(r": ([0-9a-f]{16}) \(interior\)", section)]
+        roots = opinion.roots.get(tid, ())
+        assert roots, hex(tid)
+        for _a, o, interior in roots:
+            if interior:
+                assert any(o <= v < o + 0x10000 for v in interiors), (hex(tid), hex(o), section)
+            else:
+                assert o in objects, (hex(tid), hex(o), section)
 
 
 def test_threads_dispatching_exceptions_in_every_host(dispatch: Case, host: str) -> None:
