@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,7 +115,7 @@ DISPATCH = ("filterwait", "finallywait", "morewaits")
 @pytest.fixture(scope="module")
 def dispatch() -> Case:
     core = make_core("stackvalues", DISPATCH)
-    return Case(core, ["clrstack -all -gc"])
+    return Case(core, ["clrstack -all -gc", "clrstack -a -all"])
 
 
 def dispatch_threads(truth: dict) -> dict[str, object]:
@@ -487,6 +488,36 @@ def test_threads_dispatching_exceptions_in_every_host(dispatch: Case, host: str)
     assert ".CompareBlocking(Void*, Void*)" in callback and ".CallbackThreadMain()" in callback, callback
     assert "+SlowInit..cctor()" in cctor and ".CctorThreadMain()" in cctor, cctor
     assert "<unknown method>" not in text
+
+
+def test_clrstack_a_values_are_the_debuggees(dispatch: Case, host: str) -> None:
+    """`clrstack -a` on arm64: the values ValuesFrame's arguments and locals hold, read from the
+    stack slots and registers arm64 GC info and debug info name, are those the debuggee passed
+    and printed (as on x86-64, tests/test_stack_values.py): ints, a long, a bool, a double's
+    bits, a string and an object, and a struct's first field."""
+    v = dispatch.truth["values"]
+    text = answered(dispatch.out(host, "clrstack -a -all"), "clrstack -a -all")
+    sections = sp.thread_sections(text)
+    assert v["osTid"] in sections, text
+    lines = sections[v["osTid"]].splitlines()
+    start = next(i for i, ln in enumerate(lines) if re.match(rf"[0-9A-F]{{16}} [0-9A-F]{{16}} {re.escape(v['method'])}\(", ln))
+    block = []
+    for ln in lines[start + 1:]:
+        if not ln.strip():
+            break
+        block.append(ln)
+    assert block[0] == "    PARAMETERS:" and "    LOCALS:" in block, block
+    where = r"\((?:0x[0-9A-F]{16}|<CLR reg>)\)"
+    params = {m.group(1): int(m.group(2), 16) for m in
+              (re.fullmatch(rf"        (\w+) {where} = 0x([0-9a-f]{{16}})", ln) for ln in block[1:block.index("    LOCALS:")]) if m}
+    assert params == {"count": v["count"], "big": v["big"], "flag": int(v["flag"]),
+                      "ratio": struct.unpack("<Q", struct.pack("<d", v["ratio"]))[0],
+                      "text": h(v["textAddress"]), "item": h(v["item"]),
+                      "point": params.get("point", -1) & ~0xFFFFFFFF | (v["pointX"] & 0xFFFFFFFF)}, block
+    locals_ = {int(m.group(1), 16) for m in (re.fullmatch(r"        (?:0x[0-9A-F]{16}|<CLR reg>) = 0x([0-9a-f]{16})", ln)
+                                              for ln in block[block.index("    LOCALS:") + 1:]) if m}
+    assert {v["localCount"], v["localBig"], h(v["localItem"])} <= locals_, block
+    assert any(x & 0xFFFFFFFF == v["localPointX"] & 0xFFFFFFFF for x in locals_), block
 
 
 # -- what needs the runtime reader ---------------------------------------------------------------
