@@ -109,3 +109,22 @@ def thread_sections(text: str) -> dict[int, str]:
     `OS Thread Id: 0x…` line up to the next one (a whole id: 0x1be is not 0x1be5)."""
     parts = _THREAD_HEADER.split(text)
     return {int(parts[i], 16): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-Fa-f]{16}| {16}) (.*)$")  # clrstack: SP, IP, call site
+
+
+def frame_block(text: str, method: str) -> list[str]:
+    """clrstack: the lines after the first stack row whose call site starts with ``method(``,
+    up to the blank line (or the next row)."""
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        m = STACK_ROW.match(ln)
+        if m and m.group(3).startswith(method + "("):
+            block = []
+            for nxt in lines[i + 1:]:
+                if not nxt.strip() or STACK_ROW.match(nxt):
+                    break
+                block.append(nxt)
+            return block
+    raise AssertionError(f"no frame of {method} in:\n{text}")

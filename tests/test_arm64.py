@@ -499,13 +499,7 @@ def test_clrstack_a_values_are_the_debuggees(dispatch: Case, host: str) -> None:
     text = answered(dispatch.out(host, "clrstack -a -all"), "clrstack -a -all")
     sections = sp.thread_sections(text)
     assert v["osTid"] in sections, text
-    lines = sections[v["osTid"]].splitlines()
-    start = next(i for i, ln in enumerate(lines) if re.match(rf"[0-9A-F]{{16}} [0-9A-F]{{16}} {re.escape(v['method'])}\(", ln))
-    block = []
-    for ln in lines[start + 1:]:
-        if not ln.strip():
-            break
-        block.append(ln)
+    block = sp.frame_block(sections[v["osTid"]], v["method"])
     assert block[0] == "    PARAMETERS:" and "    LOCALS:" in block, block
     where = r"\((?:0x[0-9A-F]{16}|<CLR reg>)\)"
     params = {m.group(1): int(m.group(2), 16) for m in

@@ -18,7 +18,8 @@ import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
-from test_stack_values import I_ROW, STACK_ROW, addr, crash_dump, run
+from sosparse import STACK_ROW
+from test_stack_values import I_ROW, addr, crash_dump, run
 from test_threads import Case
 from test_stacks_scripts import _CONTINUE_TO_ABORT
 

@@ -19,6 +19,7 @@ import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
+from sosparse import STACK_ROW, frame_block
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,6 @@ if drivers.GDB:
     HOSTS += ["gdb-live", "gdb-core"]
 TRIAGE_HOSTS = ["cli-triage", "lldb-triage"]
 
-STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-Fa-f]{16}| {16}) (.*)$")
 
 
 def batch(truth: dict, host: str) -> list[tuple[str, str]]:
@@ -137,21 +137,6 @@ def host(request) -> str:
 @pytest.fixture(params=TRIAGE_HOSTS)
 def triage_host(request) -> str:
     return request.param
-
-
-def frame_block(text: str, method: str) -> list[str]:
-    """The lines after the first stack row whose call site starts with ``method(``, up to the blank line."""
-    lines = text.splitlines()
-    for i, ln in enumerate(lines):
-        m = STACK_ROW.match(ln)
-        if m and m.group(3).startswith(method + "("):
-            block = []
-            for nxt in lines[i + 1:]:
-                if not nxt.strip() or STACK_ROW.match(nxt):
-                    break
-                block.append(nxt)
-            return block
-    raise AssertionError(f"no frame of {method} in:\n{text}")
 
 
 def addr(text_hex: str) -> int:
