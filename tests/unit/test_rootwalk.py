@@ -210,6 +210,21 @@ def test_random_heaps_give_clrmds_chains_root_for_root(bases, case) -> None:
     assert first == want[:2]
 
 
+def test_a_drained_value_outside_the_heap_with_low_bits_stays_seen_as_in_clrmd() -> None:
+    """ClrMD keeps a reference in its lists without the two low bits and its drain takes that
+    out of the seen set: 0x12345, met by root 0's search and not walked when it found its
+    chain, stays seen. So root 1's object 8 has three new references (2, 9, 26), one list,
+    taken in order: the chain goes through 9, not 26 (hypothesis found this heap)."""
+    objs = [(0, NODE_MT, 0, [1, ("raw", 0x12345)])] + [(0, NODE_MT, 0, [])] * 6 + \
+        [(0, NODE_MT, 0, [8]), (0, ARRAY_MT, 4, [2, 9, ("raw", 0x12345), 26]), (0, NODE_MT, 0, [0])] + \
+        [(0, NODE_MT, 0, [])] * 16 + [(0, NODE_MT, 0, [0])]
+    heap, roots = _heap_and_roots((0x7f2300000000, 0x7f2310000000), objs, [], [0, 7])
+    a = heap.addr
+    w, got = walk_paths(heap, a[1], roots)
+    assert [chain for _r, chain, _d in got] == [(a[0], a[1]), (a[7], a[8], a[9], a[0], a[1]), (a[0], a[1])]
+    assert got == model_paths(heap, a[1], roots, [w.starts.get(r) for r in roots])
+
+
 def test_lists_are_taken_last_first_and_a_found_chain_ends_later_searches() -> None:
     # Root 0 holds 9 references (two 32-byte lists at 5 bytes each: 5 in the root's first, 4
     # in its second); both 1 and 9 lead to the target, and ClrMD takes the second list first.

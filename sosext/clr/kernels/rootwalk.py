@@ -162,7 +162,11 @@ def chunk_order(pend: np.ndarray, a: int, b: int, capacity: int) -> None:
 @kernel("i8", "u8", "u8[]r", "u8[]r", "i8[]r", "u8[]", "u8[]", "i8[]")
 def unsee_object(v: np.uint64, seg_lo: np.ndarray, seg_hi: np.ndarray, seg_block: np.ndarray, seen: np.ndarray,
                  xkeys: np.ndarray, xvals: np.ndarray) -> int:
-    """Take ``v`` out of ``seen`` (or, for a value outside the heap, out of ``xkeys``: then 1)."""
+    """Take ``v`` out of ``seen`` (or, for a value outside the heap, out of ``xkeys``: then 1),
+    as ClrMD's drain does: its reference lists keep a value without its low two bits and it
+    takes that out of its seen set, so a value outside the heap whose low bits are set (seen
+    whole) stays seen for the roots after."""
+    v = v & _MASK2
     s = reach.segment_of(v, seg_lo, seg_hi)
     if s >= 0 and not v & np.uint64(7):
         b = np.int64((v - seg_lo[s]) >> np.uint64(3))
