@@ -347,6 +347,22 @@ def test_the_forest_records_through_pauses_and_growth_and_answers_as_the_walk(mo
     assert sum(len(w) >= 2 for w in want) >= 3  # later roots' chains after the first: the resumed walk
 
 
+def test_touching_pages_ahead_keeps_every_value() -> None:
+    """MapsAhead's ``touch_pages`` writes each page's first item back as it is (an atomic
+    ``or 0``): items a search stored before keep their values, the untouched stay zero, and the
+    pages counted are those whose first item is in the range."""
+    import numpy as np
+    from sosext.clr.heap import memory
+    from sosext.clr.kernels import rootwalk as rw
+    a = memory.reserve(5 * 512 + 7, np.uint64)
+    a[:700] = np.arange(1, 701, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    want = a.copy()
+    assert rw.touch_pages(a, 0, len(a)) == 6
+    assert rw.touch_pages(a, 1, 1024) == 1 and rw.touch_pages(a, 512, 1025) == 2
+    assert rw.touch_pages(a, 2600, 10_000) == 0
+    assert np.array_equal(a, want)
+
+
 @settings(max_examples=60, deadline=None)
 @given(case=objects_strategy)
 def test_a_forest_half_built_answers_as_the_walk_or_not_at_all(case) -> None:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import hints, reach, refs
-from .hints import prefetch
+from .hints import prefetch, touch
 from .reach import NOT_OBJECT, UNKNOWN_TYPE
 from .registry import kernel
 
@@ -63,7 +63,7 @@ _ONE = np.uint64(1)
 _LIST_BYTES = 32  # ClrMD's ReferenceList: ArrayPool<byte>.Rent(32)
 AHEAD = 8  # pending references ahead whose headers are asked for (kernels/hints.py)
 
-JIT_FORMS = {"prefetch": hints.jit_prefetch}
+JIT_FORMS = {"prefetch": hints.jit_prefetch, "touch": hints.jit_touch}
 
 
 @kernel("i8", "u8")
@@ -294,6 +294,24 @@ def forest_ranks(pop_addr: np.ndarray, pop_parent: np.ndarray, first: int, npops
         frank[pos] = np.uint32(i)
         fparent[pos] = pop_parent[i]
     return n_out
+
+
+PAGE_ITEMS = 512  # 8-byte items in a 4 KiB page
+
+
+@kernel("i8", "u8[]", "i8", "i8")
+def touch_pages(a: np.ndarray, start: int, stop: int) -> int:
+    """Every 512th item of ``a[start:stop]`` (a page's first, ``a`` being page-aligned, as
+    ``memory.reserve``'s arrays are) written once with its own value (``hints.touch``), so that
+    its page is mapped and first written by the calling thread: ahead of a search that records into ``a`` on another
+    thread (``roots/rootwalk.py``, MapsAhead). The number of pages touched."""
+    n = 0
+    i = start + (-start) % PAGE_ITEMS
+    while i < stop and i < a.size:
+        touch(a, i)
+        n += 1
+        i += PAGE_ITEMS
+    return n
 
 
 @kernel("i8", "u8[]r", "u8[]r", "u8[]r", "i8[]r", "i8[]r", "i8[]r", "u8[]r", "u8[]r", "u8[]r", "i4[]r",

@@ -41,7 +41,7 @@ from ..kernels import rootwalk as rw
 from ..progress import Progress
 from ..typesystem.types import MIN_OBJECT_SIZE
 from .roots import ClrRoot
-from .rootwalk import RootWalk, WalkFork, WalkState
+from .rootwalk import MapsAhead, RootWalk, WalkFork, WalkState
 
 if TYPE_CHECKING:
     from ..heap.heap import ClrHeap
@@ -74,9 +74,18 @@ class RootForest:
         pri, sec = walk.dependent_edges()
         self.dependent = (pri, sec)
         record = recording if recording is not None else new_recording(mem, len(roots))
+        # The ranks' arrays (by position in address order, as ``rank``), written at random once
+        # the walk ends: their pages are mapped and first written while it runs, on the other
+        # core (MapsAhead), with the rest of the recording's, two 4-byte ranks to a word.
+        most = mem.heap_bytes // MIN_OBJECT_SIZE + 1
+        rank_words, parent = memory.reserve(most // 2 + 1, np.uint64), memory.reserve(most, np.uint64)
         if not recording_is_whole(record):
-            for _ in walk.run_search(starts, pri, sec, np.uint64(0), WalkState(resume=fork), record):
-                pass  # no target: nothing is found
+            ahead = MapsAhead(record, ((rank_words, 0.5), (parent, 1.0)))
+            try:
+                for _ in walk.run_search(starts, pri, sec, np.uint64(0), WalkState(resume=fork), record):
+                    pass  # no target: nothing is found
+            finally:
+                ahead.stop()
         pops, parents, root_pops, count, _roots, bits = record
         root_pops[len(roots)] = count
         self.count = count
@@ -87,10 +96,14 @@ class RootForest:
         self.prefix = np.zeros(len(bits) + 1, np.int64)
         rw.bit_prefix(bits, self.prefix)
         n = int(self.prefix[-1])
-        # Written at random, yet mapped at once in 4 KiB pages: faulting huge pages in cost
-        # more than their TLB misses spared (measured, the ranks at 20M: 0.63 s so, 0.86 s in huge pages)
-        self.rank = memory.empty(n, np.uint32)
-        self.parent = memory.empty(n, np.uint64)  # by position in address order, as ``rank``
+        # Written at random, in 4 KiB pages: faulting huge pages in cost more than their TLB
+        # misses spared (measured, the ranks at 20M: 0.63 s so, 0.86 s in huge pages)
+        if n > len(parent):  # more than the heap can hold: only where a test shrinks MIN_OBJECT_SIZE's bound
+            rank_words, parent = memory.empty(n // 2 + 1, np.uint64), memory.empty(n, np.uint64)
+        memory.populate(rank_words, 0, n // 2 + 1)  # mapped in one call where no MapsAhead ran
+        memory.populate(parent, 0, n)
+        self.rank = rank_words.view(np.uint32)[:n]
+        self.parent = parent[:n]  # by position in address order, as ``rank``
         outside = np.zeros(count, np.uint8)
         _ranks(pops, parents, count, mem, bits, self.prefix, self.rank, self.parent, outside)
         where = np.flatnonzero(outside)

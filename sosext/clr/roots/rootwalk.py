@@ -75,30 +75,47 @@ class WalkFork:
                    xkeys.copy(), xvals.copy(), st.copy())
 
 
-class _MapsAhead:
-    """Maps the recording's pages ahead of a first gcroot's search, on the other core: the
+class MapsAhead:
+    """Maps a recording's pages ahead of the search that writes them, on the other core: the
     search would otherwise fault them in one by one (measured at 20M objects: 0.1 s of its
-    2 s). Its own thread; ``madvise`` holds the GIL, which the kernel does not need."""
+    2 s on one machine; 0.5-0.65 s on a VM whose host backs a page only at its first write,
+    which ``madvise`` does not do: docs/design.md, sixteenth session). ``extra``: more arrays
+    of 8-byte words the walk's results go to afterwards, each ``(words, per_pop)``, mapped to
+    ``per_pop`` words per recorded pop. Its own thread; ``madvise`` holds the GIL, which the
+    kernels (the search's and ``touch_pages``) do not need."""
 
-    CHUNK = 1 << 21  # entries mapped at a time (16 MiB of each array)
+    CHUNK = 1 << 21  # pops mapped at a time (16 MiB of each recording array)
     LEAD = 4  # chunks kept mapped beyond what is recorded (a kernel call records ~2M between returns)
 
-    def __init__(self, record: list) -> None:
+    def __init__(self, record: list, extra: tuple[tuple[np.ndarray, float], ...] = ()) -> None:
         self.record = record
+        self.extra = extra
         self.done = threading.Event()
-        self.mapped = 0
+        self.mapped = int(record[3]) // self.CHUNK * self.CHUNK  # a forest goes on from a first gcroot's
+        self.extra_mapped = 0  # the extra arrays are by position: all of them are still to map
         self.thread = threading.Thread(target=self._run, name="sosext-record-pages", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        arrays = (self.record[0], self.record[1])
-        while not self.done.is_set() and self.mapped < len(arrays[0]):
-            if self.mapped < int(self.record[3]) + self.LEAD * self.CHUNK:
-                for a in arrays:
-                    memory.populate(a, self.mapped, self.mapped + self.CHUNK)
+        while not self.done.is_set():
+            pops, parents = self.record[0], self.record[1]
+            if pops is None:
+                return
+            count = int(self.record[3])
+            if self.mapped < min(count + self.LEAD * self.CHUNK, len(pops)):  # what the search writes next first
+                self._map(((pops, 1.0), (parents, 1.0)), self.mapped)
                 self.mapped += self.CHUNK
+            elif self.extra and self.extra_mapped + self.CHUNK <= count:  # then, behind it, what comes after
+                self._map(self.extra, self.extra_mapped)
+                self.extra_mapped += self.CHUNK
             else:
                 self.done.wait(0.005)
+
+    def _map(self, arrays: tuple[tuple[np.ndarray, float], ...], lo: int) -> None:
+        hi = lo + self.CHUNK
+        for a, per in arrays:
+            memory.populate(a, int(lo * per), int(hi * per))
+            rw.touch_pages(a, int(lo * per), int(hi * per))  # the page's first write, here
 
     def stop(self) -> None:
         self.done.set()
@@ -175,7 +192,7 @@ class RootWalk(RootSearch):
         fbits, fprefix, frank = (_NONE_U8, _NONE_I8, _NONE_U4) if state.forest is None else \
             (state.forest.bits, state.forest.prefix, state.forest.rank)
         pop_addr, pop_parent, root_pops = (_NONE_U8, _NONE_U8, _NONE_I8) if record is None else record[:3]
-        ahead = _MapsAhead(record) if record is not None and target != 0 else None  # a first gcroot's: it waits
+        ahead = MapsAhead(record) if record is not None and target != 0 else None  # a first gcroot's: it waits
         self.progress.start("Objects searched from the roots", 0)
         try:
             while True:
