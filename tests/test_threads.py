@@ -19,6 +19,7 @@ import pytest
 
 import drivers
 from harness import Debuggee, build_debuggee
+from sosparse import STACK_ROW, frame_block
 
 pytestmark = pytest.mark.slow
 
@@ -118,7 +119,6 @@ def host(request) -> str:
 
 THREAD_ROW = re.compile(r"^\s*(\S+)\s+(\d+)\s+([0-9a-f]+) ([0-9A-F]{16}) +([0-9a-f]+) (Preemptive|Cooperative) "
                         r"+([0-9A-F]{16}):([0-9A-F]{16}) ([0-9A-F]{16}) (\S+) +Ukn (.*)$")
-STACK_ROW = re.compile(r"^([0-9A-F]{16}) ([0-9A-Fa-f]{16}| {16}) (.*)$")
 
 
 @dataclass
@@ -153,21 +153,6 @@ def in_order(names: list[str], sites: list[str]) -> bool:
         if i < len(names) and s.startswith(names[i] + "("):
             i += 1
     return i == len(names)
-
-
-def frame_block(text: str, method: str) -> list[str]:
-    """The PARAMETERS/LOCALS lines after the first row whose call site starts with ``method(``."""
-    lines = text.splitlines()
-    for i, ln in enumerate(lines):
-        m = STACK_ROW.match(ln)
-        if m and m.group(3).startswith(method + "("):
-            block = []
-            for nxt in lines[i + 1:]:
-                if not nxt.strip() or STACK_ROW.match(nxt):
-                    break
-                block.append(nxt)
-            return block
-    raise AssertionError(f"no frame of {method} in:\n{text}")
 
 
 def field_of(text: str, label: str) -> str:

@@ -303,8 +303,8 @@ PAGE_ITEMS = 512  # 8-byte items in a 4 KiB page
 def touch_pages(a: np.ndarray, start: int, stop: int) -> int:
     """Every 512th item of ``a[start:stop]`` (a page's first, ``a`` being page-aligned, as
     ``memory.reserve``'s arrays are) written once with its own value (``hints.touch``), so that
-    its page is mapped and first written by the calling thread: ahead of a search that records into ``a`` on another
-    thread (``roots/rootwalk.py``, MapsAhead). The number of pages touched."""
+    its page is mapped and first written by the calling thread, ahead of a search that records
+    into ``a`` on another (``roots/rootwalk.py``, MapsAhead). The number of pages touched."""
     n = 0
     i = start + (-start) % PAGE_ITEMS
     while i < stop and i < a.size:
