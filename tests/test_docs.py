@@ -6,7 +6,9 @@ in one shell (so `pid=$!` in one block is `$pid` in the next) with the checkout 
 directory, Debian's /usr/bin/python3 first on PATH, a private HOME where the README's set-up ran
 as for a user who is not root (the `sosext` command in ~/.local/bin) and /tmp/lk a private directory;
 debugger blocks run in lldb-16 / gdb with the block's own command line. A doc address in a typed
-command (an MT, an object) is replaced by the address the run printed on the matching line.
+command (an MT, an object) is replaced by the address the run printed on the matching line. LLDB
+is typed into one command at a time, so a command gets the addresses printed just before it;
+consecutive or not, the blocks on one debuggee core share one LLDB (each starts on thread 1).
 With SOSEXT_DOCS_DUMP=FILE, each mismatch's exact output is appended to FILE as a JSON line
 (where, command, real), to paste into the doc; with SOSEXT_DOCS_DUMP_EVERY=1 too, every step's
 output is, matched or not, so that tests/docs_update.py makes a doc's every number one run's
@@ -83,6 +85,7 @@ class Session:
         self.env = drivers.link_front_door(home) | {k: v for k, v in self.env.items() if k not in ("HOME", "PATH")}
         self.mapping: dict[str, str] = {}
         self.cores: dict[tuple[str, ...], tuple[Path, str]] = {}
+        self.lldbs: dict[str, Lldb] = {}
         self.shell = subprocess.Popen(["bash", "--norc", "--noprofile"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                       cwd=REPO, env=self.env, start_new_session=True)
@@ -94,6 +97,15 @@ class Session:
         for ln in self.shell.stdout:
             self.lines.put(ln.rstrip("\n"))
         self.lines.put(None)
+
+    def lldb(self, start: str, keep: bool) -> "Lldb":
+        """An LLDB session for a block: the core's open one when blocks on the same core share it."""
+        if keep and start in self.lldbs:
+            return self.lldbs[start]
+        dbg = Lldb(shlex.split(self.to_run(start)), self.env)
+        if keep:
+            self.lldbs[start] = dbg
+        return dbg
 
     def debuggee_core(self, scenario: list[str]) -> tuple[Path, str]:
         """A heap core of the test debuggee in that scenario (one per scenario), and its executable."""
@@ -113,6 +125,8 @@ class Session:
         return self.cores[key]
 
     def close(self) -> None:
+        for dbg in self.lldbs.values():
+            dbg.close()
         # The shell and what the doc started in the background (the service) share its group.
         try:
             os.killpg(self.shell.pid, signal.SIGKILL)
@@ -168,26 +182,17 @@ class Session:
         if kind == "sosext":
             return self.analyze(Path(start), commands)
         args = shlex.split(self.to_run(start)) if start else [kind]
-        if kind == "lldb":
-            assert drivers.LLDB, "lldb-16 is not installed"
-            argv = [drivers.LLDB, "--no-lldbinit", *args[1:]]
-            script = ["settings set auto-confirm true", f"script print('{MARK}')"]
-            for c in commands:
-                script.append(c) if c in ("quit", "q") else script.extend([c, f"script print('{MARK}')"])
-            stdin = "\n".join(script) + "\nquit\n"
-        else:
-            assert drivers.GDB, "gdb is not installed"
-            argv = [drivers.GDB, "-nx", "-batch", *args[1:], "-ex", "set pagination off", "-ex", "set confirm off",
-                    "-ex", f"echo {MARK}\\n"]
-            for c in commands:
-                if c not in ("quit", "q"):
-                    argv += ["-ex", c, "-ex", f"echo {MARK}\\n"]
-            stdin = ""
-        proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        assert kind == "gdb", kind   # LLDB is typed into (class Lldb)
+        assert drivers.GDB, "gdb is not installed"
+        argv = [drivers.GDB, "-nx", "-batch", *args[1:], "-ex", "set pagination off", "-ex", "set confirm off",
+                "-ex", f"echo {MARK}\\n"]
+        for c in commands:
+            if c not in ("quit", "q"):
+                argv += ["-ex", c, "-ex", f"echo {MARK}\\n"]
+        proc = subprocess.run(argv, input="", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               cwd=REPO, env=self.env, timeout=TIMEOUT)
         parts = self.to_doc(proc.stdout).split(MARK + "\n")[1:]
-        outs = [[ln for ln in p.splitlines() if not ln.startswith("(lldb) ") and not _LLDB_STOP.match(ln)]
-                for p in parts]
+        outs = [p.splitlines() for p in parts]
         typed = [c for c in commands if c not in ("quit", "q")]
         if len(outs) < len(typed):
             raise AssertionError(f"{kind} ended early:\n{proc.stdout[-3000:]}")
@@ -199,6 +204,59 @@ class Session:
                 res.append(outs[k])
                 k += 1
         return res
+
+
+class Lldb:
+    """LLDB typed into one command at a time, as a reader does: a command is sent with the
+    addresses learnt from the outputs before it, so no block runs twice. Blocks on the same
+    debuggee core share one (each then starts on thread 1), which saves LLDB's start and
+    sosext's import per block."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        assert drivers.LLDB, "lldb-16 is not installed"
+        self.proc = subprocess.Popen([drivers.LLDB, "--no-lldbinit", *args[1:]], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                                     env=env, start_new_session=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.imported = False
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.run("settings set auto-confirm true")
+
+    def _pump(self) -> None:
+        for ln in self.proc.stdout:
+            self.lines.put(ln.rstrip("\n"))
+        self.lines.put(None)
+
+    def run(self, command: str) -> list[str]:
+        """The command's output lines, without LLDB's echo of what was typed."""
+        self.proc.stdin.write(f"{command}\nscript print('{MARK}')\n")
+        self.proc.stdin.flush()
+        out: list[str] = []
+        while True:
+            try:
+                ln = self.lines.get(timeout=TIMEOUT)
+            except queue.Empty:
+                raise AssertionError(f"no end of {command!r} after {TIMEOUT}s; output so far:\n" + "\n".join(out))
+            if ln is None:
+                raise AssertionError(f"lldb ended during {command!r}:\n" + "\n".join(out))
+            if ln.startswith(MARK):
+                return out
+            if not ln.startswith("(lldb) ") and not _LLDB_STOP.match(ln):
+                out.append(ln)
+
+    def close(self) -> None:
+        # `quit` detaches from a live process; the kill is for an LLDB that does not end.
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
 
 
 def _check(block: Block, step: Step, real: list[str], session: Session, ran: str | None = None) -> None:
@@ -234,6 +292,43 @@ def _run_bash(block: Block, session: Session) -> None:
             assert session.status == 0, f"{block.where}: `{cmd}` failed ({session.status}):\n" + "\n".join(out)
 
 
+def _learn_bound(block: Block, session: Session, s: Step, out: list[str], offsets: dict[str, int]) -> None:
+    """A hidden step's first printed address is what its doc address stands for in this run."""
+    real = first_hex(out, s.on)
+    assert real, f"{block.where}: `{s.command}` printed no address for {s.binds}:\n" + "\n".join(out)
+    if s.binds in offsets:
+        real = f"{int(real, 16) + offsets[s.binds]:x}"
+    bind(session.mapping, s.binds, real)
+
+
+def _type_into_lldb(block: Block, session: Session, start: str | None, typed: list[Step],
+                    offsets: dict[str, int]) -> None:
+    quits = any(s.command in ("quit", "q") for s in typed)
+    # sosstatus shows what the session has built so far (graph, forest): the doc's is a fresh one.
+    stateful = any(s.command.split()[:1] == ["sosstatus"] for s in typed)
+    shared = bool(block.debuggee) and not quits and not stateful
+    dbg = session.lldb(start or "lldb", keep=shared)
+    try:
+        if shared:
+            if dbg.imported:   # the core's session has sosext: the block starts where a fresh one would
+                typed = typed[1:]
+                dbg.run("thread select 1")
+            dbg.imported = True
+        for s in typed:
+            if s.command in ("quit", "q"):
+                _check(block, s, [], session)
+                continue
+            cmd = session.to_run(rebind(s.command, session.mapping))
+            out = [session.to_doc(x) for x in dbg.run(cmd)]
+            if s.binds:
+                _learn_bound(block, session, s, out, offsets)
+            else:
+                _check(block, s, out, session, cmd)
+    finally:
+        if not shared:
+            dbg.close()
+
+
 def _run_debugger(block: Block, session: Session) -> None:
     st = steps(block)
     start = st[0].command if st and st[0].prompt == "$ " else None
@@ -256,6 +351,9 @@ def _run_debugger(block: Block, session: Session) -> None:
         if block.kind == "lldb":
             hidden.insert(0, Step("(lldb) ", f"command script import {REPO / 'lldbinit' / 'sosext.py'}", ["..."]))
         typed = hidden + typed
+    if block.kind == "lldb":
+        _type_into_lldb(block, session, start, typed, offsets if block.debuggee else {})
+        return
     # A command may name an address printed by an earlier one: run, learn the addresses, run
     # again with them, until every command names only addresses of this run.
     for _ in range(len(typed) + 1):
@@ -265,11 +363,7 @@ def _run_debugger(block: Block, session: Session) -> None:
             if session.to_run(rebind(s.command, session.mapping)) != cmd:
                 break   # an address learnt in this run: run again with it
             if s.binds:
-                real = first_hex(out, s.on)
-                assert real, f"{block.where}: `{s.command}` printed no address for {s.binds}:\n" + "\n".join(out)
-                if s.binds in offsets:
-                    real = f"{int(real, 16) + offsets[s.binds]:x}"
-                bind(session.mapping, s.binds, real)
+                _learn_bound(block, session, s, out, offsets)
                 continue
             _check(block, s, out, session, cmd)
         else:
