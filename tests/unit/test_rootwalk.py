@@ -312,6 +312,56 @@ def test_the_forest_answers_every_target_as_the_walk_does(bases, case) -> None:
             assert g == walk_paths(heap, t, roots, limit)[1], (hex(t), limit)
 
 
+def test_the_forest_keeps_a_drained_value_with_low_bits_seen_as_the_walk_does() -> None:
+    """The walk's drain leaves 0x12345 seen (ClrMD's, above), so the forest's later roots must
+    start with it seen: here root 9's search still holds it when it finds object 4, root 1's
+    object 12 then has one new reference fewer to lay out in ClrMD's lists, and its chain to
+    4 goes as the walk's (hypothesis found this heap). A forest half built answers the same
+    or declines."""
+    import numpy as np
+    from sosext.clr.roots.forest import RootForest, new_recording, partial_paths
+    raw = ("raw", 0x12345)
+    objs = [(0, NODE_MT, 0, [4])] + [(0, NODE_MT, 0, [])] * 3 + [(1, NODE_MT, 0, []), (1, NODE_MT, 0, [4])] + \
+        [(0, NODE_MT, 0, [])] * 3 + [(0, ARRAY_MT, 5, [0, 1, 12, raw, 4]), (0, NODE_MT, 0, []),
+                                     (0, NODE_MT, 0, []), (1, ARRAY_MT, 4, [0, 1, raw, 5])]
+    heap, roots = _heap_and_roots((0x10000000, 0x7f2310000000), objs, [(1, 12)], [9, 1])
+    targets = list(heap.addr)
+    want = [walk_paths(heap, t, roots)[1] for t in targets]
+    assert forest_paths(heap, targets, roots) == want
+    w = RootWalk(heap, heap.memory(), heap.addr[4], roots)
+    assert want[4] == model_paths(heap, heap.addr[4], roots, [w.starts.get(r) for r in roots])  # ClrMD's
+    record = new_recording(heap.memory(), len(roots))
+    pops, parents = record[0], record[1]
+    RootForest(heap, heap.memory(), roots, recording=record)
+    root_pops, count = record[2], record[3]
+    for cut in range(count + 1):
+        started = int(np.sum(root_pops[:len(roots)] < cut)) if cut < count else len(roots)
+        so_far = [pops, parents, np.where(np.arange(len(root_pops)) < started, root_pops, 0), cut, started]
+        for t, w in zip(targets, want):
+            got = partial_paths(RootWalk(heap, heap.memory(), t, roots), so_far, roots, None)
+            assert got is None or list(got) == w, (hex(t), cut)
+
+
+def test_a_drain_that_unsees_a_heap_object_the_forest_holds_gives_the_walks_chains() -> None:
+    """A misaligned value into the heap (object 0's address + 1), still pending when root 2's
+    search finds object 1, is drained without its low bits: object 0, which that search took
+    before, is unseen again and root 3 reaches 1 through it. The forest holds 0 as seen up to
+    the cut, so it hands such a target to a search from the first root: the walk's chains."""
+    from sosext.clr.roots import forest as forest_mod
+    base = 0x10000000
+    objs = [(0, NODE_MT, 0, [1]), (0, NODE_MT, 0, []), (0, ARRAY_MT, 3, [0, 1, ("raw", base + 1)]),
+            (0, NODE_MT, 0, [0])]
+    heap, roots = _heap_and_roots((base, 0x20000000), objs, [], [2, 3])
+    a = heap.addr
+    assert a[0] == base
+    w, want = walk_paths(heap, a[1], roots)
+    assert [chain for _r, chain, _d in want] == [(a[2], a[1]), (a[3], a[0], a[1]), (a[2], a[1])]  # + the stack root
+    assert want == model_paths(heap, a[1], roots, [w.starts.get(r) for r in roots])
+    assert forest_mod.drained_outside([], [base + 1], lambda x: x == base) is None
+    assert forest_paths(heap, [a[1]], roots) == [want]
+    assert forest_paths(heap, [a[1]], roots, 1) == [want[:1]]
+
+
 def test_the_forest_after_a_first_chain_lets_later_roots_reenter_what_the_root_left() -> None:
     # Root 0: 0 -> [1, 2]; ClrMD takes 2 first (lists last first? one list here: 1 then 2).
     # 1 -> 3 (the target) and 1 -> 4 -> 5; root 6 -> 4: after the first chain (0, 1, 3) the

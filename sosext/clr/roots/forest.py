@@ -109,6 +109,7 @@ class RootForest:
         where = np.flatnonzero(outside)
         self.outside = pops[where].copy()  # values outside the heap, by rank
         self.outside_rank = where.astype(np.int64)
+        self.outside_parent = parents[where].copy()
         record[0] = record[1] = None  # freed once no gcroot reading the build's prefix holds them
         self.walk = walk  # its MethodTables and layouts serve the searches from the forest
 
@@ -118,7 +119,8 @@ class RootForest:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.bits, self.prefix, self.rank, self.parent, self.outside))
+        return sum(a.nbytes for a in (self.bits, self.prefix, self.rank, self.parent, self.outside,
+                                       self.outside_rank, self.outside_parent))
 
     def _position(self, address: int) -> int:
         """``address``'s position among the objects the forest took, or -1."""
@@ -170,19 +172,59 @@ class RootForest:
         walk.target, walk.progress = target, progress or Progress.silent()
         pri, sec = self.dependent
         dependent = set(zip(pri, sec))
-        yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
-        if limit is not None and limit <= 1:
-            return
-        found = [(chain[-1], int(rw.END))] + [(a, b) for a, b in zip(chain, chain[1:])]
-        outside = [int(a) for a, r in zip(self.outside, self.outside_rank) if r < cut]
-        state = WalkState(root=k + 1, found=found, forest=self, fcut=cut, outside=outside)
-        left = None if limit is None else limit - 1
+        rank, end = self.outside_rank, int(self.root_pops[k + 1])
+        held = (rank > cut) & (rank < end) & np.isin(self.outside_parent, np.array(sorted(_frame_parents(chain)),
+                                                                                     np.uint64))
+        outside = drained_outside([int(a) for a in self.outside[rank < cut]], [int(a) for a in self.outside[held]],
+                                  lambda a: 0 <= self._position(a) and int(self.rank[self._position(a)]) < cut)
+        if outside is None:  # the drain unsees what the forest holds as seen: a search from the first root
+            state, skip = WalkState(), 0
+        else:
+            yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
+            if limit is not None and limit <= 1:
+                return
+            found = [(chain[-1], int(rw.END))] + [(a, b) for a, b in zip(chain, chain[1:])]
+            state, skip = WalkState(root=k + 1, found=found, forest=self, fcut=cut, outside=outside), 1
+        left = None if limit is None else limit - skip
         for k, chain in walk.run_search(walk.root_starts(roots), pri, sec, np.uint64(target), state, None):
             yield roots[k], chain, tuple((a, b) in dependent for a, b in zip(chain, chain[1:]))
             if left is not None:
                 left -= 1
                 if left <= 0:
                     return
+
+
+def _frame_parents(chain: tuple[int, ...]) -> set[int]:
+    """How the recording names the objects a search's frames walked when it met the chain's
+    end: the root's object with its low bit set, then the others."""
+    return {chain[0] | 1, *chain[1:-1]} if len(chain) > 1 else set()
+
+
+def _odd_pops(pops: np.ndarray, lo: int, hi: int) -> list[int]:
+    """The positions in [lo, hi) of recorded values whose low two bits are set (no object's
+    address), a chunk at a time: a temporary as long as a 20M-object heap's recording would
+    cost its pages' first writes."""
+    step = 1 << 20
+    return [a + int(i) for a in range(lo, hi, step) for i in np.flatnonzero(pops[a:min(a + step, hi)] & np.uint64(3))]
+
+
+def drained_outside(taken: list[int], pending: list[int], seen_in_heap) -> list[int] | None:  # type: ignore[no-untyped-def]
+    """The values outside the heap a search holds as seen once it drained, at its first chain,
+    what its frames met and never took (ClrMD's ``DrainUnwalkedFromSeen``): ``taken``, those
+    it took before; ``pending``, what the frames met among them and still held. The drain
+    takes each pending value out of the seen set without its low two bits
+    (``kernels/rootwalk.unsee_object``): a value whose low bits are set stays seen, and the
+    value below it, if seen, does not. None when a value below is a heap object the forest
+    holds as seen (``seen_in_heap``: a misaligned value into the heap): only a search says
+    what follows."""
+    held = set(taken) | set(pending)
+    for q in pending:
+        below = q & ~3
+        if below in held:
+            held.discard(below)
+        elif below != q and seen_in_heap(below):
+            return None
+    return sorted(held)
 
 
 RANKS_SPLIT = 1 << 20  # pops above which the ranks are written by two threads
@@ -253,6 +295,8 @@ def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: 
             return None
     else:
         return None  # not met so far: found later, or never
+    if k + 1 >= started:
+        return None  # root k's search goes on: what its frames held at the chain is not all recorded yet
     m = walk.mem
     seen = memory.zeros_huge(int(m.seg_block[-1]), np.uint64)
     outside = np.zeros(1024, np.uint64)
@@ -261,6 +305,19 @@ def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: 
         if n_out >= 0:
             break
         outside = np.zeros(2 * len(outside), np.uint64)
+    # what the frames still held: only a value with its low two bits set changes what the drain leaves
+    parents_of = _frame_parents(chain)
+    pending = [int(pops[i]) for i in _odd_pops(pops, cut + 1, int(root_pops[k + 1])) if int(parents[i]) in parents_of]
+
+    def seen_in_heap(a: int) -> bool:
+        s = int(reach.segment_of(np.uint64(a), m.seg_lo, m.seg_hi))
+        if s < 0 or a & 7:
+            return False
+        b = (a - int(m.seg_lo[s])) >> 3
+        return bool((int(seen[int(m.seg_block[s]) + (b >> 6)]) >> (b & 63)) & 1)
+    drained = drained_outside([int(a) for a in outside[:n_out]], pending, seen_in_heap)
+    if drained is None:
+        return None  # the drain unsees a heap object: the forest, once built, falls back to a search
     pri, sec = walk.dependent_edges()
     dependent = set(zip(pri, sec))
 
@@ -269,8 +326,7 @@ def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: 
         if limit is not None and limit <= 1:
             return
         found = [(chain[-1], int(rw.END))] + [(a, b) for a, b in zip(chain, chain[1:])]
-        state = WalkState(root=k + 1, found=found, outside=[int(a) for a in np.unique(outside[:n_out])],
-                          seen=seen)
+        state = WalkState(root=k + 1, found=found, outside=drained, seen=seen)
         left = None if limit is None else limit - 1
         for j, c in walk.run_search(starts, pri, sec, np.uint64(target), state, None):
             yield roots[j], c, tuple((a, b) in dependent for a, b in zip(c, c[1:]))
