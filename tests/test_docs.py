@@ -424,6 +424,9 @@ def test_match_masks_an_os_thread_id_without_digits() -> None:
     assert match(["4780   0.044463912 `GC`GCROOTS` GC Root"], ["aed    0.063064444 `GC`GCROOTS` GC Root"])
     assert match(["the thread fade: stop"], ["the thread 4fd: stop"]) is not None
     assert match(["faded 0.5 x"], ["bead 0.5 x"]) is None  # words, not a row's thread id
+    # dumpobj's thread-static values, one row per thread (a CI run's thread "bae")
+    assert match(["        26cd:0", "        26c6:77"], ["        bae:0", "        ba8:77"]) is not None
+    assert match(["    face:0"], ["    bead:0"]) is None  # only such a row
 
 
 def test_match_masks_the_grammatical_number_of_a_count() -> None:
