@@ -76,9 +76,9 @@ class Run:
         with tempfile.NamedTemporaryFile("w+") as out:
             p = subprocess.Popen(args, stdin=subprocess.PIPE if typed else subprocess.DEVNULL, stdout=out,
                                  stderr=subprocess.STDOUT, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
-            if typed:
-                threading.Thread(target=self._type, args=(p, typed, out.name), daemon=True).start()
             done = threading.Event()
+            if typed:
+                threading.Thread(target=self._type, args=(p, typed, out.name, done), daemon=True).start()
             sampler = threading.Thread(target=self._sample, args=(p.pid, done), daemon=True)
             sampler.start()
             _, status, usage = os.wait4(p.pid, 0)
@@ -93,11 +93,12 @@ class Run:
             raise RuntimeError(f"{args[:4]} failed ({status}): {self.text[-800:]}")
 
     @staticmethod
-    def _type(p: subprocess.Popen, typed: list[tuple[str, float]], output: str) -> None:
+    def _type(p: subprocess.Popen, typed: list[tuple[str, float]], output: str, ended: threading.Event) -> None:
+        # ``ended``, not p.poll(): poll reaps the process, and then the wait4 that measures it fails
         for k, (line, pause) in enumerate(typed):
             p.stdin.write(line + "\n")
             p.stdin.flush()
-            while p.poll() is None and Path(output).read_text(errors="replace").count("sosext-timing ") <= k:
+            while not ended.is_set() and Path(output).read_text(errors="replace").count("sosext-timing ") <= k:
                 time.sleep(0.01)  # the answer is not printed yet
             time.sleep(pause)
         p.stdin.close()
