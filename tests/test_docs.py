@@ -67,6 +67,28 @@ def _runnable(doc: Path) -> list[Block]:
     return [b for b in blocks(doc) if b.kind in SESSIONS and b.not_run is None]
 
 
+def _pump(stream, lines: "queue.Queue[str | None]") -> None:  # type: ignore[no-untyped-def]
+    """A typed-into process's output, line by line, then None at its end (a thread's work)."""
+    for ln in stream:
+        lines.put(ln.rstrip("\n"))
+    lines.put(None)
+
+
+def _to_mark(lines: "queue.Queue[str | None]", command: str, who: str) -> tuple[str, list[str]]:
+    """The lines ``command`` printed up to MARK's line, and that line."""
+    out: list[str] = []
+    while True:
+        try:
+            ln = lines.get(timeout=TIMEOUT)
+        except queue.Empty:
+            raise AssertionError(f"no end of {command!r} after {TIMEOUT}s; output so far:\n" + "\n".join(out))
+        if ln is None:
+            raise AssertionError(f"{who} ended during {command!r}:\n" + "\n".join(out))
+        if ln.startswith(MARK):
+            return ln, out
+        out.append(ln)
+
+
 class Session:
     """What a reader's terminal holds while following one doc: a shell, paths, an environment."""
 
@@ -90,13 +112,8 @@ class Session:
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                       cwd=REPO, env=self.env, start_new_session=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=_pump, args=(self.shell.stdout, self.lines), daemon=True).start()
         self.sh("exec 2>&1")
-
-    def _pump(self) -> None:
-        for ln in self.shell.stdout:
-            self.lines.put(ln.rstrip("\n"))
-        self.lines.put(None)
 
     def lldb(self, start: str, keep: bool) -> "Lldb":
         """An LLDB session for a block: the core's open one when blocks on the same core share it."""
@@ -146,18 +163,9 @@ class Session:
     def sh(self, command: str) -> list[str]:
         self.shell.stdin.write(command + f"\necho {MARK}$?\n")
         self.shell.stdin.flush()
-        out: list[str] = []
-        while True:
-            try:
-                ln = self.lines.get(timeout=TIMEOUT)
-            except queue.Empty:
-                raise AssertionError(f"no end of {command!r} after {TIMEOUT}s; output so far:\n" + "\n".join(out))
-            if ln is None:
-                raise AssertionError(f"the shell ended during {command!r}:\n" + "\n".join(out))
-            if ln.startswith(MARK):
-                self.status = int(ln[len(MARK):] or 0)
-                return [self.to_doc(x) for x in out]
-            out.append(ln)
+        ln, out = _to_mark(self.lines, command, "the shell")
+        self.status = int(ln[len(MARK):] or 0)
+        return [self.to_doc(x) for x in out]
 
     def analyze(self, core: Path, commands: list[str]) -> list[list[str]]:
         """One `sosext analyze CORE` run of these commands; each command's output lines. An
@@ -219,30 +227,15 @@ class Lldb:
                                      env=env, start_new_session=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.imported = False
-        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=_pump, args=(self.proc.stdout, self.lines), daemon=True).start()
         self.run("settings set auto-confirm true")
-
-    def _pump(self) -> None:
-        for ln in self.proc.stdout:
-            self.lines.put(ln.rstrip("\n"))
-        self.lines.put(None)
 
     def run(self, command: str) -> list[str]:
         """The command's output lines, without LLDB's echo of what was typed."""
         self.proc.stdin.write(f"{command}\nscript print('{MARK}')\n")
         self.proc.stdin.flush()
-        out: list[str] = []
-        while True:
-            try:
-                ln = self.lines.get(timeout=TIMEOUT)
-            except queue.Empty:
-                raise AssertionError(f"no end of {command!r} after {TIMEOUT}s; output so far:\n" + "\n".join(out))
-            if ln is None:
-                raise AssertionError(f"lldb ended during {command!r}:\n" + "\n".join(out))
-            if ln.startswith(MARK):
-                return out
-            if not ln.startswith("(lldb) ") and not _LLDB_STOP.match(ln):
-                out.append(ln)
+        _, out = _to_mark(self.lines, command, "lldb")
+        return [ln for ln in out if not ln.startswith("(lldb) ") and not _LLDB_STOP.match(ln)]
 
     def close(self) -> None:
         # `quit` detaches from a live process; the kill is for an LLDB that does not end.
