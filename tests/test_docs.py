@@ -326,13 +326,13 @@ def _run_debugger(block: Block, session: Session) -> None:
     st = steps(block)
     start = st[0].command if st and st[0].prompt == "$ " else None
     typed = st[1:] if start else st
+    offsets: dict[str, int] = {}   # `… +3` bindings: the printed address plus 3
     if block.debuggee:
         core, exe = session.debuggee_core(block.debuggee)
         start = f"{block.kind} " + (f"--core {core} {exe}" if block.kind == "lldb" else f"{exe} {core}")
         if block.kind == "sosext":
             start = str(core)
         hidden = []
-        offsets: dict[str, int] = {}
         for addr, cmd in block.binds:
             plus = re.search(r"\s\+(\d+)$", cmd)   # `… +3`: the printed address plus 3 (an interior pointer)
             if plus:
@@ -345,7 +345,7 @@ def _run_debugger(block: Block, session: Session) -> None:
             hidden.insert(0, Step("(lldb) ", f"command script import {REPO / 'lldbinit' / 'sosext.py'}", ["..."]))
         typed = hidden + typed
     if block.kind == "lldb":
-        _type_into_lldb(block, session, start, typed, offsets if block.debuggee else {})
+        _type_into_lldb(block, session, start, typed, offsets)
         return
     # A command may name an address printed by an earlier one: run, learn the addresses, run
     # again with them, until every command names only addresses of this run.

@@ -124,17 +124,15 @@ class RootForest:
 
     def _position(self, address: int) -> int:
         """``address``'s position among the objects the forest took, or -1."""
-        m = self.mem
-        if not 0 < address < 1 << 64 or address & 7:
+        at = _bit_at(self.mem, address)
+        if at is None or not (int(self.bits[at[0]]) >> at[1]) & 1:
             return -1
-        s = int(reach.segment_of(np.uint64(address), m.seg_lo, m.seg_hi))
-        if s < 0:
-            return -1
-        b = (address - int(m.seg_lo[s])) >> 3
-        blk = int(m.seg_block[s]) + (b >> 6)
-        if not (int(self.bits[blk]) >> (b & 63)) & 1:
-            return -1
-        return int(rw.bit_position(self.bits, self.prefix, blk, b & 63))
+        return int(rw.bit_position(self.bits, self.prefix, at[0], at[1]))
+
+    def _taken_before(self, address: int, cut: int) -> bool:
+        """Whether the forest took the object at ``address`` before rank ``cut``."""
+        pos = self._position(address)
+        return pos >= 0 and int(self.rank[pos]) < cut
 
     def first(self, target: int) -> tuple[int, int, tuple[int, ...]] | None:
         """(root position, rank cut, chain) of the first chain to ``target``, or None."""
@@ -176,7 +174,7 @@ class RootForest:
         held = (rank > cut) & (rank < end) & np.isin(self.outside_parent, np.array(sorted(_frame_parents(chain)),
                                                                                      np.uint64))
         outside = drained_outside([int(a) for a in self.outside[rank < cut]], [int(a) for a in self.outside[held]],
-                                  lambda a: 0 <= self._position(a) and int(self.rank[self._position(a)]) < cut)
+                                  lambda a: self._taken_before(a, cut))
         if outside is None:  # the drain unsees what the forest holds as seen: a search from the first root
             state, skip = WalkState(), 0
         else:
@@ -192,6 +190,18 @@ class RootForest:
                 left -= 1
                 if left <= 0:
                     return
+
+
+def _bit_at(m: "CoreHeapMemory", address: int) -> tuple[int, int] | None:
+    """The word and bit of a heap bitmap (a bit per 8 heap bytes) for ``address``; None for
+    an address that is not 8-aligned inside a segment."""
+    if not 0 < address < 1 << 64 or address & 7:
+        return None
+    s = int(reach.segment_of(np.uint64(address), m.seg_lo, m.seg_hi))
+    if s < 0:
+        return None
+    b = (address - int(m.seg_lo[s])) >> 3
+    return int(m.seg_block[s]) + (b >> 6), b & 63
 
 
 def _frame_parents(chain: tuple[int, ...]) -> set[int]:
@@ -310,11 +320,8 @@ def partial_paths(walk: RootWalk, recording: list, roots: list[ClrRoot], limit: 
     pending = [int(pops[i]) for i in _odd_pops(pops, cut + 1, int(root_pops[k + 1])) if int(parents[i]) in parents_of]
 
     def seen_in_heap(a: int) -> bool:
-        s = int(reach.segment_of(np.uint64(a), m.seg_lo, m.seg_hi))
-        if s < 0 or a & 7:
-            return False
-        b = (a - int(m.seg_lo[s])) >> 3
-        return bool((int(seen[int(m.seg_block[s]) + (b >> 6)]) >> (b & 63)) & 1)
+        at = _bit_at(m, a)
+        return at is not None and bool((int(seen[at[0]]) >> at[1]) & 1)
     drained = drained_outside([int(a) for a in outside[:n_out]], pending, seen_in_heap)
     if drained is None:
         return None  # the drain unsees a heap object: the forest, once built, falls back to a search
