@@ -1,8 +1,12 @@
-"""targets/prewarm.py: the CLI's early mapping of a core is used only for that same file."""
+"""targets/prewarm.py: the CLI's early mapping of a core is used only for that same file, and a
+large core held in 4 KiB pages is refolded into 2 MiB folios."""
 from __future__ import annotations
 
 import os
 import time
+
+import numpy as np
+import pytest
 
 from sosext.targets import prewarm
 
@@ -31,3 +35,113 @@ def test_what_is_no_regular_file_is_left_alone(tmp_path) -> None:
     for path in (str(tmp_path), str(empty), str(tmp_path / "missing")):
         prewarm.prewarm(path)
         assert prewarm.take(path, os.stat(tmp_path)) is None
+
+
+# -- huge pages: the page cache refolded into 2 MiB folios -------------------------------------
+
+_MIB = 1 << 20
+
+
+def _write_in_small_pages(path, size: int) -> bytes:
+    """A file written 4 KiB at a time and flushed: the page cache holds it in 4 KiB pages, as
+    ``cp`` leaves a copied core. Its bytes, to check that refolding changes none."""
+    block = bytes(range(256)) * 16
+    with open(path, "wb", buffering=0) as f:
+        for i in range(size // len(block)):
+            f.write(block[i % 256:] + block[:i % 256])
+        os.fsync(f.fileno())
+    return path.read_bytes()
+
+
+def _mapped(path):
+    import mmap
+    fd = os.open(path, os.O_RDONLY)
+    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    base = np.frombuffer(mm, np.uint8).ctypes.data
+    return mm, fd, base
+
+
+def _populated_pmd(path) -> int:
+    """What a fresh, unmarked mapping of ``path`` gets in 2 MiB entries once every page is mapped."""
+    mm, fd, base = _mapped(path)
+    try:
+        view = np.frombuffer(mm, np.uint8)
+        int(view[::4096].sum())  # every page touched
+        del view
+        return prewarm.pmd_mapped(base)
+    finally:
+        mm.close()
+        os.close(fd)
+
+
+def _require_folding_kernel(tmp_path) -> None:
+    """Skip unless this kernel and file system give a file read through a MADV_HUGEPAGE
+    mapping 2 MiB folios (Linux 6.x on ext4/xfs do; the machine's facts: docs/design.md)."""
+    probe = tmp_path / "probe"
+    _write_in_small_pages(probe, 8 * _MIB)
+    mm, fd, base = _mapped(probe)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        mm.madvise(prewarm.MADV_HUGEPAGE)
+        view = np.frombuffer(mm, np.uint8)
+        int(view[::4096].sum())
+        del view
+        folded = base % (2 * _MIB) == 0 and prewarm.pmd_mapped(base) > 0
+    finally:
+        mm.close()
+        os.close(fd)
+    if not folded:
+        pytest.skip("this kernel or file system keeps a file in 4 KiB pages however it is read: nothing to refold")
+
+
+@pytest.fixture
+def small_refold_limits(monkeypatch):
+    monkeypatch.setattr(prewarm, "_REFOLD_MIN", 16 * _MIB)  # test files of tens of MiB, not GiB
+    monkeypatch.delenv("SOSEXT_HUGEPAGES", raising=False)
+
+
+def test_a_core_held_in_small_pages_is_refolded_into_2mib_folios(tmp_path, small_refold_limits) -> None:
+    _require_folding_kernel(tmp_path)
+    core = tmp_path / "big.core"
+    data = _write_in_small_pages(core, 40 * _MIB)
+    assert _populated_pmd(core) == 0  # 4 KiB pages: what the search would wait on
+    mm, fd, base = _mapped(core)
+    try:
+        prewarm._populate_mapping(mm, fd)
+        assert prewarm.pmd_mapped(base) >= 36 * _MIB  # all but what cannot be whole 2 MiB
+        assert mm[:] == data  # dropped from the cache and read again: the same bytes
+    finally:
+        mm.close()
+        os.close(fd)
+    assert _populated_pmd(core) >= 36 * _MIB  # and so the next process finds it
+
+
+def test_sosext_hugepages_0_leaves_the_page_cache_as_it_is(tmp_path, small_refold_limits, monkeypatch) -> None:
+    _require_folding_kernel(tmp_path)
+    core = tmp_path / "big.core"
+    _write_in_small_pages(core, 40 * _MIB)
+    monkeypatch.setenv("SOSEXT_HUGEPAGES", "0")
+    mm, fd, base = _mapped(core)
+    try:
+        prewarm._populate_mapping(mm, fd)
+        assert prewarm.pmd_mapped(base) == 0
+    finally:
+        mm.close()
+        os.close(fd)
+
+
+def test_refolding_stops_at_the_first_range_read_too_slowly(tmp_path, small_refold_limits, monkeypatch) -> None:
+    _require_folding_kernel(tmp_path)
+    core = tmp_path / "big.core"
+    _write_in_small_pages(core, 40 * _MIB)
+    monkeypatch.setattr(prewarm, "_CHUNK", 8 * _MIB)
+    monkeypatch.setattr(prewarm, "_SLOW", 1 << 62)  # every disk is slower than that
+    mm, fd, base = _mapped(core)
+    try:
+        mm.madvise(prewarm.MADV_HUGEPAGE)
+        populate = lambda off, n: mm.madvise(prewarm.MADV_POPULATE_READ, off, n) is None  # noqa: E731
+        # the first 8 MiB (whether it folds), then one range timed: too slow, stop there
+        assert prewarm._refold(mm, fd, base, len(mm), populate) == 16 * _MIB
+    finally:
+        mm.close()
+        os.close(fd)
