@@ -13,16 +13,17 @@ Only the CLI can do it that early, since it knows its commands before it starts:
 holding the core in 4 KiB pages nearly every object costs a TLB miss as well as a cache miss.
 Linux (ext4 and xfs, 6.x) keeps a file in 2 MiB folios when it is read through a mapping
 marked ``MADV_HUGEPAGE``, and maps such folios with one page-table entry each: the same cold
-gcroot then takes ~0.8 s less at 20M objects (docs/design.md, eighteenth session). How the cache
+gcroot of 20M live objects took 2.2 s instead of 2.7 s (docs/design.md, eighteenth session). How the cache
 holds a file depends on what filled it: ``cp`` leaves 4 KiB pages, ``dd bs=4M`` 2 MiB folios. So
-the mapping is marked, three 2 MiB probes tell how the cache holds the file, and a core of
-256 MiB or more held in small pages is *refolded*: each range is dropped from the cache
-(``POSIX_FADV_DONTNEED``, clean pages only, none that a process maps) and read again through
-the marked mapping. That is one read of the file from disk, on this thread; it stops at the
-first range read slower than 512 MiB/s (a slow disk would lose more than the search gains)
-and after a first 8 MiB that did not come back in 2 MiB folios (a kernel or file system
-without them). Later processes find the file folded and only populate. ``SOSEXT_HUGEPAGES=0``
-turns both off.
+the mapping is marked, and a core of 256 MiB or more is populated range by range; a range the
+cache holds in small pages (smaps' ``FilePmdMapped`` tells) is *refolded*: dropped from the
+cache (``POSIX_FADV_DONTNEED``, clean pages only, none that a process maps) and read again
+through the marked mapping. That is one read of the file from disk, on this thread, and only on a
+block device's file system. The file's last 8 MiB go first: if they come back slower than
+512 MiB/s (a slow disk would lose more than the search gains) or not in 2 MiB folios (a kernel
+or file system without them), nothing more is refolded. Then each 64 MiB is populated, and
+refolded if the cache holds it in small pages, until one comes back too slowly. Later
+processes find the file folded and only populate. ``SOSEXT_HUGEPAGES=0`` turns both off.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ MADV_HUGEPAGE = 14
 _STEP = 4 << 20
 _HUGE = 2 << 20  # a PMD: the folio and mapping size asked for
 _REFOLD_MIN = 256 << 20  # below this the search is short anyway: never re-read
-_FIRST = 8 << 20  # the first range refolded, to learn whether it comes back huge
+_FIRST = 8 << 20  # the file's last 8 MiB, refolded first: whether it comes back huge, and how fast
 _CHUNK = 64 << 20
 _SLOW = 512 << 20  # bytes/s: re-reading from a slower disk costs more than the search gains
 _made: dict[str, tuple[tuple[int, int, int, int], mmap.mmap, int]] = {}
@@ -104,56 +105,68 @@ def _populate_mapping(mm: mmap.mmap, fd: int) -> None:
     def populate(off: int, n: int) -> bool:
         return not mm.closed and madvise(base + off, n, MADV_POPULATE_READ) == 0
 
-    start = 0
-    if os.environ.get("SOSEXT_HUGEPAGES", "1") != "0" and not base % _HUGE and \
-            madvise(base, size, MADV_HUGEPAGE) == 0 and size >= _REFOLD_MIN and not _held_huge(base, size, populate):
-        madvise(base, size, MADV_DONTNEED)  # the probes' entries: a page this process maps is not dropped
-        start = _refold(mm, fd, base, size, populate)
-    for off in range(start, size, _STEP):
-        if not populate(off, min(_STEP, size - off)):
-            break  # a kernel without it: the search faults pages in as before
+    if os.environ.get("SOSEXT_HUGEPAGES", "1") != "0" and not base % _HUGE and size >= _REFOLD_MIN and \
+            madvise(base, size, MADV_HUGEPAGE) == 0 and _on_a_disk(fd):
+        _populate_folded(fd, base, size, populate, lambda off, n: madvise(base + off, n, MADV_DONTNEED) == 0)
+    else:
+        for off in range(0, size, _STEP):
+            if not populate(off, min(_STEP, size - off)):
+                break  # a kernel without it: the search faults pages in as before
     del view
 
 
-def _held_huge(base: int, size: int, populate: Callable[[int, int], bool]) -> bool:
-    """Whether the page cache holds the file in 2 MiB folios, by three probes (a range not
-    cached at all is read in as such through the marked mapping: it counts as held so)."""
-    probes = [(size * k // 4) // _HUGE * _HUGE for k in (1, 2, 3)]
-    if not all(populate(off, _HUGE) for off in probes):
-        return True  # cannot tell: leave the cache as it is
-    return pmd_mapped(base) >= 2 * _HUGE
+def _on_a_disk(fd: int) -> bool:
+    """Whether the file is on a block device's file system (ext4, xfs): not NFS, FUSE, tmpfs,
+    overlayfs or btrfs (device major 0), where a read again may cross a network or gain nothing."""
+    return os.major(os.fstat(fd).st_dev) != 0
 
 
-def _refold(mm: mmap.mmap, fd: int, base: int, size: int, populate: Callable[[int, int], bool]) -> int:
-    """Drop and read again, range by range, what the cache holds in small pages; the offset
-    where that stopped (the rest is only populated)."""
-    off = 0
-    while off < size and not mm.closed:
-        first = off == 0
-        n = min(_FIRST if first else _CHUNK, size - off)
-        began = time.perf_counter()
-        os.posix_fadvise(fd, off, n, os.POSIX_FADV_DONTNEED)
-        if not populate(off, n):
-            return off
-        took = time.perf_counter() - began
-        off += n
-        if first and pmd_mapped(base) < n // 2:
-            return off  # it did not come back in 2 MiB folios: no use going on
-        if not first and n < _SLOW * took:
-            return off  # a disk slower than _SLOW
-    return off
+def _populate_folded(fd: int, base: int, size: int, populate: Callable[[int, int], bool],
+                     unmap: Callable[[int, int], bool]) -> None:
+    """Populate range by range; a range that the cache holds in small pages is refolded.
+    The file's last 8 MiB go first (what sosext reads first is at the start of a core, and a
+    page this process maps cannot be dropped): whether they come back in 2 MiB folios, and how
+    fast, decides whether the other ranges are refolded too."""
+    last = max(0, (size - _FIRST) // _HUGE * _HUGE)
+    refolding = _fill(fd, base, last, size - last, True, populate, unmap) is True
+    for off in range(0, last, _CHUNK):
+        done = _fill(fd, base, off, min(_CHUNK, last - off), refolding, populate, unmap)
+        if done is None:
+            return  # a kernel without MADV_POPULATE_READ: the search faults pages in as before
+        refolding = refolding and done
+
+
+def _fill(fd: int, base: int, off: int, n: int, refold: bool, populate: Callable[[int, int], bool],
+          unmap: Callable[[int, int], bool]) -> bool | None:
+    """Map ``n`` bytes at ``off``; with ``refold``, when the cache holds less than 90% of their
+    whole 2 MiB in 2 MiB folios, drop them from the cache and read them again. False when a
+    refold came back slower than _SLOW or under half folded (refold no more), None when
+    populating failed."""
+    before = pmd_mapped(base) if refold else 0
+    if not populate(off, n):
+        return None
+    whole = n // _HUGE * _HUGE
+    if not refold or pmd_mapped(base) - before >= whole * 9 // 10:
+        return True
+    began = time.perf_counter()
+    unmap(off, n)  # this process's entries: a page mapped anywhere is not dropped
+    os.posix_fadvise(fd, off, n, os.POSIX_FADV_DONTNEED)
+    if not populate(off, n):
+        return None
+    took = time.perf_counter() - began
+    return n >= _SLOW * took and pmd_mapped(base) - before >= whole // 2
 
 
 def pmd_mapped(base: int) -> int:
-    """Bytes of the mapping at ``base`` mapped by 2 MiB entries (/proc/self/smaps), 0 if unknown."""
-    head = f"{base:x}-"
-    inside = False
+    """Bytes of the mapping at ``base`` mapped by 2 MiB entries (/proc/self/smaps), 0 if unknown.
+    Searched with str.find: the prewarm thread holds the GIL the while, which Python's imports want."""
     with open("/proc/self/smaps") as f:
-        for line in f:
-            if line.startswith(head):
-                inside = True
-            elif inside and line.startswith("FilePmdMapped:"):
-                return int(line.split()[1]) * 1024
-            elif inside and line[:1] in "0123456789abcdef" and "-" in line.split()[0]:
-                return 0
-    return 0
+        text = f.read()
+    at = text.find(f"\n{base:x}-")
+    if at < 0:
+        return 0
+    field = text.find("\nFilePmdMapped:", at)
+    end = text.find("\nVmFlags:", at)  # the mapping's last field
+    if field < 0 or (0 <= end < field):
+        return 0
+    return int(text[field + 15:text.index(" kB", field)]) * 1024

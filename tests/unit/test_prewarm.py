@@ -3,6 +3,7 @@ large core held in 4 KiB pages is refolded into 2 MiB folios."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
@@ -20,6 +21,9 @@ def test_the_mapping_is_taken_for_the_same_file_only(tmp_path) -> None:
     mm, fd = made
     assert mm[:4] == b"\x7fELF" and os.fstat(fd).st_ino == os.stat(core).st_ino
     assert prewarm.take(str(core), os.stat(core)) is None  # taken once
+    for t in threading.enumerate():  # its populating thread holds the mapping until it ends
+        if t.name == "sosext-prewarm":
+            t.join()
     mm.close()
     os.close(fd)
 
@@ -130,18 +134,78 @@ def test_sosext_hugepages_0_leaves_the_page_cache_as_it_is(tmp_path, small_refol
         os.close(fd)
 
 
-def test_refolding_stops_at_the_first_range_read_too_slowly(tmp_path, small_refold_limits, monkeypatch) -> None:
+def _dropped_ranges(monkeypatch) -> list[tuple[int, int]]:
+    """The ranges refolding drops from the page cache, recorded as it goes."""
+    dropped: list[tuple[int, int]] = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise",
+                        lambda fd, off, n, advice: (dropped.append((off, n)), real(fd, off, n, advice)))
+    return dropped
+
+
+def test_refolding_stops_when_the_file_s_last_8mib_come_back_too_slowly(tmp_path, small_refold_limits,
+                                                                         monkeypatch) -> None:
     _require_folding_kernel(tmp_path)
     core = tmp_path / "big.core"
     _write_in_small_pages(core, 40 * _MIB)
-    monkeypatch.setattr(prewarm, "_CHUNK", 8 * _MIB)
     monkeypatch.setattr(prewarm, "_SLOW", 1 << 62)  # every disk is slower than that
+    dropped = _dropped_ranges(monkeypatch)
     mm, fd, base = _mapped(core)
     try:
+        prewarm._populate_mapping(mm, fd)
+        assert dropped == [(32 * _MIB, 8 * _MIB)]  # the last 8 MiB only: the rest stays as it was
+        assert prewarm.pmd_mapped(base) <= 8 * _MIB
+    finally:
+        mm.close()
+        os.close(fd)
+
+
+def test_a_core_held_in_2mib_folios_is_only_populated(tmp_path, small_refold_limits, monkeypatch) -> None:
+    _require_folding_kernel(tmp_path)
+    core = tmp_path / "big.core"
+    _write_in_small_pages(core, 40 * _MIB)
+    dropped = _dropped_ranges(monkeypatch)
+    for _ in range(2):
+        mm, fd, base = _mapped(core)
+        try:
+            prewarm._populate_mapping(mm, fd)
+        finally:
+            mm.close()
+            os.close(fd)
+    # the first process refolds, the last 8 MiB first; the second only populates
+    assert dropped == [(32 * _MIB, 8 * _MIB), (0, 32 * _MIB)]
+
+
+def test_no_refold_off_a_block_device() -> None:
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm (tmpfs) on this machine")
+    with open("/dev/shm/sosext-prewarm-test", "wb") as f:
+        try:
+            assert not prewarm._on_a_disk(f.fileno())  # tmpfs: major 0, as NFS, FUSE, overlayfs
+        finally:
+            os.unlink(f.name)
+
+
+def test_only_the_ranges_held_in_small_pages_are_refolded(tmp_path, small_refold_limits, monkeypatch) -> None:
+    _require_folding_kernel(tmp_path)
+    core = tmp_path / "big.core"
+    data = _write_in_small_pages(core, 40 * _MIB)
+    monkeypatch.setattr(prewarm, "_CHUNK", 8 * _MIB)
+    mm, fd, base = _mapped(core)
+    try:  # the first 16 MiB read in 2 MiB folios, the rest left in 4 KiB pages
+        os.posix_fadvise(fd, 0, 16 * _MIB, os.POSIX_FADV_DONTNEED)
         mm.madvise(prewarm.MADV_HUGEPAGE)
-        populate = lambda off, n: mm.madvise(prewarm.MADV_POPULATE_READ, off, n) is None  # noqa: E731
-        # the first 8 MiB (whether it folds), then one range timed: too slow, stop there
-        assert prewarm._refold(mm, fd, base, len(mm), populate) == 16 * _MIB
+        mm.madvise(prewarm.MADV_POPULATE_READ, 0, 16 * _MIB)
+    finally:
+        mm.close()
+        os.close(fd)
+    dropped = _dropped_ranges(monkeypatch)
+    mm, fd, base = _mapped(core)
+    try:
+        prewarm._populate_mapping(mm, fd)
+        assert dropped == [(32 * _MIB, 8 * _MIB), (16 * _MIB, 8 * _MIB), (24 * _MIB, 8 * _MIB)]
+        assert prewarm.pmd_mapped(base) >= 36 * _MIB
+        assert mm[:] == data
     finally:
         mm.close()
         os.close(fd)
