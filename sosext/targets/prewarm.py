@@ -43,6 +43,7 @@ _HUGE = 2 << 20  # a PMD: the folio and mapping size asked for
 _REFOLD_MIN = 256 << 20  # below this the search is short anyway: never re-read
 _FIRST = 8 << 20  # the file's last 8 MiB, refolded first: whether it comes back huge, and how fast
 _CHUNK = 64 << 20
+_RANGES = 128  # a larger core in larger ranges
 _SLOW = 512 << 20  # bytes/s: re-reading from a slower disk costs more than the search gains
 _made: dict[str, tuple[tuple[int, int, int, int], mmap.mmap, int]] = {}
 
@@ -129,8 +130,9 @@ def _populate_folded(fd: int, base: int, size: int, populate: Callable[[int, int
     fast, decides whether the other ranges are refolded too."""
     last = max(0, (size - _FIRST) // _HUGE * _HUGE)
     refolding = _fill(fd, base, last, size - last, True, populate, unmap) is True
-    for off in range(0, last, _CHUNK):
-        done = _fill(fd, base, off, min(_CHUNK, last - off), refolding, populate, unmap)
+    step = max(_CHUNK, -(-last // _RANGES) // _HUGE * _HUGE)  # smaps is read twice a range: a few hundred at most
+    for off in range(0, last, step):
+        done = _fill(fd, base, off, min(step, last - off), refolding, populate, unmap)
         if done is None:
             return  # a kernel without MADV_POPULATE_READ: the search faults pages in as before
         refolding = refolding and done
