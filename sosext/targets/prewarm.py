@@ -129,7 +129,9 @@ def _populate_folded(fd: int, base: int, size: int, populate: Callable[[int, int
     page this process maps cannot be dropped): whether they come back in 2 MiB folios, and how
     fast, decides whether the other ranges are refolded too."""
     last = max(0, (size - _FIRST) // _HUGE * _HUGE)
-    refolding = _fill(fd, base, last, size - last, True, populate, unmap) is True
+    before = pmd_mapped(base)
+    refolding = _fill(fd, base, last, size - last, True, populate, unmap) is True and \
+        pmd_mapped(base) - before >= (size - last) // _HUGE * _HUGE // 2  # else a kernel without them
     step = max(_CHUNK, -(-last // _RANGES) // _HUGE * _HUGE)  # smaps is read twice a range: a few hundred at most
     for off in range(0, last, step):
         done = _fill(fd, base, off, min(step, last - off), refolding, populate, unmap)
@@ -142,8 +144,9 @@ def _fill(fd: int, base: int, off: int, n: int, refold: bool, populate: Callable
           unmap: Callable[[int, int], bool]) -> bool | None:
     """Map ``n`` bytes at ``off``; with ``refold``, when the cache holds less than 90% of their
     whole 2 MiB in 2 MiB folios, drop them from the cache and read them again. False when a
-    refold came back slower than _SLOW or under half folded (refold no more), None when
-    populating failed."""
+    refold came back slower than _SLOW (refold no more), None when populating failed. A range
+    may come back partly in small pages where the search has mapped pages meanwhile (they
+    cannot be dropped): the next process refolds those."""
     before = pmd_mapped(base) if refold else 0
     if not populate(off, n):
         return None
@@ -155,8 +158,7 @@ def _fill(fd: int, base: int, off: int, n: int, refold: bool, populate: Callable
     os.posix_fadvise(fd, off, n, os.POSIX_FADV_DONTNEED)
     if not populate(off, n):
         return None
-    took = time.perf_counter() - began
-    return n >= _SLOW * took and pmd_mapped(base) - before >= whole // 2
+    return n >= _SLOW * (time.perf_counter() - began)
 
 
 def pmd_mapped(base: int) -> int:
