@@ -175,20 +175,29 @@ def load() -> str:
     return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+_PAGE_CACHE = """
+import mmap, sys
+import numpy as np
+from sosext.targets.prewarm import pmd_mapped
+with open(sys.argv[1], "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    view = np.frombuffer(mm, np.uint8)
+    int(view[::4096].sum())  # every page mapped
+    print(pmd_mapped(view.ctypes.data) / max(1, view.size))
+    del view
+"""
+
+
 def page_cache(core: Path) -> str:
     """How the page cache holds the core: the share in 2 MiB folios, which the search's random
     reads need (sosext's first gcroot process refolds a core held in 4 KiB pages:
-    sosext/targets/prewarm.py). Measured by mapping it whole, without marking the mapping."""
-    import mmap
-    import numpy as np
-    sys.path.insert(0, str(ROOT))
-    from sosext.targets.prewarm import pmd_mapped
-    with open(core, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        view = np.frombuffer(mm, np.uint8)
-        int(view[::4096].sum())  # every page mapped
-        share = pmd_mapped(view.ctypes.data) / max(1, view.size)
-        del view
-    return f"page cache: {100 * share:.0f}% of the core in 2 MiB folios"
+    sosext/targets/prewarm.py). Measured by mapping it whole, without marking the mapping, in
+    a process of its own: the processes this one starts inherit its peak RSS (ru_maxrss)."""
+    out = subprocess.run([PY, "-c", _PAGE_CACHE, str(core)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        return f"page cache: {100 * float(out.stdout):.0f}% of the core in 2 MiB folios"
+    except ValueError:
+        return "page cache: unknown"
 
 
 def timings(r: Run) -> list[float]:
