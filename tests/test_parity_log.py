@@ -157,9 +157,13 @@ def test_dumplog_names_the_moved_object(case: Case, host: str) -> None:
     want = (f"GC Root {p16(m['root'])} RELOCATED {p16(m['before'])} -> {p16(m['after'])}  "
             f"MT = {p16(m['mt'])} ({ITEM})")
     rows = [ln for ln in log_file(case, host) if ln.endswith(want)]
-    assert len(rows) == 1, want
-    match = ROW.match(rows[0])
-    assert match and match.group(3) == "`GC`GCROOTS`"
+    # Server GC may report the slot twice (seen in a CI run: two rows, in every host, live and
+    # core alike, so in the log itself); a record decoded twice would be the same line twice.
+    assert rows, want
+    assert len(set(rows)) == len(rows), rows
+    for row in rows:
+        match = ROW.match(row)
+        assert match and match.group(3) == "`GC`GCROOTS`"
 
 
 # -- hist* ------------------------------------------------------------------------------------
