@@ -129,6 +129,9 @@ _STRESS_ROW = re.compile(r"^[0-9a-f]{1,8}(\s+\d+\.\d{9} )")
 _THREAD_ROW = re.compile(r"^(\s*(?:\d+|XXXX)\s+\d+\s+)[0-9a-f]+(\s+[0-9A-F]{16}\s)")
 # dumpobj's thread-static rows ("        bae:0", under "Thread static values"): an OS thread id.
 _THREAD_STATIC = re.compile(r"^( {8})[0-9a-f]{1,8}(:\S+)$")
+# pstacks' thread list ("~~~~ 705,706,707"): OS thread ids, which _NUM would read as one grouped
+# decimal when each has three digits, and not at all when one has no digit ("abc").
+_PSTACKS_THREADS = re.compile(r"^(\s*~~~~ )[0-9a-f]+(?:,[0-9a-f]+)*$")
 # A masked count's noun, in the singular: sosext's own sentences agree with the number ("1 more
 # group", "2 more groups", "1 collection"), and the number is masked, so its grammar is too.
 _COUNTED = re.compile(r"\bN ((?:more |growing )?)([A-Za-z]+?)(ies|s)?\b")
@@ -141,6 +144,7 @@ def normalise(line: str) -> str:
     line = _THREAD_IN.sub(r"\1N:", line)
     line = _STRESS_ROW.sub(r"N\1", line)
     line = _THREAD_STATIC.sub(r"\1N\2", line)
+    line = _PSTACKS_THREADS.sub(r"\1N", line)
     line = _HEX.sub("N", line)
     line = _NUM.sub("N", line)
     line = _COUNTED.sub(lambda m: f"N {m.group(1)}{m.group(2)}{'y' if m.group(3) == 'ies' else ''}", line)

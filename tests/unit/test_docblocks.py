@@ -1,0 +1,22 @@
+"""tests/docblocks.py: a doc's example matches a run whose OS thread ids differ, and only then."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from docblocks import match  # noqa: E402
+
+
+def test_pstacks_thread_lists_match_whatever_the_ids_look_like() -> None:
+    # CI's PIDs are small: three-digit ids ("708,709") once read as one grouped decimal.
+    doc = ["   ~~~~ 42cf,42d0", "      2 DebuggeeHost.X.ParkB(Int32)", " ~~~~ 42be"]
+    for run in (["   ~~~~ 708,709", "      2 DebuggeeHost.X.ParkB(Int32)", " ~~~~ 6fb"],
+                ["   ~~~~ abc,abd", "      2 DebuggeeHost.X.ParkB(Int32)", " ~~~~ 1234567"]):
+        assert match(doc, run) is not None, run
+
+
+def test_pstacks_lines_still_differ_where_the_stacks_do() -> None:
+    doc = ["   ~~~~ 42cf,42d0", "      2 DebuggeeHost.X.ParkB(Int32)"]
+    assert match(doc, ["   ~~~~ 708,709", "      2 DebuggeeHost.X.ParkA(Int32)"]) is None
+    assert match(doc, ["   ~~~~ 708,709 extra", "      2 DebuggeeHost.X.ParkB(Int32)"]) is None
