@@ -177,13 +177,10 @@ def load() -> str:
 
 _PAGE_CACHE = """
 import mmap, sys
-import numpy as np
-from sosext.targets.prewarm import pmd_mapped
+from sosext.targets.prewarm import pmd_mapped_whole
 with open(sys.argv[1], "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-    view = np.frombuffer(mm, np.uint8)
-    int(view[::4096].sum())  # every page mapped
-    print(pmd_mapped(view.ctypes.data) / max(1, view.size))
-    del view
+    folded, size = pmd_mapped_whole(mm)
+    print(folded / max(1, size))
 """
 
 
