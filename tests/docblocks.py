@@ -129,6 +129,8 @@ _STRESS_ROW = re.compile(r"^[0-9a-f]{1,8}(\s+\d+\.\d{9} )")
 _THREAD_ROW = re.compile(r"^(\s*(?:\d+|XXXX)\s+\d+\s+)[0-9a-f]+(\s+[0-9A-F]{16}\s)")
 # dumpobj's thread-static rows ("        bae:0", under "Thread static values"): an OS thread id.
 _THREAD_STATIC = re.compile(r"^( {8})[0-9a-f]{1,8}(:\S+)$")
+# syncblk's owner (Index, SyncBlock, MonitorHeld, Recursion, Thread, OSID, DBG): an OS thread id.
+_SYNCBLK_OWNER = re.compile(r"^(\s*\d+ [0-9A-F]{16}\s+\d+\s+\d+ [0-9A-F]{16} +)[0-9a-f]+(\s+\d+\s)")
 # pstacks' thread list ("~~~~ 705,706,707"): OS thread ids, which _NUM would read as one grouped
 # decimal when each has three digits, and not at all when one has no digit ("abc").
 _PSTACKS_THREADS = re.compile(r"^(\s*~~~~ )[0-9a-f]+(?:,[0-9a-f]+)*$")
@@ -145,6 +147,7 @@ def normalise(line: str) -> str:
     line = _STRESS_ROW.sub(r"N\1", line)
     line = _THREAD_STATIC.sub(r"\1N\2", line)
     line = _PSTACKS_THREADS.sub(r"\1N", line)
+    line = _SYNCBLK_OWNER.sub(r"\1N\2", line)
     line = _HEX.sub("N", line)
     line = _NUM.sub("N", line)
     line = _COUNTED.sub(lambda m: f"N {m.group(1)}{m.group(2)}{'y' if m.group(3) == 'ies' else ''}", line)

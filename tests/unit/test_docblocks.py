@@ -20,3 +20,9 @@ def test_pstacks_lines_still_differ_where_the_stacks_do() -> None:
     doc = ["   ~~~~ 42cf,42d0", "      2 DebuggeeHost.X.ParkB(Int32)"]
     assert match(doc, ["   ~~~~ 708,709", "      2 DebuggeeHost.X.ParkA(Int32)"]) is None
     assert match(doc, ["   ~~~~ 708,709 extra", "      2 DebuggeeHost.X.ParkB(Int32)"]) is None
+
+
+def test_syncblk_owner_thread_ids_match_with_or_without_a_digit() -> None:
+    row = "    3 000055C80FCB5E98            3         2 000055C80FC93350 {}   9   00007f3d198111f8 X.Lock"
+    assert match([row.format("2a05")], [row.format("fde")]) is not None
+    assert match([row.format("2a05")], [row.format("6fb").replace("   9 ", "   9 extra ")]) is None
