@@ -124,6 +124,8 @@ def steps(block: Block) -> list[Step]:
 _THREAD = re.compile(r"^(\s*Thread )[0-9a-fA-F]+:")  # gcroot's OS thread id, e.g. "fde": no digit
 # leaks' holder ("…(strong handle); thread bbd: …") and a stress log row's thread ("aed  0.063 …").
 _THREAD_IN = re.compile(r"(\bthread )[0-9a-f]+:")
+# clrthreads -managedexception: "Found managed exception on thread 40e7".
+_EXCEPTION_THREAD = re.compile(r"^(Found managed exception on thread )[0-9a-f]+$")
 _STRESS_ROW = re.compile(r"^[0-9a-f]{1,8}(\s+\d+\.\d{9} )")
 # clrthreads' OSID column (DBG, ID, OSID, ThreadOBJ): an OS thread id with no digit ("aeb").
 _THREAD_ROW = re.compile(r"^(\s*(?:\d+|XXXX)\s+\d+\s+)[0-9a-f]+(\s+[0-9A-F]{16}\s)")
@@ -148,6 +150,7 @@ def normalise(line: str) -> str:
     line = _THREAD_STATIC.sub(r"\1N\2", line)
     line = _PSTACKS_THREADS.sub(r"\1N", line)
     line = _SYNCBLK_OWNER.sub(r"\1N\2", line)
+    line = _EXCEPTION_THREAD.sub(r"\1N", line)
     line = _HEX.sub("N", line)
     line = _NUM.sub("N", line)
     line = _COUNTED.sub(lambda m: f"N {m.group(1)}{m.group(2)}{'y' if m.group(3) == 'ies' else ''}", line)

@@ -26,3 +26,8 @@ def test_syncblk_owner_thread_ids_match_with_or_without_a_digit() -> None:
     row = "    3 000055C80FCB5E98            3         2 000055C80FC93350 {}   9   00007f3d198111f8 X.Lock"
     assert match([row.format("2a05")], [row.format("fde")]) is not None
     assert match([row.format("2a05")], [row.format("6fb").replace("   9 ", "   9 extra ")]) is None
+
+
+def test_the_thread_of_a_managed_exception_matches_with_or_without_a_digit() -> None:
+    assert match(["Found managed exception on thread 40e7"], ["Found managed exception on thread adf"]) is not None
+    assert match(["Found managed exception on thread 40e7"], ["Found managed exception in thread adf"]) is None
