@@ -141,6 +141,16 @@ _PSTACKS_THREADS = re.compile(r"^(\s*~~~~ )[0-9a-f]+(?:,[0-9a-f]+)*$")
 _COUNTED = re.compile(r"\bN ((?:more |growing )?)([A-Za-z]+?)(ies|s)?\b")
 
 
+_SLEEP = re.compile(r"^sleep (\d+)$")
+
+
+def shorter_sleep(command: str) -> str:
+    """A doc's `sleep 20` between two dumps lets the service grow for its reader; the tests wait
+    a quarter of it: the same growth, smaller (the suite's length: docs/design.md, Tests)."""
+    m = _SLEEP.match(command.strip())
+    return f"sleep {max(1, int(m.group(1)) // 4)}" if m else command
+
+
 def normalise(line: str) -> str:
     # One mask for both: 266240 and 0x41000 are the same kind of thing as 4096 and 0x1000.
     line = _THREAD.sub(r"\1N:", line)

@@ -31,7 +31,7 @@ import pytest
 
 import drivers
 from docblocks import (DOCS, KINDS, PROMPTS, REPO, SESSIONS, Block, Step, bind, blocks, first_hex, learn, match,
-                       rebind, steps)
+                       rebind, shorter_sleep, steps)
 
 MARK = "@@SOSEXT-DOC@@"
 # LLDB's own thread status after `thread select` arrives asynchronously (before or after the next
@@ -272,7 +272,7 @@ def _check(block: Block, step: Step, real: list[str], session: Session, ran: str
 
 def _run_console(block: Block, session: Session) -> None:
     for st in steps(block):
-        out = session.sh(session.to_run(rebind(st.command, session.mapping)))
+        out = session.sh(shorter_sleep(session.to_run(rebind(st.command, session.mapping))))
         assert session.status == 0, f"{block.where}: `{st.command}` failed ({session.status}):\n" + "\n".join(out)
         _check(block, st, out, session)
 
@@ -281,7 +281,7 @@ def _run_bash(block: Block, session: Session) -> None:
     for ln in block.text:
         cmd = ln.split("  #")[0].strip()
         if cmd and not cmd.startswith("#"):
-            out = session.sh(session.to_run(cmd))
+            out = session.sh(shorter_sleep(session.to_run(cmd)))
             assert session.status == 0, f"{block.where}: `{cmd}` failed ({session.status}):\n" + "\n".join(out)
 
 

@@ -560,9 +560,11 @@ SLOWED = {"inside": ("sosext.targets.elfcore", "ElfCore"), "around": ("sosext.ta
 def test_ctrl_c_interrupts_a_command(cores: dict[str, Path], where: str) -> None:
     """SIGINT to GDB while a command runs: `error: interrupted`, and GDB goes on."""
     module, cls = SLOWED[where]
-    slow_reads = (f"python import time, {module} as m; f = m.{cls}.read_partial; "
-                  f"m.{cls}.read_partial = lambda self, a, n: (time.sleep(0.02), f(self, a, n))[1]; "
-                  "print('SLOW-READS-ON', flush=True)")
+    # Slowed until the Ctrl-C is recorded: after it, the command's remaining reads (it stops at
+    # its next check, once the DAC has returned) go at full speed, as they would unslowed.
+    slow_reads = (f"python import time, {module} as m, sosext.interrupts as i; f = m.{cls}.read_partial; "
+                  f"m.{cls}.read_partial = lambda self, a, n: (time.sleep(0 if i.recorded() else 0.02), "
+                  "f(self, a, n))[1]; print('SLOW-READS-ON', flush=True)")
     args = [GDB, "-nx", "-q", "-batch", "-ex", f"core-file {cores['withheap']}", "-ex", f"source {GDBINIT}",
             "-ex", slow_reads, "-ex", "dumpheap -stat", "-ex", "echo ALIVE\\n"]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

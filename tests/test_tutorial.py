@@ -2,9 +2,9 @@
 
 tmux gives the shell a real pseudo-terminal (job control, a foreground process group, LLDB's and
 GDB's line editors), so a step that would stop on SIGTTIN, wait for input or page its output
-hangs here too. Only what the doc says is typed, in its order: every `$` line of its runnable
-console blocks, and its LLDB and GDB sessions (started by their `$ lldb-16 …` / `$ gdb …` line);
-an address the doc shows is replaced by the one this run printed on the matching line, as a
+hangs here too. Only what the doc says is typed, in its order (a `sleep` a quarter as long): every
+`$` line of its runnable console blocks, and its LLDB and GDB sessions (started by their
+`$ lldb-16 …` / `$ gdb …` line); an address the doc shows is replaced by the one this run printed on the matching line, as a
 reader copies theirs. The leak found must be the service's truth: its log names the
 CacheEntry and worker MethodTables and counts its cache entries every tick.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import drivers
-from docblocks import REPO, Block, blocks, learn, match, rebind, steps
+from docblocks import REPO, Block, blocks, learn, match, rebind, shorter_sleep, steps
 
 DOC = REPO / "docs" / "leak-hunting.md"
 PROMPT = "DOCSHELL$ "
@@ -113,7 +113,7 @@ def test_leak_hunting_in_a_terminal(tmp_path: Path) -> None:
             st = steps(b)
             prompt = PROMPT
             for s in st:
-                typed = to_run(rebind(s.command, mapping))
+                typed = shorter_sleep(to_run(rebind(s.command, mapping)))
                 if s.prompt == "$ " and b.kind in ("lldb", "gdb"):
                     prompt = "(lldb) " if b.kind == "lldb" else "(gdb) "
                     term.type(typed, prompt)
