@@ -4,8 +4,8 @@ tmux gives the shell a real pseudo-terminal (job control, a foreground process g
 GDB's line editors), so a step that would stop on SIGTTIN, wait for input or page its output
 hangs here too. Only what the doc says is typed, in its order (a `sleep` a quarter as long): every
 `$` line of its runnable console blocks, and its LLDB and GDB sessions (started by their
-`$ lldb-16 …` / `$ gdb …` line); an address the doc shows is replaced by the one this run printed on the matching line, as a
-reader copies theirs. The leak found must be the service's truth: its log names the
+`$ lldb-16 …` / `$ gdb …` line); an address the doc shows is replaced by the one this run
+printed on the matching line, as a reader copies theirs. The leak found must be the service's truth: its log names the
 CacheEntry and worker MethodTables and counts its cache entries every tick.
 """
 from __future__ import annotations

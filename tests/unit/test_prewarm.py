@@ -46,14 +46,16 @@ def test_what_is_no_regular_file_is_left_alone(tmp_path) -> None:
 _MIB = 1 << 20
 
 
-def _write_in_small_pages(path, size: int) -> bytes:
+def _write_in_small_pages(path, size: int, flush: bool = True) -> bytes:
     """A file written 4 KiB at a time and flushed: the page cache holds it in 4 KiB pages, as
-    ``cp`` leaves a copied core. Its bytes, to check that refolding changes none."""
+    ``cp`` leaves a copied core (unflushed: dirty, as a core just written). Its bytes, to check
+    that refolding changes none."""
     block = bytes(range(256)) * 16
     with open(path, "wb", buffering=0) as f:
         for i in range(size // len(block)):
             f.write(block[i % 256:] + block[:i % 256])
-        os.fsync(f.fileno())
+        if flush:
+            os.fsync(f.fileno())
     return path.read_bytes()
 
 
@@ -184,11 +186,7 @@ def test_a_core_just_written_is_left_to_a_later_process(tmp_path, small_refold_l
     # Dirty pages are not dropped: the last 8 MiB come back unfolded, and nothing else is tried.
     _require_folding_kernel(tmp_path)
     core = tmp_path / "big.core"
-    block = bytes(range(256)) * 16
-    with open(core, "wb", buffering=0) as f:  # as createdump writes it: not flushed
-        for i in range(40 * _MIB // len(block)):
-            f.write(block[i % 256:] + block[:i % 256])
-    data = core.read_bytes()
+    data = _write_in_small_pages(core, 40 * _MIB, flush=False)  # as createdump writes it
     dropped = _dropped_ranges(monkeypatch)
     mm, fd, base = _mapped(core)
     try:
